@@ -1,0 +1,28 @@
+// The real MPI, reached through PMPI_* so SlimReduce never calls itself.
+// Every function returns the MPI error code the caller would have got.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+
+namespace slimreduce::backends::mpi {
+
+// The caller's call, unchanged.
+int allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+              MPI_Comm comm);
+int iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+               MPI_Comm comm, MPI_Request* request);
+
+// Sends send_bytes to dest while receiving recv_bytes from source (sizes may
+// exceed INT_MAX: they are sent in pieces).
+int sendrecv_bytes(const void* send, std::size_t send_bytes, int dest, void* recv,
+                   std::size_t recv_bytes, int source, MPI_Comm comm);
+
+// Every rank's bytes_per_rank bytes, in rank order, into gathered.
+int allgather_bytes(const void* send, std::size_t bytes_per_rank, void* gathered, MPI_Comm comm);
+
+// The largest byte count one MPI call takes as MPI_BYTE.
+constexpr std::size_t kMaxBytesPerCall = std::size_t{1} << 30;
+
+}  // namespace slimreduce::backends::mpi

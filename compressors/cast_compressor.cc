@@ -1,0 +1,47 @@
+// fp16 and bf16: round each value to 16 bits; summable.
+#include <cstdint>
+
+#include "compressors/registry.h"
+#include "kernels/cast.h"
+
+namespace slimreduce::compressors {
+namespace {
+
+using kernels::HalfFormat;
+
+class CastCompressor final : public SummableCompressor {
+ public:
+  explicit CastCompressor(HalfFormat format) : format_(format) {}
+
+  std::string_view name() const override { return format_ == HalfFormat::fp16 ? "fp16" : "bf16"; }
+  // A cast loses little, and carrying the rounding error costs a residual as
+  // large as the tensor: off unless asked for.
+  bool default_error_feedback() const override { return false; }
+  std::size_t compressed_bytes(std::size_t n) const override { return n * sizeof(std::uint16_t); }
+  std::size_t wire_element_bytes() const override { return sizeof(std::uint16_t); }
+
+  void compress(const float* in, float* residual, std::size_t n, void* out) override {
+    kernels::compress(format_, in, residual, static_cast<std::uint16_t*>(out), n);
+  }
+  void accumulate(const void* in, void* inout, std::size_t n) const override {
+    kernels::accumulate(format_, static_cast<const std::uint16_t*>(in),
+                        static_cast<std::uint16_t*>(inout), n);
+  }
+  void decompress(const void* in, float* out, std::size_t n) const override {
+    kernels::decompress(format_, static_cast<const std::uint16_t*>(in), out, n);
+  }
+
+ private:
+  HalfFormat format_;
+};
+
+}  // namespace
+
+std::unique_ptr<Compressor> make_fp16_compressor(const CompressorOptions&) {
+  return std::make_unique<CastCompressor>(HalfFormat::fp16);
+}
+std::unique_ptr<Compressor> make_bf16_compressor(const CompressorOptions&) {
+  return std::make_unique<CastCompressor>(HalfFormat::bf16);
+}
+
+}  // namespace slimreduce::compressors

@@ -1,0 +1,49 @@
+// What SlimReduce keeps per user communicator: its shape, a private duplicate
+// for our own traffic (so our messages never meet the user's), and workspace
+// reused from call to call.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace slimreduce {
+
+class CommState {
+ public:
+  CommState(std::uint64_t id, MPI_Comm user_comm);
+  ~CommState();
+  CommState(const CommState&) = delete;
+  CommState& operator=(const CommState&) = delete;
+
+  std::uint64_t id() const { return id_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  bool is_intercommunicator() const { return is_inter_; }
+
+  // The private duplicate, made on first use: the first compressed call on a
+  // communicator is the same call on every rank, so the collective dup matches.
+  int private_comm(MPI_Comm* out);
+  // Frees the private duplicate; before MPI_Finalize, or when the user frees theirs.
+  void release();
+
+  // Workspace that grows to the largest call and stays (no allocation in steady state).
+  std::byte* wire(std::size_t bytes) { return grow(wire_, bytes); }
+  std::byte* scratch(std::size_t bytes) { return grow(scratch_, bytes); }
+
+ private:
+  static std::byte* grow(std::vector<std::byte>& buffer, std::size_t bytes);
+
+  std::uint64_t id_;
+  MPI_Comm user_comm_;
+  MPI_Comm private_comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+  bool is_inter_ = false;
+  std::vector<std::byte> wire_;
+  std::vector<std::byte> scratch_;
+};
+
+}  // namespace slimreduce

@@ -1,0 +1,84 @@
+#include "core/counters.h"
+
+#include <cinttypes>
+#include <cstdio>
+
+namespace slimreduce {
+
+double ring_allreduce_wire_bytes(std::uint64_t bytes, int ranks) {
+  if (ranks <= 1) return 0;
+  return 2.0 * (ranks - 1) / ranks * static_cast<double>(bytes);
+}
+
+double ring_allgather_wire_bytes(std::uint64_t payload_bytes, int ranks) {
+  if (ranks <= 1) return 0;
+  return static_cast<double>(ranks - 1) * static_cast<double>(payload_bytes);
+}
+
+void Counters::count_pass_through(std::uint64_t bytes, int ranks) {
+  ++intercepted;
+  ++passed_through;
+  input_bytes += bytes;
+  const double wire = ring_allreduce_wire_bytes(bytes, ranks);
+  wire_baseline += wire;
+  wire_sent += wire;
+}
+
+void Counters::count_compressed(std::uint64_t bytes, int ranks, double wire_sent_bytes) {
+  ++intercepted;
+  ++compressed;
+  input_bytes += bytes;
+  wire_baseline += ring_allreduce_wire_bytes(bytes, ranks);
+  wire_sent += wire_sent_bytes;
+}
+
+double Counters::savings() const {
+  return wire_baseline > 0 ? 1.0 - wire_sent / wire_baseline : 0.0;
+}
+
+Counters& Counters::operator+=(const Counters& other) {
+  intercepted += other.intercepted;
+  compressed += other.compressed;
+  passed_through += other.passed_through;
+  warmup += other.warmup;
+  ef_cap_fallback += other.ef_cap_fallback;
+  input_bytes += other.input_bytes;
+  wire_baseline += other.wire_baseline;
+  wire_sent += other.wire_sent;
+  return *this;
+}
+
+std::string report_json(const Counters& c, const ReportContext& context) {
+  char text[1024];
+  std::snprintf(text, sizeof text,
+                "{\"rank\": %d, \"world_size\": %d, \"compressor\": \"%s\",\n"
+                " \"calls\": {\"intercepted\": %" PRIu64 ", \"compressed\": %" PRIu64
+                ", \"passed_through\": %" PRIu64 ", \"warmup\": %" PRIu64
+                ", \"ef_cap_fallback\": %" PRIu64
+                "},\n"
+                " \"bytes\": {\"input\": %" PRIu64
+                ", \"wire_baseline\": %.0f, \"wire_sent\": %.0f},\n"
+                " \"savings\": %.6f}\n",
+                context.rank, context.world_size, context.compressor.c_str(), c.intercepted,
+                c.compressed, c.passed_through, c.warmup, c.ef_cap_fallback, c.input_bytes,
+                c.wire_baseline, c.wire_sent, c.savings());
+  return text;
+}
+
+std::string report_table(const Counters& t, const ReportContext& context) {
+  constexpr double kMiB = 1024.0 * 1024.0;
+  char text[1024];
+  std::snprintf(text, sizeof text,
+                "SlimReduce report: compressor %s, %d ranks (sums over ranks)\n"
+                "  calls      intercepted %12" PRIu64 "  compressed %10" PRIu64
+                "  passed through %8" PRIu64 " (warm-up %" PRIu64 ", residual cap %" PRIu64
+                ")\n"
+                "  bytes      input %12.1f MiB  wire baseline %12.1f MiB  wire sent %12.1f MiB\n"
+                "  savings    %.1f%%\n",
+                context.compressor.c_str(), context.world_size, t.intercepted, t.compressed,
+                t.passed_through, t.warmup, t.ef_cap_fallback, t.input_bytes / kMiB,
+                t.wire_baseline / kMiB, t.wire_sent / kMiB, 100.0 * t.savings());
+  return text;
+}
+
+}  // namespace slimreduce

@@ -1,0 +1,43 @@
+// What SlimReduce saw and sent, per rank, and the report made from it
+// (design notes section 5). Keys are never renamed; new ones may be added.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace slimreduce {
+
+// Bytes a rank sends in a bandwidth-optimal ring allreduce of `bytes`.
+double ring_allreduce_wire_bytes(std::uint64_t bytes, int ranks);
+// Bytes a rank sends in a ring allgather of a `payload_bytes` payload per rank.
+double ring_allgather_wire_bytes(std::uint64_t payload_bytes, int ranks);
+
+struct Counters {
+  std::uint64_t intercepted = 0;
+  std::uint64_t compressed = 0;
+  std::uint64_t passed_through = 0;
+  std::uint64_t warmup = 0;           // passed through: the key is in its warm-up calls
+  std::uint64_t ef_cap_fallback = 0;  // passed through: the residual would pass the cap
+  std::uint64_t input_bytes = 0;
+  double wire_baseline = 0;
+  double wire_sent = 0;
+
+  // A call that reached the real library as given.
+  void count_pass_through(std::uint64_t bytes, int ranks);
+  // A compressed call that handed `wire_sent_bytes` to the transport.
+  void count_compressed(std::uint64_t bytes, int ranks, double wire_sent_bytes);
+  double savings() const;
+  Counters& operator+=(const Counters& other);
+};
+
+struct ReportContext {
+  int rank = 0;
+  int world_size = 1;
+  std::string compressor;
+};
+
+std::string report_json(const Counters& counters, const ReportContext& context);
+// A short human-readable table of counters summed over all ranks.
+std::string report_table(const Counters& total, const ReportContext& context);
+
+}  // namespace slimreduce

@@ -1,0 +1,24 @@
+// Which calls SlimReduce may compress (design invariant 2). Everything else
+// reaches the real library with the caller's arguments, bit for bit.
+#pragma once
+
+#include <cstdint>
+
+#include "core/settings.h"
+
+namespace slimreduce {
+
+// What the shim knows about a call, from its arguments alone: every rank
+// derives the same facts from the same call, so every rank decides alike.
+struct CallFacts {
+  bool float32 = false;     // a predefined, contiguous 4-byte float type
+  bool op_sum = false;      // the predefined SUM (a user-defined op never is)
+  bool intracomm = false;   // an intercommunicator's allreduce crosses groups
+  std::uint64_t bytes = 0;  // count x 4
+};
+
+enum class Verdict { compress, pass_through };
+
+Verdict classify(const CallFacts& facts, const Settings& settings);
+
+}  // namespace slimreduce

@@ -1,0 +1,234 @@
+#include "core/engine.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "backends/mpi_backend.h"
+#include "compressors/registry.h"
+#include "core/algorithms.h"
+#include "core/eligibility.h"
+#include "core/log.h"
+
+namespace slimreduce {
+namespace {
+
+std::unique_ptr<Engine>& instance_slot() {
+  static std::unique_ptr<Engine> instance;  // the one engine of the process
+  return instance;
+}
+
+// MPI calls this when a user communicator is freed (and at MPI_Finalize).
+int on_comm_delete(MPI_Comm, int, void* attribute, void*) {
+  if (Engine* engine = Engine::get()) engine->forget(static_cast<CommState*>(attribute));
+  return MPI_SUCCESS;
+}
+
+void report_at_exit() {
+  if (Engine* engine = Engine::get()) engine->write_report_at_exit();
+}
+
+bool is_float32(MPI_Datatype datatype) {
+  if (datatype == MPI_FLOAT) return true;
+  // Fortran's REAL is a predefined float too, when it is 4 bytes wide.
+  if (datatype != MPI_REAL && datatype != MPI_REAL4) return false;
+  int size = 0;
+  return datatype != MPI_DATATYPE_NULL && PMPI_Type_size(datatype, &size) == MPI_SUCCESS &&
+         size == 4;
+}
+
+compressors::CompressorOptions options_from(const Settings& settings) {
+  return {settings.topk_ratio, settings.topk_values == TopkValueFormat::fp16};
+}
+
+}  // namespace
+
+Settings Engine::load_settings() { return parse_settings(read_environment()); }
+
+Engine& Engine::start(Settings settings) {
+  auto& slot = instance_slot();
+  if (!slot) {
+    slot = std::make_unique<Engine>(std::move(settings));
+    std::atexit(report_at_exit);
+  }
+  return *slot;
+}
+
+Engine* Engine::get() { return instance_slot().get(); }
+
+Engine::Engine(Settings settings)
+    : settings_(std::move(settings)), residuals_(settings_.ef_max_bytes) {
+  if (settings_.compressor != "none") {
+    compressor_ = compressors::make_compressor(settings_.compressor, options_from(settings_));
+    error_feedback_ = settings_.error_feedback.value_or(compressor_->default_error_feedback());
+  }
+  PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_comm_delete, &comm_keyval_, nullptr);
+  PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
+  PMPI_Comm_size(MPI_COMM_WORLD, &world_size_);
+  log_settings();
+}
+
+Engine::~Engine() = default;
+
+void Engine::log_settings() const {
+  if (world_rank_ != 0) return;
+  for (const auto& line : describe_settings(settings_)) {
+    log_line(settings_.log_level, LogLevel::info, world_rank_, "setting %s", line.c_str());
+  }
+  log_line(settings_.log_level, LogLevel::info, world_rank_, "error feedback %s",
+           error_feedback_ ? "on" : "off");
+}
+
+CommState* Engine::state_of(MPI_Comm comm) {
+  void* attribute = nullptr;
+  int found = 0;
+  if (PMPI_Comm_get_attr(comm, comm_keyval_, &attribute, &found) != MPI_SUCCESS) return nullptr;
+  if (found) return static_cast<CommState*>(attribute);
+  std::lock_guard lock(mutex_);
+  auto state = std::make_unique<CommState>(next_comm_id_++, comm);
+  CommState* raw = state.get();
+  if (PMPI_Comm_set_attr(comm, comm_keyval_, raw) != MPI_SUCCESS) return nullptr;
+  comms_.emplace(raw, std::move(state));
+  return raw;
+}
+
+void Engine::forget(CommState* state) {
+  std::lock_guard lock(mutex_);
+  auto found = comms_.find(state);
+  if (found == comms_.end()) return;
+  residuals_.forget_communicator(state->id());
+  comms_.erase(found);
+}
+
+int Engine::allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
+                      MPI_Op op, MPI_Comm comm) {
+  int type_size = 0;
+  CommState* state = state_of(comm);
+  if (!state || PMPI_Type_size(datatype, &type_size) != MPI_SUCCESS || count < 0) {
+    // Not something we can read: the real library gives the caller its own error.
+    return backends::mpi::allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+  }
+  const std::uint64_t bytes = std::uint64_t(count) * std::uint64_t(type_size);
+  const CallFacts facts{is_float32(datatype), op == MPI_SUM, !state->is_intercommunicator(), bytes};
+  if (classify(facts, settings_) == Verdict::compress) {
+    return compress_call(sendbuf, recvbuf, count, datatype, op, comm, *state);
+  }
+  {
+    std::lock_guard lock(mutex_);
+    counters_.count_pass_through(bytes, state->size());
+  }
+  return backends::mpi::allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+}
+
+int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
+                          MPI_Op op, MPI_Comm comm, CommState& state) {
+  const std::uint64_t bytes = std::uint64_t(count) * sizeof(float);
+  float* residual = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    const ResidualKey key{state.id(), recvbuf};
+    ResidualSlot* slot = residuals_.find_or_create(
+        key, count, reinterpret_cast<std::uintptr_t>(datatype), error_feedback_);
+    const bool over_cap = slot == nullptr;
+    const bool warming_up = slot && ++slot->calls <= settings_.warmup_steps;
+    if (over_cap || warming_up) {
+      ++(over_cap ? counters_.ef_cap_fallback : counters_.warmup);
+      counters_.count_pass_through(bytes, state.size());
+      return backends::mpi::allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+    }
+    if (!slot->residual.empty()) residual = slot->residual.data();
+  }
+  const AllreduceCall call{static_cast<const float*>(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf),
+                           static_cast<float*>(recvbuf), static_cast<std::size_t>(count), residual};
+  double wire_sent = 0;
+  int rc = MPI_SUCCESS;
+  if (compressor_->aggregation() == compressors::Aggregation::summable) {
+    rc = ring_allreduce(call, static_cast<compressors::SummableCompressor&>(*compressor_), state,
+                        &wire_sent);
+  } else {
+    rc = gather_allreduce(call, static_cast<compressors::GatheredCompressor&>(*compressor_), state,
+                          &wire_sent);
+  }
+  if (rc == MPI_SUCCESS) {
+    std::lock_guard lock(mutex_);
+    counters_.count_compressed(bytes, state.size(), wire_sent);
+  }
+  return rc;
+}
+
+int Engine::iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
+                       MPI_Op op, MPI_Comm comm, MPI_Request* request) {
+  // Passed through and counted: compressing it needs the scheduler (a later layer).
+  int type_size = 0;
+  CommState* state = state_of(comm);
+  if (state && count >= 0 && PMPI_Type_size(datatype, &type_size) == MPI_SUCCESS) {
+    std::lock_guard lock(mutex_);
+    counters_.count_pass_through(std::uint64_t(count) * type_size, state->size());
+  }
+  return backends::mpi::iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
+}
+
+Counters Engine::counters() const {
+  std::lock_guard lock(mutex_);
+  return counters_;
+}
+
+void Engine::finish() {
+  {
+    std::lock_guard lock(mutex_);
+    if (reported_) return;
+    reported_ = true;
+    for (auto& [raw, state] : comms_) state->release();
+  }
+  const ReportContext context{world_rank_, world_size_, settings_.compressor};
+  if (settings_.report == "stderr") {
+    const Counters mine = counters();
+    double local[8] = {double(mine.intercepted),     double(mine.compressed),
+                       double(mine.passed_through),  double(mine.warmup),
+                       double(mine.ef_cap_fallback), double(mine.input_bytes),
+                       mine.wire_baseline,           mine.wire_sent};
+    double total[8] = {};
+    PMPI_Reduce(local, total, 8, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (world_rank_ == 0) {
+      const Counters sum{std::uint64_t(total[0]),
+                         std::uint64_t(total[1]),
+                         std::uint64_t(total[2]),
+                         std::uint64_t(total[3]),
+                         std::uint64_t(total[4]),
+                         std::uint64_t(total[5]),
+                         total[6],
+                         total[7]};
+      std::fputs(report_table(sum, context).c_str(), stderr);
+    }
+  } else if (!settings_.report.empty()) {
+    write_json_report();
+  }
+}
+
+void Engine::write_report_at_exit() {
+  {
+    std::lock_guard lock(mutex_);
+    if (reported_) return;
+    reported_ = true;
+  }
+  // Without MPI_Finalize there is no MPI to sum over ranks: each rank speaks for itself.
+  if (settings_.report == "stderr") {
+    const ReportContext context{world_rank_, world_size_, settings_.compressor};
+    std::fputs(report_table(counters(), context).c_str(), stderr);
+  } else if (!settings_.report.empty()) {
+    write_json_report();
+  }
+}
+
+void Engine::write_json_report() {
+  const ReportContext context{world_rank_, world_size_, settings_.compressor};
+  const std::string path = settings_.report + "." + std::to_string(world_rank_) + ".json";
+  std::ofstream out(path);
+  out << report_json(counters(), context);
+  if (!out) {
+    log_line(settings_.log_level, LogLevel::error, world_rank_, "cannot write the report to %s",
+             path.c_str());
+  }
+}
+
+}  // namespace slimreduce

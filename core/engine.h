@@ -1,0 +1,68 @@
+// The engine: the one instance that holds settings, per-communicator state,
+// residuals and counters, and decides what happens to each intercepted call.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "compressors/compressor.h"
+#include "core/comm_state.h"
+#include "core/counters.h"
+#include "core/residuals.h"
+#include "core/settings.h"
+
+namespace slimreduce {
+
+class Engine {
+ public:
+  // Reads and validates the settings; throws SettingsError. Call before MPI starts.
+  static Settings load_settings();
+  // Creates the instance once MPI is up. Idempotent.
+  static Engine& start(Settings settings);
+  // The instance, or nullptr before start() (a process that never uses MPI).
+  static Engine* get();
+
+  explicit Engine(Settings settings);
+  ~Engine();
+
+  int allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                MPI_Comm comm);
+  int iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                 MPI_Comm comm, MPI_Request* request);
+
+  // Writes the report (once) and lets go of MPI resources; call before PMPI_Finalize.
+  void finish();
+  // Writes the per-rank JSON if finish() never ran (the process exits without MPI_Finalize).
+  void write_report_at_exit();
+
+  const Settings& settings() const { return settings_; }
+  Counters counters() const;
+  void forget(CommState* state);
+
+ private:
+  CommState* state_of(MPI_Comm comm);
+  int compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                    MPI_Comm comm, CommState& state);
+  void log_settings() const;
+  void write_json_report();
+
+  Settings settings_;
+  std::unique_ptr<compressors::Compressor> compressor_;  // nullptr for "none"
+  bool error_feedback_ = false;
+  int comm_keyval_ = MPI_KEYVAL_INVALID;
+  int world_rank_ = 0;
+  int world_size_ = 1;
+
+  mutable std::mutex mutex_;  // guards everything below
+  std::uint64_t next_comm_id_ = 1;
+  std::map<CommState*, std::unique_ptr<CommState>> comms_;
+  ResidualStore residuals_;
+  Counters counters_;
+  bool reported_ = false;
+};
+
+}  // namespace slimreduce

@@ -1,0 +1,35 @@
+#include "core/residuals.h"
+
+namespace slimreduce {
+
+ResidualSlot* ResidualStore::find_or_create(const ResidualKey& key, std::size_t count,
+                                            std::uint64_t datatype_tag, bool want_residual) {
+  auto found = slots_.find(key);
+  if (found != slots_.end() &&
+      (found->second.count != count || found->second.datatype_tag != datatype_tag)) {
+    // Same buffer, new shape: what was carried belongs to another tensor.
+    bytes_held_ -= found->second.residual.size() * sizeof(float);
+    slots_.erase(found);
+    found = slots_.end();
+  }
+  if (found != slots_.end()) return &found->second;
+
+  const std::uint64_t needed = want_residual ? std::uint64_t{count} * sizeof(float) : 0;
+  if (bytes_held_ + needed > max_bytes_) return nullptr;
+  ResidualSlot slot;
+  slot.count = count;
+  slot.datatype_tag = datatype_tag;
+  if (want_residual) slot.residual.assign(count, 0.0f);
+  bytes_held_ += needed;
+  return &slots_.emplace(key, std::move(slot)).first->second;
+}
+
+void ResidualStore::forget_communicator(std::uint64_t comm_id) {
+  auto it = slots_.lower_bound(ResidualKey{comm_id, nullptr});
+  while (it != slots_.end() && it->first.comm_id == comm_id) {
+    bytes_held_ -= it->second.residual.size() * sizeof(float);
+    it = slots_.erase(it);
+  }
+}
+
+}  // namespace slimreduce

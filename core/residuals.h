@@ -1,0 +1,50 @@
+// Error-feedback residuals and per-key call counts (design invariant 5).
+//
+// A key is (communicator, receive buffer, count, datatype). A key seen again
+// with another count or datatype is reset; all of a communicator's keys go
+// when it is freed; the residual memory is capped, and a key that would pass
+// the cap gets no residual (its calls go uncompressed, counted by the caller).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+namespace slimreduce {
+
+struct ResidualKey {
+  std::uint64_t comm_id;
+  const void* buffer;
+  bool operator<(const ResidualKey& other) const {
+    return comm_id != other.comm_id ? comm_id < other.comm_id : buffer < other.buffer;
+  }
+};
+
+struct ResidualSlot {
+  std::size_t count = 0;
+  std::uint64_t datatype_tag = 0;
+  std::uint64_t calls = 0;      // calls seen for this key, warm-up included
+  std::vector<float> residual;  // empty while error feedback is off
+};
+
+class ResidualStore {
+ public:
+  explicit ResidualStore(std::uint64_t max_bytes) : max_bytes_(max_bytes) {}
+
+  // The slot for this key, reset if its shape changed. With want_residual the
+  // slot holds a zeroed residual of count floats, unless that would pass the
+  // cap: then nullptr, and nothing is stored.
+  ResidualSlot* find_or_create(const ResidualKey& key, std::size_t count,
+                               std::uint64_t datatype_tag, bool want_residual);
+
+  void forget_communicator(std::uint64_t comm_id);
+  std::uint64_t bytes_held() const { return bytes_held_; }
+
+ private:
+  std::uint64_t max_bytes_;
+  std::uint64_t bytes_held_ = 0;
+  std::map<ResidualKey, ResidualSlot> slots_;
+};
+
+}  // namespace slimreduce

@@ -1,0 +1,278 @@
+#include "core/settings.h"
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <sstream>
+
+#include "compressors/registry.h"
+
+extern char** environ;
+
+namespace slimreduce {
+namespace {
+
+constexpr std::string_view kPrefix = "SLIMREDUCE_";
+
+// One row per setting: the only place a setting is defined.
+struct SettingSpec {
+  const char* name;
+  const char* default_text;
+  std::function<std::string()> accepted;  // a function: compressor names come from the registry
+  const char* effect;
+  // Parses the value into settings; throws std::invalid_argument when not accepted.
+  std::function<void(const std::string&, Settings&)> apply;
+  std::function<std::string(const Settings&)> show;
+};
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+std::string compressor_choices() {
+  std::vector<std::string> names = {"none"};
+  for (const auto& name : compressors::registered_names()) names.push_back(name);
+  return join(names);
+}
+
+template <typename Enum>
+Enum parse_choice(const std::string& value,
+                  const std::vector<std::pair<const char*, Enum>>& choices) {
+  for (const auto& [text, choice] : choices) {
+    if (value == text) return choice;
+  }
+  throw std::invalid_argument("not a choice");
+}
+
+template <typename Enum>
+std::string show_choice(Enum value, const std::vector<std::pair<const char*, Enum>>& choices) {
+  for (const auto& [text, choice] : choices) {
+    if (value == choice) return text;
+  }
+  return "?";
+}
+
+bool parse_flag(const std::string& value) {
+  if (value == "0") return false;
+  if (value == "1") return true;
+  throw std::invalid_argument("not 0 or 1");
+}
+
+std::uint64_t parse_unsigned(const std::string& value) {
+  std::uint64_t parsed = 0;
+  const char* end = value.data() + value.size();
+  auto [ptr, error] = std::from_chars(value.data(), end, parsed);
+  if (value.empty() || error != std::errc() || ptr != end)
+    throw std::invalid_argument("not a count");
+  return parsed;
+}
+
+double parse_ratio(const std::string& value) {
+  std::size_t used = 0;
+  double ratio = 0;
+  try {
+    ratio = std::stod(value, &used);
+  } catch (const std::exception&) {
+    throw std::invalid_argument("not a number");
+  }
+  if (used != value.size() || !std::isfinite(ratio) || ratio <= 0.0 || ratio > 1.0) {
+    throw std::invalid_argument("out of range");
+  }
+  return ratio;
+}
+
+const std::vector<std::pair<const char*, Priority>> kPriorities = {{"fifo", Priority::fifo},
+                                                                   {"reverse", Priority::reverse}};
+const std::vector<std::pair<const char*, LogLevel>> kLogLevels = {{"error", LogLevel::error},
+                                                                  {"warn", LogLevel::warn},
+                                                                  {"info", LogLevel::info},
+                                                                  {"debug", LogLevel::debug}};
+const std::vector<std::pair<const char*, TopkValueFormat>> kTopkValues = {
+    {"fp32", TopkValueFormat::fp32}, {"fp16", TopkValueFormat::fp16}};
+
+std::string show_bytes(std::uint64_t bytes) { return std::to_string(bytes); }
+std::function<std::string()> fixed(const char* text) {
+  return [text] { return std::string(text); };
+}
+
+const std::vector<SettingSpec>& specs() {
+  static const char* kByteSize = "a byte size: 65536, 64K, 64KiB, 1M, 1MiB, 4G (powers of 1024)";
+  static const std::vector<SettingSpec> table = {
+      {"SLIMREDUCE_COMPRESSOR", "none", compressor_choices,
+       "What eligible float allreduces are compressed with; `none` passes every call through and "
+       "only counts it.",
+       [](const std::string& v, Settings& s) {
+         if (v != "none" && !compressors::make_compressor(v, {})) throw std::invalid_argument("");
+         s.compressor = v;
+       },
+       [](const Settings& s) { return s.compressor; }},
+      {"SLIMREDUCE_TOPK_RATIO", "0.01", fixed("a number in (0, 1]"),
+       "Fraction of the values that top-k sends: k = ceil(ratio x n).",
+       [](const std::string& v, Settings& s) { s.topk_ratio = parse_ratio(v); },
+       [](const Settings& s) { return std::to_string(s.topk_ratio); }},
+      {"SLIMREDUCE_TOPK_VALUES", "fp32", fixed("fp32, fp16"),
+       "How top-k payload values travel; with fp16 the rounding error joins the residual.",
+       [](const std::string& v, Settings& s) { s.topk_values = parse_choice(v, kTopkValues); },
+       [](const Settings& s) { return show_choice(s.topk_values, kTopkValues); }},
+      {"SLIMREDUCE_ERROR_FEEDBACK", "1 for topk, 0 for casts", fixed("0, 1"),
+       "Carry what compression lost into the next call with the same residual key.",
+       [](const std::string& v, Settings& s) { s.error_feedback = parse_flag(v); },
+       [](const Settings& s) {
+         return s.error_feedback ? std::to_string(*s.error_feedback) : std::string("default");
+       }},
+      {"SLIMREDUCE_MIN_BYTES", "65536", fixed(kByteSize),
+       "Calls smaller than this pass through uncompressed.",
+       [](const std::string& v, Settings& s) { s.min_bytes = parse_byte_size(v); },
+       [](const Settings& s) { return show_bytes(s.min_bytes); }},
+      {"SLIMREDUCE_WARMUP_STEPS", "0", fixed("a whole number >= 0"),
+       "The first N calls of each residual key go uncompressed (DGC warm-up).",
+       [](const std::string& v, Settings& s) { s.warmup_steps = parse_unsigned(v); },
+       [](const Settings& s) { return std::to_string(s.warmup_steps); }},
+      {"SLIMREDUCE_EF_MAX_BYTES", "4GiB", fixed(kByteSize),
+       "Cap on residual memory per rank; past it, new keys go uncompressed (counted).",
+       [](const std::string& v, Settings& s) { s.ef_max_bytes = parse_byte_size(v); },
+       [](const Settings& s) { return show_bytes(s.ef_max_bytes); }},
+      {"SLIMREDUCE_FUSION_THRESHOLD", "64MiB", fixed(kByteSize),
+       "Fusion buffer size for batched reductions; 0 turns fusion off (not used yet).",
+       [](const std::string& v, Settings& s) { s.fusion_threshold = parse_byte_size(v); },
+       [](const Settings& s) { return show_bytes(s.fusion_threshold); }},
+      {"SLIMREDUCE_PARTITION_BYTES", "4MiB", fixed(kByteSize),
+       "Partition size for pipelined reductions (not used yet).",
+       [](const std::string& v, Settings& s) {
+         s.partition_bytes = parse_byte_size(v);
+         if (s.partition_bytes == 0) throw std::invalid_argument("zero");
+       },
+       [](const Settings& s) { return show_bytes(s.partition_bytes); }},
+      {"SLIMREDUCE_PRIORITY", "fifo", fixed("fifo, reverse"),
+       "Order of pending reductions in a batch (not used yet).",
+       [](const std::string& v, Settings& s) { s.priority = parse_choice(v, kPriorities); },
+       [](const Settings& s) { return show_choice(s.priority, kPriorities); }},
+      {"SLIMREDUCE_HIERARCHICAL", "0", fixed("0, 1"),
+       "Uncompressed inside a node, compressed across nodes (not used yet).",
+       [](const std::string& v, Settings& s) { s.hierarchical = parse_flag(v); },
+       [](const Settings& s) { return std::to_string(s.hierarchical); }},
+      {"SLIMREDUCE_LOCAL_SIZE", "from the node", fixed("a whole number >= 1"),
+       "Ranks per node, to emulate nodes on one machine (not used yet).",
+       [](const std::string& v, Settings& s) {
+         const std::uint64_t size = parse_unsigned(v);
+         if (size < 1 || size > 1u << 20) throw std::invalid_argument("range");
+         s.local_size = static_cast<int>(size);
+       },
+       [](const Settings& s) {
+         return s.local_size ? std::to_string(*s.local_size) : std::string("from the node");
+       }},
+      {"SLIMREDUCE_REPORT", "unset",
+       fixed("stderr, or a path prefix P (each rank writes P.<rank>.json)"),
+       "Where the savings report goes at MPI_Finalize.",
+       [](const std::string& v, Settings& s) {
+         if (v.empty()) throw std::invalid_argument("empty");
+         s.report = v;
+       },
+       [](const Settings& s) { return s.report.empty() ? std::string("unset") : s.report; }},
+      {"SLIMREDUCE_TIMELINE", "unset", fixed("a path"),
+       "Chrome-trace JSON of SlimReduce's activity (not written yet).",
+       [](const std::string& v, Settings& s) {
+         if (v.empty()) throw std::invalid_argument("empty");
+         s.timeline = v;
+       },
+       [](const Settings& s) { return s.timeline.empty() ? std::string("unset") : s.timeline; }},
+      {"SLIMREDUCE_LOG_LEVEL", "warn", fixed("error, warn, info, debug"),
+       "How much SlimReduce logs on stderr.",
+       [](const std::string& v, Settings& s) { s.log_level = parse_choice(v, kLogLevels); },
+       [](const Settings& s) { return show_choice(s.log_level, kLogLevels); }},
+  };
+  return table;
+}
+
+const SettingSpec* find_spec(const std::string& name) {
+  for (const auto& spec : specs()) {
+    if (name == spec.name) return &spec;
+  }
+  return nullptr;
+}
+
+std::string known_names() {
+  std::vector<std::string> names;
+  for (const auto& spec : specs()) names.emplace_back(spec.name);
+  return join(names);
+}
+
+}  // namespace
+
+SettingsError::SettingsError(std::string variable, std::string value, std::string accepted)
+    : std::runtime_error(variable + "='" + value + "' is not accepted; expected " + accepted),
+      variable_(std::move(variable)) {}
+
+Environment read_environment() {
+  Environment env;
+  for (char** entry = environ; entry && *entry; ++entry) {
+    const std::string_view text(*entry);
+    if (!text.starts_with(kPrefix)) continue;
+    const auto equals = text.find('=');
+    if (equals == std::string_view::npos) continue;
+    env.emplace_back(std::string(text.substr(0, equals)), std::string(text.substr(equals + 1)));
+  }
+  return env;
+}
+
+Settings parse_settings(const Environment& env) {
+  Settings settings;
+  for (const auto& [name, value] : env) {
+    if (!std::string_view(name).starts_with(kPrefix)) continue;
+    const SettingSpec* spec = find_spec(name);
+    if (!spec) throw SettingsError(name, value, "a known setting (a typo?): " + known_names());
+    try {
+      spec->apply(value, settings);
+    } catch (const std::invalid_argument&) {
+      throw SettingsError(name, value, spec->accepted());
+    } catch (const std::out_of_range&) {
+      throw SettingsError(name, value, spec->accepted());
+    }
+  }
+  return settings;
+}
+
+std::vector<std::string> describe_settings(const Settings& settings) {
+  std::vector<std::string> lines;
+  for (const auto& spec : specs())
+    lines.push_back(std::string(spec.name) + "=" + spec.show(settings));
+  return lines;
+}
+
+std::string settings_markdown() {
+  std::ostringstream out;
+  out << "| variable | default | accepted | effect |\n| --- | --- | --- | --- |\n";
+  for (const auto& spec : specs()) {
+    out << "| `" << spec.name << "` | " << spec.default_text << " | " << spec.accepted() << " | "
+        << spec.effect << " |\n";
+  }
+  return out.str();
+}
+
+std::uint64_t parse_byte_size(const std::string& text) {
+  std::size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  if (digits == 0) throw std::invalid_argument("no number");
+  const std::uint64_t number = parse_unsigned(text.substr(0, digits));
+  const std::string suffix = text.substr(digits);
+  static const std::vector<std::pair<std::vector<std::string>, int>> kUnits = {
+      {{"", "B"}, 0},
+      {{"K", "KB", "KiB", "k", "kB"}, 10},
+      {{"M", "MB", "MiB"}, 20},
+      {{"G", "GB", "GiB"}, 30},
+      {{"T", "TB", "TiB"}, 40}};
+  for (const auto& [spellings, shift] : kUnits) {
+    for (const auto& spelling : spellings) {
+      if (suffix != spelling) continue;
+      if (shift > 0 && number > (UINT64_MAX >> shift)) throw std::invalid_argument("too large");
+      return number << shift;
+    }
+  }
+  throw std::invalid_argument("unknown unit");
+}
+
+}  // namespace slimreduce

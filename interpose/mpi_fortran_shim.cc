@@ -1,0 +1,90 @@
+// The Fortran MPI entry points. Open MPI's Fortran bindings call PMPI_*
+// directly, so the C shims never see a Fortran job: these do, for the
+// `mpif.h` and `use mpi` bindings (gfortran's single-underscore names and the
+// other manglings). The mpi_f08 module passes descriptors and is not
+// intercepted: its calls reach MPI untouched.
+#include <dlfcn.h>
+
+#include "interpose/shim_common.h"
+
+using namespace slimreduce::interpose;
+
+namespace {
+
+// The real Fortran binding of `name`, from the MPI library loaded after us.
+template <typename Fn>
+Fn real_fortran(const char* name) {
+  return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+}
+
+// Fortran's MPI_IN_PLACE and MPI_BOTTOM are addresses of common-block
+// variables in the MPI library.
+bool is_fortran_sentinel(const void* buffer, const char* base_name) {
+  for (const char* suffix : {"_", "", "__"}) {
+    const std::string name = std::string(base_name) + suffix;
+    if (const void* sentinel = dlsym(RTLD_DEFAULT, name.c_str()); sentinel && sentinel == buffer) {
+      return true;
+    }
+  }
+  return false;
+}
+
+using InitFn = void (*)(MPI_Fint*);
+using InitThreadFn = void (*)(MPI_Fint*, MPI_Fint*, MPI_Fint*);
+using FinalizeFn = void (*)(MPI_Fint*);
+
+}  // namespace
+
+SR_EXPORT void mpi_init_(MPI_Fint* ierr) {
+  Settings settings = settings_or_exit();
+  static const auto real = real_fortran<InitFn>("pmpi_init_");
+  real(ierr);
+  start_engine(*ierr, std::move(settings));
+}
+
+SR_EXPORT void mpi_init_thread_(MPI_Fint* required, MPI_Fint* provided, MPI_Fint* ierr) {
+  Settings settings = settings_or_exit();
+  static const auto real = real_fortran<InitThreadFn>("pmpi_init_thread_");
+  real(required, provided, ierr);
+  start_engine(*ierr, std::move(settings));
+}
+
+SR_EXPORT void mpi_allreduce_(void* sendbuf, void* recvbuf, MPI_Fint* count, MPI_Fint* datatype,
+                              MPI_Fint* op, MPI_Fint* comm, MPI_Fint* ierr) {
+  // The same call in C terms: what Open MPI's own binding does before PMPI_Allreduce.
+  const void* c_sendbuf = is_fortran_sentinel(sendbuf, "mpi_fortran_in_place") ? MPI_IN_PLACE
+                          : is_fortran_sentinel(sendbuf, "mpi_fortran_bottom") ? MPI_BOTTOM
+                                                                               : sendbuf;
+  void* c_recvbuf = is_fortran_sentinel(recvbuf, "mpi_fortran_bottom") ? MPI_BOTTOM : recvbuf;
+  const MPI_Datatype c_datatype = PMPI_Type_f2c(*datatype);
+  const MPI_Op c_op = PMPI_Op_f2c(*op);
+  const MPI_Comm c_comm = PMPI_Comm_f2c(*comm);
+  Engine* engine = engine_or_null();
+  if (!engine) {
+    *ierr = PMPI_Allreduce(c_sendbuf, c_recvbuf, *count, c_datatype, c_op, c_comm);
+    return;
+  }
+  *ierr = guarded(
+      [&] { return engine->allreduce(c_sendbuf, c_recvbuf, *count, c_datatype, c_op, c_comm); });
+}
+
+SR_EXPORT void mpi_finalize_(MPI_Fint* ierr) {
+  if (Engine* engine = Engine::get()) {
+    guarded([&] {
+      engine->finish();
+      return MPI_SUCCESS;
+    });
+  }
+  static const auto real = real_fortran<FinalizeFn>("pmpi_finalize_");
+  real(ierr);
+}
+
+// Other compilers' manglings of the same entry points.
+#define SR_FORTRAN_ALIASES(lower, upper)                                     \
+  SR_EXPORT decltype(lower##_) lower __attribute__((alias(#lower "_")));     \
+  SR_EXPORT decltype(lower##_) lower##__ __attribute__((alias(#lower "_"))); \
+  SR_EXPORT decltype(lower##_) upper __attribute__((alias(#lower "_")));
+SR_FORTRAN_ALIASES(mpi_init, MPI_INIT)
+SR_FORTRAN_ALIASES(mpi_init_thread, MPI_INIT_THREAD)
+SR_FORTRAN_ALIASES(mpi_allreduce, MPI_ALLREDUCE)
+SR_FORTRAN_ALIASES(mpi_finalize, MPI_FINALIZE)

@@ -1,0 +1,43 @@
+// The extern "C" boundary for MPI: Open MPI's MPI_* are weak aliases of
+// PMPI_*, so defining them here (LD_PRELOAD) sees every call. Each shim
+// classifies nothing itself: it hands the call to the engine, or forwards it
+// unchanged when there is no engine. No exception crosses this boundary.
+#include "interpose/shim_common.h"
+
+using namespace slimreduce::interpose;
+
+SR_EXPORT int MPI_Init(int* argc, char*** argv) {
+  Settings settings = settings_or_exit();
+  return start_engine(PMPI_Init(argc, argv), std::move(settings));
+}
+
+SR_EXPORT int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
+  Settings settings = settings_or_exit();
+  return start_engine(PMPI_Init_thread(argc, argv, required, provided), std::move(settings));
+}
+
+SR_EXPORT int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
+                            MPI_Op op, MPI_Comm comm) {
+  Engine* engine = engine_or_null();
+  if (!engine) return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+  return guarded([&] { return engine->allreduce(sendbuf, recvbuf, count, datatype, op, comm); });
+}
+
+SR_EXPORT int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
+                             MPI_Op op, MPI_Comm comm, MPI_Request* request) {
+  Engine* engine = engine_or_null();
+  if (!engine) return PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
+  return guarded(
+      [&] { return engine->iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request); });
+}
+
+SR_EXPORT int MPI_Finalize() {
+  if (Engine* engine = Engine::get()) {
+    const int rc = guarded([&] {
+      engine->finish();
+      return MPI_SUCCESS;
+    });
+    if (rc != MPI_SUCCESS) std::fprintf(stderr, "slimreduce: error: report failed (%d)\n", rc);
+  }
+  return PMPI_Finalize();
+}

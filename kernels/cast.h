@@ -1,0 +1,37 @@
+// fp32 <-> 16-bit float casts on the CPU: the reference twin of kernels/cuda/.
+// Every entry point has a scalar path and SIMD paths chosen at run time; all
+// paths give the same bits (tests compare them over every 16-bit pattern).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace slimreduce::kernels {
+
+enum class HalfFormat { fp16, bf16 };
+
+// The instruction set a kernel runs with. Tests pin it to compare paths.
+enum class Isa { scalar, avx2, avx512 };
+
+// The best ISA this CPU supports (checked once, at run time).
+Isa best_isa();
+const char* isa_name(Isa isa);
+
+// out[i] = round16(in[i] + residual[i]), round to nearest even.
+// With residual != nullptr (error feedback): residual[i] = acc - widen(out[i])
+// where acc = in[i] + residual[i] in fp32; residual[i] = 0 where widen(out[i])
+// is not finite (an inf or NaN cannot be carried forward).
+// With residual == nullptr: out[i] = round16(in[i]).
+void compress(HalfFormat format, const float* in, float* residual, std::uint16_t* out, std::size_t n,
+              Isa isa = best_isa());
+
+// out[i] = widen(in[i]); exact.
+void decompress(HalfFormat format, const std::uint16_t* in, float* out, std::size_t n,
+                Isa isa = best_isa());
+
+// inout[i] = round16(widen(in[i]) + widen(inout[i])): one ring step, the sum
+// formed in fp32 and rounded once for the wire.
+void accumulate(HalfFormat format, const std::uint16_t* in, std::uint16_t* inout, std::size_t n,
+                Isa isa = best_isa());
+
+}  // namespace slimreduce::kernels

@@ -1,0 +1,54 @@
+// Exact top-k by magnitude on the CPU: the reference twin of the CUDA kernel.
+// Rules (shared with the GPU): |NaN| is larger than every number, so a NaN is
+// never silently dropped; equal magnitudes are broken by the lower index.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cast.h"
+
+namespace slimreduce::kernels {
+
+// How payload values travel.
+enum class TopkValues { fp32, fp16 };
+
+// k = ceil(ratio * n), at least 1 and at most n (0 when n == 0).
+std::size_t topk_count(std::size_t n, double ratio);
+
+// Payload layout: k uint32 indices (ascending), then k values (fp32 or fp16 bits).
+std::size_t topk_payload_bytes(std::size_t k, TopkValues values);
+
+// Scratch memory reused across calls; grows as needed, never shrinks.
+struct TopkScratch {
+  std::vector<std::uint32_t> hist;        // Per-thread sub-histograms.
+  std::vector<std::uint64_t> counts;      // Merged histogram, per-thread counts and offsets.
+  std::vector<std::uint32_t> cand_index;  // Entries of the threshold bucket, in index order,
+  std::vector<float> cand_value;          // and their acc values.
+};
+
+// How topk_compress runs; every setting gives the same bytes.
+struct TopkTuning {
+  Isa isa = best_isa();  // Lowered to what this CPU has.
+  unsigned threads = 0;  // 0: chosen from n (one below 1M elements) and the hardware.
+};
+
+// acc[i] = in[i] + residual[i] (add_nan_first from element_rules.h; in[i] when
+// residual == nullptr), in fp32. Selects the k entries of acc with the largest
+// key bits(acc) & 0x7fffffff (unsigned; equal keys: lower index first) and
+// writes them to payload (indices ascending). sent = the value as it travels
+// (fp32, or fp32 rounded to fp16 and widened). With residual: residual[i] =
+// acc[i] - sent[i] for selected entries (0 when sent is not finite), acc[i] for
+// the rest. Without: nothing but payload is written. Needs n <= 2^32 (uint32
+// indices) and k <= n; k == 0 or n == 0 writes nothing.
+void topk_compress(const float* in, float* residual, std::size_t n, std::size_t k,
+                   TopkValues values, void* payload, TopkScratch& scratch);
+void topk_compress(const float* in, float* residual, std::size_t n, std::size_t k,
+                   TopkValues values, void* payload, TopkScratch& scratch,
+                   const TopkTuning& tuning);
+
+// dense[index] += value for each of the k entries of one payload, in payload order.
+void topk_accumulate(const void* payload, std::size_t k, TopkValues values, float* dense);
+
+}  // namespace slimreduce::kernels

@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Runs a plain MPI job (C, Fortran or Python) under mpirun with
+libslimreduce.so preloaded and checks what the library reports against the
+traffic the job is known to send.
+
+  check_job.py report  --lib L --np N --compressor C --job JOB -- MPIRUN... --program PROGRAM...
+  check_job.py table   --lib L --np N --compressor C --job JOB -- MPIRUN... --program PROGRAM...
+  check_job.py badenv  --lib L --np N --setting NAME=VALUE --expect TEXT -- MPIRUN... --program PROGRAM...
+"""
+import argparse
+import glob
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+# (calls, bytes per call) of each job's compressible float traffic and of its
+# pass-through control traffic; the jobs themselves check their sums.
+JOBS = {
+    "c": {"floats": (5, 1 << 20), "control": (3, 32), "count": 1 << 18},
+    "fortran": {"floats": (4, 1 << 18), "control": (1, 40), "count": 1 << 16},
+    "python": {"floats": (4, 1 << 18), "control": (1, 40), "count": 1 << 16},
+}
+
+
+def ring(nbytes, ranks):
+    return 2.0 * (ranks - 1) / ranks * nbytes
+
+
+def expected_report(job, ranks, compressor, ratio):
+    float_calls, float_bytes = JOBS[job]["floats"]
+    control_calls, control_bytes = JOBS[job]["control"]
+    total_input = float_calls * float_bytes + control_calls * control_bytes
+    baseline = ring(total_input, ranks)
+    if compressor == "none":
+        compressed, float_wire = 0, ring(float_calls * float_bytes, ranks)
+    elif compressor in ("fp16", "bf16"):
+        compressed, float_wire = float_calls, ring(float_calls * float_bytes / 2, ranks)
+    else:  # topk: (n - 1) x payload, 8 bytes per pair
+        k = max(1, math.ceil(ratio * JOBS[job]["count"]))
+        compressed, float_wire = float_calls, float_calls * (ranks - 1) * 8 * k
+    sent = float_wire + ring(control_calls * control_bytes, ranks)
+    return {
+        "intercepted": float_calls + control_calls,
+        "compressed": compressed,
+        "passed_through": float_calls + control_calls - compressed,
+        "input": total_input,
+        "wire_baseline": baseline,
+        "wire_sent": sent,
+        "savings": 1 - sent / baseline,
+    }
+
+
+def run(command, env_settings):
+    exports = []
+    for name, value in env_settings.items():
+        exports += ["-x", f"{name}={value}"]
+    mpirun, program = command[: command.index("--program")], command[command.index("--program") + 1 :]
+    full = mpirun + exports + program
+    return subprocess.run(full, capture_output=True, text=True, timeout=240)
+
+
+def fail(message, result=None):
+    print("FAIL:", message)
+    if result is not None:
+        print("--- stdout\n" + result.stdout[-4000:] + "\n--- stderr\n" + result.stderr[-4000:])
+    sys.exit(1)
+
+
+def check_report(args, command):
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix = os.path.join(tmp, "report")
+        result = run(command, {"LD_PRELOAD": args.lib, "SLIMREDUCE_COMPRESSOR": args.compressor,
+                               "SLIMREDUCE_REPORT": prefix})
+        if result.returncode != 0:
+            fail(f"job exited with {result.returncode}", result)
+        files = sorted(glob.glob(prefix + ".*.json"))
+        if len(files) != args.np:
+            fail(f"expected {args.np} report files, found {files}", result)
+        want = expected_report(args.job, args.np, args.compressor, 0.01)
+        ranks_seen = set()
+        for path in files:
+            with open(path) as handle:
+                report = json.load(handle)
+            ranks_seen.add(report["rank"])
+            checks = {
+                "world_size": (report["world_size"], args.np),
+                "compressor": (report["compressor"], args.compressor),
+                "calls.intercepted": (report["calls"]["intercepted"], want["intercepted"]),
+                "calls.compressed": (report["calls"]["compressed"], want["compressed"]),
+                "calls.passed_through": (report["calls"]["passed_through"], want["passed_through"]),
+                "bytes.input": (report["bytes"]["input"], want["input"]),
+            }
+            for key, (got, expected) in checks.items():
+                if got != expected:
+                    fail(f"{path}: {key} = {got}, expected {expected}")
+            for key in ("wire_baseline", "wire_sent"):
+                if abs(report["bytes"][key] - want[key]) > 1.0:
+                    fail(f"{path}: bytes.{key} = {report['bytes'][key]}, expected {want[key]}")
+            if abs(report["savings"] - want["savings"]) > 1e-5:
+                fail(f"{path}: savings = {report['savings']}, expected {want['savings']}")
+        if ranks_seen != set(range(args.np)):
+            fail(f"ranks in reports: {sorted(ranks_seen)}")
+        print(f"OK: {args.np} reports, savings {want['savings']:.4f} as expected")
+
+
+def check_table(args, command):
+    result = run(command, {"LD_PRELOAD": args.lib, "SLIMREDUCE_COMPRESSOR": args.compressor,
+                           "SLIMREDUCE_REPORT": "stderr"})
+    if result.returncode != 0:
+        fail(f"job exited with {result.returncode}", result)
+    if result.stderr.count("SlimReduce report") != 1:
+        fail("expected exactly one table, from rank 0", result)
+    want = expected_report(args.job, args.np, args.compressor, 0.01)
+    expected_line = f"intercepted {want['intercepted'] * args.np:12d}"
+    if expected_line not in result.stderr:
+        fail(f"expected '{expected_line}' (summed over ranks)", result)
+    expected_savings = f"savings    {100 * want['savings']:.1f}%"
+    if expected_savings not in result.stderr:
+        fail(f"expected '{expected_savings}'", result)
+    print("OK: one table, sums over ranks")
+
+
+def check_bad_setting(args, command):
+    name, value = args.setting.split("=", 1)
+    result = run(command, {"LD_PRELOAD": args.lib, name: value})
+    if result.returncode == 0:
+        fail(f"{args.setting} was accepted", result)
+    lines = [line for line in (result.stdout + result.stderr).splitlines() if "slimreduce: error" in line]
+    if len(lines) != 1 or args.expect not in lines[0]:
+        fail(f"expected one line containing {args.expect!r}, got {lines}", result)
+    print("OK:", lines[0])
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("mode", choices=["report", "table", "badenv"])
+    parser.add_argument("--lib", required=True)
+    parser.add_argument("--np", type=int, required=True)
+    parser.add_argument("--compressor", default="none")
+    parser.add_argument("--job", choices=sorted(JOBS), default="c")
+    parser.add_argument("--setting")
+    parser.add_argument("--expect")
+    split = sys.argv.index("--")
+    args = parser.parse_args(sys.argv[1:split])
+    command = sys.argv[split + 1 :]
+    {"report": check_report, "table": check_table, "badenv": check_bad_setting}[args.mode](args, command)
+
+
+if __name__ == "__main__":
+    main()

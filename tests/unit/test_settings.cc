@@ -1,0 +1,179 @@
+// The settings parser: every accepted form, and malformed values with the
+// exact error line a user sees.
+#include <gtest/gtest.h>
+
+#include "core/settings.h"
+
+namespace slimreduce {
+namespace {
+
+Settings parse(std::initializer_list<std::pair<std::string, std::string>> entries) {
+  return parse_settings(Environment(entries));
+}
+
+TEST(Settings, DefaultsWhenNothingIsSet) {
+  const Settings s = parse({});
+  EXPECT_EQ(s.compressor, "none");
+  EXPECT_DOUBLE_EQ(s.topk_ratio, 0.01);
+  EXPECT_FALSE(s.error_feedback.has_value());
+  EXPECT_EQ(s.min_bytes, 65536u);
+  EXPECT_EQ(s.warmup_steps, 0u);
+  EXPECT_EQ(s.ef_max_bytes, 4ull << 30);
+  EXPECT_EQ(s.fusion_threshold, 64ull << 20);
+  EXPECT_EQ(s.partition_bytes, 4ull << 20);
+  EXPECT_EQ(s.priority, Priority::fifo);
+  EXPECT_FALSE(s.hierarchical);
+  EXPECT_FALSE(s.local_size.has_value());
+  EXPECT_EQ(s.report, "");
+  EXPECT_EQ(s.log_level, LogLevel::warn);
+  EXPECT_EQ(s.topk_values, TopkValueFormat::fp32);
+}
+
+TEST(Settings, OtherEnvironmentIsIgnored) {
+  EXPECT_EQ(parse({{"PATH", "/bin"}, {"SLIMREDUCEX", "1"}}).compressor, "none");
+}
+
+TEST(Settings, AcceptsEveryDocumentedForm) {
+  const Settings s = parse({{"SLIMREDUCE_COMPRESSOR", "bf16"},
+                            {"SLIMREDUCE_TOPK_RATIO", "1"},
+                            {"SLIMREDUCE_ERROR_FEEDBACK", "1"},
+                            {"SLIMREDUCE_MIN_BYTES", "1MiB"},
+                            {"SLIMREDUCE_WARMUP_STEPS", "5"},
+                            {"SLIMREDUCE_EF_MAX_BYTES", "2G"},
+                            {"SLIMREDUCE_FUSION_THRESHOLD", "0"},
+                            {"SLIMREDUCE_PARTITION_BYTES", "512K"},
+                            {"SLIMREDUCE_PRIORITY", "reverse"},
+                            {"SLIMREDUCE_HIERARCHICAL", "1"},
+                            {"SLIMREDUCE_LOCAL_SIZE", "2"},
+                            {"SLIMREDUCE_REPORT", "/tmp/run"},
+                            {"SLIMREDUCE_TIMELINE", "/tmp/trace.json"},
+                            {"SLIMREDUCE_LOG_LEVEL", "debug"},
+                            {"SLIMREDUCE_TOPK_VALUES", "fp16"}});
+  EXPECT_EQ(s.compressor, "bf16");
+  EXPECT_DOUBLE_EQ(s.topk_ratio, 1.0);
+  EXPECT_EQ(s.error_feedback, true);
+  EXPECT_EQ(s.min_bytes, 1u << 20);
+  EXPECT_EQ(s.warmup_steps, 5u);
+  EXPECT_EQ(s.ef_max_bytes, 2ull << 30);
+  EXPECT_EQ(s.fusion_threshold, 0u);
+  EXPECT_EQ(s.partition_bytes, 512u << 10);
+  EXPECT_EQ(s.priority, Priority::reverse);
+  EXPECT_TRUE(s.hierarchical);
+  EXPECT_EQ(s.local_size, 2);
+  EXPECT_EQ(s.report, "/tmp/run");
+  EXPECT_EQ(s.timeline, "/tmp/trace.json");
+  EXPECT_EQ(s.log_level, LogLevel::debug);
+  EXPECT_EQ(s.topk_values, TopkValueFormat::fp16);
+}
+
+TEST(Settings, EveryCompressorAndChoiceIsAccepted) {
+  for (const char* name : {"none", "fp16", "bf16"}) {
+    EXPECT_EQ(parse({{"SLIMREDUCE_COMPRESSOR", name}}).compressor, name);
+  }
+  for (const char* level : {"error", "warn", "info", "debug"}) {
+    EXPECT_NO_THROW(parse({{"SLIMREDUCE_LOG_LEVEL", level}}));
+  }
+  EXPECT_EQ(parse({{"SLIMREDUCE_ERROR_FEEDBACK", "0"}}).error_feedback, false);
+  EXPECT_EQ(parse({{"SLIMREDUCE_REPORT", "stderr"}}).report, "stderr");
+}
+
+struct ByteCase {
+  const char* text;
+  std::uint64_t bytes;
+};
+
+class ByteSizes : public ::testing::TestWithParam<ByteCase> {};
+
+TEST_P(ByteSizes, ParseToBytes) {
+  EXPECT_EQ(parse_byte_size(GetParam().text), GetParam().bytes);
+  EXPECT_EQ(parse({{"SLIMREDUCE_MIN_BYTES", GetParam().text}}).min_bytes, GetParam().bytes);
+}
+
+INSTANTIATE_TEST_SUITE_P(Forms, ByteSizes,
+                         ::testing::Values(ByteCase{"0", 0}, ByteCase{"65536", 65536},
+                                           ByteCase{"64K", 65536}, ByteCase{"64k", 65536},
+                                           ByteCase{"64KB", 65536}, ByteCase{"64KiB", 65536},
+                                           ByteCase{"1M", 1 << 20}, ByteCase{"1MB", 1 << 20},
+                                           ByteCase{"1MiB", 1 << 20}, ByteCase{"4G", 4ull << 30},
+                                           ByteCase{"4GiB", 4ull << 30}, ByteCase{"1T", 1ull << 40},
+                                           ByteCase{"100B", 100}));
+
+struct BadCase {
+  const char* variable;
+  const char* value;
+  const char* accepted;  // what the error line must offer instead
+};
+
+class BadSettings : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(BadSettings, FailWithOneLineNamingVariableValueAndWhatIsAccepted) {
+  const BadCase& bad = GetParam();
+  try {
+    parse({{bad.variable, bad.value}});
+    FAIL() << bad.variable << "=" << bad.value << " was accepted";
+  } catch (const SettingsError& error) {
+    const std::string expected = std::string(bad.variable) + "='" + bad.value +
+                                 "' is not accepted; expected " + bad.accepted;
+    EXPECT_EQ(std::string(error.what()), expected);
+    EXPECT_EQ(error.variable(), bad.variable);
+  }
+}
+
+constexpr const char* kSizes = "a byte size: 65536, 64K, 64KiB, 1M, 1MiB, 4G (powers of 1024)";
+constexpr const char* kCompressors = "none, fp16, bf16, topk";
+constexpr const char* kRatio = "a number in (0, 1]";
+constexpr const char* kFlag = "0, 1";
+constexpr const char* kCount = "a whole number >= 0";
+
+INSTANTIATE_TEST_SUITE_P(
+    Malformed, BadSettings,
+    ::testing::Values(BadCase{"SLIMREDUCE_COMPRESSOR", "fp17", kCompressors},
+                      BadCase{"SLIMREDUCE_COMPRESSOR", "", kCompressors},
+                      BadCase{"SLIMREDUCE_COMPRESSOR", "FP16", kCompressors},
+                      BadCase{"SLIMREDUCE_MIN_BYTES", "-3", kSizes},
+                      BadCase{"SLIMREDUCE_MIN_BYTES", "1.5M", kSizes},
+                      BadCase{"SLIMREDUCE_MIN_BYTES", "12Q", kSizes},
+                      BadCase{"SLIMREDUCE_MIN_BYTES", "", kSizes},
+                      BadCase{"SLIMREDUCE_MIN_BYTES", " 64K", kSizes},
+                      BadCase{"SLIMREDUCE_MIN_BYTES", "99999999999999999999", kSizes},
+                      BadCase{"SLIMREDUCE_EF_MAX_BYTES", "20000000000T", kSizes},
+                      BadCase{"SLIMREDUCE_TOPK_RATIO", "2", kRatio},
+                      BadCase{"SLIMREDUCE_TOPK_RATIO", "0", kRatio},
+                      BadCase{"SLIMREDUCE_TOPK_RATIO", "-0.1", kRatio},
+                      BadCase{"SLIMREDUCE_TOPK_RATIO", "nan", kRatio},
+                      BadCase{"SLIMREDUCE_TOPK_RATIO", "0.01x", kRatio},
+                      BadCase{"SLIMREDUCE_ERROR_FEEDBACK", "yes", kFlag},
+                      BadCase{"SLIMREDUCE_WARMUP_STEPS", "-1", kCount},
+                      BadCase{"SLIMREDUCE_WARMUP_STEPS", "ten", kCount},
+                      BadCase{"SLIMREDUCE_PRIORITY", "lifo", "fifo, reverse"},
+                      BadCase{"SLIMREDUCE_HIERARCHICAL", "true", kFlag},
+                      BadCase{"SLIMREDUCE_LOCAL_SIZE", "0", "a whole number >= 1"},
+                      BadCase{"SLIMREDUCE_PARTITION_BYTES", "0", kSizes},
+                      BadCase{"SLIMREDUCE_LOG_LEVEL", "verbose", "error, warn, info, debug"},
+                      BadCase{"SLIMREDUCE_REPORT", "",
+                              "stderr, or a path prefix P (each rank writes P.<rank>.json)"},
+                      BadCase{"SLIMREDUCE_TOPK_VALUES", "int8", "fp32, fp16"}));
+
+TEST(BadSettings, UnknownNameIsATypo) {
+  try {
+    parse({{"SLIMREDUCE_COMPRESSER", "fp16"}});
+    FAIL() << "a misspelt name was accepted";
+  } catch (const SettingsError& error) {
+    const std::string message = error.what();
+    EXPECT_EQ(
+        message.rfind("SLIMREDUCE_COMPRESSER='fp16' is not accepted; expected a known setting", 0),
+        0u)
+        << message;
+    EXPECT_NE(message.find("SLIMREDUCE_COMPRESSOR"), std::string::npos);
+  }
+}
+
+TEST(Settings, DescribeListsEverySettingOnce) {
+  const auto lines = describe_settings(parse({{"SLIMREDUCE_COMPRESSOR", "fp16"}}));
+  EXPECT_EQ(lines.size(), 15u);
+  EXPECT_EQ(lines.front(), "SLIMREDUCE_COMPRESSOR=fp16");
+  EXPECT_NE(settings_markdown().find("| `SLIMREDUCE_MIN_BYTES` | 65536 |"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace slimreduce
