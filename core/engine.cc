@@ -58,10 +58,7 @@ Engine* Engine::get() { return instance_slot().get(); }
 
 Engine::Engine(Settings settings)
     : settings_(std::move(settings)), residuals_(settings_.ef_max_bytes) {
-  if (settings_.compressor != "none") {
-    compressor_ = compressors::make_compressor(settings_.compressor, options_from(settings_));
-    error_feedback_ = settings_.error_feedback.value_or(compressor_->default_error_feedback());
-  }
+  use_compressor(settings_.compressor);
   PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_comm_delete, &comm_keyval_, nullptr);
   PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
   PMPI_Comm_size(MPI_COMM_WORLD, &world_size_);
@@ -69,6 +66,22 @@ Engine::Engine(Settings settings)
 }
 
 Engine::~Engine() = default;
+
+bool Engine::use_compressor(const std::string& name) {
+  std::unique_ptr<compressors::Compressor> chosen;
+  if (name != "none") {
+    chosen = compressors::make_compressor(name, options_from(settings_));
+    if (!chosen) return false;
+  }
+  std::lock_guard lock(mutex_);
+  compressor_ = std::move(chosen);
+  settings_.compressor = name;
+  error_feedback_ =
+      compressor_ && settings_.error_feedback.value_or(compressor_->default_error_feedback());
+  // What one compressor left behind means nothing to another.
+  residuals_ = ResidualStore(settings_.ef_max_bytes);
+  return true;
+}
 
 void Engine::log_settings() const {
   if (world_rank_ != 0) return;

@@ -39,6 +39,10 @@ class Engine {
   // Writes the per-rank JSON if finish() never ran (the process exits without MPI_Finalize).
   void write_report_at_exit();
 
+  // Switches the compressor ("none" included) and drops all residuals. Every
+  // rank must switch at the same point, with no call of its own in flight.
+  bool use_compressor(const std::string& name);
+
   const Settings& settings() const { return settings_; }
   Counters counters() const;
   void forget(CommState* state);

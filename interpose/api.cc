@@ -19,3 +19,13 @@ SR_EXPORT const char* slimreduce_compressor(void) {
   const slimreduce::Engine* engine = slimreduce::Engine::get();
   return engine ? engine->settings().compressor.c_str() : nullptr;
 }
+
+SR_EXPORT int slimreduce_set_compressor(const char* name) {
+  slimreduce::Engine* engine = slimreduce::Engine::get();
+  if (!engine || !name) return -1;
+  try {
+    return engine->use_compressor(name) ? 0 : -1;
+  } catch (...) {
+    return -1;
+  }
+}

@@ -30,6 +30,13 @@ int slimreduce_get_counters(slimreduce_counters* out);
 /* The compressor in effect ("none", "fp16", ...), or NULL before MPI is initialized. */
 const char* slimreduce_compressor(void);
 
+/* Switches the compressor ("none", "fp16", "bf16", "topk", ...) and drops all
+ * error-feedback residuals. Collective in spirit: every rank must call it at
+ * the same point of its call sequence, with no reduction of its own in flight.
+ * Returns 0, or -1 for an unknown name or before MPI is initialized. The other
+ * settings (ratio, thresholds) stay as the environment set them. */
+int slimreduce_set_compressor(const char* name);
+
 #ifdef __cplusplus
 }
 #endif
