@@ -1,0 +1,126 @@
+// Engine pieces that need no MPI run: eligibility, residual memory, byte
+// accounting and the report's text.
+#include <gtest/gtest.h>
+
+#include "core/counters.h"
+#include "core/eligibility.h"
+#include "core/residuals.h"
+
+namespace slimreduce {
+namespace {
+
+Settings with_compressor(const char* name, std::uint64_t min_bytes = 65536) {
+  Settings settings;
+  settings.compressor = name;
+  settings.min_bytes = min_bytes;
+  return settings;
+}
+
+TEST(Eligibility, OnlyLargeFloatSumsOnIntracommunicators) {
+  const Settings fp16 = with_compressor("fp16");
+  const CallFacts eligible{true, true, true, 65536};
+  EXPECT_EQ(classify(eligible, fp16), Verdict::compress);
+  CallFacts not_float = eligible, not_sum = eligible, inter = eligible, small = eligible;
+  not_float.float32 = false;
+  not_sum.op_sum = false;
+  inter.intracomm = false;
+  small.bytes = 65532;
+  for (const CallFacts& facts : {not_float, not_sum, inter, small}) {
+    EXPECT_EQ(classify(facts, fp16), Verdict::pass_through);
+  }
+  EXPECT_EQ(classify(eligible, with_compressor("none")), Verdict::pass_through);
+  EXPECT_EQ(classify(CallFacts{true, true, true, 0}, with_compressor("fp16", 0)),
+            Verdict::pass_through);
+  EXPECT_EQ(classify(CallFacts{true, true, true, 4}, with_compressor("topk", 4)),
+            Verdict::compress);
+}
+
+TEST(Residuals, SameKeySameSlotNewShapeResets) {
+  ResidualStore store(1 << 20);
+  int buffer = 0;
+  const ResidualKey key{1, &buffer};
+  ResidualSlot* slot = store.find_or_create(key, 100, 7, true);
+  ASSERT_NE(slot, nullptr);
+  EXPECT_EQ(slot->residual.size(), 100u);
+  slot->residual[3] = 1.5f;
+  ++slot->calls;
+  EXPECT_EQ(store.find_or_create(key, 100, 7, true), slot);
+  EXPECT_EQ(slot->residual[3], 1.5f);
+  EXPECT_EQ(store.bytes_held(), 400u);
+
+  ResidualSlot* reshaped = store.find_or_create(key, 50, 7, true);
+  ASSERT_NE(reshaped, nullptr);
+  EXPECT_EQ(reshaped->residual.size(), 50u);
+  EXPECT_EQ(reshaped->calls, 0u);
+  EXPECT_EQ(reshaped->residual[3], 0.0f);
+  EXPECT_EQ(store.bytes_held(), 200u);
+  EXPECT_EQ(store.find_or_create(key, 50, 8, true)->residual[3], 0.0f) << "new datatype resets";
+}
+
+TEST(Residuals, CapRefusesNewResidualsAndFreeingMakesRoom) {
+  ResidualStore store(1000);
+  int a = 0, b = 0;
+  ASSERT_NE(store.find_or_create({1, &a}, 200, 0, true), nullptr);  // 800 bytes
+  EXPECT_EQ(store.find_or_create({2, &b}, 100, 0, true), nullptr);  // 1200 > 1000
+  EXPECT_NE(store.find_or_create({2, &b}, 100, 0, false), nullptr) << "no residual, no bytes";
+  store.forget_communicator(1);
+  EXPECT_EQ(store.bytes_held(), 0u);
+  EXPECT_NE(store.find_or_create({3, &b}, 250, 0, true), nullptr);
+  EXPECT_EQ(store.bytes_held(), 1000u);
+}
+
+TEST(Residuals, ForgettingOneCommunicatorKeepsTheOthers) {
+  ResidualStore store(1 << 20);
+  int a = 0, b = 0;
+  store.find_or_create({1, &a}, 10, 0, true)->residual[0] = 2.0f;
+  store.find_or_create({2, &b}, 10, 0, true)->residual[0] = 3.0f;
+  store.forget_communicator(1);
+  EXPECT_EQ(store.find_or_create({2, &b}, 10, 0, true)->residual[0], 3.0f);
+  EXPECT_EQ(store.find_or_create({1, &a}, 10, 0, true)->residual[0], 0.0f);
+}
+
+class RingBytes : public ::testing::TestWithParam<int> {};
+
+TEST_P(RingBytes, AccountingFollowsTheRingAndAllgatherFormulas) {
+  const int ranks = GetParam();
+  EXPECT_DOUBLE_EQ(ring_allreduce_wire_bytes(1000, ranks), 2.0 * (ranks - 1) * 1000 / ranks);
+  EXPECT_DOUBLE_EQ(ring_allgather_wire_bytes(80, ranks), (ranks - 1) * 80.0);
+  Counters counters;
+  counters.count_pass_through(400, ranks);
+  counters.count_compressed(4000, ranks, ring_allreduce_wire_bytes(2000, ranks));
+  EXPECT_EQ(counters.intercepted, 2u);
+  EXPECT_EQ(counters.compressed, 1u);
+  EXPECT_EQ(counters.passed_through, 1u);
+  EXPECT_EQ(counters.input_bytes, 4400u);
+  EXPECT_DOUBLE_EQ(counters.wire_baseline, ring_allreduce_wire_bytes(4400, ranks));
+  EXPECT_DOUBLE_EQ(counters.wire_sent, ring_allreduce_wire_bytes(2400, ranks));
+  EXPECT_NEAR(counters.savings(), 1.0 - 2400.0 / 4400.0, 1e-12);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, RingBytes, ::testing::Values(2, 3, 4, 7, 64));
+
+TEST(Counters, OneRankSendsNothingAndSavesNothing) {
+  Counters counters;
+  counters.count_compressed(4000, 1, 0);
+  EXPECT_EQ(counters.wire_baseline, 0.0);
+  EXPECT_EQ(counters.savings(), 0.0);
+}
+
+TEST(Report, JsonCarriesTheContractKeys) {
+  Counters counters;
+  counters.count_pass_through(100, 4);
+  counters.count_compressed(400, 4, 300);
+  counters.warmup = 2;
+  const std::string json = report_json(counters, {3, 4, "fp16"});
+  for (const char* expected :
+       {"\"rank\": 3", "\"world_size\": 4", "\"compressor\": \"fp16\"", "\"intercepted\": 2",
+        "\"compressed\": 1", "\"passed_through\": 1", "\"warmup\": 2", "\"input\": 500",
+        "\"wire_baseline\": 750", "\"wire_sent\": 450", "\"savings\": 0.400000"}) {
+    EXPECT_NE(json.find(expected), std::string::npos) << expected << " in " << json;
+  }
+  const std::string table = report_table(counters, {0, 4, "fp16"});
+  EXPECT_NE(table.find("savings    40.0%"), std::string::npos) << table;
+}
+
+}  // namespace
+}  // namespace slimreduce
