@@ -26,12 +26,16 @@ struct TopkScratch {
   std::vector<std::uint64_t> counts;      // Merged histogram, per-thread counts and offsets.
   std::vector<std::uint32_t> cand_index;  // Entries of the threshold bucket, in index order,
   std::vector<float> cand_value;          // and their acc values.
+  std::vector<std::uint32_t> sample;      // Keys of a sample of acc.
 };
 
 // How topk_compress runs; every setting gives the same bytes.
 struct TopkTuning {
   Isa isa = best_isa();  // Lowered to what this CPU has.
-  unsigned threads = 0;  // 0: chosen from n (one below 1M elements) and the hardware.
+  unsigned threads = 0;  // 0: from n (one below 1M elements) and the CPUs we may use.
+  // Pass 1 histograms only the keys in level-0 bins (top 11 key bits) >= this;
+  // -1: a floor estimated from a sample. Too high a floor costs a pass.
+  int pass1_floor_bin = -1;
 };
 
 // acc[i] = in[i] + residual[i] (add_nan_first from element_rules.h; in[i] when
@@ -40,7 +44,7 @@ struct TopkTuning {
 // writes them to payload (indices ascending). sent = the value as it travels
 // (fp32, or fp32 rounded to fp16 and widened). With residual: residual[i] =
 // acc[i] - sent[i] for selected entries (0 when sent is not finite), acc[i] for
-// the rest. Without: nothing but payload is written. Needs n <= 2^32 (uint32
+// the rest. Without: nothing but payload is written. Needs n < 2^32 (uint32
 // indices) and k <= n; k == 0 or n == 0 writes nothing.
 void topk_compress(const float* in, float* residual, std::size_t n, std::size_t k,
                    TopkValues values, void* payload, TopkScratch& scratch);

@@ -18,7 +18,8 @@ const double kRatio = std::stod(env_or("SLIMREDUCE_TOPK_RATIO", "0.01"));
 const bool kFp16Values = env_or("SLIMREDUCE_TOPK_VALUES", "fp32") == "fp16";
 const bool kErrorFeedback = env_or("SLIMREDUCE_ERROR_FEEDBACK", "1") == "1";
 const std::uint64_t kWarmup = std::stoull(env_or("SLIMREDUCE_WARMUP_STEPS", "0"));
-const std::uint64_t kMaxResidualBytes = std::stoull(env_or("SLIMREDUCE_EF_MAX_BYTES", "4294967296"));
+const std::uint64_t kMaxResidualBytes =
+    std::stoull(env_or("SLIMREDUCE_EF_MAX_BYTES", "4294967296"));
 
 std::size_t k_of(std::size_t n) {
   const double exact = kRatio * static_cast<double>(n);
