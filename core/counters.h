@@ -3,7 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 namespace slimreduce {
 
@@ -28,6 +31,29 @@ struct Counters {
   void count_compressed(std::uint64_t bytes, int ranks, double wire_sent_bytes);
   double savings() const;
   Counters& operator+=(const Counters& other);
+};
+
+// Counters without a lock on the hot path: each thread adds into a slot of
+// its own (single writer, relaxed atomics, so a reader on another thread sees
+// whole values without a data race); readers sum the slots.
+class CounterBoard {
+ public:
+  CounterBoard();
+  ~CounterBoard();
+  CounterBoard(const CounterBoard&) = delete;
+  CounterBoard& operator=(const CounterBoard&) = delete;
+
+  // Adds delta to the calling thread's slot.
+  void add(const Counters& delta);
+  Counters total() const;
+
+ private:
+  struct Slot;
+  Slot& my_slot();
+
+  mutable std::mutex mutex_;  // guards slots_ (registration and reading)
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::uint64_t id_;  // tells this board's slots from an earlier board's in a thread's cache
 };
 
 struct ReportContext {

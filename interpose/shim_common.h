@@ -4,10 +4,12 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <new>
 #include <string>
+#include <thread>
 
 #include "core/engine.h"
 
@@ -32,7 +34,13 @@ inline Settings settings_or_exit() {
   try {
     return Engine::load_settings();
   } catch (const SettingsError& error) {
-    if (launcher_rank_is_zero()) std::fprintf(stderr, "slimreduce: error: %s\n", error.what());
+    if (launcher_rank_is_zero()) {
+      std::fprintf(stderr, "slimreduce: error: %s\n", error.what());
+      std::exit(1);
+    }
+    // The other ranks wait for rank 0's line to reach the launcher, which then
+    // ends them; were rank 0 gone without a word, they end themselves.
+    std::this_thread::sleep_for(std::chrono::seconds(20));
     std::exit(1);
   }
 }

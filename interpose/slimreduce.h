@@ -4,6 +4,7 @@
 #ifndef SLIMREDUCE_H_
 #define SLIMREDUCE_H_
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -36,6 +37,16 @@ const char* slimreduce_compressor(void);
  * Returns 0, or -1 for an unknown name or before MPI is initialized. The other
  * settings (ratio, thresholds) stay as the environment set them. */
 int slimreduce_set_compressor(const char* name);
+
+/* Sets the top-k ratio (0 < ratio <= 1) for the calls that follow, with the
+ * same rule as slimreduce_set_compressor (every rank, same point; residuals
+ * dropped). Returns 0, or -1 for a ratio out of range or before MPI starts. */
+int slimreduce_set_topk_ratio(double ratio);
+
+/* The effective value of setting `name` (for example "SLIMREDUCE_MIN_BYTES"),
+ * as the INFO log shows it, copied into value[size]. Returns 0, or -1 for an
+ * unknown name, a too-small buffer, or before MPI starts. */
+int slimreduce_get_setting(const char* name, char* value, size_t size);
 
 #ifdef __cplusplus
 }
