@@ -7,8 +7,12 @@
 #include "backends/mpi_backend.h"
 #include "compressors/registry.h"
 #include "core/algorithms.h"
+#include "core/device_staging.h"
 #include "core/eligibility.h"
 #include "core/log.h"
+#ifdef SLIMREDUCE_HAVE_CUDA
+#include "core/nccl_engine.h"
+#endif
 
 namespace slimreduce {
 namespace {
@@ -67,6 +71,12 @@ Engine::Engine(Settings settings)
 
 Engine::~Engine() = default;
 
+bool Engine::set_topk_ratio(double ratio) {
+  if (!(ratio > 0.0 && ratio <= 1.0)) return false;
+  settings_.topk_ratio = ratio;
+  return use_compressor(settings_.compressor);
+}
+
 bool Engine::use_compressor(const std::string& name) {
   std::unique_ptr<compressors::Compressor> chosen;
   if (name != "none") {
@@ -80,6 +90,7 @@ bool Engine::use_compressor(const std::string& name) {
       compressor_ && settings_.error_feedback.value_or(compressor_->default_error_feedback());
   // What one compressor left behind means nothing to another.
   residuals_ = ResidualStore(settings_.ef_max_bytes);
+  device_staging::forget_all();
   return true;
 }
 
@@ -93,6 +104,23 @@ void Engine::log_settings() const {
 }
 
 CommState* Engine::state_of(MPI_Comm comm) {
+  // Most jobs reduce on one communicator call after call: remember the last
+  // one per thread, so pass-through calls skip MPI's attribute lookup. Any
+  // freed communicator moves the generation on, so a reused handle never
+  // finds a stale state.
+  static thread_local struct {
+    MPI_Comm comm = MPI_COMM_NULL;
+    CommState* state = nullptr;
+    std::uint64_t generation = 0;
+  } last __attribute__((tls_model("initial-exec")));
+  const std::uint64_t generation = comm_generation_.load(std::memory_order_acquire);
+  if (last.state && last.comm == comm && last.generation == generation) return last.state;
+  CommState* state = look_up_state(comm);
+  if (state) last = {comm, state, generation};
+  return state;
+}
+
+CommState* Engine::look_up_state(MPI_Comm comm) {
   void* attribute = nullptr;
   int found = 0;
   if (PMPI_Comm_get_attr(comm, comm_keyval_, &attribute, &found) != MPI_SUCCESS) return nullptr;
@@ -106,10 +134,12 @@ CommState* Engine::state_of(MPI_Comm comm) {
 }
 
 void Engine::forget(CommState* state) {
+  comm_generation_.fetch_add(1, std::memory_order_acq_rel);
   std::lock_guard lock(mutex_);
   auto found = comms_.find(state);
   if (found == comms_.end()) return;
   residuals_.forget_communicator(state->id());
+  device_staging::forget_communicator(state->id());
   comms_.erase(found);
 }
 
@@ -126,11 +156,15 @@ int Engine::allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatyp
   if (classify(facts, settings_) == Verdict::compress) {
     return compress_call(sendbuf, recvbuf, count, datatype, op, comm, *state);
   }
-  {
-    std::lock_guard lock(mutex_);
-    counters_.count_pass_through(bytes, state->size());
-  }
+  count_pass_through(bytes, state->size());
   return backends::mpi::allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+}
+
+void Engine::count_pass_through(std::uint64_t bytes, int ranks, std::uint64_t Counters::*reason) {
+  Counters delta;
+  delta.count_pass_through(bytes, ranks);
+  if (reason) ++(delta.*reason);
+  board_.add(delta);
 }
 
 int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
@@ -145,8 +179,8 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
     const bool over_cap = slot == nullptr;
     const bool warming_up = slot && ++slot->calls <= settings_.warmup_steps;
     if (over_cap || warming_up) {
-      ++(over_cap ? counters_.ef_cap_fallback : counters_.warmup);
-      counters_.count_pass_through(bytes, state.size());
+      count_pass_through(bytes, state.size(),
+                         over_cap ? &Counters::ef_cap_fallback : &Counters::warmup);
       return backends::mpi::allreduce(sendbuf, recvbuf, count, datatype, op, comm);
     }
     if (!slot->residual.empty()) residual = slot->residual.data();
@@ -155,7 +189,12 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
                            static_cast<float*>(recvbuf), static_cast<std::size_t>(count), residual};
   double wire_sent = 0;
   int rc = MPI_SUCCESS;
-  if (compressor_->aggregation() == compressors::Aggregation::summable) {
+  if (device_staging::is_device_pointer(call.input) ||
+      device_staging::is_device_pointer(call.output)) {
+    // GPU buffers under an MPI that cannot read them: compress on the GPU,
+    // stage only the compressed bytes (false at once on a CPU-only build).
+    rc = device_staging::allreduce(call, *compressor_, settings_, state, &wire_sent);
+  } else if (compressor_->aggregation() == compressors::Aggregation::summable) {
     rc = ring_allreduce(call, static_cast<compressors::SummableCompressor&>(*compressor_), state,
                         &wire_sent);
   } else {
@@ -163,8 +202,9 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
                           &wire_sent);
   }
   if (rc == MPI_SUCCESS) {
-    std::lock_guard lock(mutex_);
-    counters_.count_compressed(bytes, state.size(), wire_sent);
+    Counters delta;
+    delta.count_compressed(bytes, state.size(), wire_sent);
+    board_.add(delta);
   }
   return rc;
 }
@@ -175,15 +215,18 @@ int Engine::iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Dataty
   int type_size = 0;
   CommState* state = state_of(comm);
   if (state && count >= 0 && PMPI_Type_size(datatype, &type_size) == MPI_SUCCESS) {
-    std::lock_guard lock(mutex_);
-    counters_.count_pass_through(std::uint64_t(count) * type_size, state->size());
+    count_pass_through(std::uint64_t(count) * type_size, state->size());
   }
   return backends::mpi::iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
 }
 
 Counters Engine::counters() const {
-  std::lock_guard lock(mutex_);
-  return counters_;
+  Counters total = board_.total();
+#ifdef SLIMREDUCE_HAVE_CUDA
+  // A job on both (Horovod: MPI control, NCCL data) gets one report with both.
+  if (const NcclEngine* nccl = NcclEngine::get()) total += nccl->counters();
+#endif
+  return total;
 }
 
 void Engine::finish() {

@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -42,6 +43,9 @@ class Engine {
   // Switches the compressor ("none" included) and drops all residuals. Every
   // rank must switch at the same point, with no call of its own in flight.
   bool use_compressor(const std::string& name);
+  // Sets SLIMREDUCE_TOPK_RATIO's value for the calls that follow (same rule as
+  // use_compressor); false unless 0 < ratio <= 1.
+  bool set_topk_ratio(double ratio);
 
   const Settings& settings() const { return settings_; }
   Counters counters() const;
@@ -49,9 +53,14 @@ class Engine {
 
  private:
   CommState* state_of(MPI_Comm comm);
+  CommState* look_up_state(MPI_Comm comm);
   int compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                     MPI_Comm comm, CommState& state);
   void log_settings() const;
+  // Counts a call that reached the real library as given; reason, if any, says why it
+  // was not compressed (Counters::warmup or Counters::ef_cap_fallback).
+  void count_pass_through(std::uint64_t bytes, int ranks,
+                          std::uint64_t Counters::*reason = nullptr);
   void write_json_report();
 
   Settings settings_;
@@ -61,11 +70,12 @@ class Engine {
   int world_rank_ = 0;
   int world_size_ = 1;
 
-  mutable std::mutex mutex_;  // guards everything below
+  std::atomic<std::uint64_t> comm_generation_{0};  // moves on whenever a communicator is freed
+  mutable std::mutex mutex_;                       // guards everything below
   std::uint64_t next_comm_id_ = 1;
   std::map<CommState*, std::unique_ptr<CommState>> comms_;
   ResidualStore residuals_;
-  Counters counters_;
+  CounterBoard board_;
   bool reported_ = false;
 };
 

@@ -1,0 +1,491 @@
+// Checks every CUDA kernel against its CPU twin on fresh random inputs, then
+// times them with CUDA events against a device-to-device copy of the same
+// run. Casts, selection and ordered accumulation must match bit for bit;
+// the simulated multi-rank ring sum is also held to a stated tolerance
+// against an fp64 sum. Outputs are poisoned (0xA5 bytes) before every kernel,
+// so an element never written shows. Run by bench/device_check.sh on a GPU;
+// prints "check ..." and "time ..." lines, then "device_check: N passed, M failed".
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cast.h"
+#include "kernels/cuda/kernels.h"
+#include "kernels/element_rules.h"
+#include "kernels/topk.h"
+
+namespace {
+
+namespace k = slimreduce::kernels;
+namespace cu = slimreduce::kernels::cuda;
+using u16 = std::uint16_t;
+
+#define CK(x)                                                                               \
+  do {                                                                                      \
+    const cudaError_t rc_ = (x);                                                            \
+    if (rc_ != cudaSuccess) {                                                               \
+      std::printf("fatal %s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(rc_)); \
+      std::exit(2);                                                                         \
+    }                                                                                       \
+  } while (0)
+
+std::mt19937_64 rng(std::random_device{}());
+int passed = 0, failed = 0;
+
+void report(const std::string& what, bool ok, const std::string& detail = "") {
+  std::printf("check %-44s %s %s\n", what.c_str(), ok ? "PASS" : "FAIL", detail.c_str());
+  (ok ? passed : failed)++;
+}
+
+// Device memory, freed at scope end.
+struct DevFree {
+  void operator()(void* p) const { cudaFree(p); }
+};
+using Dev = std::unique_ptr<std::byte, DevFree>;
+Dev dev(std::size_t bytes) {
+  void* p = nullptr;
+  CK(cudaMalloc(&p, std::max<std::size_t>(bytes, 16) + 64));
+  return Dev(static_cast<std::byte*>(p));
+}
+template <class T>
+void put(void* d, const std::vector<T>& h) {
+  CK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+}
+template <class T>
+std::vector<T> get(const void* d, std::size_t n) {
+  CK(cudaDeviceSynchronize());
+  CK(cudaGetLastError());
+  std::vector<T> h(n);
+  CK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+  return h;
+}
+void poison(void* d, std::size_t bytes) { CK(cudaMemset(d, 0xA5, bytes)); }
+
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b, std::string* where) {
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0) {
+      *where = "first difference at " + std::to_string(i) + " of " + std::to_string(a.size());
+      return false;
+    }
+  }
+  return a.size() == b.size();
+}
+
+// Gradient-like values: normals over many magnitudes, ties, zeros, and (with
+// specials) NaNs with payloads, infinities, subnormals, values past fp16's range.
+std::vector<float> values(std::size_t n, bool specials) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) {
+    const unsigned pick = rng() % 1000;
+    if (specials && pick < 4) {
+      const std::uint32_t s[4] = {0x7fc12345u, 0xffa00001u, 0x7f800000u, 0x00000abcu};
+      x = k::bits_float(s[pick] ^ (rng() & 1 ? 0x80000000u : 0));
+    } else if (specials && pick < 8) {
+      x = (rng() & 1 ? 1 : -1) * 65520.0f * (1.0f + (pick - 4) * 0.5f);
+    } else if (pick < 20) {
+      x = pick < 12 ? 0.0f : (rng() & 1 ? 3.0f : -3.0f);
+    } else {
+      x = normal(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 40) - 20);
+    }
+  }
+  return v;
+}
+
+std::vector<u16> halves(std::size_t n) {
+  std::vector<u16> h(n);
+  for (auto& x : h) x = static_cast<u16>(rng());
+  return h;
+}
+
+k::HalfFormat host_format(cu::Elem e) {
+  return e == cu::Elem::bf16 ? k::HalfFormat::bf16 : k::HalfFormat::fp16;
+}
+const char* name_of(cu::Elem e) {
+  return e == cu::Elem::bf16 ? "bf16" : e == cu::Elem::fp16 ? "fp16" : "fp32";
+}
+float widen(cu::Elem e, u16 h) {
+  return e == cu::Elem::bf16 ? k::bf16_bits_to_float(h) : k::fp16_bits_to_float(h);
+}
+u16 narrow(cu::Elem e, float f) {
+  return e == cu::Elem::bf16 ? k::float_to_bf16_bits(f) : k::float_to_fp16_bits(f);
+}
+
+// ---- casts --------------------------------------------------------------------
+
+void check_compress(cu::Elem f, bool ef, std::size_t offset) {
+  const std::size_t n = 3'000'001;
+  const std::vector<float> in = values(n, true);
+  std::vector<float> res = values(n, false);
+  auto din = dev(n * 4 + offset * 4), dres = dev(n * 4), dout = dev(n * 2 + offset * 2);
+  float* gin = reinterpret_cast<float*>(din.get()) + offset;
+  u16* gout = reinterpret_cast<u16*>(dout.get()) + offset;
+  put(gin, in);
+  put(dres.get(), res);
+  poison(gout, n * 2);
+  float* gres = ef ? reinterpret_cast<float*>(dres.get()) : nullptr;
+  CK(cu::cast_compress(f, gin, gres, gout, n, nullptr));
+  std::vector<u16> want(n);
+  k::compress(host_format(f), in.data(), ef ? res.data() : nullptr, want.data(), n, k::Isa::scalar);
+  std::string where;
+  bool ok = same_bits(get<u16>(gout, n), want, &where);
+  if (ok && ef) ok = same_bits(get<float>(dres.get(), n), res, &where);
+  report(std::string("cast_compress ") + name_of(f) + (ef ? " +EF" : "") +
+             (offset ? " misaligned" : ""),
+         ok, where);
+}
+
+void check_decompress(cu::Elem f, int divisor) {
+  std::vector<u16> in(65536 * 4);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<u16>(i < 65536 ? i : rng());
+  auto din = dev(in.size() * 2), dout = dev(in.size() * 4);
+  put(din.get(), in);
+  poison(dout.get(), in.size() * 4);
+  CK(cu::cast_decompress(f, reinterpret_cast<u16*>(din.get()), reinterpret_cast<float*>(dout.get()),
+                         in.size(), divisor, nullptr));
+  std::vector<float> want(in.size());
+  k::decompress(host_format(f), in.data(), want.data(), in.size(), k::Isa::scalar);
+  std::vector<float> got = get<float>(dout.get(), in.size());
+  bool ok = true;
+  std::string where;
+  for (std::size_t i = 0; ok && i < in.size(); ++i) {
+    const float w = divisor == 1 ? want[i] : want[i] / static_cast<float>(divisor);
+    // Divided NaNs are only NaN (any payload): a division canonicalizes them on the GPU.
+    ok = (divisor != 1 && std::isnan(w)) ? std::isnan(got[i])
+                                         : k::float_bits(got[i]) == k::float_bits(w);
+    if (!ok) where = "pattern " + std::to_string(in[i]);
+  }
+  report(std::string("cast_decompress ") + name_of(f) + " /" + std::to_string(divisor) +
+             " (all patterns)",
+         ok, where);
+}
+
+void check_accumulate(cu::Elem f) {
+  const std::size_t n = 2'000'003;
+  const std::vector<u16> a = halves(n);
+  std::vector<u16> b = halves(n);
+  auto da = dev(n * 2), db = dev(n * 2);
+  put(da.get(), a);
+  put(db.get(), b);
+  CK(cu::cast_accumulate(f, reinterpret_cast<u16*>(da.get()), reinterpret_cast<u16*>(db.get()), n,
+                         nullptr));
+  k::accumulate(host_format(f), a.data(), b.data(), n, k::Isa::scalar);
+  std::string where;
+  report(std::string("cast_accumulate ") + name_of(f), same_bits(get<u16>(db.get(), n), b, &where),
+         where);
+}
+
+// Four ranks through the ring rule (fp32 add, one rounding per hop) on the GPU:
+// bit-exact against the CPU chain, and within a stated tolerance of fp64.
+void check_ring_sum(cu::Elem f, double tolerance) {
+  const std::size_t n = 1 << 20;
+  const int ranks = 4;
+  std::vector<std::vector<u16>> wire(ranks, std::vector<u16>(n));
+  std::vector<double> exact(n, 0.0);
+  auto dacc = dev(n * 2), dwire = dev(n * 2), dout = dev(n * 4), din = dev(n * 4);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int r = 0; r < ranks; ++r) {
+    std::vector<float> x(n);  // within fp16's range: the tolerance is about rounding
+    for (auto& v : x) v = normal(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 16) - 10);
+    for (std::size_t i = 0; i < n; ++i) exact[i] += x[i];
+    k::compress(host_format(f), x.data(), nullptr, wire[r].data(), n, k::Isa::scalar);
+    put(din.get(), x);
+    u16* target = reinterpret_cast<u16*>(r == 0 ? dacc.get() : dwire.get());
+    CK(cu::cast_compress(f, reinterpret_cast<float*>(din.get()), nullptr, target, n, nullptr));
+    if (r > 0) {
+      CK(cu::cast_accumulate(f, reinterpret_cast<u16*>(dwire.get()),
+                             reinterpret_cast<u16*>(dacc.get()), n, nullptr));
+      k::accumulate(host_format(f), wire[r].data(), wire[0].data(), n, k::Isa::scalar);
+    }
+  }
+  poison(dout.get(), n * 4);
+  CK(cu::cast_decompress(f, reinterpret_cast<u16*>(dacc.get()),
+                         reinterpret_cast<float*>(dout.get()), n, 1, nullptr));
+  const std::vector<float> got = get<float>(dout.get(), n);
+  double num = 0, den = 0;
+  bool bits = true;
+  for (std::size_t i = 0; i < n; ++i) {
+    num += (got[i] - exact[i]) * (got[i] - exact[i]);
+    den += exact[i] * exact[i];
+    bits = bits && k::float_bits(got[i]) == k::float_bits(widen(f, wire[0][i]));
+  }
+  const double rel = std::sqrt(num / den);
+  char detail[96];
+  std::snprintf(detail, sizeof detail, "|out-ref|/|ref| = %.2e (limit %.0e), CPU chain %s", rel,
+                tolerance, bits ? "bit-exact" : "DIFFERS");
+  report(std::string("ring sum of 4 ranks ") + name_of(f), bits && rel <= tolerance, detail);
+}
+
+// Many tensors into one fusion buffer and back: sizes from 0 up, some misaligned.
+void check_pack(cu::Elem f) {
+  const int count = 100;
+  std::vector<cu::PackItem> items;
+  std::vector<cu::UnpackItem> outs;
+  std::vector<std::vector<float>> in(count), res(count);
+  std::size_t total = 0, in_total = 0;
+  for (int t = 0; t < count; ++t) {
+    const std::size_t n = t == 0 ? 0 : rng() % 50'000;
+    in[t] = values(n, true);
+    res[t] = values(n, false);
+    items.push_back({nullptr, nullptr, n, total, cu::fusion_align(n) - n});
+    outs.push_back({nullptr, n, total});
+    total += cu::fusion_align(n);
+    in_total += n + 1;
+  }
+  auto din = dev(in_total * 4), dres = dev(in_total * 4), dout = dev(in_total * 4);
+  auto dfused = dev(total * 2);
+  std::size_t at = 0;
+  for (int t = 0; t < count; ++t) {
+    at += t % 3 == 0;  // every third tensor starts misaligned
+    float* p = reinterpret_cast<float*>(din.get()) + at;
+    float* r = reinterpret_cast<float*>(dres.get()) + at;
+    put(p, in[t]);
+    put(r, res[t]);
+    items[t].in = p;
+    items[t].residual = t % 2 ? r : nullptr;
+    outs[t].out = reinterpret_cast<float*>(dout.get()) + at;
+    at += in[t].size();
+  }
+  poison(dfused.get(), total * 2);
+  CK(cu::pack_batch(f, items.data(), count, dfused.get(), nullptr));
+  std::vector<u16> want(total, 0);
+  for (int t = 0; t < count; ++t) {
+    k::compress(host_format(f), in[t].data(), t % 2 ? res[t].data() : nullptr,
+                want.data() + items[t].offset, in[t].size(), k::Isa::scalar);
+  }
+  std::string where;
+  bool ok = same_bits(get<u16>(dfused.get(), total), want, &where);
+  for (int t = 1; ok && t < count; t += 2) {
+    ok = same_bits(get<float>(items[t].residual, in[t].size()), res[t], &where);
+  }
+  report(std::string("pack_batch ") + name_of(f) + " 100 tensors +EF", ok, where);
+  poison(dout.get(), in_total * 4);
+  CK(cu::unpack_batch(f, dfused.get(), outs.data(), count, 1, nullptr));
+  ok = true;
+  for (int t = 0; ok && t < count; ++t) {
+    std::vector<float> back(in[t].size());
+    k::decompress(host_format(f), want.data() + items[t].offset, back.data(), back.size(),
+                  k::Isa::scalar);
+    ok = same_bits(get<float>(outs[t].out, back.size()), back, &where);
+  }
+  report(std::string("unpack_batch ") + name_of(f) + " 100 tensors", ok, where);
+}
+
+// ---- top-k ------------------------------------------------------------------------
+
+struct TopkCase {
+  const char* name;
+  std::size_t n;
+  double ratio;
+  bool ef, fp16_values, specials, ties;
+  cu::Elem in_type;
+  std::size_t offset;
+};
+
+void check_topk(const TopkCase& c) {
+  const std::size_t n = c.n, kk = k::topk_count(n, c.ratio);
+  const auto tv = c.fp16_values ? k::TopkValues::fp16 : k::TopkValues::fp32;
+  std::vector<float> in = values(n, c.specials);
+  if (c.ties) {
+    for (auto& x : in) x = static_cast<float>(static_cast<int>(rng() % 5) - 2);
+  }
+  std::vector<u16> in16(n);
+  if (c.in_type != cu::Elem::fp32) {  // the CPU twin selects from the widened values
+    for (std::size_t i = 0; i < n; ++i) {
+      in16[i] = narrow(c.in_type, in[i]);
+      in[i] = widen(c.in_type, in16[i]);
+    }
+  }
+  std::vector<float> res = values(n, false);
+  const std::size_t bytes = k::topk_payload_bytes(kk, tv), stride = cu::topk_payload_stride(bytes);
+  auto din = dev(n * 4 + 64), dres = dev(n * 4), dpay = dev(stride),
+       dscratch = dev(cu::topk_select_scratch_bytes(n));
+  std::byte* gin = din.get() + c.offset * (c.in_type == cu::Elem::fp32 ? 4 : 2);
+  if (c.in_type == cu::Elem::fp32)
+    put(gin, in);
+  else
+    put(gin, in16);
+  put(dres.get(), res);
+  poison(dpay.get(), stride);
+  float* gres = c.ef ? reinterpret_cast<float*>(dres.get()) : nullptr;
+  CK(cu::topk_select(c.in_type, gin, gres, n, kk, c.fp16_values, dpay.get(), stride, dscratch.get(),
+                     nullptr));
+  std::vector<std::uint8_t> want(stride, 0);
+  k::TopkScratch scratch;
+  k::topk_compress(in.data(), c.ef ? res.data() : nullptr, n, kk, tv, want.data(), scratch);
+  std::string where;
+  bool ok = same_bits(get<std::uint8_t>(dpay.get(), stride), want, &where);
+  if (ok && c.ef) ok = same_bits(get<float>(dres.get(), n), res, &where);
+  report(std::string("topk_select ") + c.name + " k=" + std::to_string(kk), ok, where);
+}
+
+void check_topk_accumulate(cu::Elem out_type, int divisor, bool fp16_values) {
+  const std::size_t n = 1'000'003, kk = k::topk_count(n, 0.02);
+  const int ranks = 5;
+  const auto tv = fp16_values ? k::TopkValues::fp16 : k::TopkValues::fp32;
+  const std::size_t bytes = k::topk_payload_bytes(kk, tv), stride = cu::topk_payload_stride(bytes);
+  std::vector<std::uint8_t> gathered(stride * ranks, 0);
+  std::vector<float> sum(n, 0.0f);
+  k::TopkScratch scratch;
+  for (int r = 0; r < ranks; ++r) {
+    const std::vector<float> in = values(n, false);
+    k::topk_compress(in.data(), nullptr, n, kk, tv, gathered.data() + r * stride, scratch);
+    k::topk_accumulate(gathered.data() + r * stride, kk, tv, sum.data());
+  }
+  auto dg = dev(gathered.size()), dout = dev(n * 4),
+       dscratch = dev(cu::topk_accumulate_scratch_bytes(n, ranks));
+  put(dg.get(), gathered);
+  poison(dout.get(), n * 4);
+  CK(cu::topk_accumulate(dg.get(), stride, ranks, kk, fp16_values, n, out_type, dout.get(), divisor,
+                         dscratch.get(), nullptr));
+  std::string where;
+  bool ok;
+  if (divisor != 1) {
+    for (auto& x : sum) x /= static_cast<float>(divisor);
+  }
+  if (out_type == cu::Elem::fp32) {
+    ok = same_bits(get<float>(dout.get(), n), sum, &where);
+  } else {
+    std::vector<u16> want(n);
+    for (std::size_t i = 0; i < n; ++i) want[i] = narrow(out_type, sum[i]);
+    ok = same_bits(get<u16>(dout.get(), n), want, &where);
+  }
+  report(std::string("topk_accumulate 5 ranks -> ") + name_of(out_type) + " /" +
+             std::to_string(divisor) + (fp16_values ? " fp16 values" : ""),
+         ok, where);
+}
+
+// ---- timing -------------------------------------------------------------------------
+
+template <class Launch>
+float median_ms(Launch launch, int runs = 25) {
+  cudaEvent_t start, stop;
+  CK(cudaEventCreate(&start));
+  CK(cudaEventCreate(&stop));
+  for (int i = 0; i < 3; ++i) launch();
+  std::vector<float> ms;
+  for (int i = 0; i < runs; ++i) {
+    CK(cudaEventRecord(start));
+    launch();
+    CK(cudaEventRecord(stop));
+    CK(cudaEventSynchronize(stop));
+    float t = 0;
+    CK(cudaEventElapsedTime(&t, start, stop));
+    ms.push_back(t);
+  }
+  CK(cudaGetLastError());
+  CK(cudaEventDestroy(start));
+  CK(cudaEventDestroy(stop));
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+void time_all() {
+  const std::size_t n = std::size_t{64} << 20;  // 256 MiB of fp32: far past the L2
+  auto a = dev(n * 4), b = dev(n * 4), r = dev(n * 4), h = dev(n * 2);
+  put(a.get(), values(n, false));
+  put(r.get(), values(n, false));
+  auto* fa = reinterpret_cast<float*>(a.get());
+  auto* fb = reinterpret_cast<float*>(b.get());
+  auto* fr = reinterpret_cast<float*>(r.get());
+  auto* hh = reinterpret_cast<u16*>(h.get());
+  const float copy =
+      median_ms([&] { CK(cudaMemcpyAsync(fb, fa, n * 4, cudaMemcpyDeviceToDevice)); });
+  const double copy_gbs = 8.0 * n / copy / 1e6;
+  auto line = [&](const char* what, double bytes, float ms) {
+    const double gbs = bytes / ms / 1e6;
+    std::printf("time %-34s %9.3f ms %8.0f GB/s %5.0f%% of copy\n", what, ms, gbs,
+                100.0 * gbs / copy_gbs);
+  };
+  line("d2d copy 256 MiB (read+write)", 8.0 * n, copy);
+  line("cast_compress fp16", 6.0 * n,
+       median_ms([&] { CK(cu::cast_compress(cu::Elem::fp16, fa, nullptr, hh, n, nullptr)); }));
+  line("cast_compress bf16 +EF", 14.0 * n,
+       median_ms([&] { CK(cu::cast_compress(cu::Elem::bf16, fa, fr, hh, n, nullptr)); }));
+  line("cast_decompress fp16", 6.0 * n,
+       median_ms([&] { CK(cu::cast_decompress(cu::Elem::fp16, hh, fb, n, 1, nullptr)); }));
+  line("cast_accumulate bf16", 6.0 * n, median_ms([&] {
+         CK(cu::cast_accumulate(cu::Elem::bf16, hh, reinterpret_cast<u16*>(fb), n, nullptr));
+       }));
+  std::vector<cu::PackItem> items;
+  for (int t = 0; t < 64; ++t)
+    items.push_back({fa + t * (n / 64), fr + t * (n / 64), n / 64, t * (n / 64), 0});
+  line("pack_batch 64 tensors fp16 +EF", 14.0 * n,
+       median_ms([&] { CK(cu::pack_batch(cu::Elem::fp16, items.data(), 64, hh, nullptr)); }));
+  const std::size_t kk = k::topk_count(n, 0.01);
+  const std::size_t stride =
+      cu::topk_payload_stride(k::topk_payload_bytes(kk, k::TopkValues::fp32));
+  auto pay = dev(stride * 8), scratch = dev(cu::topk_select_scratch_bytes(n));
+  line("topk_select 1% +EF (in, res r/w)", 12.0 * n,
+       median_ms(
+           [&] {
+             CK(cu::topk_select(cu::Elem::fp32, fa, fr, n, kk, false, pay.get(), stride,
+                                scratch.get(), nullptr));
+           },
+           10));
+  line("topk_select 1% no EF (in)", 4.0 * n,
+       median_ms(
+           [&] {
+             CK(cu::topk_select(cu::Elem::fp32, fa, nullptr, n, kk, false, pay.get(), stride,
+                                scratch.get(), nullptr));
+           },
+           10));
+  for (int rank = 1; rank < 8; ++rank) {  // eight ranks sending the same payload
+    CK(cudaMemcpy(pay.get() + rank * stride, pay.get(), stride, cudaMemcpyDeviceToDevice));
+  }
+  auto acc_scratch = dev(cu::topk_accumulate_scratch_bytes(n, 8));
+  line("topk_accumulate 8 ranks (out write)", 4.0 * n + 8.0 * stride, median_ms([&] {
+         CK(cu::topk_accumulate(pay.get(), stride, 8, kk, false, n, cu::Elem::fp32, fb, 1,
+                                acc_scratch.get(), nullptr));
+       }));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool timing = !(argc > 1 && std::strcmp(argv[1], "--no-timing") == 0);
+  int device = 0;
+  cudaDeviceProp prop{};
+  CK(cudaGetDevice(&device));
+  CK(cudaGetDeviceProperties(&prop, device));
+  std::printf("device %s, sm_%d%d, %d SMs\n", prop.name, prop.major, prop.minor,
+              prop.multiProcessorCount);
+  for (cu::Elem f : {cu::Elem::fp16, cu::Elem::bf16}) {
+    check_compress(f, false, 0);
+    check_compress(f, true, 0);
+    check_compress(f, true, 1);
+    check_decompress(f, 1);
+    check_decompress(f, 3);
+    check_accumulate(f);
+    check_ring_sum(f, f == cu::Elem::fp16 ? 2e-3 : 1.6e-2);
+    check_pack(f);
+  }
+  const TopkCase cases[] = {
+      {"fp32 1% +EF", 4'000'000, 0.01, true, false, false, false, cu::Elem::fp32, 0},
+      {"fp32 0.1% +EF fp16 values", 4'000'000, 0.001, true, true, false, false, cu::Elem::fp32, 0},
+      {"fp32 ties (5 values) +EF", 3'000'017, 0.01, true, false, false, true, cu::Elem::fp32, 0},
+      {"fp32 NaN/inf/subnormal +EF", 2'000'000, 0.05, true, false, true, false, cu::Elem::fp32, 0},
+      {"fp32 50% misaligned", 1'000'007, 0.5, true, false, false, false, cu::Elem::fp32, 1},
+      {"fp32 k=n", 100'003, 1.0, true, false, false, false, cu::Elem::fp32, 0},
+      {"fp32 k=1", 5'000'000, 1e-9, true, false, false, false, cu::Elem::fp32, 0},
+      {"fp16 input +EF", 2'000'001, 0.01, true, false, false, false, cu::Elem::fp16, 0},
+      {"bf16 input no EF", 2'000'001, 0.01, false, true, true, false, cu::Elem::bf16, 3},
+  };
+  for (const TopkCase& c : cases) check_topk(c);
+  check_topk_accumulate(cu::Elem::fp32, 1, false);
+  check_topk_accumulate(cu::Elem::fp32, 5, true);
+  check_topk_accumulate(cu::Elem::fp16, 1, false);
+  check_topk_accumulate(cu::Elem::bf16, 5, false);
+  if (timing) time_all();
+  std::printf("device_check: %d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}

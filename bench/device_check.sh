@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# The GPU path's checks, in one call on a GPU machine (at most 6 minutes):
+#   1. build there (CMake, CUDA on, sm_90 only to save time);
+#   2. bench/device_check.cu: every kernel against its CPU twin on fresh random
+#      inputs (bit-exact; the simulated ring sum also within a stated tolerance
+#      of fp64), outputs poisoned first, then CUDA-event timings (median) next
+#      to a device-to-device copy of the same run;
+#   3. tests/cuda/nccl_app.cu under LD_PRELOAD: ncclAllReduce on one rank with
+#      each compressor, every result checked bit for bit;
+#   4. PyTorch DDP (NCCL backend, world size 1) under LD_PRELOAD: interception
+#      counted and gradients checked against a model without DDP;
+# then one short table. Logs go to $OUT (at most 8 files come back).
+# Usage: bash bench/device_check.sh   (from the repository root; OUT defaults to ./device-out)
+# TODO(GPU): CUB in CUDA 13.0 has no device top-k (no cub::DeviceTopK in
+# include/cccl/cub). When a toolkit brings one, time it here against
+# kernels::cuda::topk_select (same n, k; note it does not fix the tie order).
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$(pwd)
+OUT=${OUT:-$ROOT/device-out}
+B=${BUILD_DIR:-/tmp/slimreduce-gpu-build}
+mkdir -p "$OUT" "$B"
+[ -d /usr/local/cuda/bin ] && PATH=/usr/local/cuda/bin:$PATH
+START=$SECONDS
+declare -a ROWS=()
+row() { ROWS+=("$(printf '%-28s %-6s %s' "$1" "$2" "$3")"); }
+left() { echo $((330 - (SECONDS - START))); }
+log() { echo "[$((SECONDS - START))s] $*"; }
+
+# ---- 0. what the machine has ----------------------------------------------------
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
+  command -v nvcc && nvcc --version | tail -2
+  cmake --version | head -1
+  command -v mpicc || echo "no mpicc"
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())' 2>&1
+} > "$OUT/machine.log" 2>&1
+cat "$OUT/machine.log"
+
+# NCCL headers and library: the toolkit's, else PyTorch's wheel (nvidia-nccl-cu13).
+NCCL_INC="" NCCL_LIB=""
+for dir in /usr/local/cuda/include /usr/include; do
+  [ -f "$dir/nccl.h" ] && NCCL_INC=$dir && break
+done
+for dir in /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu; do
+  [ -e "$dir/libnccl.so.2" ] && NCCL_LIB=$dir && break
+done
+if [ -z "$NCCL_INC" ] || [ -z "$NCCL_LIB" ]; then
+  wheel=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null)
+  [ -z "$NCCL_INC" ] && [ -f "$wheel/include/nccl.h" ] && NCCL_INC=$wheel/include
+  [ -z "$NCCL_LIB" ] && [ -e "$wheel/lib/libnccl.so.2" ] && NCCL_LIB=$wheel/lib
+fi
+log "nccl.h in ${NCCL_INC:-?}, libnccl.so.2 in ${NCCL_LIB:-?}"
+
+# ---- 1. build -------------------------------------------------------------------------
+JOBS=$(nproc)
+GEN=(); command -v ninja >/dev/null && GEN=(-G Ninja)
+HAVE_LIB=0
+{
+  if command -v mpicc >/dev/null && [ -n "$NCCL_INC" ]; then
+    cmake -S "$ROOT" -B "$B" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DSLIMREDUCE_CUDA=ON \
+      -DCMAKE_CUDA_ARCHITECTURES=90 -DSLIMREDUCE_BUILD_TESTS=OFF -DSLIMREDUCE_BUILD_BENCH=OFF \
+      -DSLIMREDUCE_NCCL_INCLUDE_DIR="$NCCL_INC" &&
+      timeout 240 cmake --build "$B" -j"$JOBS" --target slimreduce device_check slimreduce_kernels &&
+      HAVE_LIB=1
+    DEVICE_CHECK=$B/kernels/cuda/device_check
+  else
+    # No MPI on this image: libslimreduce cannot link, but the kernels can be checked.
+    echo "no MPI development files or nccl.h: building device_check alone"
+    mkdir -p "$B/direct" && cd "$B/direct" &&
+      for f in "$ROOT"/kernels/*.cc; do
+        g++ -std=c++20 -O2 -fPIC -ffp-contract=off -I"$ROOT" -c "$f" -o "$(basename "$f").o" &
+      done && wait &&
+      nvcc -std=c++17 -O3 --fmad=false -arch=sm_90 -I"$ROOT" "$ROOT"/bench/device_check.cu \
+        "$ROOT"/kernels/cuda/*.cu ./*.o -o device_check -Xcompiler -pthread
+    cd "$ROOT"
+    DEVICE_CHECK=$B/direct/device_check
+  fi
+  if [ $HAVE_LIB = 1 ] && [ -n "$NCCL_LIB" ]; then
+    nvcc -std=c++17 -O2 -arch=sm_90 -I"$ROOT" -I"$NCCL_INC" "$ROOT/tests/cuda/nccl_app.cu" \
+      -o "$B/nccl_app" -L"$B/interpose" -lslimreduce "$B/kernels/libslimreduce_kernels.a" \
+      -L"$NCCL_LIB" -Xlinker -l:libnccl.so.2 -Xlinker -rpath="$B/interpose:$NCCL_LIB" \
+      --cudart shared -Xcompiler -pthread
+  fi
+} > "$OUT/build.log" 2>&1
+tail -3 "$OUT/build.log"
+if [ -x "$DEVICE_CHECK" ]; then row build ok "$((SECONDS - START))s"; else row build FAIL "see build.log"; fi
+LIB=$B/interpose/libslimreduce.so
+if [ $HAVE_LIB = 1 ]; then
+  { echo "ldd:"; ldd "$LIB"; echo; nm -D --defined-only "$LIB" | grep -E ' (nccl|slimreduce_)'; } >> "$OUT/build.log"
+fi
+
+# ---- 2. kernels against their CPU twins, then timings ---------------------------------
+if [ -x "$DEVICE_CHECK" ]; then
+  log "device_check"
+  timeout 150 "$DEVICE_CHECK" > "$OUT/device_check.log" 2>&1
+  rc=$?
+  summary=$(grep '^device_check:' "$OUT/device_check.log" || echo "rc $rc, see device_check.log")
+  row "kernels vs CPU twins" "$([ $rc = 0 ] && echo ok || echo FAIL)" "${summary#device_check: }"
+  grep -E '^check .* FAIL' "$OUT/device_check.log" | head -5
+fi
+
+# ---- 3. our CUDA program, ncclAllReduce on one rank, each compressor ---------------------
+if [ -x "$B/nccl_app" ]; then
+  for compressor in none fp16 bf16 topk; do
+    [ "$(left)" -lt 120 ] && { row "nccl_app $compressor" SKIP "out of time"; continue; }
+    log "nccl_app $compressor"
+    echo "=== SLIMREDUCE_COMPRESSOR=$compressor" >> "$OUT/nccl_app.log"
+    env LD_PRELOAD="$LIB" LD_LIBRARY_PATH="$NCCL_LIB" SLIMREDUCE_COMPRESSOR=$compressor \
+      SLIMREDUCE_MIN_BYTES=64K SLIMREDUCE_LOG_LEVEL=info NCCL_DEBUG=WARN \
+      timeout 60 "$B/nccl_app" >> "$OUT/nccl_app.log" 2>&1
+    rc=$?
+    fails=$(sed -n "/=== SLIMREDUCE_COMPRESSOR=$compressor\$/,\$p" "$OUT/nccl_app.log" | grep -c '^FAIL')
+    row "nccl_app $compressor" "$([ $rc = 0 ] && echo ok || echo FAIL)" "rc $rc, $fails failed checks"
+  done
+else
+  row "nccl_app" SKIP "no libslimreduce/libnccl (see build.log)"
+fi
+
+# ---- 4. PyTorch DDP, NCCL backend, world size 1 ----------------------------------------
+cat > "$B/ddp_check.py" <<'PY'
+# DDP over NCCL at world size 1 under LD_PRELOAD=libslimreduce.so: the bucket
+# allreduces must be intercepted, and the gradients must be the plain model's
+# passed through the compressor (world size 1: the sum is this rank's payload).
+import copy, ctypes, json, math, os, sys
+import torch, torch.distributed as dist, torch.nn as nn
+
+class Counters(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint64) for n in
+                ("intercepted", "compressed", "passed_through", "warmup", "ef_cap_fallback",
+                 "input_bytes")] + [("wire_baseline", ctypes.c_double), ("wire_sent", ctypes.c_double)]
+
+comp = os.environ.get("SLIMREDUCE_COMPRESSOR", "none")
+ratio = float(os.environ.get("SLIMREDUCE_TOPK_RATIO", "0.01"))
+dist.init_process_group("nccl", rank=0, world_size=1)
+torch.manual_seed(0)
+torch.backends.cuda.matmul.allow_tf32 = False
+model = nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 1024)).cuda()
+plain = copy.deepcopy(model)
+ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=4)
+x = torch.randn(64, 1024, device="cuda")
+ddp(x).square().mean().backward()
+plain(x).square().mean().backward()
+torch.cuda.synchronize()
+def matches(g, r):
+    """g: what came back; r: the plain value. World size 1: the compressor's image of r."""
+    if comp == "none":
+        return torch.equal(g, r)
+    if comp in ("fp16", "bf16"):
+        return torch.equal(g, r.to(torch.float16 if comp == "fp16" else torch.bfloat16).float())
+    return bool(((g == r) | (g == 0)).all())  # top-k: kept exactly, or not sent
+
+ok, notes, nnz, total = True, [], 0, 0
+for p, q in zip(model.parameters(), plain.parameters()):
+    ok &= matches(p.grad, q.grad)
+    nnz += int((p.grad != 0).sum())
+    total += q.grad.numel()
+if comp == "topk":
+    ok &= 0 < nnz <= ratio * total + 16  # one rounding-up per DDP bucket, at most
+notes.append(f"ddp grads ok {bool(ok)}, nonzero {nnz} of {total}")
+# The process group's own allreduce, SUM and AVG, on a plain 4 MiB tensor.
+for op in (dist.ReduceOp.SUM, dist.ReduceOp.AVG):
+    t = torch.randn(1 << 20, device="cuda")
+    r = t.clone()
+    dist.all_reduce(t, op=op)
+    torch.cuda.synchronize()
+    good = matches(t, r) and (comp != "topk" or int((t != 0).sum()) <= math.ceil(ratio * t.numel()))
+    notes.append(f"all_reduce {op} ok {good}")
+    ok &= good
+c = Counters()
+lib = ctypes.CDLL(None)
+got = hasattr(lib, "slimreduce_nccl_get_counters") and lib.slimreduce_nccl_get_counters(ctypes.byref(c)) == 0
+intercepted = got and c.intercepted > 0
+compressed_ok = c.compressed == 0 if comp == "none" else c.compressed > 0
+print(json.dumps({"compressor": comp, "results_ok": bool(ok), "intercepted": c.intercepted,
+                  "compressed": c.compressed, "passed_through": c.passed_through,
+                  "notes": notes}))
+dist.destroy_process_group()
+sys.exit(0 if ok and intercepted and compressed_ok else 1)
+PY
+if [ $HAVE_LIB = 1 ] && python3 -c 'import torch' 2>/dev/null; then
+  port=29511
+  for compressor in none fp16 bf16 topk; do
+    [ "$(left)" -lt 45 ] && { row "ddp $compressor" SKIP "out of time"; continue; }
+    log "ddp $compressor"
+    echo "=== SLIMREDUCE_COMPRESSOR=$compressor" >> "$OUT/ddp.log"
+    env LD_PRELOAD="$LIB" SLIMREDUCE_COMPRESSOR=$compressor SLIMREDUCE_LOG_LEVEL=info \
+      MASTER_ADDR=127.0.0.1 MASTER_PORT=$((port++)) RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 \
+      PYTHONUNBUFFERED=1 timeout 90 python3 "$B/ddp_check.py" >> "$OUT/ddp.log" 2>&1
+    rc=$?
+    result=$(sed -n "/=== SLIMREDUCE_COMPRESSOR=$compressor\$/,\$p" "$OUT/ddp.log" | grep '^{' | tail -1)
+    row "ddp $compressor" "$([ $rc = 0 ] && echo ok || echo FAIL)" "rc $rc ${result:-no result}"
+  done
+else
+  row "ddp" SKIP "no libslimreduce or no torch"
+fi
+
+# ---- the table ---------------------------------------------------------------------------
+{
+  echo
+  echo "SlimReduce device check ($((SECONDS - START))s; logs in $OUT)"
+  printf '%s\n' "${ROWS[@]}"
+  grep '^time' "$OUT/device_check.log" 2>/dev/null
+} | tee "$OUT/summary.txt"

@@ -1,0 +1,39 @@
+// The MPI path for device (GPU) buffers, over an MPI that cannot read device
+// memory (Debian's Open MPI is not CUDA-aware): compress on the GPU, move only
+// the compressed bytes through pinned host memory, run the same wire
+// algorithm as for host buffers (core/algorithms.h: ring for casts, allgather
+// for top-k, so host- and device-buffer ranks interoperate), and finish on
+// the GPU. The engine calls it from Engine::compress_call (docs/gpu.md shows
+// the branch). Every function exists in every build: without CUDA,
+// is_device_pointer() is always false and nothing else is ever reached.
+#pragma once
+
+#include <cstdint>
+
+#include "compressors/compressor.h"
+#include "core/algorithms.h"
+#include "core/comm_state.h"
+#include "core/settings.h"
+
+namespace slimreduce::device_staging {
+
+// Whether ptr is device memory (managed memory counts as host: the CPU reaches
+// it). A process that never loaded the CUDA driver gets false without any
+// CUDA call, in nanoseconds (cached until the process loads another library).
+bool is_device_pointer(const void* ptr);
+
+// One compressed allreduce of the call (fp32 values; input and output may be
+// device memory), on the communicator behind `state`. call.residual, the
+// engine's host residual for this key, only says "error feedback on": the
+// residual itself lives on the device, keyed (state.id(), call.output), zeroed
+// when made or when call.count changes. Returns an MPI error code; *wire_sent
+// gets the bytes this rank handed to MPI. Synchronous, like the MPI call.
+int allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
+              const Settings& settings, CommState& state, double* wire_sent);
+
+// Drops the device residuals of a communicator (from Engine::forget) or of
+// all (from Engine::use_compressor).
+void forget_communicator(std::uint64_t comm_id);
+void forget_all();
+
+}  // namespace slimreduce::device_staging

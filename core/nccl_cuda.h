@@ -1,0 +1,57 @@
+// CUDA helpers of the NCCL path: pointer and capture checks, the current
+// device, and the stream-ordered allocator behind the workspace and residuals.
+// Only with SLIMREDUCE_HAVE_CUDA. Nothing here synchronizes the host.
+#pragma once
+
+#ifdef SLIMREDUCE_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <mutex>
+#include <unordered_set>
+
+#include "core/nccl_memory.h"
+
+namespace slimreduce {
+
+// Device or managed memory (both reachable by our kernels); false for host
+// memory and on any error (which is cleared, so it never reaches a later check).
+bool is_device_memory(const void* ptr);
+
+// Whether work on stream is being captured into a CUDA graph; false on error.
+bool is_capturing(cudaStream_t stream);
+
+// The error our caller would get for a failed CUDA call.
+inline ncclResult_t nccl_error(cudaError_t rc) {
+  return rc == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+}
+
+// Makes `device` current for the scope and restores the caller's device: our
+// launches must go to the communicator's device, the caller's must not move.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+  bool ok() const { return ok_; }
+
+ private:
+  int previous_ = -1;
+  bool ok_ = false;
+};
+
+// Stream-ordered allocations (cudaMallocAsync) where the device has memory
+// pools, cudaMalloc elsewhere; zeroing is a cudaMemsetAsync on the stream.
+class CudaAllocator : public DeviceAllocator {
+ public:
+  void* allocate(std::size_t bytes, void* stream, bool zeroed) override;
+  void release(void* ptr, void* stream) override;
+
+ private:
+  std::mutex mutex_;
+  std::unordered_set<void*> synchronous_;  // from cudaMalloc: freed with cudaFree
+};
+
+}  // namespace slimreduce
+#endif  // SLIMREDUCE_HAVE_CUDA

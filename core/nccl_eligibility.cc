@@ -1,0 +1,59 @@
+#include "core/nccl_eligibility.h"
+
+namespace slimreduce {
+
+GpuCompressor gpu_compressor(const std::string& name) {
+  if (name == "none") return GpuCompressor::none;
+  if (name == "fp16") return GpuCompressor::fp16;
+  if (name == "bf16") return GpuCompressor::bf16;
+  if (name == "topk") return GpuCompressor::topk;
+  return GpuCompressor::unknown;
+}
+
+NcclElem nccl_elem(int datatype) {
+  switch (datatype) {
+    case kNcclFloat32:
+      return NcclElem::fp32;
+    case kNcclFloat16:
+      return NcclElem::fp16;
+    case kNcclBfloat16:
+      return NcclElem::bf16;
+    default:
+      return NcclElem::other;
+  }
+}
+
+std::uint64_t nccl_elem_bytes(NcclElem elem) {
+  switch (elem) {
+    case NcclElem::fp32:
+      return 4;
+    case NcclElem::fp16:
+    case NcclElem::bf16:
+      return 2;
+    case NcclElem::other:
+      break;
+  }
+  return 0;
+}
+
+NcclVerdict classify_nccl(const NcclCallFacts& facts, const Settings& settings) {
+  const GpuCompressor compressor = gpu_compressor(settings.compressor);
+  const NcclElem elem = nccl_elem(facts.datatype);
+  const std::uint64_t bytes = facts.count * nccl_elem_bytes(elem);
+  auto pass = [](const char* reason) { return NcclVerdict{NcclPath::pass_through, false, reason}; };
+  if (compressor == GpuCompressor::none) return pass("compressor none");
+  if (compressor == GpuCompressor::unknown) return pass("no GPU kernel for this compressor");
+  if (facts.op != kNcclSum && facts.op != kNcclAvg) return pass("op");  // PreMulSum, max, ...
+  if (elem == NcclElem::other) return pass("datatype");
+  // A cast of 16-bit values to 16 bits saves nothing: only top-k takes them.
+  if (elem != NcclElem::fp32 && compressor != GpuCompressor::topk) return pass("datatype");
+  if (facts.count == 0 || bytes < settings.min_bytes) return pass("size");
+  if (!facts.device_buffers) return pass("host buffer");
+  if (!facts.blocking_comm || facts.comm_size < 1) return pass("communicator");
+  // Payload indices are uint32.
+  if (compressor == GpuCompressor::topk && facts.count > 0xffffffffull) return pass("size");
+  const NcclPath path = compressor == GpuCompressor::topk ? NcclPath::topk : NcclPath::cast;
+  return NcclVerdict{path, facts.op == kNcclAvg, ""};
+}
+
+}  // namespace slimreduce

@@ -1,0 +1,84 @@
+// The NCCL side of SlimReduce: settings, the communicators we saw created,
+// residuals, counters, and the decision for each ncclAllReduce. One instance
+// per process, made by interpose/nccl_shim.cc on the first NCCL call (a job may
+// use NCCL without MPI, so it does not hang off the MPI engine); the MPI
+// engine may read its counters. Only with SLIMREDUCE_HAVE_CUDA.
+#pragma once
+
+#ifdef SLIMREDUCE_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/counters.h"
+#include "core/nccl_cuda.h"
+#include "core/nccl_group.h"
+#include "core/nccl_memory.h"
+#include "core/nccl_plan.h"
+#include "core/settings.h"
+
+namespace slimreduce {
+
+class NcclEngine {
+ public:
+  explicit NcclEngine(Settings settings);
+  ~NcclEngine();
+  NcclEngine(const NcclEngine&) = delete;
+  NcclEngine& operator=(const NcclEngine&) = delete;
+
+  // The instance the NCCL shim made, or nullptr before the first NCCL call.
+  static NcclEngine* get();
+  // Makes the instance (once; it lives until the process ends).
+  static NcclEngine& start(Settings settings);
+
+  ncclResult_t all_reduce(const void* sendbuff, void* recvbuff, size_t count,
+                          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                          cudaStream_t stream);
+  ncclResult_t group_start();
+  ncclResult_t group_end();
+
+  // After a real init or split returned success (or ncclInProgress:
+  // non-blocking). A split or shrink without a mode inherits the parent's.
+  void comm_created(ncclComm_t comm, const ncclConfig_t* config, ncclComm_t parent = nullptr);
+  // After a real destroy or abort: frees the communicator's device memory.
+  void comm_gone(ncclComm_t comm);
+
+  // Switches the compressor and drops every residual (as Engine::use_compressor).
+  bool use_compressor(const std::string& name);
+  Counters counters() const;
+  const Settings& settings() const { return settings_; }
+  // The report of a job that never started the MPI engine (NCCL only).
+  void write_report_at_exit();
+
+ private:
+  class Actions;
+  friend class Actions;
+
+  NcclCommState* find(ncclComm_t comm);
+  NcclCallFacts facts_of(const NcclCall& call);
+  ncclResult_t plan(GroupPlan& plan);
+  ncclResult_t plan_memory(GroupPlan& plan);
+  int decide(CallPlan& p, bool capturing);
+  NcclCodec codec() const;
+  void count_pass_through(const NcclCall& call);
+
+  Settings settings_;
+  bool error_feedback_ = false;
+  CudaAllocator allocator_;
+
+  mutable std::mutex mutex_;  // guards everything below; never held across a real NCCL call
+  std::uint64_t next_comm_id_ = 1;
+  std::map<ncclComm_t, std::unique_ptr<NcclCommState>> comms_;
+  NcclResidualStore residuals_;
+  Counters counters_;
+  int report_rank_ = -1;
+  int report_size_ = 0;
+  bool reported_ = false;
+};
+
+}  // namespace slimreduce
+#endif  // SLIMREDUCE_HAVE_CUDA

@@ -1,0 +1,78 @@
+// Group deferral for ncclAllReduce (design invariant 4): inside
+// ncclGroupStart/End an eligible call is held, and nothing of it is enqueued
+// before the outermost ncclGroupEnd; there its compress kernels, its
+// collectives (inside the still-open real group) and, once the real group has
+// ended, its finishing kernels are enqueued, in call order. A call outside any
+// group runs the same way as a group of one. Pure logic: the NCCL and CUDA
+// work is behind GroupActions, so tests drive it with fakes. One instance per
+// thread, as NCCL keeps its group depth per thread.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/nccl_eligibility.h"
+
+namespace slimreduce {
+
+// ncclResult_t values the logic tells apart.
+inline constexpr int kNcclSuccess = 0;
+inline constexpr int kNcclInProgress = 7;
+
+// The caller's ncclAllReduce, its arguments as opaque values (no NCCL header
+// here), and what classify_nccl said of it.
+struct NcclCall {
+  const void* sendbuff = nullptr;
+  void* recvbuff = nullptr;
+  std::uint64_t count = 0;
+  int datatype = -1;
+  int op = -1;
+  void* comm = nullptr;
+  void* stream = nullptr;
+  NcclVerdict verdict;
+};
+
+// What the logic drives. Each returns an ncclResult_t value.
+class GroupActions {
+ public:
+  virtual ~GroupActions() = default;
+  virtual int real_group_start() = 0;
+  virtual int real_group_end() = 0;
+  // The caller's call, unchanged (inside the open real group, if any).
+  virtual int pass_through(const NcclCall& call) = 0;
+  // Plans the held calls (workspace, residuals; any it now passes through, it
+  // issues unchanged later, in order) and enqueues their compress kernels.
+  virtual int begin(std::vector<NcclCall>& held) = 0;
+  // Issues the collectives of the held calls, in call order.
+  virtual int issue(std::vector<NcclCall>& held) = 0;
+  // The real group ended with ncclInProgress (a non-blocking communicator in
+  // it): waits until the held calls' communicators are ready.
+  virtual int wait_ready(std::vector<NcclCall>& held) = 0;
+  // Enqueues the finishing kernels (decompress, accumulate).
+  virtual int finish(std::vector<NcclCall>& held) = 0;
+};
+
+class NcclGroup {
+ public:
+  int start(GroupActions& actions);
+  int end(GroupActions& actions);
+  bool in_group() const { return depth_ > 0; }
+  int depth() const { return depth_; }
+
+  // A call classify_nccl passed through: issued now. Inside a group, one on a
+  // communicator that may not block (non-blocking or unknown) makes the whole
+  // group pass through, held calls too: such a group's end may return before
+  // its collectives are enqueued, and nothing may be enqueued after them then.
+  int pass_through(const NcclCall& call, bool blocking_comm, GroupActions& actions);
+  // An eligible call: held until the outermost end, or run now outside a group.
+  int eligible(const NcclCall& call, GroupActions& actions);
+
+ private:
+  int run(std::vector<NcclCall>& held, bool tainted, GroupActions& actions);
+
+  int depth_ = 0;
+  bool tainted_ = false;
+  std::vector<NcclCall> held_;
+};
+
+}  // namespace slimreduce

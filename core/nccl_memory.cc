@@ -1,0 +1,106 @@
+#include "core/nccl_memory.h"
+
+#include <algorithm>
+
+namespace slimreduce {
+
+DeviceBlock& DeviceBlock::operator=(DeviceBlock&& other) noexcept {
+  if (this != &other) {
+    release(nullptr);
+    allocator_ = std::exchange(other.allocator_, nullptr);
+    ptr_ = std::exchange(other.ptr_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+void DeviceBlock::release(void* stream) {
+  if (ptr_ && allocator_) allocator_->release(ptr_, stream);
+  ptr_ = nullptr;
+  bytes_ = 0;
+}
+
+void* Workspace::ensure(std::size_t bytes, void* stream, DeviceAllocator& allocator) {
+  if (large_enough(bytes) && block_.get()) return block_.get();
+  constexpr std::size_t kStep = std::size_t{1} << 20;
+  const std::size_t grown = std::max(bytes, block_.bytes() + block_.bytes() / 2);
+  const std::size_t size = (grown + kStep - 1) / kStep * kStep;
+  void* ptr = allocator.allocate(size, stream, false);
+  if (!ptr) return nullptr;
+  if (captured_) {
+    retired_.push_back(std::move(block_));
+  } else {
+    block_.release(stream);  // after the calls already on this stream
+  }
+  block_ = DeviceBlock(&allocator, ptr, size);
+  return ptr;
+}
+
+std::size_t Workspace::bytes_held() const {
+  std::size_t bytes = block_.bytes();
+  for (const DeviceBlock& block : retired_) bytes += block.bytes();
+  return bytes;
+}
+
+void NcclResidualStore::retire_or_release(std::uint64_t comm_id, NcclResidualSlot& slot,
+                                          void* stream) {
+  if (!slot.residual.get()) return;
+  if (slot.captured) {
+    retired_.emplace(comm_id, std::move(slot.residual));  // still counted: still held
+    return;
+  }
+  bytes_held_ -= slot.residual.bytes();
+  slot.residual.release(stream);
+}
+
+NcclResidualStore::Status NcclResidualStore::find_or_create(
+    const NcclResidualKey& key, std::uint64_t count, int datatype, bool want_residual,
+    bool may_allocate, void* stream, DeviceAllocator& allocator, NcclResidualSlot** out) {
+  *out = nullptr;
+  auto found = slots_.find(key);
+  if (found != slots_.end() &&
+      (found->second.count != count || found->second.datatype != datatype)) {
+    retire_or_release(key.comm_id, found->second, stream);
+    slots_.erase(found);
+    found = slots_.end();
+  }
+  const std::uint64_t bytes = count * sizeof(float);
+  const bool has_residual = found != slots_.end() && found->second.residual.get();
+  if (want_residual && !has_residual) {
+    if (bytes_held_ + bytes > max_bytes_) return Status::over_cap;
+    if (!may_allocate) return Status::not_now;
+  }
+  if (found == slots_.end()) {
+    found = slots_.emplace(key, NcclResidualSlot{}).first;
+    found->second.count = count;
+    found->second.datatype = datatype;
+  }
+  NcclResidualSlot& slot = found->second;
+  if (want_residual && !slot.residual.get()) {
+    void* ptr = allocator.allocate(bytes, stream, true);
+    if (!ptr) return Status::no_memory;
+    slot.residual = DeviceBlock(&allocator, ptr, bytes);
+    bytes_held_ += bytes;
+  }
+  *out = &slot;
+  return Status::ok;
+}
+
+void NcclResidualStore::forget_communicator(std::uint64_t comm_id) {
+  for (auto it = slots_.lower_bound({comm_id, nullptr});
+       it != slots_.end() && it->first.comm_id == comm_id;) {
+    bytes_held_ -= it->second.residual.bytes();
+    it = slots_.erase(it);  // the block frees itself, device-wide
+  }
+  auto [first, last] = retired_.equal_range(comm_id);
+  for (auto it = first; it != last; ++it) bytes_held_ -= it->second.bytes();
+  retired_.erase(first, last);
+}
+
+void NcclResidualStore::clear() {
+  slots_.clear();
+  retired_.clear();
+  bytes_held_ = 0;
+}
+
+}  // namespace slimreduce

@@ -1,0 +1,234 @@
+#ifdef SLIMREDUCE_HAVE_CUDA
+#include "core/nccl_plan.h"
+
+#include "backends/nccl_backend.h"
+#include "core/counters.h"
+#include "core/nccl_cuda.h"
+#include "kernels/topk.h"
+
+namespace slimreduce {
+namespace {
+
+namespace cuda = kernels::cuda;
+namespace real = backends::nccl;
+
+constexpr std::size_t round256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+cuda::Elem elem_of(int datatype) {
+  switch (nccl_elem(datatype)) {
+    case NcclElem::fp16:
+      return cuda::Elem::fp16;
+    case NcclElem::bf16:
+      return cuda::Elem::bf16;
+    default:
+      return cuda::Elem::fp32;
+  }
+}
+
+kernels::TopkValues topk_values(bool fp16) {
+  return fp16 ? kernels::TopkValues::fp16 : kernels::TopkValues::fp32;
+}
+
+cudaStream_t stream_of(const NcclCall& call) { return static_cast<cudaStream_t>(call.stream); }
+
+// A topk region: [select scratch | payload | gathered payloads | accumulate scratch].
+struct TopkRegion {
+  std::byte* scratch;
+  std::byte* payload;
+  std::byte* gathered;
+  std::byte* accumulate;
+};
+
+TopkRegion topk_region(const CallPlan& p) {
+  TopkRegion r;
+  r.scratch = p.region;
+  r.payload = r.scratch + round256(cuda::topk_select_scratch_bytes(p.call.count));
+  r.gathered = r.payload + round256(p.stride);
+  r.accumulate = r.gathered + round256(p.stride * p.comm->size);
+  return r;
+}
+
+}  // namespace
+
+std::size_t nccl_type_bytes(int datatype) {
+  switch (datatype) {
+    case ncclInt8:
+    case ncclUint8:
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2:
+      return 1;
+    case ncclFloat16:
+    case ncclBfloat16:
+      return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32:
+      return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64:
+      return 8;
+    default:
+      return 0;
+  }
+}
+
+cuda::Elem GroupPlan::half() const {
+  return codec_.compressor == GpuCompressor::bf16 ? cuda::Elem::bf16 : cuda::Elem::fp16;
+}
+
+std::size_t GroupPlan::topk_region_bytes(const CallPlan& p) const {
+  return round256(cuda::topk_select_scratch_bytes(p.call.count)) + round256(p.stride) +
+         round256(p.stride * p.comm->size) +
+         round256(cuda::topk_accumulate_scratch_bytes(p.call.count, p.comm->size));
+}
+
+std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> GroupPlan::layout() {
+  batches_.clear();
+  std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> need;
+  for (int i = 0; i < static_cast<int>(calls.size()); ++i) {
+    CallPlan& p = calls[i];
+    if (!p.compressed) continue;
+    const auto key = std::make_pair(p.comm, stream_of(p.call));
+    if (p.call.verdict.path == NcclPath::topk) {
+      p.k = kernels::topk_count(p.call.count, codec_.topk_ratio);
+      p.stride = cuda::topk_payload_stride(
+          kernels::topk_payload_bytes(p.k, topk_values(codec_.topk_fp16_values)));
+      need[key] += topk_region_bytes(p);
+      continue;
+    }
+    int b = 0;
+    while (b < static_cast<int>(batches_.size()) &&
+           (batches_[b].comm != p.comm || batches_[b].stream != key.second ||
+            batches_[b].average != p.call.verdict.average)) {
+      ++b;
+    }
+    if (b == static_cast<int>(batches_.size())) {
+      CastBatch batch;
+      batch.comm = p.comm;
+      batch.stream = key.second;
+      batch.average = p.call.verdict.average;
+      batches_.push_back(std::move(batch));
+    }
+    p.batch = b;
+    p.offset = batches_[b].elements;
+    batches_[b].elements += cuda::fusion_align(p.call.count);
+    batches_[b].members.push_back(i);
+  }
+  for (const CastBatch& batch : batches_) {
+    need[{batch.comm, batch.stream}] += round256(batch.elements * sizeof(std::uint16_t));
+  }
+  return need;
+}
+
+void GroupPlan::assign(NcclCommState* comm, cudaStream_t stream, std::byte* base) {
+  for (CastBatch& batch : batches_) {
+    if (batch.comm != comm || batch.stream != stream) continue;
+    batch.fused = base;
+    base += round256(batch.elements * sizeof(std::uint16_t));
+  }
+  for (CallPlan& p : calls) {
+    if (!p.compressed || p.comm != comm || stream_of(p.call) != stream) continue;
+    if (p.call.verdict.path != NcclPath::topk) continue;
+    p.region = base;
+    base += topk_region_bytes(p);
+  }
+}
+
+void GroupPlan::pass_through_on(NcclCommState* comm, cudaStream_t stream) {
+  for (CallPlan& p : calls) {
+    if (p.comm == comm && stream_of(p.call) == stream) p.compressed = false;
+  }
+}
+
+double GroupPlan::wire_sent(const CallPlan& p) const {
+  if (p.call.verdict.path == NcclPath::topk)
+    return ring_allgather_wire_bytes(p.stride, p.comm->size);
+  return ring_allreduce_wire_bytes(p.call.count * sizeof(std::uint16_t), p.comm->size);
+}
+
+ncclResult_t GroupPlan::compress() {
+  for (const CastBatch& batch : batches_) {
+    std::vector<cuda::PackItem> items;
+    for (int i : batch.members) {
+      const CallPlan& p = calls[i];
+      const std::size_t count = p.call.count;
+      items.push_back({static_cast<const float*>(p.call.sendbuff), p.residual, count, p.offset,
+                       cuda::fusion_align(count) - count});
+    }
+    DeviceGuard device(batch.comm->device);
+    if (!device.ok()) return ncclUnhandledCudaError;
+    const cudaError_t rc = cuda::pack_batch(half(), items.data(), static_cast<int>(items.size()),
+                                            batch.fused, batch.stream);
+    if (rc != cudaSuccess) return nccl_error(rc);
+  }
+  for (const CallPlan& p : calls) {
+    if (!p.compressed || p.call.verdict.path != NcclPath::topk) continue;
+    DeviceGuard device(p.comm->device);
+    if (!device.ok()) return ncclUnhandledCudaError;
+    const TopkRegion r = topk_region(p);
+    const cudaError_t rc = cuda::topk_select(elem_of(p.call.datatype), p.call.sendbuff, p.residual,
+                                             p.call.count, p.k, codec_.topk_fp16_values, r.payload,
+                                             p.stride, r.scratch, stream_of(p.call));
+    if (rc != cudaSuccess) return nccl_error(rc);
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t GroupPlan::collectives() {
+  const real::Api& nccl = real::api();
+  const ncclDataType_t wire_type = half() == cuda::Elem::bf16 ? ncclBfloat16 : ncclFloat16;
+  for (CallPlan& p : calls) {
+    const NcclCall& c = p.call;
+    auto comm = static_cast<ncclComm_t>(c.comm);
+    ncclResult_t rc = ncclSuccess;
+    if (!p.compressed) {
+      rc = real::call(nccl.all_reduce, c.sendbuff, c.recvbuff, static_cast<size_t>(c.count),
+                      static_cast<ncclDataType_t>(c.datatype), static_cast<ncclRedOp_t>(c.op), comm,
+                      stream_of(c));
+    } else if (c.verdict.path == NcclPath::topk) {
+      const TopkRegion r = topk_region(p);
+      rc = real::call(nccl.all_gather, static_cast<const void*>(r.payload),
+                      static_cast<void*>(r.gathered), p.stride, ncclUint8, comm, stream_of(c));
+    } else if (CastBatch& batch = batches_[p.batch]; !batch.issued) {
+      // The batch's one collective goes where its first call was: the same place on every rank.
+      batch.issued = true;
+      rc = real::call(nccl.all_reduce, static_cast<const void*>(batch.fused),
+                      static_cast<void*>(batch.fused), batch.elements, wire_type, ncclSum, comm,
+                      batch.stream);
+    }
+    if (rc != ncclSuccess) return rc;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t GroupPlan::finish() {
+  for (const CastBatch& batch : batches_) {
+    std::vector<cuda::UnpackItem> items;
+    for (int i : batch.members) {
+      const CallPlan& p = calls[i];
+      items.push_back({static_cast<float*>(p.call.recvbuff), p.call.count, p.offset});
+    }
+    DeviceGuard device(batch.comm->device);
+    if (!device.ok()) return ncclUnhandledCudaError;
+    const int divisor = batch.average ? batch.comm->size : 1;
+    const cudaError_t rc = cuda::unpack_batch(
+        half(), batch.fused, items.data(), static_cast<int>(items.size()), divisor, batch.stream);
+    if (rc != cudaSuccess) return nccl_error(rc);
+  }
+  for (const CallPlan& p : calls) {
+    if (!p.compressed || p.call.verdict.path != NcclPath::topk) continue;
+    DeviceGuard device(p.comm->device);
+    if (!device.ok()) return ncclUnhandledCudaError;
+    const TopkRegion r = topk_region(p);
+    const int divisor = p.call.verdict.average ? p.comm->size : 1;
+    const cudaError_t rc = cuda::topk_accumulate(
+        r.gathered, p.stride, p.comm->size, p.k, codec_.topk_fp16_values, p.call.count,
+        elem_of(p.call.datatype), p.call.recvbuff, divisor, r.accumulate, stream_of(p.call));
+    if (rc != cudaSuccess) return nccl_error(rc);
+  }
+  return ncclSuccess;
+}
+
+}  // namespace slimreduce
+#endif  // SLIMREDUCE_HAVE_CUDA

@@ -1,0 +1,96 @@
+// One group's compressed ncclAllReduce calls, planned and carried out: the
+// workspace layout, the compress kernels, the real collectives (in call
+// order), and the finishing kernels. Cast calls on the same communicator and
+// stream share one fusion buffer and one real ncclAllReduce; top-k calls each
+// select, allgather and accumulate. Only with SLIMREDUCE_HAVE_CUDA.
+#pragma once
+
+#ifdef SLIMREDUCE_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "core/nccl_group.h"
+#include "core/nccl_memory.h"
+#include "kernels/cuda/kernels.h"
+
+namespace slimreduce {
+
+// What SlimReduce keeps per NCCL communicator.
+struct NcclCommState {
+  std::uint64_t id = 0;
+  ncclComm_t comm = nullptr;
+  int rank = 0;
+  int size = 0;  // 0: not known (never compressed)
+  int device = -1;
+  bool blocking = false;  // created in blocking mode, seen by us
+  std::map<cudaStream_t, Workspace> workspaces;
+};
+
+// How the compressed calls travel (from the settings).
+struct NcclCodec {
+  GpuCompressor compressor = GpuCompressor::none;
+  double topk_ratio = 0.01;
+  bool topk_fp16_values = false;
+};
+
+struct CallPlan {
+  NcclCall call;
+  NcclCommState* comm = nullptr;
+  bool compressed = false;  // false: issued unchanged, in its place
+  float* residual = nullptr;
+  int batch = -1;  // cast: its fusion batch
+  std::size_t offset = 0;
+  std::size_t k = 0;  // top-k
+  std::size_t stride = 0;
+  std::byte* region = nullptr;  // top-k: scratch, payload, gathered, accumulate scratch
+};
+
+struct CastBatch {
+  NcclCommState* comm = nullptr;
+  cudaStream_t stream = nullptr;
+  bool average = false;
+  std::size_t elements = 0;  // in the fusion buffer, padding included
+  std::byte* fused = nullptr;
+  bool issued = false;
+  std::vector<int> members;  // indices into GroupPlan::calls
+};
+
+class GroupPlan {
+ public:
+  explicit GroupPlan(const NcclCodec& codec) : codec_(codec) {}
+
+  std::vector<CallPlan> calls;
+
+  // Lays the compressed calls out; returns the workspace bytes each
+  // (communicator, stream) needs.
+  std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> layout();
+  // Points each call into its workspace (after layout() and the workspaces grew).
+  void assign(NcclCommState* comm, cudaStream_t stream, std::byte* base);
+  // Passes every compressed call on (comm, stream) through (its workspace is too small).
+  void pass_through_on(NcclCommState* comm, cudaStream_t stream);
+
+  // The bytes this rank hands to the transport for calls[i] (compressed).
+  double wire_sent(const CallPlan& plan) const;
+
+  ncclResult_t compress();
+  ncclResult_t collectives();
+  ncclResult_t finish();
+
+ private:
+  std::size_t topk_region_bytes(const CallPlan& plan) const;
+  kernels::cuda::Elem half() const;
+
+  NcclCodec codec_;
+  std::vector<CastBatch> batches_;
+};
+
+// The size of one element of any NCCL datatype (0 when unknown).
+std::size_t nccl_type_bytes(int datatype);
+
+}  // namespace slimreduce
+#endif  // SLIMREDUCE_HAVE_CUDA

@@ -1,0 +1,200 @@
+// The extern "C" boundary for NCCL: under LD_PRELOAD (or linked ahead of
+// NCCL) these definitions see the job's ncclAllReduce, group and communicator
+// calls. Each hands the call to the NCCL engine, or, while this thread is
+// inside the real NCCL (which may call its own exported functions), straight
+// to the real function. No exception crosses this boundary: failures become
+// the ncclResult_t the caller handles. Built only on CUDA builds.
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+#include <string>
+
+#include "backends/nccl_backend.h"
+#include "core/nccl_engine.h"
+#include "interpose/slimreduce.h"
+
+#define SR_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+using slimreduce::NcclEngine;
+namespace real = slimreduce::backends::nccl;
+
+// The rank a launcher (torchrun, mpirun, srun) gave this process.
+bool launcher_rank_is_zero() {
+  for (const char* name :
+       {"RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    if (const char* value = std::getenv(name)) return std::string(value) == "0";
+  }
+  return true;
+}
+
+void report_at_exit() {
+  if (NcclEngine* engine = NcclEngine::get()) engine->write_report_at_exit();
+}
+
+// Settings are read at the first NCCL call; a bad one ends the job before any
+// collective changes (design invariant 6), with the MPI shim's one line.
+NcclEngine& make_engine() {
+  slimreduce::Settings settings;
+  try {
+    settings = slimreduce::parse_settings(slimreduce::read_environment());
+  } catch (const slimreduce::SettingsError& error) {
+    if (launcher_rank_is_zero()) std::fprintf(stderr, "slimreduce: error: %s\n", error.what());
+    std::exit(1);
+  }
+  NcclEngine& engine = NcclEngine::start(std::move(settings));
+  std::atexit(report_at_exit);
+  return engine;
+}
+
+NcclEngine& engine() {
+  static NcclEngine& instance = make_engine();  // thread-safe, once
+  return instance;
+}
+
+template <class Body>
+ncclResult_t guarded(Body&& body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return ncclSystemError;
+  } catch (...) {
+    return ncclInternalError;
+  }
+}
+
+// Runs a real communicator-creating call, then tells the engine of the new
+// communicators (settings are read first: "at comm init").
+template <class Call>
+ncclResult_t creating(Call&& call) {
+  return guarded([&] {
+    NcclEngine& e = engine();
+    return call(e);
+  });
+}
+
+bool created(ncclResult_t rc) { return rc == ncclSuccess || rc == ncclInProgress; }
+
+// Destroy and abort: the real call first (it ends the work on the
+// communicator), then our memory of it goes.
+template <class Fn>
+ncclResult_t ending(Fn fn, ncclComm_t comm) {
+  if (real::in_real_call()) return real::call(fn, comm);
+  const ncclResult_t rc = real::call(fn, comm);
+  guarded([&] {
+    if (NcclEngine* e = NcclEngine::get()) e->comm_gone(comm);
+    return ncclSuccess;
+  });
+  return rc;
+}
+
+}  // namespace
+
+SR_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                     ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                     cudaStream_t stream) {
+  if (real::in_real_call()) {
+    return real::call(real::api().all_reduce, sendbuff, recvbuff, count, datatype, op, comm,
+                      stream);
+  }
+  return guarded(
+      [&] { return engine().all_reduce(sendbuff, recvbuff, count, datatype, op, comm, stream); });
+}
+
+SR_EXPORT ncclResult_t ncclGroupStart() {
+  if (real::in_real_call()) return real::call(real::api().group_start);
+  return guarded([] { return engine().group_start(); });
+}
+
+SR_EXPORT ncclResult_t ncclGroupEnd() {
+  if (real::in_real_call()) return real::call(real::api().group_end);
+  return guarded([] { return engine().group_end(); });
+}
+
+SR_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
+  if (real::in_real_call()) return real::call(real::api().comm_init_rank, comm, nranks, id, rank);
+  return creating([&](NcclEngine& e) {
+    const ncclResult_t rc = real::call(real::api().comm_init_rank, comm, nranks, id, rank);
+    if (created(rc) && comm) e.comm_created(*comm, nullptr);
+    return rc;
+  });
+}
+
+SR_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id,
+                                              int rank, ncclConfig_t* config) {
+  const auto fn = real::api().comm_init_rank_config;
+  if (real::in_real_call()) return real::call(fn, comm, nranks, id, rank, config);
+  return creating([&](NcclEngine& e) {
+    const ncclResult_t rc = real::call(fn, comm, nranks, id, rank, config);
+    if (created(rc) && comm) e.comm_created(*comm, config);
+    return rc;
+  });
+}
+
+SR_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* comm, int nranks, int rank, int nids,
+                                                ncclUniqueId* ids, ncclConfig_t* config) {
+  const auto fn = real::api().comm_init_rank_scalable;
+  if (real::in_real_call()) return real::call(fn, comm, nranks, rank, nids, ids, config);
+  return creating([&](NcclEngine& e) {
+    const ncclResult_t rc = real::call(fn, comm, nranks, rank, nids, ids, config);
+    if (created(rc) && comm) e.comm_created(*comm, config);
+    return rc;
+  });
+}
+
+SR_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  if (real::in_real_call()) return real::call(real::api().comm_init_all, comms, ndev, devlist);
+  return creating([&](NcclEngine& e) {
+    const ncclResult_t rc = real::call(real::api().comm_init_all, comms, ndev, devlist);
+    for (int i = 0; created(rc) && comms && i < ndev; ++i) e.comm_created(comms[i], nullptr);
+    return rc;
+  });
+}
+
+SR_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                                     ncclConfig_t* config) {
+  const auto fn = real::api().comm_split;
+  if (real::in_real_call()) return real::call(fn, comm, color, key, newcomm, config);
+  return creating([&](NcclEngine& e) {
+    const ncclResult_t rc = real::call(fn, comm, color, key, newcomm, config);
+    // NCCL_SPLIT_NOCOLOR leaves *newcomm null: nothing was created here.
+    if (created(rc) && newcomm && *newcomm) e.comm_created(*newcomm, config, comm);
+    return rc;
+  });
+}
+
+SR_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude, int nexclude,
+                                      ncclComm_t* newcomm, ncclConfig_t* config, int flags) {
+  const auto fn = real::api().comm_shrink;
+  if (real::in_real_call()) return real::call(fn, comm, exclude, nexclude, newcomm, config, flags);
+  return creating([&](NcclEngine& e) {
+    const ncclResult_t rc = real::call(fn, comm, exclude, nexclude, newcomm, config, flags);
+    if (created(rc) && newcomm && *newcomm) e.comm_created(*newcomm, config, comm);
+    return rc;
+  });
+}
+
+SR_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  return ending(real::api().comm_destroy, comm);
+}
+
+SR_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  return ending(real::api().comm_abort, comm);
+}
+
+// Finalize only flushes the communicator's work: our memory of it stays until destroy.
+SR_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  return real::call(real::api().comm_finalize, comm);
+}
+
+// SlimReduce's own API, NCCL side: this process's NCCL counters. Returns 0,
+// or -1 before the first NCCL call. (Declared here, not in slimreduce.h: see docs/gpu.md.)
+SR_EXPORT int slimreduce_nccl_get_counters(slimreduce_counters* out) {
+  const NcclEngine* e = NcclEngine::get();
+  if (!e || !out) return -1;
+  const slimreduce::Counters c = e->counters();
+  *out = {c.intercepted,     c.compressed,  c.passed_through, c.warmup,
+          c.ef_cap_fallback, c.input_bytes, c.wire_baseline,  c.wire_sent};
+  return 0;
+}

@@ -1,0 +1,119 @@
+// What the CUDA kernels share: 16-byte vector loads and stores, the element
+// rules applied per type, and grid-stride loops with a vector body.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/kernels.h"
+#include "kernels/element_rules.h"
+
+namespace slimreduce::kernels::cuda::detail {
+
+// Element-wise kernels handle 8 elements per step: 16 bytes of 16-bit values,
+// two 16-byte vectors of fp32.
+inline constexpr int kVec = 8;
+inline constexpr int kBlock = 256;
+
+// Blocks for `steps` grid-stride steps of one thread each: enough to fill the
+// device (a few waves), never more than the work.
+int grid_for(std::size_t steps);
+
+__host__ __device__ inline bool aligned16(const void* p) {
+  return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0;
+}
+
+template <Elem E>
+__device__ inline float widen(std::uint16_t h) {
+  return E == Elem::fp16 ? fp16_bits_to_float(h) : bf16_bits_to_float(h);
+}
+
+template <Elem E>
+__device__ inline std::uint16_t narrow(float f) {
+  return E == Elem::fp16 ? float_to_fp16_bits(f) : float_to_bf16_bits(f);
+}
+
+// Element i of a tensor of type E, as fp32 (exact).
+template <Elem E>
+__device__ inline float load1(const void* base, std::size_t i) {
+  if constexpr (E == Elem::fp32) {
+    return static_cast<const float*>(base)[i];
+  } else {
+    return widen<E>(static_cast<const std::uint16_t*>(base)[i]);
+  }
+}
+
+// Writes v (rounded to nearest even for 16-bit types) as element i.
+template <Elem E>
+__device__ inline void store1(void* base, std::size_t i, float v) {
+  if constexpr (E == Elem::fp32) {
+    static_cast<float*>(base)[i] = v;
+  } else {
+    static_cast<std::uint16_t*>(base)[i] = narrow<E>(v);
+  }
+}
+
+__device__ inline void load8(const float* p, float v[kVec]) {
+  const float4 a = reinterpret_cast<const float4*>(p)[0];
+  const float4 b = reinterpret_cast<const float4*>(p)[1];
+  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+  v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+
+__device__ inline void store8(float* p, const float v[kVec]) {
+  reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+  reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+}
+
+__device__ inline void load8(const std::uint16_t* p, std::uint16_t h[kVec]) {
+  const uint4 u = *reinterpret_cast<const uint4*>(p);
+  const std::uint32_t w[4] = {u.x, u.y, u.z, u.w};
+  for (int j = 0; j < 4; ++j) {
+    h[2 * j] = static_cast<std::uint16_t>(w[j] & 0xffffu);
+    h[2 * j + 1] = static_cast<std::uint16_t>(w[j] >> 16);
+  }
+}
+
+__device__ inline void store8(std::uint16_t* p, const std::uint16_t h[kVec]) {
+  uint4 u;
+  u.x = h[0] | (std::uint32_t{h[1]} << 16);
+  u.y = h[2] | (std::uint32_t{h[3]} << 16);
+  u.z = h[4] | (std::uint32_t{h[5]} << 16);
+  u.w = h[6] | (std::uint32_t{h[7]} << 16);
+  *reinterpret_cast<uint4*>(p) = u;
+}
+
+// Eight elements of type E from base + i (16-byte aligned), widened.
+template <Elem E>
+__device__ inline void load8_as_float(const void* base, std::size_t i, float v[kVec]) {
+  if constexpr (E == Elem::fp32) {
+    load8(static_cast<const float*>(base) + i, v);
+  } else {
+    std::uint16_t h[kVec];
+    load8(static_cast<const std::uint16_t*>(base) + i, h);
+    for (int j = 0; j < kVec; ++j) v[j] = widen<E>(h[j]);
+  }
+}
+
+// Grid-stride loop over [0, count) of one tensor by `blocks` blocks, this one
+// being `block`: whole 8-element steps through vec8(i) when `vector` (every
+// pointer 16-byte aligned), the rest one element at a time through one(i).
+template <class Vec8, class One>
+__device__ inline void for_each_element(std::size_t count, bool vector, unsigned block,
+                                        unsigned blocks, Vec8 vec8, One one) {
+  const std::size_t stride = static_cast<std::size_t>(blocks) * blockDim.x;
+  const std::size_t first = static_cast<std::size_t>(block) * blockDim.x + threadIdx.x;
+  const std::size_t steps = vector ? count / kVec : 0;
+  for (std::size_t s = first; s < steps; s += stride) vec8(s * kVec);
+  for (std::size_t i = steps * kVec + first; i < count; i += stride) one(i);
+}
+
+// The same over the whole grid (x only).
+template <class Vec8, class One>
+__device__ inline void for_each_element(std::size_t count, bool vector, Vec8 vec8, One one) {
+  for_each_element(count, vector, blockIdx.x, gridDim.x, vec8, one);
+}
+
+}  // namespace slimreduce::kernels::cuda::detail

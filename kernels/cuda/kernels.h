@@ -1,0 +1,90 @@
+// Host entry points of the CUDA kernels: the GPU twins of kernels/cast.h and
+// kernels/topk.h, with the same element rules (kernels/element_rules.h) and
+// the same bits. Every function only enqueues work on `stream`: none
+// allocates, synchronizes or reads device memory on the host, so each is safe
+// inside CUDA-graph capture. Each returns the launch error (cudaSuccess when
+// everything was enqueued).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace slimreduce::kernels::cuda {
+
+// The element type of a tensor a kernel reads or writes.
+enum class Elem { fp32, fp16, bf16 };
+
+// ---- casts (twins of kernels::compress / decompress / accumulate) -----------
+
+// out[i] = round16(in[i] [+ residual[i]]) with the error-feedback update of
+// kernels::compress; format is Elem::fp16 or Elem::bf16.
+cudaError_t cast_compress(Elem format, const float* in, float* residual, std::uint16_t* out,
+                          std::size_t n, cudaStream_t stream);
+// out[i] = widen(in[i]) / divisor; divisor 1 divides nothing (exact widen).
+cudaError_t cast_decompress(Elem format, const std::uint16_t* in, float* out, std::size_t n,
+                            int divisor, cudaStream_t stream);
+// inout[i] = round16(widen(in[i]) + widen(inout[i])): one ring step.
+cudaError_t cast_accumulate(Elem format, const std::uint16_t* in, std::uint16_t* inout,
+                            std::size_t n, cudaStream_t stream);
+
+// ---- batched pack / unpack of fusion buffers (one launch per 64 tensors) -----
+
+// Tensor i lands at element offset `offset` of the fusion buffer; `pad` more
+// elements after it are zeroed (so a collective never reads stale bytes).
+struct PackItem {
+  const float* in;
+  float* residual;  // nullptr: no error feedback (ignored for an fp32 buffer)
+  std::size_t count;
+  std::size_t offset;
+  std::size_t pad;
+};
+struct UnpackItem {
+  float* out;
+  std::size_t count;
+  std::size_t offset;
+};
+
+// The element offset where the next tensor starts: 16-byte aligned for every
+// element type, so each tensor gets the vector path.
+constexpr std::size_t fusion_align(std::size_t elements) { return (elements + 7) / 8 * 8; }
+
+// Packs (and, for a 16-bit buffer, compresses) the tensors into `fused`.
+cudaError_t pack_batch(Elem fused_type, const PackItem* items, int count, void* fused,
+                       cudaStream_t stream);
+// Unpacks (widens) the tensors from `fused`, each value divided by `divisor`.
+cudaError_t unpack_batch(Elem fused_type, const void* fused, const UnpackItem* items, int count,
+                         int divisor, cudaStream_t stream);
+
+// ---- exact top-k by magnitude (twin of kernels::topk_compress) ---------------
+
+// Payloads travel at this stride: the top-k layout padded with zero bytes to
+// 16, so every rank's indices in a gathered buffer are aligned.
+std::size_t topk_payload_stride(std::size_t payload_bytes);
+
+// Device scratch that topk_select needs for n elements (256-byte aligned).
+std::size_t topk_select_scratch_bytes(std::size_t n);
+
+// acc[i] = widen(in[i]) (+ residual[i] with add_nan_first when residual is
+// given); selects the k entries with the largest bits(acc) & 0x7fffffff, equal
+// keys by lower index; writes k uint32 indices ascending, then k values (fp32,
+// or fp16 when fp16_values), then zeros up to payload_stride bytes. With
+// residual: residual[i] = acc - sent for selected entries (0 when sent is not
+// finite), acc for the rest. Needs 0 < k <= n < 2^32.
+cudaError_t topk_select(Elem in_type, const void* in, float* residual, std::size_t n, std::size_t k,
+                        bool fp16_values, void* payload, std::size_t payload_stride, void* scratch,
+                        cudaStream_t stream);
+
+// Device scratch that topk_accumulate needs.
+std::size_t topk_accumulate_scratch_bytes(std::size_t n, int ranks);
+
+// out = 0, then out[index] += value for every entry of rank 0's payload, then
+// rank 1's, ... (rank order: every rank computes the same bits); each sum then
+// divided by divisor and written as out_type. gathered holds `ranks` payloads
+// at payload_stride bytes each.
+cudaError_t topk_accumulate(const void* gathered, std::size_t payload_stride, int ranks,
+                            std::size_t k, bool fp16_values, std::size_t n, Elem out_type,
+                            void* out, int divisor, void* scratch, cudaStream_t stream);
+
+}  // namespace slimreduce::kernels::cuda

@@ -1,0 +1,113 @@
+// Dense sum of gathered top-k payloads on the GPU: the twin of the CPU's
+// zero-fill then topk_accumulate per rank, in rank order, so every rank gets
+// the same bits. Each block owns a segment of the output in shared memory and
+// adds rank 0's entries for it, then rank 1's, ...: within one payload the
+// indices are distinct, so the adds of one rank run in parallel and only the
+// order across ranks is fixed. Where each rank's entries for a segment start
+// is found first, by a binary search per (rank, segment).
+#include "kernels/cuda/device_util.cuh"
+
+namespace slimreduce::kernels::cuda {
+namespace {
+
+using namespace detail;
+
+constexpr std::size_t kSegment = 2048;  // output elements per block: 8 KiB of fp32 sums
+
+__host__ __device__ constexpr std::size_t segments_of(std::size_t n) {
+  return (n + kSegment - 1) / kSegment;
+}
+
+// starts[r * (segments + 1) + s] = the first entry of rank r with index >= s * kSegment.
+__global__ void segment_starts_kernel(const std::uint8_t* gathered, std::size_t stride, int ranks,
+                                      std::uint32_t k, std::size_t segments,
+                                      std::uint32_t* starts) {
+  const std::size_t total = static_cast<std::size_t>(ranks) * (segments + 1);
+  const std::size_t step = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t g = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; g < total;
+       g += step) {
+    const std::size_t rank = g / (segments + 1);
+    const std::size_t target = (g % (segments + 1)) * kSegment;
+    const auto* index = reinterpret_cast<const std::uint32_t*>(gathered + rank * stride);
+    std::uint32_t lo = 0, hi = k;  // lower bound of target in the ascending indices
+    while (lo < hi) {
+      const std::uint32_t mid = lo + (hi - lo) / 2;
+      if (index[mid] < target)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    starts[g] = lo;
+  }
+}
+
+template <Elem Out>
+__global__ void scatter_kernel(const std::uint8_t* gathered, std::size_t stride, int ranks,
+                               std::uint32_t k, bool fp16_values, std::size_t n,
+                               const std::uint32_t* starts, void* out, int divisor) {
+  __shared__ float sum[kSegment];
+  const std::size_t segments = segments_of(n);
+  for (std::size_t seg = blockIdx.x; seg < segments; seg += gridDim.x) {
+    const std::size_t base = seg * kSegment;
+    for (std::size_t j = threadIdx.x; j < kSegment; j += blockDim.x) sum[j] = 0.0f;
+    __syncthreads();
+    for (int r = 0; r < ranks; ++r) {
+      const std::uint8_t* payload = gathered + static_cast<std::size_t>(r) * stride;
+      const auto* index = reinterpret_cast<const std::uint32_t*>(payload);
+      const std::uint8_t* values = payload + std::size_t{k} * sizeof(std::uint32_t);
+      const std::uint32_t* bounds = starts + static_cast<std::size_t>(r) * (segments + 1) + seg;
+      for (std::uint32_t e = bounds[0] + threadIdx.x; e < bounds[1]; e += blockDim.x) {
+        const float v = fp16_values
+                            ? fp16_bits_to_float(reinterpret_cast<const std::uint16_t*>(values)[e])
+                            : reinterpret_cast<const float*>(values)[e];
+        float& slot = sum[index[e] - base];
+        slot = add_nan_first(slot, v);  // dense[i] += v, the CPU's operand order
+      }
+      __syncthreads();  // rank r's adds land before rank r + 1's
+    }
+    for (std::size_t j = threadIdx.x; j < kSegment && base + j < n; j += blockDim.x) {
+      const float v = divisor == 1 ? sum[j] : sum[j] / static_cast<float>(divisor);
+      store1<Out>(out, base + j, v);
+    }
+    __syncthreads();
+  }
+}
+
+}  // namespace
+
+std::size_t topk_accumulate_scratch_bytes(std::size_t n, int ranks) {
+  const std::size_t bytes = static_cast<std::size_t>(ranks) * (segments_of(n) + 1) * 4;
+  return (bytes + 255) / 256 * 256;
+}
+
+cudaError_t topk_accumulate(const void* gathered, std::size_t payload_stride, int ranks,
+                            std::size_t k, bool fp16_values, std::size_t n, Elem out_type,
+                            void* out, int divisor, void* scratch, cudaStream_t stream) {
+  if (ranks < 1 || divisor < 1 || k > n || n > 0xffffffffull) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  const auto* bytes = static_cast<const std::uint8_t*>(gathered);
+  auto* starts = static_cast<std::uint32_t*>(scratch);
+  const std::size_t segments = segments_of(n);
+  const auto k32 = static_cast<std::uint32_t>(k);
+  const int search_grid = grid_for(static_cast<std::size_t>(ranks) * (segments + 1));
+  segment_starts_kernel<<<search_grid, kBlock, 0, stream>>>(bytes, payload_stride, ranks, k32,
+                                                            segments, starts);
+  const int grid = static_cast<int>(std::min<std::size_t>(segments, grid_for(n / kVec) * 2u));
+  switch (out_type) {
+    case Elem::fp32:
+      scatter_kernel<Elem::fp32><<<grid, kBlock, 0, stream>>>(bytes, payload_stride, ranks, k32,
+                                                              fp16_values, n, starts, out, divisor);
+      break;
+    case Elem::fp16:
+      scatter_kernel<Elem::fp16><<<grid, kBlock, 0, stream>>>(bytes, payload_stride, ranks, k32,
+                                                              fp16_values, n, starts, out, divisor);
+      break;
+    case Elem::bf16:
+      scatter_kernel<Elem::bf16><<<grid, kBlock, 0, stream>>>(bytes, payload_stride, ranks, k32,
+                                                              fp16_values, n, starts, out, divisor);
+      break;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace slimreduce::kernels::cuda

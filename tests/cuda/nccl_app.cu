@@ -1,0 +1,303 @@
+// A CUDA job of one rank that calls ncclAllReduce the ways frameworks do
+// (out of place, in place, ncclAvg, nested groups, a split communicator,
+// CUDA-graph capture, misaligned and ineligible buffers) and checks every
+// result bit for bit against the CPU twins (kernels/cast.h, kernels/topk.h)
+// under SLIMREDUCE_COMPRESSOR from the environment. With one rank the sum is
+// this rank's decoded payload, so nothing needs a tolerance. Exit 0: all
+// passed; 1: a check failed; 77: no GPU (ctest reports "skipped").
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+#include <nccl.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "interpose/slimreduce.h"
+#include "kernels/cast.h"
+#include "kernels/element_rules.h"
+#include "kernels/topk.h"
+
+namespace {
+
+namespace k = slimreduce::kernels;
+
+#define CUDA_OK(x)                                                                         \
+  do {                                                                                     \
+    const cudaError_t rc_ = (x);                                                           \
+    if (rc_ != cudaSuccess) {                                                              \
+      std::printf("FAIL %s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(rc_)); \
+      std::exit(1);                                                                        \
+    }                                                                                      \
+  } while (0)
+#define NCCL_OK(x)                                                                         \
+  do {                                                                                     \
+    const ncclResult_t rc_ = (x);                                                          \
+    if (rc_ != ncclSuccess) {                                                              \
+      std::printf("FAIL %s:%d %s: %s\n", __FILE__, __LINE__, #x, ncclGetErrorString(rc_)); \
+      std::exit(1);                                                                        \
+    }                                                                                      \
+  } while (0)
+
+std::string env(const char* name, const char* fallback) {
+  const char* value = std::getenv(name);
+  return value ? value : fallback;
+}
+
+// The settings this job runs under (the few it needs, read like the library does).
+struct Mode {
+  std::string compressor = env("SLIMREDUCE_COMPRESSOR", "none");
+  bool topk = compressor == "topk";
+  bool ef = env("SLIMREDUCE_ERROR_FEEDBACK", topk ? "1" : "0") == "1";
+  double ratio = std::atof(env("SLIMREDUCE_TOPK_RATIO", "0.01").c_str());
+  bool fp16_values = env("SLIMREDUCE_TOPK_VALUES", "fp32") == "fp16";
+  std::size_t min_bytes = 65536;  // tests run with SLIMREDUCE_MIN_BYTES=64K
+};
+
+const Mode mode;
+int failures = 0;
+std::mt19937 rng(12345);
+
+// Gradient-like values with ties and zeros, so selection ties are exercised.
+std::vector<float> random_values(std::size_t n) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const unsigned pick = rng() % 100;
+    v[i] = pick == 0 ? 0.0f : pick == 1 ? (rng() & 1 ? 2.5f : -2.5f) : normal(rng);
+  }
+  return v;
+}
+
+// What the library must produce for a compressed call on one rank, keeping
+// each key's residual as the library does: keyed by (communicator, receive
+// buffer), reset when the count or the datatype changes.
+struct Residual {
+  int datatype = -1;
+  std::vector<float> values;
+};
+std::map<std::pair<const void*, const void*>, Residual> residuals;
+
+std::vector<float> reference(const std::vector<float>& in, ncclComm_t comm, const void* recv,
+                             int datatype = ncclFloat32) {
+  const std::size_t n = in.size();
+  Residual& slot = residuals[{comm, recv}];
+  if (slot.values.size() != n || slot.datatype != datatype)
+    slot = {datatype, std::vector<float>(n)};
+  std::vector<float>& r = slot.values;
+  float* residual = mode.ef ? r.data() : nullptr;
+  std::vector<float> out(n, 0.0f);
+  if (mode.topk) {
+    const std::size_t kk = k::topk_count(n, mode.ratio);
+    const auto values = mode.fp16_values ? k::TopkValues::fp16 : k::TopkValues::fp32;
+    std::vector<std::uint8_t> payload(k::topk_payload_bytes(kk, values));
+    k::TopkScratch scratch;
+    k::topk_compress(in.data(), residual, n, kk, values, payload.data(), scratch);
+    k::topk_accumulate(payload.data(), kk, values, out.data());
+    return out;
+  }
+  const auto format = mode.compressor == "bf16" ? k::HalfFormat::bf16 : k::HalfFormat::fp16;
+  std::vector<std::uint16_t> wire(n);
+  k::compress(format, in.data(), residual, wire.data(), n);
+  k::decompress(format, wire.data(), out.data(), n);
+  return out;
+}
+
+bool compressible(std::size_t bytes, bool fp32) {
+  if (mode.compressor == "none" || bytes < mode.min_bytes) return false;
+  return fp32 || mode.topk;
+}
+
+void expect_bits(const char* what, const void* got, const void* want, std::size_t bytes) {
+  const bool same = std::memcmp(got, want, bytes) == 0;
+  std::printf("%s %s\n", same ? "ok  " : "FAIL", what);
+  failures += !same;
+}
+
+struct Device {
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+};
+
+// One fp32 allreduce of fresh values through `send` into `recv` (equal for in place).
+void fp32_case(const char* what, Device& d, float* send, float* recv, std::size_t n, ncclRedOp_t op,
+               bool expect_compressed) {
+  const std::vector<float> in = random_values(n);
+  CUDA_OK(cudaMemcpyAsync(send, in.data(), n * 4, cudaMemcpyHostToDevice, d.stream));
+  NCCL_OK(ncclAllReduce(send, recv, n, ncclFloat32, op, d.comm, d.stream));
+  std::vector<float> got(n);
+  CUDA_OK(cudaMemcpyAsync(got.data(), recv, n * 4, cudaMemcpyDeviceToHost, d.stream));
+  CUDA_OK(cudaStreamSynchronize(d.stream));
+  const std::vector<float> want = expect_compressed ? reference(in, d.comm, recv) : in;
+  expect_bits(what, got.data(), want.data(), n * 4);
+}
+
+void check_basic(Device& d, float* a, float* b, std::size_t n) {
+  fp32_case("fp32 sum, out of place", d, a, b, n, ncclSum, compressible(n * 4, true));
+  fp32_case("fp32 avg, in place", d, b, b, n, ncclAvg, compressible(n * 4, true));
+  for (int step = 0; step < 3; ++step) {  // the residual carries over on the same key
+    fp32_case("fp32 sum, same key again", d, a, b, n, ncclSum, compressible(n * 4, true));
+  }
+  fp32_case("fp32 sum, odd count, misaligned", d, a + 1, b + 3, n - 5, ncclSum,
+            compressible((n - 5) * 4, true));
+  fp32_case("fp32 below SLIMREDUCE_MIN_BYTES", d, a, b, 1000, ncclSum, false);
+  fp32_case("fp32 max passes through", d, a, b, n, ncclMax, false);
+}
+
+void check_int_passes_through(Device& d, float* a, float* b, std::size_t n) {
+  std::vector<std::int32_t> in(n);
+  for (auto& v : in) v = static_cast<std::int32_t>(rng());
+  CUDA_OK(cudaMemcpyAsync(a, in.data(), n * 4, cudaMemcpyHostToDevice, d.stream));
+  NCCL_OK(ncclAllReduce(a, b, n, ncclInt32, ncclSum, d.comm, d.stream));
+  std::vector<std::int32_t> got(n);
+  CUDA_OK(cudaMemcpyAsync(got.data(), b, n * 4, cudaMemcpyDeviceToHost, d.stream));
+  CUDA_OK(cudaStreamSynchronize(d.stream));
+  expect_bits("int32 sum passes through", got.data(), in.data(), n * 4);
+}
+
+// Calls in nested groups: held until the outermost end, then all correct.
+void check_group(Device& d, float* a, float* b, std::size_t n) {
+  std::vector<float> in[3];
+  float* recv[3] = {b, b + n, b + 2 * n};
+  for (int i = 0; i < 3; ++i) {
+    in[i] = random_values(n);
+    CUDA_OK(cudaMemcpyAsync(a + i * n, in[i].data(), n * 4, cudaMemcpyHostToDevice, d.stream));
+  }
+  NCCL_OK(ncclGroupStart());
+  NCCL_OK(ncclAllReduce(a, recv[0], n, ncclFloat32, ncclSum, d.comm, d.stream));
+  NCCL_OK(ncclGroupStart());
+  NCCL_OK(ncclAllReduce(a + n, recv[1], n, ncclFloat32, ncclSum, d.comm, d.stream));
+  NCCL_OK(ncclGroupEnd());
+  NCCL_OK(ncclAllReduce(a + 2 * n, recv[2], n, ncclFloat32, ncclAvg, d.comm, d.stream));
+  NCCL_OK(ncclGroupEnd());
+  for (int i = 0; i < 3; ++i) {
+    std::vector<float> got(n);
+    CUDA_OK(cudaMemcpyAsync(got.data(), recv[i], n * 4, cudaMemcpyDeviceToHost, d.stream));
+    CUDA_OK(cudaStreamSynchronize(d.stream));
+    const std::vector<float> want =
+        compressible(n * 4, true) ? reference(in[i], d.comm, recv[i]) : in[i];
+    expect_bits("grouped call", got.data(), want.data(), n * 4);
+  }
+}
+
+// 16-bit tensors: top-k takes them (widened, selected, summed, rounded back).
+void check_half(Device& d, float* a, float* b, std::size_t n, ncclDataType_t type) {
+  const bool bf16 = type == ncclBfloat16;
+  std::vector<std::uint16_t> in(n);
+  std::vector<float> widened(n);
+  const std::vector<float> values = random_values(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    in[i] = bf16 ? k::float_to_bf16_bits(values[i]) : k::float_to_fp16_bits(values[i]);
+    widened[i] = bf16 ? k::bf16_bits_to_float(in[i]) : k::fp16_bits_to_float(in[i]);
+  }
+  CUDA_OK(cudaMemcpyAsync(a, in.data(), n * 2, cudaMemcpyHostToDevice, d.stream));
+  NCCL_OK(ncclAllReduce(a, b, n, type, ncclSum, d.comm, d.stream));
+  std::vector<std::uint16_t> got(n), want = in;
+  CUDA_OK(cudaMemcpyAsync(got.data(), b, n * 2, cudaMemcpyDeviceToHost, d.stream));
+  CUDA_OK(cudaStreamSynchronize(d.stream));
+  if (compressible(n * 2, false)) {
+    const std::vector<float> sum = reference(widened, d.comm, b, type);
+    for (std::size_t i = 0; i < n; ++i) {
+      want[i] = bf16 ? k::float_to_bf16_bits(sum[i]) : k::float_to_fp16_bits(sum[i]);
+    }
+  }
+  expect_bits(bf16 ? "bf16 tensor" : "fp16 tensor", got.data(), want.data(), n * 2);
+}
+
+// Graph capture: a call whose workspace and residual exist is captured
+// compressed and replays correctly; a larger one passes through.
+void check_graph(Device& d, float* a, float* b, std::size_t n) {
+  fp32_case("warm-up before capture", d, a, b, n, ncclSum, compressible(n * 4, true));
+  std::vector<float> in = random_values(n);
+  CUDA_OK(cudaMemcpy(a, in.data(), n * 4, cudaMemcpyHostToDevice));
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  CUDA_OK(cudaStreamBeginCapture(d.stream, cudaStreamCaptureModeThreadLocal));
+  NCCL_OK(ncclAllReduce(a, b, n, ncclFloat32, ncclSum, d.comm, d.stream));
+  CUDA_OK(cudaStreamEndCapture(d.stream, &graph));
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 2; ++replay) {
+    CUDA_OK(cudaGraphLaunch(exec, d.stream));
+    std::vector<float> got(n);
+    CUDA_OK(cudaMemcpyAsync(got.data(), b, n * 4, cudaMemcpyDeviceToHost, d.stream));
+    CUDA_OK(cudaStreamSynchronize(d.stream));
+    const std::vector<float> want = compressible(n * 4, true) ? reference(in, d.comm, b) : in;
+    expect_bits("graph replay (compressed when warm)", got.data(), want.data(), n * 4);
+  }
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  CUDA_OK(cudaGraphDestroy(graph));
+  // Eight times the size: the workspace is too small and capture allocates
+  // nothing, so it passes through (so would a new top-k residual key).
+  const std::size_t big = 8 * n;
+  in = random_values(big);
+  CUDA_OK(cudaMemcpy(a, in.data(), big * 4, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaStreamBeginCapture(d.stream, cudaStreamCaptureModeThreadLocal));
+  NCCL_OK(ncclAllReduce(a, b + 8 * n, big, ncclFloat32, ncclSum, d.comm, d.stream));
+  CUDA_OK(cudaStreamEndCapture(d.stream, &graph));
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  CUDA_OK(cudaGraphLaunch(exec, d.stream));
+  std::vector<float> got(big);
+  CUDA_OK(cudaMemcpyAsync(got.data(), b + 8 * n, big * 4, cudaMemcpyDeviceToHost, d.stream));
+  CUDA_OK(cudaStreamSynchronize(d.stream));
+  expect_bits("graph capture without workspace passes through", got.data(), in.data(), big * 4);
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  CUDA_OK(cudaGraphDestroy(graph));
+}
+
+void check_counters(int compressed_floor) {
+  using Get = int (*)(slimreduce_counters*);
+  auto get = reinterpret_cast<Get>(dlsym(RTLD_DEFAULT, "slimreduce_nccl_get_counters"));
+  slimreduce_counters c{};
+  const bool read = get && get(&c) == 0;
+  std::printf("counters: intercepted %llu, compressed %llu, passed through %llu\n",
+              static_cast<unsigned long long>(c.intercepted),
+              static_cast<unsigned long long>(c.compressed),
+              static_cast<unsigned long long>(c.passed_through));
+  const bool ok = read && c.intercepted > 0 &&
+                  (mode.compressor == "none" ? c.compressed == 0
+                                             : c.compressed >= std::uint64_t(compressed_floor));
+  std::printf("%s interception counted\n", ok ? "ok  " : "FAIL");
+  failures += !ok;
+}
+
+}  // namespace
+
+int main() {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("no GPU: skipped\n");
+    return 77;
+  }
+  const std::size_t n = (std::size_t{1} << 20) + 12;
+  Device d;
+  ncclUniqueId id;
+  NCCL_OK(ncclGetUniqueId(&id));
+  NCCL_OK(ncclCommInitRank(&d.comm, 1, id, 0));
+  CUDA_OK(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking));
+  float *a = nullptr, *b = nullptr;
+  CUDA_OK(cudaMalloc(&a, 8 * n * 4));
+  CUDA_OK(cudaMalloc(&b, 16 * n * 4));
+  std::printf("compressor %s, error feedback %d\n", mode.compressor.c_str(), mode.ef);
+
+  check_basic(d, a, b, n);
+  check_int_passes_through(d, a, b, n);
+  check_group(d, a, b, n);
+  check_half(d, a, b, n, ncclFloat16);
+  check_half(d, a, b, n, ncclBfloat16);
+  Device split = d;
+  NCCL_OK(ncclCommSplit(d.comm, 0, 0, &split.comm, nullptr));
+  fp32_case("split communicator", split, a, b, n, ncclSum, compressible(n * 4, true));
+  NCCL_OK(ncclCommDestroy(split.comm));
+  check_graph(d, a, b, n);
+  check_counters(10);
+
+  CUDA_OK(cudaFree(a));
+  CUDA_OK(cudaFree(b));
+  NCCL_OK(ncclCommDestroy(d.comm));
+  std::printf("%s: %d failed\n", failures ? "FAILED" : "PASSED", failures);
+  return failures ? 1 : 0;
+}

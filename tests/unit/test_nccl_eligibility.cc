@@ -1,0 +1,138 @@
+// Which ncclAllReduce calls the GPU path compresses: only float SUM/AVG on
+// device buffers of blocking communicators, at least SLIMREDUCE_MIN_BYTES;
+// 16-bit floats only for top-k. Needs no GPU and no NCCL.
+#include <gtest/gtest.h>
+
+#include "core/nccl_eligibility.h"
+
+namespace slimreduce {
+namespace {
+
+Settings with_compressor(const std::string& name, std::uint64_t min_bytes = 65536) {
+  Settings settings;
+  settings.compressor = name;
+  settings.min_bytes = min_bytes;
+  return settings;
+}
+
+NcclCallFacts eligible_facts() {
+  NcclCallFacts facts;
+  facts.datatype = kNcclFloat32;
+  facts.op = kNcclSum;
+  facts.count = 1 << 20;
+  facts.device_buffers = true;
+  facts.blocking_comm = true;
+  facts.comm_size = 4;
+  return facts;
+}
+
+TEST(NcclEligibility, Fp32SumOnDeviceIsCompressedByEveryCompressor) {
+  EXPECT_EQ(classify_nccl(eligible_facts(), with_compressor("fp16")).path, NcclPath::cast);
+  EXPECT_EQ(classify_nccl(eligible_facts(), with_compressor("bf16")).path, NcclPath::cast);
+  EXPECT_EQ(classify_nccl(eligible_facts(), with_compressor("topk")).path, NcclPath::topk);
+  EXPECT_FALSE(classify_nccl(eligible_facts(), with_compressor("fp16")).average);
+}
+
+TEST(NcclEligibility, CompressorNoneAndUnknownPassThrough) {
+  EXPECT_EQ(classify_nccl(eligible_facts(), with_compressor("none")).path, NcclPath::pass_through);
+  // A compressor registered later with no GPU kernel yet is not guessed at.
+  EXPECT_EQ(classify_nccl(eligible_facts(), with_compressor("powersgd")).path,
+            NcclPath::pass_through);
+}
+
+TEST(NcclEligibility, AvgIsCompressedAndDividedOnce) {
+  NcclCallFacts facts = eligible_facts();
+  facts.op = kNcclAvg;
+  const NcclVerdict verdict = classify_nccl(facts, with_compressor("bf16"));
+  EXPECT_EQ(verdict.path, NcclPath::cast);
+  EXPECT_TRUE(verdict.average);
+}
+
+TEST(NcclEligibility, OtherOpsPassThroughPreMulSumToo) {
+  for (int op : {1, 2, 3, 5, 6, 1000}) {  // prod, max, min, the first PreMulSum handles
+    NcclCallFacts facts = eligible_facts();
+    facts.op = op;
+    EXPECT_EQ(classify_nccl(facts, with_compressor("fp16")).path, NcclPath::pass_through) << op;
+  }
+}
+
+TEST(NcclEligibility, SixteenBitFloatsOnlyForTopk) {
+  for (int type : {kNcclFloat16, kNcclBfloat16}) {
+    NcclCallFacts facts = eligible_facts();
+    facts.datatype = type;
+    EXPECT_EQ(classify_nccl(facts, with_compressor("fp16")).path, NcclPath::pass_through);
+    EXPECT_EQ(classify_nccl(facts, with_compressor("bf16")).path, NcclPath::pass_through);
+    EXPECT_EQ(classify_nccl(facts, with_compressor("topk")).path, NcclPath::topk);
+  }
+}
+
+TEST(NcclEligibility, OtherTypesPassThrough) {
+  for (int type : {0, 1, 2, 3, 4, 5, 8, 10, 11, 12, -1}) {  // ints, fp64, fp8, bogus
+    NcclCallFacts facts = eligible_facts();
+    facts.datatype = type;
+    EXPECT_EQ(classify_nccl(facts, with_compressor("topk")).path, NcclPath::pass_through) << type;
+  }
+}
+
+TEST(NcclEligibility, MinBytesCountsTheCallersElementSize) {
+  NcclCallFacts facts = eligible_facts();
+  facts.count = 16384;  // 64 KiB of fp32
+  EXPECT_EQ(classify_nccl(facts, with_compressor("fp16")).path, NcclPath::cast);
+  facts.count = 16383;
+  EXPECT_EQ(classify_nccl(facts, with_compressor("fp16")).path, NcclPath::pass_through);
+  facts.datatype = kNcclBfloat16;
+  facts.count = 32768;  // 64 KiB of bf16
+  EXPECT_EQ(classify_nccl(facts, with_compressor("topk")).path, NcclPath::topk);
+  facts.count = 32767;
+  EXPECT_EQ(classify_nccl(facts, with_compressor("topk")).path, NcclPath::pass_through);
+}
+
+TEST(NcclEligibility, EmptyCallsPassThroughEvenWithNoMinimum) {
+  NcclCallFacts facts = eligible_facts();
+  facts.count = 0;
+  EXPECT_EQ(classify_nccl(facts, with_compressor("fp16", 0)).path, NcclPath::pass_through);
+}
+
+TEST(NcclEligibility, HostBuffersPassThrough) {
+  NcclCallFacts facts = eligible_facts();
+  facts.device_buffers = false;
+  EXPECT_EQ(classify_nccl(facts, with_compressor("fp16")).path, NcclPath::pass_through);
+}
+
+TEST(NcclEligibility, NonBlockingOrUnknownCommunicatorsPassThrough) {
+  NcclCallFacts facts = eligible_facts();
+  facts.blocking_comm = false;
+  EXPECT_EQ(classify_nccl(facts, with_compressor("fp16")).path, NcclPath::pass_through);
+  facts = eligible_facts();
+  facts.comm_size = 0;
+  EXPECT_EQ(classify_nccl(facts, with_compressor("topk")).path, NcclPath::pass_through);
+}
+
+TEST(NcclEligibility, TopkNeedsUint32Indices) {
+  NcclCallFacts facts = eligible_facts();
+  facts.count = 0x100000000ull;
+  EXPECT_EQ(classify_nccl(facts, with_compressor("topk")).path, NcclPath::pass_through);
+  EXPECT_EQ(classify_nccl(facts, with_compressor("fp16")).path, NcclPath::cast);
+}
+
+TEST(NcclEligibility, ElementSizes) {
+  EXPECT_EQ(nccl_elem(kNcclFloat32), NcclElem::fp32);
+  EXPECT_EQ(nccl_elem(kNcclFloat16), NcclElem::fp16);
+  EXPECT_EQ(nccl_elem(kNcclBfloat16), NcclElem::bf16);
+  EXPECT_EQ(nccl_elem(8), NcclElem::other);
+  EXPECT_EQ(nccl_elem_bytes(NcclElem::fp32), 4u);
+  EXPECT_EQ(nccl_elem_bytes(NcclElem::bf16), 2u);
+  EXPECT_EQ(nccl_elem_bytes(NcclElem::other), 0u);
+}
+
+TEST(NcclEligibility, SameFactsSameVerdict) {
+  // Invariant 3: nothing but the facts decides, so every rank decides alike.
+  const Settings settings = with_compressor("topk");
+  const NcclVerdict a = classify_nccl(eligible_facts(), settings);
+  const NcclVerdict b = classify_nccl(eligible_facts(), settings);
+  EXPECT_EQ(a.path, b.path);
+  EXPECT_EQ(a.average, b.average);
+}
+
+}  // namespace
+}  // namespace slimreduce

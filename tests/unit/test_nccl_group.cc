@@ -1,0 +1,181 @@
+// Group deferral: eligible calls inside ncclGroupStart/End are held, and
+// nothing of them is enqueued before the outermost end; there the order is
+// compress, collectives, real end, finish. Driven with a recording fake, so
+// no GPU and no NCCL are needed.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/nccl_group.h"
+
+namespace slimreduce {
+namespace {
+
+class Recorder : public GroupActions {
+ public:
+  int real_group_start() override { return note("start", start_rc); }
+  int real_group_end() override { return note("end", end_rc); }
+  int pass_through(const NcclCall& call) override { return note("pass:" + name(call), 0); }
+  int begin(std::vector<NcclCall>& held) override { return note("begin" + names(held), begin_rc); }
+  int issue(std::vector<NcclCall>& held) override { return note("issue" + names(held), 0); }
+  int wait_ready(std::vector<NcclCall>& held) override { return note("wait" + names(held), 0); }
+  int finish(std::vector<NcclCall>& held) override { return note("finish" + names(held), 0); }
+
+  std::string log() const {
+    std::string out;
+    for (const std::string& entry : entries) out += (out.empty() ? "" : " ") + entry;
+    return out;
+  }
+
+  int start_rc = kNcclSuccess;
+  int end_rc = kNcclSuccess;
+  int begin_rc = kNcclSuccess;
+  std::vector<std::string> entries;
+
+ private:
+  int note(const std::string& what, int rc) {
+    entries.push_back(what);
+    return rc;
+  }
+  static std::string name(const NcclCall& call) { return std::to_string(call.count); }
+  static std::string names(const std::vector<NcclCall>& calls) {
+    std::string out;
+    for (const NcclCall& call : calls) out.append(":").append(name(call));
+    return out;
+  }
+};
+
+NcclCall call(std::uint64_t id) {
+  NcclCall c;
+  c.count = id;  // the count names the call in the log
+  c.verdict.path = NcclPath::cast;
+  return c;
+}
+
+TEST(NcclGroup, ACallOutsideAGroupRunsAsAGroupOfOne) {
+  NcclGroup group;
+  Recorder actions;
+  EXPECT_EQ(group.eligible(call(1), actions), kNcclSuccess);
+  EXPECT_EQ(actions.log(), "start begin:1 issue:1 end finish:1");
+  EXPECT_FALSE(group.in_group());
+}
+
+TEST(NcclGroup, PassThroughOutsideAGroupIsForwardedAlone) {
+  NcclGroup group;
+  Recorder actions;
+  EXPECT_EQ(group.pass_through(call(7), false, actions), kNcclSuccess);
+  EXPECT_EQ(actions.log(), "pass:7");
+}
+
+TEST(NcclGroup, NothingIsEnqueuedBeforeTheOutermostEnd) {
+  NcclGroup group;
+  Recorder actions;
+  group.start(actions);
+  group.eligible(call(1), actions);
+  group.start(actions);
+  group.eligible(call(2), actions);
+  group.pass_through(call(3), true, actions);  // a pass-through goes into the real group now
+  EXPECT_EQ(group.end(actions), kNcclSuccess);
+  EXPECT_EQ(actions.log(), "start start pass:3 end");  // the inner end only forwards
+  EXPECT_TRUE(group.in_group());
+  actions.entries.clear();
+  EXPECT_EQ(group.end(actions), kNcclSuccess);
+  EXPECT_EQ(actions.log(), "begin:1:2 issue:1:2 end finish:1:2");
+  EXPECT_FALSE(group.in_group());
+}
+
+TEST(NcclGroup, AnEmptyGroupOnlyForwards) {
+  NcclGroup group;
+  Recorder actions;
+  group.start(actions);
+  group.end(actions);
+  EXPECT_EQ(actions.log(), "start end");
+}
+
+TEST(NcclGroup, ANonBlockingCommunicatorInTheGroupPassesEverythingThrough) {
+  NcclGroup group;
+  Recorder actions;
+  group.start(actions);
+  group.eligible(call(1), actions);
+  group.pass_through(call(2), false, actions);
+  group.eligible(call(3), actions);
+  group.end(actions);
+  EXPECT_EQ(actions.log(), "start pass:2 pass:1 pass:3 end");
+  // The next group starts clean.
+  actions.entries.clear();
+  group.start(actions);
+  group.eligible(call(4), actions);
+  group.end(actions);
+  EXPECT_EQ(actions.log(), "start begin:4 issue:4 end finish:4");
+}
+
+TEST(NcclGroup, AFailedBeginStillClosesTheRealGroupAndFinishesNothing) {
+  NcclGroup group;
+  Recorder actions;
+  actions.begin_rc = 1;  // ncclUnhandledCudaError
+  group.start(actions);
+  group.eligible(call(1), actions);
+  EXPECT_EQ(group.end(actions), 1);
+  EXPECT_EQ(actions.log(), "start begin:1 end");
+  EXPECT_FALSE(group.in_group());
+}
+
+TEST(NcclGroup, AFailedRealEndIsReturnedAndFinishesNothing) {
+  NcclGroup group;
+  Recorder actions;
+  actions.end_rc = 6;  // ncclRemoteError
+  EXPECT_EQ(group.eligible(call(1), actions), 6);
+  EXPECT_EQ(actions.log(), "start begin:1 issue:1 end");
+}
+
+TEST(NcclGroup, AnEndInProgressWaitsBeforeFinishing) {
+  NcclGroup group;
+  Recorder actions;
+  actions.end_rc = kNcclInProgress;
+  EXPECT_EQ(group.eligible(call(1), actions), kNcclSuccess);
+  EXPECT_EQ(actions.log(), "start begin:1 issue:1 end wait:1 finish:1");
+}
+
+TEST(NcclGroup, AFailedStartLeavesTheDepthAlone) {
+  NcclGroup group;
+  Recorder actions;
+  actions.start_rc = 5;  // ncclInvalidUsage
+  EXPECT_EQ(group.start(actions), 5);
+  EXPECT_FALSE(group.in_group());
+  EXPECT_EQ(group.eligible(call(1), actions), 5);  // its own group could not open
+  EXPECT_EQ(actions.log(), "start start");
+}
+
+TEST(NcclGroup, AnUnbalancedEndIsAnsweredByTheRealLibrary) {
+  NcclGroup group;
+  Recorder actions;
+  actions.end_rc = 5;
+  EXPECT_EQ(group.end(actions), 5);
+  EXPECT_EQ(group.depth(), 0);
+}
+
+TEST(NcclGroup, HeldCallsKeepTheirOrder) {
+  NcclGroup group;
+  Recorder actions;
+  group.start(actions);
+  for (std::uint64_t id = 10; id > 0; --id) group.eligible(call(id), actions);
+  group.end(actions);
+  EXPECT_EQ(actions.entries[1], "begin:10:9:8:7:6:5:4:3:2:1");
+}
+
+TEST(NcclGroup, EachThreadHasItsOwnGroup) {
+  // As NCCL keeps its group depth per thread, the engine keeps one NcclGroup per thread.
+  thread_local NcclGroup group;
+  Recorder main_actions;
+  group.start(main_actions);
+  bool other_in_group = true;
+  std::thread([&] { other_in_group = group.in_group(); }).join();
+  EXPECT_FALSE(other_in_group);
+  EXPECT_TRUE(group.in_group());
+  group.end(main_actions);
+}
+
+}  // namespace
+}  // namespace slimreduce
