@@ -11,23 +11,13 @@
 
 #include "backends/nccl_backend.h"
 #include "core/nccl_engine.h"
+#include "interpose/shim_common.h"
 #include "interpose/slimreduce.h"
-
-#define SR_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace {
 
 using slimreduce::NcclEngine;
 namespace real = slimreduce::backends::nccl;
-
-// The rank a launcher (torchrun, mpirun, srun) gave this process.
-bool launcher_rank_is_zero() {
-  for (const char* name :
-       {"RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
-    if (const char* value = std::getenv(name)) return std::string(value) == "0";
-  }
-  return true;
-}
 
 void report_at_exit() {
   if (NcclEngine* engine = NcclEngine::get()) engine->write_report_at_exit();
@@ -36,13 +26,7 @@ void report_at_exit() {
 // Settings are read at the first NCCL call; a bad one ends the job before any
 // collective changes (design invariant 6), with the MPI shim's one line.
 NcclEngine& make_engine() {
-  slimreduce::Settings settings;
-  try {
-    settings = slimreduce::parse_settings(slimreduce::read_environment());
-  } catch (const slimreduce::SettingsError& error) {
-    if (launcher_rank_is_zero()) std::fprintf(stderr, "slimreduce: error: %s\n", error.what());
-    std::exit(1);
-  }
+  slimreduce::Settings settings = slimreduce::interpose::settings_or_exit();
   NcclEngine& engine = NcclEngine::start(std::move(settings));
   std::atexit(report_at_exit);
   return engine;

@@ -21,9 +21,11 @@ using slimreduce::Engine;
 using slimreduce::Settings;
 using slimreduce::SettingsError;
 
-// The rank the launcher gave this process, before MPI can tell us.
+// The rank the launcher gave this process, before MPI or NCCL can tell us.
 inline bool launcher_rank_is_zero() {
-  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
+  // mpirun (Open MPI, PMIx, PMI), then torchrun and Slurm for NCCL-only jobs.
+  for (const char* name :
+       {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "RANK", "SLURM_PROCID"}) {
     if (const char* value = std::getenv(name)) return std::string(value) == "0";
   }
   return true;
