@@ -8,7 +8,7 @@
 # installs what is missing, then the project is built in build/), then runs.
 # Runnable from any directory. Knobs (environment): DEMO_NP (ranks, default 4),
 # DEMO_STEPS (training steps, default 300), DEMO_KEEP=1 keeps the run logs and
-# JSON reports.
+# JSON reports, DEMO_NETEM=RATE runs every job over an emulated slow link.
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -43,6 +43,13 @@ if [[ "${DEMO_KEEP:-0}" != 1 ]]; then trap 'rm -rf "$WORK"' EXIT; fi
 # Open MPI refuses root without --allow-run-as-root; --oversubscribe lets 4
 # ranks share fewer cores.
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe -np "$NP")
+# DEMO_NETEM=RATE (e.g. 1gbit, root only) runs every job over a rate-limited
+# loopback in a network namespace of its own (bench/netem.sh), so the wall
+# times show what the saved bytes are worth on a slow link.
+if [[ -n "${DEMO_NETEM:-}" ]]; then
+  MPIRUN=("$REPO_ROOT/bench/netem.sh" "$DEMO_NETEM" -- "${MPIRUN[@]}" --mca btl tcp,self
+          --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
+fi
 TRAIN_ARGS=()
 if [[ -n "$STEPS" ]]; then TRAIN_ARGS+=(--steps "$STEPS"); fi
 ROWS="$WORK/rows.tsv"
