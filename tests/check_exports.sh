@@ -1,0 +1,13 @@
+#!/bin/sh
+# check_exports.sh LIB: the library exports only the entry points it
+# intercepts (MPI C and Fortran, NCCL) and its own slimreduce_* API, so its
+# internals (C++ templates, a static CUDA runtime) never clash with the job's.
+set -eu
+exports=$(nm -D --defined-only "$1" | awk '{print $3}')
+unexpected=$(printf '%s\n' "$exports" |
+  grep -vE '^(MPI_[A-Za-z_]+|mpi_[a-z_]+|nccl[A-Za-z]+|slimreduce_[a-z_]+)$' || true)
+if [ -n "$unexpected" ]; then
+  echo "exported but not an entry point:"; echo "$unexpected"; exit 1
+fi
+printf '%s\n' "$exports" | grep -qx MPI_Allreduce || { echo "MPI_Allreduce not exported"; exit 1; }
+echo "OK: $(printf '%s\n' "$exports" | wc -l) symbols, all entry points"
