@@ -46,12 +46,13 @@ Counters& Counters::operator+=(const Counters& other) {
   input_bytes += other.input_bytes;
   wire_baseline += other.wire_baseline;
   wire_sent += other.wire_sent;
+  ef_resets += other.ef_resets;
   return *this;
 }
 
 struct CounterBoard::Slot {
   std::atomic<std::uint64_t> intercepted{0}, compressed{0}, passed_through{0}, warmup{0},
-      ef_cap_fallback{0}, input_bytes{0};
+      ef_cap_fallback{0}, input_bytes{0}, ef_resets{0};
   std::atomic<double> wire_baseline{0}, wire_sent{0};
 };
 
@@ -96,6 +97,7 @@ void CounterBoard::add(const Counters& delta) {
   bump(slot.input_bytes, delta.input_bytes);
   bump(slot.wire_baseline, delta.wire_baseline);
   bump(slot.wire_sent, delta.wire_sent);
+  bump(slot.ef_resets, delta.ef_resets);
 }
 
 Counters CounterBoard::total() const {
@@ -106,7 +108,8 @@ Counters CounterBoard::total() const {
     sum += Counters{slot->intercepted.load(relaxed),     slot->compressed.load(relaxed),
                     slot->passed_through.load(relaxed),  slot->warmup.load(relaxed),
                     slot->ef_cap_fallback.load(relaxed), slot->input_bytes.load(relaxed),
-                    slot->wire_baseline.load(relaxed),   slot->wire_sent.load(relaxed)};
+                    slot->wire_baseline.load(relaxed),   slot->wire_sent.load(relaxed),
+                    slot->ef_resets.load(relaxed)};
   }
   return sum;
 }
@@ -117,14 +120,14 @@ std::string report_json(const Counters& c, const ReportContext& context) {
                 "{\"rank\": %d, \"world_size\": %d, \"compressor\": \"%s\",\n"
                 " \"calls\": {\"intercepted\": %" PRIu64 ", \"compressed\": %" PRIu64
                 ", \"passed_through\": %" PRIu64 ", \"warmup\": %" PRIu64
-                ", \"ef_cap_fallback\": %" PRIu64
+                ", \"ef_cap_fallback\": %" PRIu64 ", \"ef_resets\": %" PRIu64
                 "},\n"
                 " \"bytes\": {\"input\": %" PRIu64
                 ", \"wire_baseline\": %.0f, \"wire_sent\": %.0f},\n"
                 " \"savings\": %.6f}\n",
                 context.rank, context.world_size, context.compressor.c_str(), c.intercepted,
-                c.compressed, c.passed_through, c.warmup, c.ef_cap_fallback, c.input_bytes,
-                c.wire_baseline, c.wire_sent, c.savings());
+                c.compressed, c.passed_through, c.warmup, c.ef_cap_fallback, c.ef_resets,
+                c.input_bytes, c.wire_baseline, c.wire_sent, c.savings());
   return text;
 }
 

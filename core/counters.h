@@ -24,6 +24,9 @@ struct Counters {
   std::uint64_t input_bytes = 0;
   double wire_baseline = 0;
   double wire_sent = 0;
+  // Calls whose residual key came back with another count or datatype: what was
+  // carried is dropped (for example a fusion buffer that fuses other tensors).
+  std::uint64_t ef_resets = 0;
 
   // A call that reached the real library as given.
   void count_pass_through(std::uint64_t bytes, int ranks);

@@ -174,8 +174,14 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
   {
     std::lock_guard lock(mutex_);
     const ResidualKey key{state.id(), recvbuf};
+    const std::uint64_t resets_before = residuals_.resets();
     ResidualSlot* slot = residuals_.find_or_create(
         key, count, reinterpret_cast<std::uintptr_t>(datatype), error_feedback_);
+    if (residuals_.resets() != resets_before) {
+      Counters reset;
+      reset.ef_resets = 1;
+      board_.add(reset);
+    }
     const bool over_cap = slot == nullptr;
     const bool warming_up = slot && ++slot->calls <= settings_.warmup_steps;
     if (over_cap || warming_up) {
@@ -236,15 +242,17 @@ void Engine::finish() {
     reported_ = true;
     for (auto& [raw, state] : comms_) state->release();
   }
+  warn_about_resets();
   const ReportContext context{world_rank_, world_size_, settings_.compressor};
   if (settings_.report == "stderr") {
     const Counters mine = counters();
-    double local[8] = {double(mine.intercepted),     double(mine.compressed),
+    double local[9] = {double(mine.intercepted),     double(mine.compressed),
                        double(mine.passed_through),  double(mine.warmup),
                        double(mine.ef_cap_fallback), double(mine.input_bytes),
-                       mine.wire_baseline,           mine.wire_sent};
-    double total[8] = {};
-    PMPI_Reduce(local, total, 8, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+                       mine.wire_baseline,           mine.wire_sent,
+                       double(mine.ef_resets)};
+    double total[9] = {};
+    PMPI_Reduce(local, total, 9, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
     if (world_rank_ == 0) {
       const Counters sum{std::uint64_t(total[0]),
                          std::uint64_t(total[1]),
@@ -253,12 +261,25 @@ void Engine::finish() {
                          std::uint64_t(total[4]),
                          std::uint64_t(total[5]),
                          total[6],
-                         total[7]};
+                         total[7],
+                         std::uint64_t(total[8])};
       std::fputs(report_table(sum, context).c_str(), stderr);
     }
   } else if (!settings_.report.empty()) {
     write_json_report();
   }
+}
+
+void Engine::warn_about_resets() const {
+  const Counters mine = counters();
+  // Error feedback only works if a residual key sees the same tensor call
+  // after call; a key whose count keeps changing throws its residual away.
+  if (mine.ef_resets == 0 || mine.ef_resets * 10 < mine.compressed) return;
+  log_line(settings_.log_level, LogLevel::warn, world_rank_,
+           "error-feedback residuals were reset %llu times in %llu compressed calls: a receive "
+           "buffer was reduced with changing counts (a fusion buffer?); see docs/horovod.md",
+           static_cast<unsigned long long>(mine.ef_resets),
+           static_cast<unsigned long long>(mine.compressed));
 }
 
 void Engine::write_report_at_exit() {

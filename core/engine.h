@@ -57,6 +57,8 @@ class Engine {
   int compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                     MPI_Comm comm, CommState& state);
   void log_settings() const;
+  // Warns once, at the report, when error feedback kept losing its residuals.
+  void warn_about_resets() const;
   // Counts a call that reached the real library as given; reason, if any, says why it
   // was not compressed (Counters::warmup or Counters::ef_cap_fallback).
   void count_pass_through(std::uint64_t bytes, int ranks,

@@ -9,6 +9,7 @@ ResidualSlot* ResidualStore::find_or_create(const ResidualKey& key, std::size_t 
       (found->second.count != count || found->second.datatype_tag != datatype_tag)) {
     // Same buffer, new shape: what was carried belongs to another tensor.
     bytes_held_ -= found->second.residual.size() * sizeof(float);
+    resets_ += found->second.residual.empty() ? 0 : 1;
     slots_.erase(found);
     found = slots_.end();
   }

@@ -40,10 +40,13 @@ class ResidualStore {
 
   void forget_communicator(std::uint64_t comm_id);
   std::uint64_t bytes_held() const { return bytes_held_; }
+  // How many times a key came back with another shape and lost its residual.
+  std::uint64_t resets() const { return resets_; }
 
  private:
   std::uint64_t max_bytes_;
   std::uint64_t bytes_held_ = 0;
+  std::uint64_t resets_ = 0;
   std::map<ResidualKey, ResidualSlot> slots_;
 };
 

@@ -2,13 +2,11 @@
 #include <cstring>
 #include <string>
 
-#include "core/engine.h"
+#include "interpose/shim_common.h"
 #ifdef SLIMREDUCE_HAVE_CUDA
 #include "core/nccl_engine.h"
 #endif
 #include "interpose/slimreduce.h"
-
-#define SR_EXPORT extern "C" __attribute__((visibility("default")))
 
 SR_EXPORT const char* slimreduce_version(void) { return SLIMREDUCE_VERSION; }
 
@@ -16,8 +14,7 @@ SR_EXPORT int slimreduce_get_counters(slimreduce_counters* out) {
   const slimreduce::Engine* engine = slimreduce::Engine::get();
   if (!engine || !out) return -1;
   const slimreduce::Counters c = engine->counters();
-  *out = {c.intercepted,     c.compressed,  c.passed_through, c.warmup,
-          c.ef_cap_fallback, c.input_bytes, c.wire_baseline,  c.wire_sent};
+  *out = slimreduce::interpose::to_c_counters(c);
   return 0;
 }
 

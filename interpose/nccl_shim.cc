@@ -173,12 +173,11 @@ SR_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
 }
 
 // SlimReduce's own API, NCCL side: this process's NCCL counters. Returns 0,
-// or -1 before the first NCCL call. (Declared here, not in slimreduce.h: see docs/gpu.md.)
+// or -1 before the first NCCL call.
 SR_EXPORT int slimreduce_nccl_get_counters(slimreduce_counters* out) {
   const NcclEngine* e = NcclEngine::get();
   if (!e || !out) return -1;
   const slimreduce::Counters c = e->counters();
-  *out = {c.intercepted,     c.compressed,  c.passed_through, c.warmup,
-          c.ef_cap_fallback, c.input_bytes, c.wire_baseline,  c.wire_sent};
+  *out = slimreduce::interpose::to_c_counters(c);
   return 0;
 }

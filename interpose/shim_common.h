@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "core/engine.h"
+#include "interpose/slimreduce.h"
 
 #define SR_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -88,6 +89,12 @@ int guarded(Body&& body) {
   } catch (...) {
     return MPI_ERR_INTERN;
   }
+}
+
+// The engine's counters in the C API's layout.
+inline slimreduce_counters to_c_counters(const Counters& c) {
+  return {c.intercepted, c.compressed,    c.passed_through, c.warmup,   c.ef_cap_fallback,
+          c.input_bytes, c.wire_baseline, c.wire_sent,      c.ef_resets};
 }
 
 }  // namespace slimreduce::interpose

@@ -20,7 +20,12 @@ typedef struct slimreduce_counters {
   uint64_t input_bytes;
   double wire_baseline;
   double wire_sent;
+  uint64_t ef_resets; /* residuals dropped because a key's count or datatype changed */
 } slimreduce_counters;
+
+/* The NCCL side's counters alone (CUDA builds; an MPI job's report and
+ * slimreduce_get_counters already include them). 0, or -1 before any NCCL call. */
+int slimreduce_nccl_get_counters(slimreduce_counters* out);
 
 /* "major.minor.patch". */
 const char* slimreduce_version(void);

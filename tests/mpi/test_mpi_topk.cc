@@ -119,6 +119,20 @@ TEST(TopkAllreduce, NanIsNeverDropped) {
   EXPECT_TRUE(std::isnan(buffer[1234]));
 }
 
+// One buffer reduced with another count is another tensor: its residual is
+// dropped, and the report counts it (Horovod's fusion buffer does this). The
+// counts are ones no other test uses: a later buffer at the same address with
+// the same count would inherit the residual, by design.
+TEST(TopkAllreduce, ANewCountOnTheSameBufferResetsTheResidual) {
+  std::vector<float> buffer = inputs_of(world_rank(), 98, 20000);
+  slimreduce_counters before{}, after{};
+  MPI_Allreduce(MPI_IN_PLACE, buffer.data(), 20000, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  read_counters(&before);
+  MPI_Allreduce(MPI_IN_PLACE, buffer.data(), 18000, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  read_counters(&after);
+  EXPECT_EQ(after.ef_resets - before.ef_resets, kErrorFeedback ? 1u : 0u);
+}
+
 }  // namespace
 }  // namespace slimreduce::testing
 

@@ -55,6 +55,7 @@ TEST(Residuals, SameKeySameSlotNewShapeResets) {
   EXPECT_EQ(reshaped->residual[3], 0.0f);
   EXPECT_EQ(store.bytes_held(), 200u);
   EXPECT_EQ(store.find_or_create(key, 50, 8, true)->residual[3], 0.0f) << "new datatype resets";
+  EXPECT_EQ(store.resets(), 2u);
 }
 
 TEST(Residuals, CapRefusesNewResidualsAndFreeingMakesRoom) {
@@ -111,10 +112,11 @@ TEST(Report, JsonCarriesTheContractKeys) {
   counters.count_pass_through(100, 4);
   counters.count_compressed(400, 4, 300);
   counters.warmup = 2;
+  counters.ef_resets = 5;
   const std::string json = report_json(counters, {3, 4, "fp16"});
   for (const char* expected :
        {"\"rank\": 3", "\"world_size\": 4", "\"compressor\": \"fp16\"", "\"intercepted\": 2",
-        "\"compressed\": 1", "\"passed_through\": 1", "\"warmup\": 2", "\"input\": 500",
+        "\"compressed\": 1", "\"passed_through\": 1", "\"warmup\": 2", "\"ef_resets\": 5", "\"input\": 500",
         "\"wire_baseline\": 750", "\"wire_sent\": 450", "\"savings\": 0.400000"}) {
     EXPECT_NE(json.find(expected), std::string::npos) << expected << " in " << json;
   }
