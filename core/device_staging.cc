@@ -31,6 +31,7 @@ void forget_all() {}
 #include "backends/mpi_backend.h"
 #include "core/counters.h"
 #include "core/nccl_cuda.h"
+#include "core/residuals.h"
 #include "kernels/cuda/kernels.h"
 #include "kernels/topk.h"
 
@@ -113,14 +114,6 @@ struct StreamDelete {
 struct DeviceContext {
   std::unique_ptr<CUstream_st, StreamDelete> stream;
   DeviceBuffer wire, scratch, gathered;
-};
-
-struct ResidualKey {
-  std::uint64_t comm_id;
-  const void* output;
-  bool operator<(const ResidualKey& o) const {
-    return comm_id != o.comm_id ? comm_id < o.comm_id : output < o.output;
-  }
 };
 
 struct Staging {

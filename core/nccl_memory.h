@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/residuals.h"
+
 namespace slimreduce {
 
 class DeviceAllocator {
@@ -63,13 +65,8 @@ class Workspace {
   std::vector<DeviceBlock> retired_;
 };
 
-struct NcclResidualKey {
-  std::uint64_t comm_id;
-  const void* buffer;
-  bool operator<(const NcclResidualKey& other) const {
-    return comm_id != other.comm_id ? comm_id < other.comm_id : buffer < other.buffer;
-  }
-};
+// The same key as the MPI path's residuals (design invariant 5).
+using NcclResidualKey = ResidualKey;
 
 struct NcclResidualSlot {
   std::uint64_t count = 0;
