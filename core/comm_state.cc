@@ -1,5 +1,7 @@
 #include "core/comm_state.h"
 
+#include "core/counters.h"
+
 namespace slimreduce {
 
 CommState::CommState(std::uint64_t id, MPI_Comm user_comm) : id_(id), user_comm_(user_comm) {
@@ -10,6 +12,7 @@ CommState::CommState(std::uint64_t id, MPI_Comm user_comm) : id_(id), user_comm_
     PMPI_Comm_rank(user_comm, &rank_);
     PMPI_Comm_size(user_comm, &size_);
   }
+  ring_factor_ = ring_allreduce_wire_bytes(1, size_);
 }
 
 CommState::~CommState() { release(); }

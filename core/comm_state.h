@@ -22,6 +22,8 @@ class CommState {
   int rank() const { return rank_; }
   int size() const { return size_; }
   bool is_intercommunicator() const { return is_inter_; }
+  // 2(n-1)/n: the bytes a rank sends per byte of a ring allreduce.
+  double ring_factor() const { return ring_factor_; }
 
   // The private duplicate, made on first use: the first compressed call on a
   // communicator is the same call on every rank, so the collective dup matches.
@@ -42,6 +44,7 @@ class CommState {
   int rank_ = 0;
   int size_ = 1;
   bool is_inter_ = false;
+  double ring_factor_ = 0;
   std::vector<std::byte> wire_;
   std::vector<std::byte> scratch_;
 };

@@ -100,6 +100,15 @@ void CounterBoard::add(const Counters& delta) {
   bump(slot.ef_resets, delta.ef_resets);
 }
 
+void CounterBoard::add_pass_through(std::uint64_t bytes, double ring_wire_bytes) {
+  Slot& slot = my_slot();
+  bump(slot.intercepted, std::uint64_t{1});
+  bump(slot.passed_through, std::uint64_t{1});
+  bump(slot.input_bytes, bytes);
+  bump(slot.wire_baseline, ring_wire_bytes);
+  bump(slot.wire_sent, ring_wire_bytes);
+}
+
 Counters CounterBoard::total() const {
   std::lock_guard lock(mutex_);
   Counters sum;

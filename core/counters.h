@@ -48,6 +48,10 @@ class CounterBoard {
 
   // Adds delta to the calling thread's slot.
   void add(const Counters& delta);
+  // The hot path's shortcut for Counters::count_pass_through: touches only
+  // the five counters a pass-through call moves. ring_wire_bytes is
+  // ring_allreduce_wire_bytes(bytes, ranks).
+  void add_pass_through(std::uint64_t bytes, double ring_wire_bytes);
   Counters total() const;
 
  private:

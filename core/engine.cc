@@ -156,7 +156,7 @@ int Engine::allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatyp
   if (classify(facts, settings_) == Verdict::compress) {
     return compress_call(sendbuf, recvbuf, count, datatype, op, comm, *state);
   }
-  count_pass_through(bytes, state->size());
+  board_.add_pass_through(bytes, state->ring_factor() * static_cast<double>(bytes));
   return backends::mpi::allreduce(sendbuf, recvbuf, count, datatype, op, comm);
 }
 
