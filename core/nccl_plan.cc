@@ -48,6 +48,16 @@ TopkRegion topk_region(const CallPlan& p) {
   return r;
 }
 
+// Runs one kernel launch on `device` and turns failure into the NCCL code
+// the caller would get: every stage of a plan launches this way.
+template <typename Launch>
+ncclResult_t launch_on(int device, Launch&& launch) {
+  DeviceGuard guard(device);
+  if (!guard.ok()) return ncclUnhandledCudaError;
+  const cudaError_t rc = launch();
+  return rc == cudaSuccess ? ncclSuccess : nccl_error(rc);
+}
+
 }  // namespace
 
 std::size_t nccl_type_bytes(int datatype) {
@@ -156,21 +166,21 @@ ncclResult_t GroupPlan::compress() {
       items.push_back({static_cast<const float*>(p.call.sendbuff), p.residual, count, p.offset,
                        cuda::fusion_align(count) - count});
     }
-    DeviceGuard device(batch.comm->device);
-    if (!device.ok()) return ncclUnhandledCudaError;
-    const cudaError_t rc = cuda::pack_batch(half(), items.data(), static_cast<int>(items.size()),
-                                            batch.fused, batch.stream);
-    if (rc != cudaSuccess) return nccl_error(rc);
+    const ncclResult_t rc = launch_on(batch.comm->device, [&] {
+      return cuda::pack_batch(half(), items.data(), static_cast<int>(items.size()), batch.fused,
+                              batch.stream);
+    });
+    if (rc != ncclSuccess) return rc;
   }
   for (const CallPlan& p : calls) {
     if (!p.compressed || p.call.verdict.path != NcclPath::topk) continue;
-    DeviceGuard device(p.comm->device);
-    if (!device.ok()) return ncclUnhandledCudaError;
     const TopkRegion r = topk_region(p);
-    const cudaError_t rc = cuda::topk_select(elem_of(p.call.datatype), p.call.sendbuff, p.residual,
-                                             p.call.count, p.k, codec_.topk_fp16_values, r.payload,
-                                             p.stride, r.scratch, stream_of(p.call));
-    if (rc != cudaSuccess) return nccl_error(rc);
+    const ncclResult_t rc = launch_on(p.comm->device, [&] {
+      return cuda::topk_select(elem_of(p.call.datatype), p.call.sendbuff, p.residual, p.call.count,
+                               p.k, codec_.topk_fp16_values, r.payload, p.stride, r.scratch,
+                               stream_of(p.call));
+    });
+    if (rc != ncclSuccess) return rc;
   }
   return ncclSuccess;
 }
@@ -209,23 +219,23 @@ ncclResult_t GroupPlan::finish() {
       const CallPlan& p = calls[i];
       items.push_back({static_cast<float*>(p.call.recvbuff), p.call.count, p.offset});
     }
-    DeviceGuard device(batch.comm->device);
-    if (!device.ok()) return ncclUnhandledCudaError;
     const int divisor = batch.average ? batch.comm->size : 1;
-    const cudaError_t rc = cuda::unpack_batch(
-        half(), batch.fused, items.data(), static_cast<int>(items.size()), divisor, batch.stream);
-    if (rc != cudaSuccess) return nccl_error(rc);
+    const ncclResult_t rc = launch_on(batch.comm->device, [&] {
+      return cuda::unpack_batch(half(), batch.fused, items.data(), static_cast<int>(items.size()),
+                                divisor, batch.stream);
+    });
+    if (rc != ncclSuccess) return rc;
   }
   for (const CallPlan& p : calls) {
     if (!p.compressed || p.call.verdict.path != NcclPath::topk) continue;
-    DeviceGuard device(p.comm->device);
-    if (!device.ok()) return ncclUnhandledCudaError;
     const TopkRegion r = topk_region(p);
     const int divisor = p.call.verdict.average ? p.comm->size : 1;
-    const cudaError_t rc = cuda::topk_accumulate(
-        r.gathered, p.stride, p.comm->size, p.k, codec_.topk_fp16_values, p.call.count,
-        elem_of(p.call.datatype), p.call.recvbuff, divisor, r.accumulate, stream_of(p.call));
-    if (rc != cudaSuccess) return nccl_error(rc);
+    const ncclResult_t rc = launch_on(p.comm->device, [&] {
+      return cuda::topk_accumulate(r.gathered, p.stride, p.comm->size, p.k, codec_.topk_fp16_values,
+                                   p.call.count, elem_of(p.call.datatype), p.call.recvbuff, divisor,
+                                   r.accumulate, stream_of(p.call));
+    });
+    if (rc != ncclSuccess) return rc;
   }
   return ncclSuccess;
 }
