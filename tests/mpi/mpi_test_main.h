@@ -5,9 +5,26 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cstdio>
 #include <memory>
 
 namespace slimreduce::testing {
+
+// What the other ranks print instead of GoogleTest's progress: their own
+// failures, each marked with the rank.
+class RankFailurePrinter : public ::testing::EmptyTestEventListener {
+ public:
+  explicit RankFailurePrinter(int rank) : rank_(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult& result) override {
+    if (!result.failed()) return;
+    std::fprintf(stderr, "[rank %d] %s:%d: Failure\n%s\n", rank_,
+                 result.file_name() ? result.file_name() : "?", result.line_number(),
+                 result.summary());
+  }
+
+ private:
+  int rank_;
+};
 
 inline int run_all_tests_under_mpi(int argc, char** argv) {
   MPI_Init(&argc, &argv);
@@ -19,6 +36,7 @@ inline int run_all_tests_under_mpi(int argc, char** argv) {
     // Release hands ownership back to us; dropping it silences this rank.
     std::unique_ptr<::testing::TestEventListener>(
         listeners.Release(listeners.default_result_printer()));
+    listeners.Append(std::make_unique<RankFailurePrinter>(rank).release());  // gtest owns it
   }
   int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
   int any_failed = 0;
