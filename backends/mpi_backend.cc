@@ -10,16 +10,6 @@ namespace {
 constexpr int kRingTag = 0x51f0;
 }  // namespace
 
-int allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-              MPI_Comm comm) {
-  return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
-}
-
-int iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-               MPI_Comm comm, MPI_Request* request) {
-  return PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
-}
-
 int sendrecv_bytes(const void* send, std::size_t send_bytes, int dest, void* recv,
                    std::size_t recv_bytes, int source, MPI_Comm comm) {
   const auto* send_at = static_cast<const std::uint8_t*>(send);

@@ -50,46 +50,23 @@ Counters& Counters::operator+=(const Counters& other) {
   return *this;
 }
 
-struct CounterBoard::Slot {
-  std::atomic<std::uint64_t> intercepted{0}, compressed{0}, passed_through{0}, warmup{0},
-      ef_cap_fallback{0}, input_bytes{0}, ef_resets{0};
-  std::atomic<double> wire_baseline{0}, wire_sent{0};
-};
-
 namespace {
 
 std::atomic<std::uint64_t> next_board_id{1};
-
-// Only the slot's own thread writes it: a relaxed load and store is a whole
-// update, with no locked instruction on the hot path.
-template <typename T>
-void bump(std::atomic<T>& counter, T delta) {
-  counter.store(counter.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
-}
 
 }  // namespace
 
 CounterBoard::CounterBoard() : id_(next_board_id.fetch_add(1)) {}
 CounterBoard::~CounterBoard() = default;
 
-CounterBoard::Slot& CounterBoard::my_slot() {
-  // initial-exec: the library is preloaded, so its TLS is static and a
-  // thread_local costs no __tls_get_addr call.
-  static thread_local struct {
-    std::uint64_t board = 0;
-    Slot* slot = nullptr;
-  } cached __attribute__((tls_model("initial-exec")));
-  if (cached.board != id_) {
-    std::lock_guard lock(mutex_);
-    slots_.push_back(std::make_unique<Slot>());
-    cached = {id_, slots_.back().get()};
-  }
-  return *cached.slot;
+CounterBoard::Slot* CounterBoard::register_slot() {
+  std::lock_guard lock(mutex_);
+  slots_.push_back(std::make_unique<Slot>());
+  return slots_.back().get();
 }
 
 void CounterBoard::add(const Counters& delta) {
   Slot& slot = my_slot();
-  bump(slot.intercepted, delta.intercepted);
   bump(slot.compressed, delta.compressed);
   bump(slot.passed_through, delta.passed_through);
   bump(slot.warmup, delta.warmup);
@@ -100,25 +77,22 @@ void CounterBoard::add(const Counters& delta) {
   bump(slot.ef_resets, delta.ef_resets);
 }
 
-void CounterBoard::add_pass_through(std::uint64_t bytes, double ring_wire_bytes) {
-  Slot& slot = my_slot();
-  bump(slot.intercepted, std::uint64_t{1});
-  bump(slot.passed_through, std::uint64_t{1});
-  bump(slot.input_bytes, bytes);
-  bump(slot.wire_baseline, ring_wire_bytes);
-  bump(slot.wire_sent, ring_wire_bytes);
-}
-
 Counters CounterBoard::total() const {
   std::lock_guard lock(mutex_);
   Counters sum;
   for (const auto& slot : slots_) {
     constexpr auto relaxed = std::memory_order_relaxed;
-    sum += Counters{slot->intercepted.load(relaxed),     slot->compressed.load(relaxed),
-                    slot->passed_through.load(relaxed),  slot->warmup.load(relaxed),
-                    slot->ef_cap_fallback.load(relaxed), slot->input_bytes.load(relaxed),
-                    slot->wire_baseline.load(relaxed),   slot->wire_sent.load(relaxed),
-                    slot->ef_resets.load(relaxed)};
+    Counters part;
+    part.compressed = slot->compressed.load(relaxed);
+    part.passed_through = slot->passed_through.load(relaxed);
+    part.intercepted = part.compressed + part.passed_through;
+    part.warmup = slot->warmup.load(relaxed);
+    part.ef_cap_fallback = slot->ef_cap_fallback.load(relaxed);
+    part.input_bytes = slot->input_bytes.load(relaxed);
+    part.wire_baseline = slot->wire_baseline.load(relaxed);
+    part.wire_sent = slot->wire_sent.load(relaxed);
+    part.ef_resets = slot->ef_resets.load(relaxed);
+    sum += part;
   }
   return sum;
 }

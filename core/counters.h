@@ -2,6 +2,7 @@
 // (design notes section 5). Keys are never renamed; new ones may be added.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -16,7 +17,7 @@ double ring_allreduce_wire_bytes(std::uint64_t bytes, int ranks);
 double ring_allgather_wire_bytes(std::uint64_t payload_bytes, int ranks);
 
 struct Counters {
-  std::uint64_t intercepted = 0;
+  std::uint64_t intercepted = 0;  // always compressed + passed_through
   std::uint64_t compressed = 0;
   std::uint64_t passed_through = 0;
   std::uint64_t warmup = 0;           // passed through: the key is in its warm-up calls
@@ -46,17 +47,40 @@ class CounterBoard {
   CounterBoard(const CounterBoard&) = delete;
   CounterBoard& operator=(const CounterBoard&) = delete;
 
-  // Adds delta to the calling thread's slot.
+  // Adds delta to the calling thread's slot. delta.intercepted is not kept:
+  // the total derives it as compressed + passed_through, which Counters'
+  // count_* functions keep true.
   void add(const Counters& delta);
-  // The hot path's shortcut for Counters::count_pass_through: touches only
-  // the five counters a pass-through call moves. ring_wire_bytes is
-  // ring_allreduce_wire_bytes(bytes, ranks).
-  void add_pass_through(std::uint64_t bytes, double ring_wire_bytes);
   Counters total() const;
 
  private:
-  struct Slot;
-  Slot& my_slot();
+  // No `intercepted`: it is always compressed + passed_through.
+  struct Slot {
+    std::atomic<std::uint64_t> compressed{0}, passed_through{0}, warmup{0}, ef_cap_fallback{0},
+        input_bytes{0}, ef_resets{0};
+    std::atomic<double> wire_baseline{0}, wire_sent{0};
+  };
+
+  // Only the slot's own thread writes it: a relaxed load and store is a whole
+  // update, with no locked instruction on the hot path.
+  template <typename T>
+  static void bump(std::atomic<T>& counter, T delta) {
+    counter.store(counter.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+  }
+
+  Slot& my_slot() {
+    // initial-exec: the library is preloaded, so its TLS is static and a
+    // thread_local costs no __tls_get_addr call.
+    static thread_local struct {
+      std::uint64_t board = 0;
+      Slot* slot = nullptr;
+    } cached __attribute__((tls_model("initial-exec")));
+    if (cached.board != id_) [[unlikely]]
+      cached = {id_, register_slot()};
+    return *cached.slot;
+  }
+  // A new slot for the calling thread (its first count on this board).
+  Slot* register_slot();
 
   mutable std::mutex mutex_;  // guards slots_ (registration and reading)
   std::vector<std::unique_ptr<Slot>> slots_;

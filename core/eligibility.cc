@@ -2,10 +2,8 @@
 
 namespace slimreduce {
 
-Verdict classify(const CallFacts& facts, const Settings& settings) {
-  const bool eligible = settings.compressor != "none" && facts.float32 && facts.op_sum &&
-                        facts.intracomm && facts.bytes > 0 && facts.bytes >= settings.min_bytes;
-  return eligible ? Verdict::compress : Verdict::pass_through;
+EligibilityRule eligibility_rule(const Settings& settings) {
+  return {settings.compressor != "none", settings.min_bytes};
 }
 
 }  // namespace slimreduce

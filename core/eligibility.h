@@ -19,6 +19,23 @@ struct CallFacts {
 
 enum class Verdict { compress, pass_through };
 
-Verdict classify(const CallFacts& facts, const Settings& settings);
+// The part of the settings the decision reads, taken from them once (the hot
+// path of a pass-through call compares no strings).
+struct EligibilityRule {
+  bool compressing = false;     // a compressor other than "none" is in use
+  std::uint64_t min_bytes = 0;  // SLIMREDUCE_MIN_BYTES
+};
+
+EligibilityRule eligibility_rule(const Settings& settings);
+
+inline Verdict classify(const CallFacts& facts, const EligibilityRule& rule) {
+  const bool eligible = rule.compressing && facts.float32 && facts.op_sum && facts.intracomm &&
+                        facts.bytes > 0 && facts.bytes >= rule.min_bytes;
+  return eligible ? Verdict::compress : Verdict::pass_through;
+}
+
+inline Verdict classify(const CallFacts& facts, const Settings& settings) {
+  return classify(facts, eligibility_rule(settings));
+}
 
 }  // namespace slimreduce

@@ -1,5 +1,6 @@
 #include "core/engine.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -17,11 +18,6 @@
 namespace slimreduce {
 namespace {
 
-std::unique_ptr<Engine>& instance_slot() {
-  static std::unique_ptr<Engine> instance;  // the one engine of the process
-  return instance;
-}
-
 // MPI calls this when a user communicator is freed (and at MPI_Finalize).
 int on_comm_delete(MPI_Comm, int, void* attribute, void*) {
   if (Engine* engine = Engine::get()) engine->forget(static_cast<CommState*>(attribute));
@@ -32,13 +28,9 @@ void report_at_exit() {
   if (Engine* engine = Engine::get()) engine->write_report_at_exit();
 }
 
-bool is_float32(MPI_Datatype datatype) {
-  if (datatype == MPI_FLOAT) return true;
-  // Fortran's REAL is a predefined float too, when it is 4 bytes wide.
-  if (datatype != MPI_REAL && datatype != MPI_REAL4) return false;
-  int size = 0;
-  return datatype != MPI_DATATYPE_NULL && PMPI_Type_size(datatype, &size) == MPI_SUCCESS &&
-         size == 4;
+// A predefined 4-byte float: C's float, or Fortran's REAL when it is 4 bytes wide.
+bool is_float32(MPI_Datatype datatype, int type_size) {
+  return type_size == 4 && (datatype == MPI_FLOAT || datatype == MPI_REAL || datatype == MPI_REAL4);
 }
 
 compressors::CompressorOptions options_from(const Settings& settings) {
@@ -50,15 +42,12 @@ compressors::CompressorOptions options_from(const Settings& settings) {
 Settings Engine::load_settings() { return parse_settings(read_environment()); }
 
 Engine& Engine::start(Settings settings) {
-  auto& slot = instance_slot();
-  if (!slot) {
-    slot = std::make_unique<Engine>(std::move(settings));
+  if (!instance_) {
+    instance_ = std::make_unique<Engine>(std::move(settings));
     std::atexit(report_at_exit);
   }
-  return *slot;
+  return *instance_;
 }
-
-Engine* Engine::get() { return instance_slot().get(); }
 
 Engine::Engine(Settings settings)
     : settings_(std::move(settings)), residuals_(settings_.ef_max_bytes) {
@@ -86,6 +75,8 @@ bool Engine::use_compressor(const std::string& name) {
   std::lock_guard lock(mutex_);
   compressor_ = std::move(chosen);
   settings_.compressor = name;
+  rule_ = eligibility_rule(settings_);
+  tallies_.forget_communicators();  // their compress_from came from the old rule
   error_feedback_ =
       compressor_ && settings_.error_feedback.value_or(compressor_->default_error_feedback());
   // What one compressor left behind means nothing to another.
@@ -104,19 +95,15 @@ void Engine::log_settings() const {
 }
 
 CommState* Engine::state_of(MPI_Comm comm) {
-  // Most jobs reduce on one communicator call after call: remember the last
-  // one per thread, so pass-through calls skip MPI's attribute lookup. Any
-  // freed communicator moves the generation on, so a reused handle never
-  // finds a stale state.
-  static thread_local struct {
-    MPI_Comm comm = MPI_COMM_NULL;
-    CommState* state = nullptr;
-    std::uint64_t generation = 0;
-  } last __attribute__((tls_model("initial-exec")));
-  const std::uint64_t generation = comm_generation_.load(std::memory_order_acquire);
-  if (last.state && last.comm == comm && last.generation == generation) return last.state;
+  ThreadTally& tally = tallies_.mine();
+  if (tally.comm.load(std::memory_order_relaxed) == comm && tally.state) return tally.state;
   CommState* state = look_up_state(comm);
-  if (state) last = {comm, state, generation};
+  if (!state) return nullptr;
+  // The same rule as classify(), for the fp32 SUM calls the hot path sees.
+  const bool compressible = rule_.compressing && !state->is_intercommunicator();
+  const std::uint64_t compress_from =
+      compressible ? std::max<std::uint64_t>(rule_.min_bytes, 1) : ThreadTally::kNever;
+  tally.move_to(comm, state, compress_from, state->ring_factor());
   return state;
 }
 
@@ -134,7 +121,7 @@ CommState* Engine::look_up_state(MPI_Comm comm) {
 }
 
 void Engine::forget(CommState* state) {
-  comm_generation_.fetch_add(1, std::memory_order_acq_rel);
+  tallies_.forget_communicators();
   std::lock_guard lock(mutex_);
   auto found = comms_.find(state);
   if (found == comms_.end()) return;
@@ -152,11 +139,12 @@ int Engine::allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatyp
     return backends::mpi::allreduce(sendbuf, recvbuf, count, datatype, op, comm);
   }
   const std::uint64_t bytes = std::uint64_t(count) * std::uint64_t(type_size);
-  const CallFacts facts{is_float32(datatype), op == MPI_SUM, !state->is_intercommunicator(), bytes};
-  if (classify(facts, settings_) == Verdict::compress) {
+  const CallFacts facts{is_float32(datatype, type_size), op == MPI_SUM,
+                        !state->is_intercommunicator(), bytes};
+  if (classify(facts, rule_) == Verdict::compress) {
     return compress_call(sendbuf, recvbuf, count, datatype, op, comm, *state);
   }
-  board_.add_pass_through(bytes, state->ring_factor() * static_cast<double>(bytes));
+  tallies_.mine().count(bytes);  // state_of made comm the tally's communicator
   return backends::mpi::allreduce(sendbuf, recvbuf, count, datatype, op, comm);
 }
 
@@ -228,6 +216,7 @@ int Engine::iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Dataty
 
 Counters Engine::counters() const {
   Counters total = board_.total();
+  total += tallies_.total();
 #ifdef SLIMREDUCE_HAVE_CUDA
   // A job on both (Horovod: MPI control, NCCL data) gets one report with both.
   if (const NcclEngine* nccl = NcclEngine::get()) total += nccl->counters();

@@ -10,11 +10,14 @@
 #include <memory>
 #include <mutex>
 
+#include "backends/mpi_backend.h"
 #include "compressors/compressor.h"
 #include "core/comm_state.h"
 #include "core/counters.h"
+#include "core/eligibility.h"
 #include "core/residuals.h"
 #include "core/settings.h"
+#include "core/thread_tally.h"
 
 namespace slimreduce {
 
@@ -25,11 +28,27 @@ class Engine {
   // Creates the instance once MPI is up. Idempotent.
   static Engine& start(Settings settings);
   // The instance, or nullptr before start() (a process that never uses MPI).
-  static Engine* get();
+  static Engine* get() { return instance_.get(); }
 
   explicit Engine(Settings settings);
   ~Engine();
 
+  // The hot path of a call that passes through, which must cost next to
+  // nothing: true when the call, on the communicator this thread used last,
+  // is not compressed; it has then been counted, and the caller hands it to
+  // the real MPI as given. False: the caller takes allreduce(), which decides
+  // everything. No call into MPI, no lock, no exception.
+  bool counted_pass_through(int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) noexcept {
+    if (datatype != MPI_FLOAT || count < 0) return false;
+    ThreadTally* tally = tallies_.known();
+    if (!tally || tally->comm.load(std::memory_order_relaxed) != comm) return false;
+    const std::uint64_t bytes = std::uint64_t(count) * sizeof(float);
+    if (op == MPI_SUM && bytes >= tally->compress_from) return false;
+    tally->count(bytes);
+    return true;
+  }
+
+  // Any call: compressed, or counted and passed through.
   int allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                 MPI_Comm comm);
   int iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
@@ -52,8 +71,17 @@ class Engine {
   void forget(CommState* state);
 
  private:
+  // The communicator's state. Most jobs reduce on one communicator call after
+  // call: the last one is remembered per thread, so a pass-through call skips
+  // MPI's attribute lookup. Any freed communicator moves the generation on,
+  // so a reused handle never finds a stale state.
+  // The communicator's state. Most jobs reduce on one communicator call after
+  // call: the thread's tally remembers the last one, so a call on it skips
+  // MPI's attribute lookup. A freed communicator clears every thread's
+  // memory, so a reused handle never finds a stale state.
   CommState* state_of(MPI_Comm comm);
   CommState* look_up_state(MPI_Comm comm);
+
   int compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                     MPI_Comm comm, CommState& state);
   void log_settings() const;
@@ -65,6 +93,11 @@ class Engine {
                           std::uint64_t Counters::*reason = nullptr);
   void write_json_report();
 
+  static inline std::unique_ptr<Engine> instance_;  // the one engine of the process
+
+  TallyBoard tallies_;    // plain pass-through calls and the last communicator, per thread
+  EligibilityRule rule_;  // from settings_, kept in step by use_compressor
+
   Settings settings_;
   std::unique_ptr<compressors::Compressor> compressor_;  // nullptr for "none"
   bool error_feedback_ = false;
@@ -72,12 +105,11 @@ class Engine {
   int world_rank_ = 0;
   int world_size_ = 1;
 
-  std::atomic<std::uint64_t> comm_generation_{0};  // moves on whenever a communicator is freed
-  mutable std::mutex mutex_;                       // guards everything below
+  mutable std::mutex mutex_;  // guards everything below
   std::uint64_t next_comm_id_ = 1;
   std::map<CommState*, std::unique_ptr<CommState>> comms_;
   ResidualStore residuals_;
-  CounterBoard board_;
+  CounterBoard board_;  // every call but a plain pass-through
   bool reported_ = false;
 };
 

@@ -60,10 +60,10 @@ inline int start_engine(int rc, Settings settings) {
   return rc;
 }
 
-// The engine, started on first use when MPI came up without our MPI_Init
-// (for example through a binding that calls PMPI_Init itself).
-inline Engine* engine_or_null() {
-  if (Engine* engine = Engine::get()) return engine;
+// The engine started on first use, when MPI came up without our MPI_Init
+// (for example through a binding that calls PMPI_Init itself). Out of line,
+// so that the calls that find the engine running carry none of this.
+[[gnu::noinline, gnu::cold]] inline Engine* start_engine_late() {
   int initialized = 0, finalized = 0;
   PMPI_Initialized(&initialized);
   PMPI_Finalized(&finalized);
@@ -77,6 +77,13 @@ inline Engine* engine_or_null() {
     std::fprintf(stderr, "slimreduce: error: cannot start: %s\n", error.what());
   }
   return nullptr;
+}
+
+// The engine, or nullptr where MPI is not (or no longer) running.
+inline Engine* engine_or_null() {
+  if (Engine* engine = Engine::get()) [[likely]]
+    return engine;
+  return start_engine_late();
 }
 
 // Runs body, turning any exception into the MPI code the caller can handle.

@@ -213,6 +213,81 @@ TEST(Accounting, CountersFollowTheBytesSent) {
   EXPECT_NEAR(after.wire_sent - delta.before.wire_sent, float_wire + ring * bytes, 1.0);
 }
 
+// The hot path remembers each thread's last communicator, with what may be
+// compressed on it and its ring factor: moving between communicators of
+// different sizes, freeing one and making another (whose handle MPI may
+// reuse), every call must still be decided and counted as on a fresh lookup.
+TEST(HotPath, DecisionsAndCountsFollowTheCommunicatorInUse) {
+  const int ranks = world_size();
+  MPI_Comm half;
+  ASSERT_EQ(MPI_Comm_split(MPI_COMM_WORLD, world_rank() % 2, world_rank(), &half), MPI_SUCCESS);
+  int half_ranks = 1;
+  MPI_Comm_size(half, &half_ranks);
+  auto ring = [](int n) { return n > 1 ? 2.0 * (n - 1) / n : 0.0; };
+  constexpr std::size_t kSmall = 8, kLarge = 1 << 14;
+  std::vector<float> small(kSmall), large(kLarge);
+  Delta delta;
+  double baseline = 0;
+  std::uint64_t compressed = 0;
+  for (int round = 0; round < 3; ++round) {
+    for (MPI_Comm comm : {MPI_COMM_WORLD, half, half, MPI_COMM_WORLD}) {
+      const int n = comm == half ? half_ranks : ranks;
+      for (std::size_t count : {kSmall, kLarge}) {
+        std::vector<float>& buffer = count == kSmall ? small : large;
+        std::fill(buffer.begin(), buffer.end(), 1.0f);
+        ASSERT_EQ(MPI_Allreduce(MPI_IN_PLACE, buffer.data(), count, MPI_FLOAT, MPI_SUM, comm),
+                  MPI_SUCCESS);
+        EXPECT_EQ(buffer[count / 2], float(n)) << "a sum of ones is exact in every format";
+        baseline += ring(n) * count * sizeof(float);
+        compressed += expect_compressed(count) ? 1 : 0;  // one rank too, alike everywhere
+      }
+    }
+  }
+  const slimreduce_counters after = delta.now();
+  EXPECT_EQ(after.intercepted - delta.before.intercepted, 24u);
+  EXPECT_EQ(after.compressed - delta.before.compressed, compressed);
+  EXPECT_NEAR(after.wire_baseline - delta.before.wire_baseline, baseline, 1.0);
+
+  // A new communicator, perhaps on the freed one's handle, of another size.
+  ASSERT_EQ(MPI_Comm_free(&half), MPI_SUCCESS);
+  MPI_Comm whole;
+  ASSERT_EQ(MPI_Comm_split(MPI_COMM_WORLD, 0, ranks - world_rank(), &whole), MPI_SUCCESS);
+  Delta again;
+  std::fill(large.begin(), large.end(), 1.0f);
+  ASSERT_EQ(MPI_Allreduce(MPI_IN_PLACE, large.data(), kLarge, MPI_FLOAT, MPI_SUM, whole),
+            MPI_SUCCESS);
+  EXPECT_EQ(large[0], float(ranks));
+  const slimreduce_counters last = again.now();
+  EXPECT_EQ(last.compressed - again.before.compressed, expect_compressed(kLarge) ? 1u : 0u);
+  EXPECT_NEAR(last.wire_baseline - again.before.wire_baseline, ring(ranks) * kLarge * sizeof(float),
+              1.0);
+  EXPECT_EQ(MPI_Comm_free(&whole), MPI_SUCCESS);
+}
+
+// slimreduce_set_compressor between calls changes the very next decision,
+// also for a communicator the hot path already remembers.
+TEST(HotPath, SwitchingTheCompressorTakesEffectOnTheNextCall) {
+  using SetFn = int (*)(const char*);
+  auto set_compressor = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "slimreduce_set_compressor"));
+  ASSERT_NE(set_compressor, nullptr);
+  constexpr std::size_t kCount = 1 << 14;
+  std::vector<float> buffer(kCount, 1.0f);
+  auto compressed_by_one_call = [&] {
+    Delta delta;
+    std::fill(buffer.begin(), buffer.end(), 1.0f);
+    MPI_Allreduce(MPI_IN_PLACE, buffer.data(), kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    EXPECT_EQ(buffer[0], float(world_size()));
+    return delta.now().compressed - delta.before.compressed;
+  };
+  compressed_by_one_call();  // MPI_COMM_WORLD is now this thread's last communicator
+  ASSERT_EQ(set_compressor("none"), 0);
+  EXPECT_EQ(compressed_by_one_call(), 0u);
+  ASSERT_EQ(set_compressor("fp16"), 0);
+  EXPECT_EQ(compressed_by_one_call(), kCount * sizeof(float) >= kMinBytes ? 1u : 0u);
+  ASSERT_EQ(set_compressor(kCompressor.c_str()), 0);
+  EXPECT_EQ(compressed_by_one_call(), expect_compressed(kCount) ? 1u : 0u);
+}
+
 // Only rank 0 contributes, so every sum is exact and only rank 0's own
 // rounding shows: with error feedback it is carried and the running total
 // tracks the input's; without, the error grows with every call.

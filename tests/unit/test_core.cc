@@ -2,9 +2,12 @@
 // accounting and the report's text.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "core/counters.h"
 #include "core/eligibility.h"
 #include "core/residuals.h"
+#include "core/thread_tally.h"
 
 namespace slimreduce {
 namespace {
@@ -116,12 +119,69 @@ TEST(Report, JsonCarriesTheContractKeys) {
   const std::string json = report_json(counters, {3, 4, "fp16"});
   for (const char* expected :
        {"\"rank\": 3", "\"world_size\": 4", "\"compressor\": \"fp16\"", "\"intercepted\": 2",
-        "\"compressed\": 1", "\"passed_through\": 1", "\"warmup\": 2", "\"ef_resets\": 5", "\"input\": 500",
-        "\"wire_baseline\": 750", "\"wire_sent\": 450", "\"savings\": 0.400000"}) {
+        "\"compressed\": 1", "\"passed_through\": 1", "\"warmup\": 2", "\"ef_resets\": 5",
+        "\"input\": 500", "\"wire_baseline\": 750", "\"wire_sent\": 450",
+        "\"savings\": 0.400000"}) {
     EXPECT_NE(json.find(expected), std::string::npos) << expected << " in " << json;
   }
   const std::string table = report_table(counters, {0, 4, "fp16"});
   EXPECT_NE(table.find("savings    40.0%"), std::string::npos) << table;
+}
+
+// Handles for the tally tests: any distinct non-null values will do.
+// (A C cast, because MPI_Comm is a pointer in Open MPI and an int in MPICH.)
+MPI_Comm fake_comm(std::uintptr_t n) { return (MPI_Comm)(n * 64); }
+
+TEST(ThreadTally, BytesBecomeWireBytesAtTheirCommunicatorsRingFactor) {
+  TallyBoard board;
+  ThreadTally& tally = board.mine();
+  EXPECT_EQ(&tally, board.known());
+  tally.move_to(fake_comm(1), nullptr, ThreadTally::kNever, 1.5);  // 4 ranks: 2 x 3/4
+  tally.count(1000);
+  tally.count(24);
+  tally.move_to(fake_comm(2), nullptr, ThreadTally::kNever, 1.0);  // 2 ranks
+  tally.count(100);
+  const Counters total = board.total();
+  EXPECT_EQ(total.intercepted, 3u);
+  EXPECT_EQ(total.passed_through, 3u);
+  EXPECT_EQ(total.compressed, 0u);
+  EXPECT_EQ(total.input_bytes, 1124u);
+  EXPECT_DOUBLE_EQ(total.wire_baseline, 1.5 * 1024 + 100);
+  EXPECT_DOUBLE_EQ(total.wire_sent, total.wire_baseline);
+}
+
+TEST(ThreadTally, EachThreadHasItsOwnAndTheBoardSumsThem) {
+  TallyBoard board;
+  auto calls = [&board](int n) {
+    ThreadTally& tally = board.mine();
+    tally.move_to(fake_comm(1), nullptr, ThreadTally::kNever, 1.0);
+    for (int i = 0; i < n; ++i) tally.count(8);
+  };
+  std::thread first(calls, 1000), second(calls, 2000);
+  first.join();
+  second.join();
+  EXPECT_EQ(board.known(), nullptr) << "this thread made no call";
+  EXPECT_EQ(board.total().passed_through, 3000u);
+  EXPECT_DOUBLE_EQ(board.total().wire_sent, 3000.0 * 8);
+}
+
+TEST(ThreadTally, ANewBoardDoesNotInheritAThreadsEarlierTally) {
+  auto first = std::make_unique<TallyBoard>();
+  first->mine().count(4);
+  first.reset();
+  TallyBoard second;
+  EXPECT_EQ(second.known(), nullptr);
+  EXPECT_EQ(second.mine().calls.load(), 0u);
+}
+
+TEST(ThreadTally, ForgettingCommunicatorsClearsEveryThreadsLastOne) {
+  TallyBoard board;
+  ThreadTally& tally = board.mine();
+  tally.move_to(fake_comm(3), nullptr, 4, 1.0);
+  EXPECT_EQ(tally.comm.load(), fake_comm(3));
+  board.forget_communicators();
+  EXPECT_NE(tally.comm.load(), fake_comm(3));
+  EXPECT_EQ(tally.compress_from, 4u) << "the owner's fields are the owner's to change";
 }
 
 }  // namespace
