@@ -42,11 +42,12 @@ compressors::CompressorOptions options_from(const Settings& settings) {
 Settings Engine::load_settings() { return parse_settings(read_environment()); }
 
 Engine& Engine::start(Settings settings) {
-  if (!instance_) {
-    instance_ = std::make_unique<Engine>(std::move(settings));
+  if (!instance_.engine) {
+    instance_.engine = std::make_unique<Engine>(std::move(settings));
+    instance_.tally_board = instance_.engine->tallies_.id();
     std::atexit(report_at_exit);
   }
-  return *instance_;
+  return *instance_.engine;
 }
 
 Engine::Engine(Settings settings)
@@ -58,7 +59,8 @@ Engine::Engine(Settings settings)
   log_settings();
 }
 
-Engine::~Engine() = default;
+// The tallies go with the engine: no call may find them after this.
+Engine::~Engine() { instance_.tally_board = 0; }
 
 bool Engine::set_topk_ratio(double ratio) {
   if (!(ratio > 0.0 && ratio <= 1.0)) return false;

@@ -28,7 +28,7 @@ class Engine {
   // Creates the instance once MPI is up. Idempotent.
   static Engine& start(Settings settings);
   // The instance, or nullptr before start() (a process that never uses MPI).
-  static Engine* get() { return instance_.get(); }
+  static Engine* get() { return instance_.engine.get(); }
 
   explicit Engine(Settings settings);
   ~Engine();
@@ -38,9 +38,11 @@ class Engine {
   // is not compressed; it has then been counted, and the caller hands it to
   // the real MPI as given. False: the caller takes allreduce(), which decides
   // everything. No call into MPI, no lock, no exception.
-  bool counted_pass_through(int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) noexcept {
+  // Static: it reads no line of the engine object, only the thread's tally.
+  static bool counted_pass_through(int count, MPI_Datatype datatype, MPI_Op op,
+                                   MPI_Comm comm) noexcept {
     if (datatype != MPI_FLOAT || count < 0) return false;
-    ThreadTally* tally = tallies_.known();
+    ThreadTally* tally = TallyBoard::known_on(instance_.tally_board);
     if (!tally || tally->comm.load(std::memory_order_relaxed) != comm) return false;
     const std::uint64_t bytes = std::uint64_t(count) * sizeof(float);
     if (op == MPI_SUM && bytes >= tally->compress_from) return false;
@@ -93,7 +95,13 @@ class Engine {
                           std::uint64_t Counters::*reason = nullptr);
   void write_json_report();
 
-  static inline std::unique_ptr<Engine> instance_;  // the one engine of the process
+  // The one engine of the process, and the number of its tally board (0
+  // while there is none), side by side so the hot path reads one line of ours.
+  struct Instance {
+    std::unique_ptr<Engine> engine;
+    std::uint64_t tally_board;  // static storage: zero until start()
+  };
+  static inline Instance instance_;
 
   TallyBoard tallies_;    // plain pass-through calls and the last communicator, per thread
   EligibilityRule rule_;  // from settings_, kept in step by use_compressor

@@ -66,11 +66,15 @@ class TallyBoard {
   TallyBoard(const TallyBoard&) = delete;
   TallyBoard& operator=(const TallyBoard&) = delete;
 
-  // The calling thread's tally, or nullptr before its first call to mine().
-  ThreadTally* known() const {
+  // This board's number: no two boards of a process have the same, and none is 0.
+  std::uint64_t id() const { return id_; }
+  // The calling thread's tally on board number board_id, or nullptr before
+  // the thread's first call to that board's mine().
+  static ThreadTally* known_on(std::uint64_t board_id) {
     const Cached& cached = cache();
-    return cached.board == id_ ? cached.tally : nullptr;
+    return cached.board == board_id ? cached.tally : nullptr;
   }
+  ThreadTally* known() const { return known_on(id_); }
   // The calling thread's tally, registered on first use.
   ThreadTally& mine() {
     if (ThreadTally* tally = known()) [[likely]]

@@ -33,8 +33,7 @@ SR_EXPORT int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_D
                             MPI_Op op, MPI_Comm comm) {
   // A call that passes through is counted and handed over with no frame of
   // ours left on the stack (a tail call): interposition must not be seen.
-  Engine* engine = Engine::get();
-  if (engine && engine->counted_pass_through(count, datatype, op, comm)) [[likely]] {
+  if (Engine::counted_pass_through(count, datatype, op, comm)) [[likely]] {
     return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
   }
   return allreduce_through_engine(sendbuf, recvbuf, count, datatype, op, comm);
