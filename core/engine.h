@@ -41,11 +41,13 @@ class Engine {
   // Static: it reads no line of the engine object, only the thread's tally.
   static bool counted_pass_through(int count, MPI_Datatype datatype, MPI_Op op,
                                    MPI_Comm comm) noexcept {
-    if (datatype != MPI_FLOAT || count < 0) return false;
     ThreadTally* tally = TallyBoard::known_on(instance_.tally_board);
-    if (!tally || tally->comm.load(std::memory_order_relaxed) != comm) return false;
+    if (!tally || tally->comm.load(std::memory_order_relaxed) != comm ||
+        datatype != tally->float_type || count < 0) {
+      return false;
+    }
     const std::uint64_t bytes = std::uint64_t(count) * sizeof(float);
-    if (op == MPI_SUM && bytes >= tally->compress_from) return false;
+    if (op == tally->sum_op && bytes >= tally->compress_from) return false;
     tally->count(bytes);
     return true;
   }

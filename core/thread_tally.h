@@ -31,6 +31,10 @@ struct alignas(64) ThreadTally {
   // compressed on it (kNever when none may); only the owning thread touches these.
   CommState* state = nullptr;
   std::uint64_t compress_from = kNever;
+  // MPI_FLOAT and MPI_SUM: in Open MPI the addresses of its globals, which
+  // the hot path would otherwise read through another cache line (our GOT).
+  const MPI_Datatype float_type = MPI_FLOAT;
+  const MPI_Op sum_op = MPI_SUM;
 
   // Pass-through calls: written by the owning thread only (a relaxed load and
   // store is a whole update, no locked instruction), read by any thread. The
