@@ -57,7 +57,8 @@ build_targets() {
   if [[ ! -f $build/CMakeCache.txt ]]; then
     cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
   fi
-  cmake --build "$build" -j2 --target slimreduce slimreduce-bench overhead_latency >/dev/null
+  cmake --build "$build" -j2 --target slimreduce slimreduce-bench overhead_latency null_preload \
+    >/dev/null
   # The kernel benchmarks are optional: the figures that need them are skipped.
   cmake --build "$build" -j2 --target bench_cast bench_topk >/dev/null 2>&1 ||
     log "bench_cast/bench_topk did not build; their sections are skipped"
@@ -115,7 +116,9 @@ title_of() {
 # run also times PMPI_Allreduce (never intercepted) in blocks alternating with
 # MPI_Allreduce's, and reports the median ratio of neighbouring blocks: in the
 # preloaded runs that is the overhead within one process, in the plain runs
-# (same path twice) the noise floor. The median over the three runs is shown.
+# (same path twice) the noise floor. A third kind of run preloads
+# bench/null_preload.c, an interposer that only calls PMPI_Allreduce: what any
+# interposition costs on this machine. The median over the three runs is shown.
 overhead() {
   log "overhead: overhead_latency ${overhead_args[*]}, 2 ranks"
   local command=(mpirun --allow-run-as-root --oversubscribe -np 2 "${shm_flags[@]}")
@@ -128,6 +131,8 @@ overhead() {
     "${command[@]}" -x "LD_PRELOAD=$(lib)" -x SLIMREDUCE_COMPRESSOR=fp16 \
       -x SLIMREDUCE_MIN_BYTES=128K "${program[@]}" |
       tee -a "$out/overhead.txt" >"$out/overhead_preloaded_$round.tmp"
+    "${command[@]}" -x "LD_PRELOAD=$build/bench/libnull_preload.so" "${program[@]}" |
+      tee -a "$out/overhead.txt" >"$out/overhead_null_$round.tmp"
   done
   python3 - "$out" <<'EOF'
 import glob, statistics, sys
@@ -138,19 +143,23 @@ def runs(kind):  # [{bytes: (latency_us, pmpi_us, paired_ratio)}] per run
         rows = [l.split() for l in open(path) if l.strip() and not l.startswith("#")]
         found.append({int(b): (float(us), float(pmpi), float(r)) for b, us, pmpi, r in rows})
     return found
-plain, pre = runs("plain"), runs("preloaded")
+plain, pre, null = runs("plain"), runs("preloaded"), runs("null")
 med = statistics.median
 with open(f"{out}/overhead.csv", "w") as csv, open(f"{out}/overhead.md", "w") as md:
-    csv.write("bytes,plain_us,preloaded_us,ratio_runs,ratio_in_process,ratio_control\n")
+    csv.write("bytes,plain_us,preloaded_us,ratio_runs,ratio_in_process,ratio_control,"
+              "ratio_null_preload\n")
     md.write("| bytes | plain (us) | preloaded (us) | ratio, separate runs | "
-             "ratio MPI/PMPI, preloaded | ratio MPI/PMPI, plain (noise) |\n"
-             "|---:|---:|---:|---:|---:|---:|\n")
+             "ratio MPI/PMPI, preloaded | ratio MPI/PMPI, plain (noise) | "
+             "ratio MPI/PMPI, do-nothing preload |\n"
+             "|---:|---:|---:|---:|---:|---:|---:|\n")
     for size in sorted(plain[0]):
         a, b = med(r[size][0] for r in plain), med(r[size][0] for r in pre)
         inproc = med(r[size][2] for r in pre)
         control = med(r[size][2] for r in plain)
-        csv.write(f"{size},{a:.3f},{b:.3f},{b / a:.4f},{inproc:.4f},{control:.4f}\n")
-        md.write(f"| {size} | {a:.3f} | {b:.3f} | {b / a:.3f} | {inproc:.3f} | {control:.3f} |\n")
+        floor = med(r[size][2] for r in null)
+        csv.write(f"{size},{a:.3f},{b:.3f},{b / a:.4f},{inproc:.4f},{control:.4f},{floor:.4f}\n")
+        md.write(f"| {size} | {a:.3f} | {b:.3f} | {b / a:.3f} | {inproc:.3f} | {control:.3f} "
+                 f"| {floor:.3f} |\n")
 print(open(f"{out}/overhead.md").read())
 EOF
   rm -f "$out"/overhead_*.tmp
