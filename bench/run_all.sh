@@ -16,7 +16,7 @@
 #   shm           the same sweep over shared memory
 #   wirecheck     per compressor, SlimReduce's byte count against the emulated wire's
 #   overhead      bench/overhead_latency with and without the library, alternated
-#   bench_cast, bench_topk  the Google Benchmark kernel binaries, if built
+#   bench_cast, bench_topk, bench_pack  the Google Benchmark kernel binaries, if built
 # Top-k ratios are read by the library at MPI_Init, so each ratio is its own
 # run (with its own "none" baseline); plot_bench.py merges them.
 set -euo pipefail
@@ -60,8 +60,8 @@ build_targets() {
   cmake --build "$build" -j2 --target slimreduce slimreduce-bench overhead_latency null_preload \
     >/dev/null
   # The kernel benchmarks are optional: the figures that need them are skipped.
-  cmake --build "$build" -j2 --target bench_cast bench_topk >/dev/null 2>&1 ||
-    log "bench_cast/bench_topk did not build; their sections are skipped"
+  cmake --build "$build" -j2 --target bench_cast bench_topk bench_pack >/dev/null 2>&1 ||
+    log "a kernel benchmark did not build; its section is skipped"
 }
 
 lib() { echo "$build/interpose/libslimreduce.so"; }
@@ -195,7 +195,7 @@ EOF
 }
 
 kernel_benchmarks() {
-  for name in bench_cast bench_topk; do
+  for name in bench_cast bench_topk bench_pack; do
     local binary=$build/bench/$name
     if [[ ! -x $binary ]]; then
       log "$name: not built, skipped"

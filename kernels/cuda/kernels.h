@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/pack.h"
+
 namespace slimreduce::kernels::cuda {
 
 // The element type of a tensor a kernel reads or writes.
@@ -31,24 +33,10 @@ cudaError_t cast_accumulate(Elem format, const std::uint16_t* in, std::uint16_t*
 
 // ---- batched pack / unpack of fusion buffers (one launch per 64 tensors) -----
 
-// Tensor i lands at element offset `offset` of the fusion buffer; `pad` more
-// elements after it are zeroed (so a collective never reads stale bytes).
-struct PackItem {
-  const float* in;
-  float* residual;  // nullptr: no error feedback (ignored for an fp32 buffer)
-  std::size_t count;
-  std::size_t offset;
-  std::size_t pad;
-};
-struct UnpackItem {
-  float* out;
-  std::size_t count;
-  std::size_t offset;
-};
-
-// The element offset where the next tensor starts: 16-byte aligned for every
-// element type, so each tensor gets the vector path.
-constexpr std::size_t fusion_align(std::size_t elements) { return (elements + 7) / 8 * 8; }
+// The items and the alignment rule are the CPU twin's (kernels/pack.h).
+using kernels::fusion_align;
+using kernels::PackItem;
+using kernels::UnpackItem;
 
 // Packs (and, for a 16-bit buffer, compresses) the tensors into `fused`.
 cudaError_t pack_batch(Elem fused_type, const PackItem* items, int count, void* fused,
