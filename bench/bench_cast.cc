@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/kernel_bench.h"
 #include "kernels/cast.h"
 
 namespace {
@@ -75,28 +76,14 @@ void bench_accumulate(benchmark::State& state, HalfFormat f, Isa isa) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * n * 2));
 }
 
-// The yardstick: copying `elem_bytes * n` bytes, the same input bytes.
-void bench_memcpy(benchmark::State& state, std::size_t elem_bytes) {
-  const std::size_t bytes = static_cast<std::size_t>(state.range(0)) * elem_bytes;
-  std::vector<char> src(bytes, 1), dst(bytes);
-  for (auto _ : state) {
-    std::memcpy(dst.data(), src.data(), bytes);
-    benchmark::DoNotOptimize(dst.data());
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes));
-}
-
 template <class Fn>
 void add(const std::string& name, Fn fn) {
-  auto* b = benchmark::RegisterBenchmark(name.c_str(), fn);
-  for (std::size_t n : kSizes) b->Arg(static_cast<std::int64_t>(n));
-  b->Unit(benchmark::kMicrosecond);
+  slimreduce::bench::add_benchmark(name, {kSizes[0], kSizes[1]}, fn);
 }
 
 void register_all() {
-  add("memcpy/fp32_bytes", [](benchmark::State& s) { bench_memcpy(s, 4); });
-  add("memcpy/16bit_bytes", [](benchmark::State& s) { bench_memcpy(s, 2); });
+  add("memcpy/fp32_bytes", [](benchmark::State& s) { slimreduce::bench::bench_memcpy(s, 4); });
+  add("memcpy/16bit_bytes", [](benchmark::State& s) { slimreduce::bench::bench_memcpy(s, 2); });
   for (HalfFormat f : {HalfFormat::fp16, HalfFormat::bf16}) {
     const std::string fmt = f == HalfFormat::fp16 ? "fp16" : "bf16";
     for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
@@ -114,10 +101,5 @@ void register_all() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  register_all();
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return slimreduce::bench::run_kernel_benchmarks(argc, argv, register_all);
 }

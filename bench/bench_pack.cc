@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/kernel_bench.h"
 #include "kernels/pack.h"
 
 namespace {
@@ -81,27 +82,13 @@ void bench_unpack(benchmark::State& state, k::FusedType type, int divisor) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * n * sizeof(float)));
 }
 
-// The yardstick: one memcpy of all the tensors' fp32 bytes.
-void bench_memcpy(benchmark::State& state) {
-  const std::size_t bytes = static_cast<std::size_t>(state.range(0)) * sizeof(float);
-  std::vector<char> src(bytes, 1), dst(bytes);
-  for (auto _ : state) {
-    std::memcpy(dst.data(), src.data(), bytes);
-    benchmark::DoNotOptimize(dst.data());
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes));
-}
-
 template <class Fn>
 void add(const std::string& name, Fn fn) {
-  auto* b = benchmark::RegisterBenchmark(name.c_str(), fn);
-  for (std::size_t n : kSizes) b->Arg(static_cast<std::int64_t>(n));
-  b->Unit(benchmark::kMicrosecond);
+  slimreduce::bench::add_benchmark(name, {kSizes[0], kSizes[1]}, fn);
 }
 
 void register_all() {
-  add("memcpy/fp32_bytes", bench_memcpy);
+  add("memcpy/fp32_bytes", [](benchmark::State& s) { slimreduce::bench::bench_memcpy(s, 4); });
   add("pack64/fp32", [](benchmark::State& s) { bench_pack(s, k::FusedType::fp32, false); });
   add("pack64/fp16", [](benchmark::State& s) { bench_pack(s, k::FusedType::fp16, false); });
   add("pack64/fp16_residual", [](benchmark::State& s) { bench_pack(s, k::FusedType::fp16, true); });
@@ -114,10 +101,5 @@ void register_all() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  register_all();
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return slimreduce::bench::run_kernel_benchmarks(argc, argv, register_all);
 }
