@@ -15,7 +15,8 @@
 #   netem_<rate>  size sweep over TCP on a rate-limited loopback (bench/netem.sh; root)
 #   shm           the same sweep over shared memory
 #   wirecheck     per compressor, SlimReduce's byte count against the emulated wire's
-#   overhead      bench/overhead_latency with and without the library, alternated
+#   overhead      bench/overhead_latency (C) and overhead_latency_f (Fortran), with and
+#                 without the library, alternated
 #   bench_cast, bench_topk, bench_pack  the Google Benchmark kernel binaries, if built
 # Top-k ratios are read by the library at MPI_Init, so each ratio is its own
 # run (with its own "none" baseline); plot_bench.py merges them.
@@ -44,7 +45,7 @@ while [[ $# -gt 0 ]]; do
       overhead_args=(-n 5 -k 10)
       shift
       ;;
-    *) sed -n "2,23p" "$0" >&2; exit 2 ;;
+    *) sed -n "2,22p" "$0" >&2; exit 2 ;;
   esac
 done
 mkdir -p "$out"
@@ -59,6 +60,7 @@ build_targets() {
   fi
   cmake --build "$build" -j2 --target slimreduce slimreduce-bench overhead_latency null_preload \
     >/dev/null
+  cmake --build "$build" -j2 --target overhead_latency_f >/dev/null 2>&1 || true
   # The kernel benchmarks are optional: the figures that need them are skipped.
   cmake --build "$build" -j2 --target bench_cast bench_topk bench_pack >/dev/null 2>&1 ||
     log "a kernel benchmark did not build; its section is skipped"
@@ -163,6 +165,47 @@ with open(f"{out}/overhead.csv", "w") as csv, open(f"{out}/overhead.md", "w") as
 print(open(f"{out}/overhead.md").read())
 EOF
   rm -f "$out"/overhead_*.tmp
+  overhead_fortran
+}
+
+# The same from Fortran (`use mpi`), through the library's Fortran entry points.
+overhead_fortran() {
+  local program=$build/bench/overhead_latency_f
+  if [[ ! -x $program ]]; then
+    log "overhead_latency_f: not built (no Fortran compiler), skipped"
+    return
+  fi
+  local args=("${overhead_args[1]}" "${overhead_args[3]}")  # blocks, calls
+  log "overhead: overhead_latency_f ${args[*]}, 2 ranks"
+  local command=(mpirun --allow-run-as-root --oversubscribe -np 2 "${shm_flags[@]}")
+  : >"$out/overhead_fortran.txt"
+  for round in 1 2 3; do
+    "${command[@]}" "$program" "${args[@]}" |
+      tee -a "$out/overhead_fortran.txt" >"$out/overhead_f_plain_$round.tmp"
+    "${command[@]}" -x "LD_PRELOAD=$(lib)" -x SLIMREDUCE_COMPRESSOR=fp16 \
+      -x SLIMREDUCE_MIN_BYTES=128K "$program" "${args[@]}" |
+      tee -a "$out/overhead_fortran.txt" >"$out/overhead_f_preloaded_$round.tmp"
+  done
+  python3 - "$out" <<'EOF'
+import glob, statistics, sys
+out = sys.argv[1]
+def runs(kind):  # [{bytes: paired_ratio}] per run
+    found = []
+    for path in sorted(glob.glob(f"{out}/overhead_f_{kind}_*.tmp")):
+        rows = [l.split() for l in open(path) if l.strip() and not l.startswith("#")]
+        found.append({int(b): float(r) for b, _, _, r in rows})
+    return found
+plain, pre = runs("plain"), runs("preloaded")
+med = statistics.median
+with open(f"{out}/overhead_fortran.md", "w") as md:
+    md.write("| bytes | ratio MPI/PMPI_ALLREDUCE, preloaded | ratio, plain (noise) |\n"
+             "|---:|---:|---:|\n")
+    for size in sorted(plain[0]):
+        md.write(f"| {size} | {med(r[size] for r in pre):.3f} | "
+                 f"{med(r[size] for r in plain):.3f} |\n")
+print(open(f"{out}/overhead_fortran.md").read())
+EOF
+  rm -f "$out"/overhead_f_*.tmp
 }
 
 # Short runs, one per compressor and size, under netem: the bytes SlimReduce

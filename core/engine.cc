@@ -54,6 +54,9 @@ Engine::Engine(Settings settings)
     : settings_(std::move(settings)), residuals_(settings_.ef_max_bytes) {
   use_compressor(settings_.compressor);
   PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_comm_delete, &comm_keyval_, nullptr);
+  if (int real_size = 0; PMPI_Type_size(MPI_REAL, &real_size) == MPI_SUCCESS && real_size == 4) {
+    real32_ = MPI_REAL;
+  }
   PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
   PMPI_Comm_size(MPI_COMM_WORLD, &world_size_);
   log_settings();
@@ -105,6 +108,7 @@ CommState* Engine::state_of(MPI_Comm comm) {
   const bool compressible = rule_.compressing && !state->is_intercommunicator();
   const std::uint64_t compress_from =
       compressible ? std::max<std::uint64_t>(rule_.min_bytes, 1) : ThreadTally::kNever;
+  tally.real_type = real32_;
   tally.move_to(comm, state, compress_from, state->ring_factor());
   return state;
 }

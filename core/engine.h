@@ -43,7 +43,7 @@ class Engine {
                                    MPI_Comm comm) noexcept {
     ThreadTally* tally = TallyBoard::known_on(instance_.tally_board);
     if (!tally || tally->comm.load(std::memory_order_relaxed) != comm ||
-        datatype != tally->float_type || count < 0) {
+        (datatype != tally->float_type && datatype != tally->real_type) || count < 0) {
       return false;
     }
     const std::uint64_t bytes = std::uint64_t(count) * sizeof(float);
@@ -107,6 +107,7 @@ class Engine {
 
   TallyBoard tallies_;    // plain pass-through calls and the last communicator, per thread
   EligibilityRule rule_;  // from settings_, kept in step by use_compressor
+  MPI_Datatype real32_ = MPI_FLOAT;  // MPI_REAL when it is 4 bytes wide (the hot path's test)
 
   Settings settings_;
   std::unique_ptr<compressors::Compressor> compressor_;  // nullptr for "none"

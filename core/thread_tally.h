@@ -33,7 +33,9 @@ struct alignas(64) ThreadTally {
   std::uint64_t compress_from = kNever;
   // MPI_FLOAT and MPI_SUM: in Open MPI the addresses of its globals, which
   // the hot path would otherwise read through another cache line (our GOT).
+  // real_type: Fortran's MPI_REAL where it is 4 bytes wide, else MPI_FLOAT again.
   const MPI_Datatype float_type = MPI_FLOAT;
+  MPI_Datatype real_type = MPI_FLOAT;
   const MPI_Op sum_op = MPI_SUM;
 
   // Pass-through calls: written by the owning thread only (a relaxed load and
