@@ -215,7 +215,7 @@ int Engine::iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Dataty
   int type_size = 0;
   CommState* state = state_of(comm);
   if (state && count >= 0 && PMPI_Type_size(datatype, &type_size) == MPI_SUCCESS) {
-    count_pass_through(std::uint64_t(count) * type_size, state->size());
+    tallies_.mine().count(std::uint64_t(count) * type_size);  // state_of made comm the tally's
   }
   return backends::mpi::iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
 }

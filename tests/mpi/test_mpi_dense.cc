@@ -264,6 +264,38 @@ TEST(HotPath, DecisionsAndCountsFollowTheCommunicatorInUse) {
   EXPECT_EQ(MPI_Comm_free(&whole), MPI_SUCCESS);
 }
 
+// MPI_Iallreduce passes through (compressing it needs the scheduler), counted
+// like any call that passes through, on whichever communicator it uses.
+TEST(PassThrough, IallreduceIsCountedAndUntouched) {
+  MPI_Comm half;
+  ASSERT_EQ(MPI_Comm_split(MPI_COMM_WORLD, world_rank() % 2, world_rank(), &half), MPI_SUCCESS);
+  int half_ranks = 1;
+  MPI_Comm_size(half, &half_ranks);
+  auto ring = [](int n) { return n > 1 ? 2.0 * (n - 1) / n : 0.0; };
+  constexpr std::size_t kCount = 1 << 15;
+  std::vector<float> world_sum(kCount, 1.0f), half_sum(kCount, 1.0f);
+  Delta delta;
+  MPI_Request requests[2];
+  ASSERT_EQ(MPI_Iallreduce(MPI_IN_PLACE, world_sum.data(), kCount, MPI_FLOAT, MPI_SUM,
+                           MPI_COMM_WORLD, &requests[0]),
+            MPI_SUCCESS);
+  ASSERT_EQ(
+      MPI_Iallreduce(MPI_IN_PLACE, half_sum.data(), kCount, MPI_FLOAT, MPI_SUM, half, &requests[1]),
+      MPI_SUCCESS);
+  ASSERT_EQ(MPI_Waitall(2, requests, MPI_STATUSES_IGNORE), MPI_SUCCESS);
+  EXPECT_EQ(world_sum[kCount - 1], float(world_size()));
+  EXPECT_EQ(half_sum[0], float(half_ranks));
+  const slimreduce_counters after = delta.now();
+  EXPECT_EQ(after.intercepted - delta.before.intercepted, 2u);
+  EXPECT_EQ(after.passed_through - delta.before.passed_through, 2u);
+  EXPECT_EQ(after.compressed - delta.before.compressed, 0u);
+  EXPECT_EQ(after.input_bytes - delta.before.input_bytes, 2 * kCount * sizeof(float));
+  const double wire = (ring(world_size()) + ring(half_ranks)) * kCount * sizeof(float);
+  EXPECT_NEAR(after.wire_baseline - delta.before.wire_baseline, wire, 1.0);
+  EXPECT_NEAR(after.wire_sent - delta.before.wire_sent, wire, 1.0);
+  EXPECT_EQ(MPI_Comm_free(&half), MPI_SUCCESS);
+}
+
 // slimreduce_set_compressor between calls changes the very next decision,
 // also for a communicator the hot path already remembers.
 TEST(HotPath, SwitchingTheCompressorTakesEffectOnTheNextCall) {
