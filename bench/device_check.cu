@@ -5,121 +5,10 @@
 // against an fp64 sum. Outputs are poisoned (0xA5 bytes) before every kernel,
 // so an element never written shows. Run by bench/device_check.sh on a GPU;
 // prints "check ..." and "time ..." lines, then "device_check: N passed, M failed".
-#include <cuda_runtime.h>
+#include "bench/device_check_util.cuh"
 
-#include <algorithm>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <memory>
-#include <random>
-#include <string>
-#include <vector>
-
-#include "kernels/cast.h"
-#include "kernels/pack.h"
-#include "kernels/cuda/kernels.h"
-#include "kernels/element_rules.h"
-#include "kernels/topk.h"
-
+namespace slimreduce::device_check {
 namespace {
-
-namespace k = slimreduce::kernels;
-namespace cu = slimreduce::kernels::cuda;
-using u16 = std::uint16_t;
-
-#define CK(x)                                                                               \
-  do {                                                                                      \
-    const cudaError_t rc_ = (x);                                                            \
-    if (rc_ != cudaSuccess) {                                                               \
-      std::printf("fatal %s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(rc_)); \
-      std::exit(2);                                                                         \
-    }                                                                                       \
-  } while (0)
-
-std::mt19937_64 rng(std::random_device{}());
-int passed = 0, failed = 0;
-
-void report(const std::string& what, bool ok, const std::string& detail = "") {
-  std::printf("check %-44s %s %s\n", what.c_str(), ok ? "PASS" : "FAIL", detail.c_str());
-  (ok ? passed : failed)++;
-}
-
-// Device memory, freed at scope end.
-struct DevFree {
-  void operator()(void* p) const { cudaFree(p); }
-};
-using Dev = std::unique_ptr<std::byte, DevFree>;
-Dev dev(std::size_t bytes) {
-  void* p = nullptr;
-  CK(cudaMalloc(&p, std::max<std::size_t>(bytes, 16) + 64));
-  return Dev(static_cast<std::byte*>(p));
-}
-template <class T>
-void put(void* d, const std::vector<T>& h) {
-  CK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-}
-template <class T>
-std::vector<T> get(const void* d, std::size_t n) {
-  CK(cudaDeviceSynchronize());
-  CK(cudaGetLastError());
-  std::vector<T> h(n);
-  CK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
-  return h;
-}
-void poison(void* d, std::size_t bytes) { CK(cudaMemset(d, 0xA5, bytes)); }
-
-template <class T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b, std::string* where) {
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0) {
-      *where = "first difference at " + std::to_string(i) + " of " + std::to_string(a.size());
-      return false;
-    }
-  }
-  return a.size() == b.size();
-}
-
-// Gradient-like values: normals over many magnitudes, ties, zeros, and (with
-// specials) NaNs with payloads, infinities, subnormals, values past fp16's range.
-std::vector<float> values(std::size_t n, bool specials) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) {
-    const unsigned pick = rng() % 1000;
-    if (specials && pick < 4) {
-      const std::uint32_t s[4] = {0x7fc12345u, 0xffa00001u, 0x7f800000u, 0x00000abcu};
-      x = k::bits_float(s[pick] ^ (rng() & 1 ? 0x80000000u : 0));
-    } else if (specials && pick < 8) {
-      x = (rng() & 1 ? 1 : -1) * 65520.0f * (1.0f + (pick - 4) * 0.5f);
-    } else if (pick < 20) {
-      x = pick < 12 ? 0.0f : (rng() & 1 ? 3.0f : -3.0f);
-    } else {
-      x = normal(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 40) - 20);
-    }
-  }
-  return v;
-}
-
-std::vector<u16> halves(std::size_t n) {
-  std::vector<u16> h(n);
-  for (auto& x : h) x = static_cast<u16>(rng());
-  return h;
-}
-
-k::HalfFormat host_format(cu::Elem e) {
-  return e == cu::Elem::bf16 ? k::HalfFormat::bf16 : k::HalfFormat::fp16;
-}
-const char* name_of(cu::Elem e) {
-  return e == cu::Elem::bf16 ? "bf16" : e == cu::Elem::fp16 ? "fp16" : "fp32";
-}
-float widen(cu::Elem e, u16 h) {
-  return e == cu::Elem::bf16 ? k::bf16_bits_to_float(h) : k::fp16_bits_to_float(h);
-}
-u16 narrow(cu::Elem e, float f) {
-  return e == cu::Elem::bf16 ? k::float_to_bf16_bits(f) : k::float_to_fp16_bits(f);
-}
 
 // ---- casts --------------------------------------------------------------------
 
@@ -292,8 +181,8 @@ void check_pack(cu::Elem f, int divisor) {
       if (!ok) where = "tensor " + std::to_string(t) + " element " + std::to_string(i);
     }
   }
-  report(std::string("unpack_batch ") + name_of(f) + " 100 tensors /" + std::to_string(divisor),
-         ok, where);
+  report(std::string("unpack_batch ") + name_of(f) + " 100 tensors /" + std::to_string(divisor), ok,
+         where);
 }
 
 // ---- top-k ------------------------------------------------------------------------
@@ -380,92 +269,10 @@ void check_topk_accumulate(cu::Elem out_type, int divisor, bool fp16_values) {
          ok, where);
 }
 
-// ---- timing -------------------------------------------------------------------------
-
-template <class Launch>
-float median_ms(Launch launch, int runs = 25) {
-  cudaEvent_t start, stop;
-  CK(cudaEventCreate(&start));
-  CK(cudaEventCreate(&stop));
-  for (int i = 0; i < 3; ++i) launch();
-  std::vector<float> ms;
-  for (int i = 0; i < runs; ++i) {
-    CK(cudaEventRecord(start));
-    launch();
-    CK(cudaEventRecord(stop));
-    CK(cudaEventSynchronize(stop));
-    float t = 0;
-    CK(cudaEventElapsedTime(&t, start, stop));
-    ms.push_back(t);
-  }
-  CK(cudaGetLastError());
-  CK(cudaEventDestroy(start));
-  CK(cudaEventDestroy(stop));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
-void time_all() {
-  const std::size_t n = std::size_t{64} << 20;  // 256 MiB of fp32: far past the L2
-  auto a = dev(n * 4), b = dev(n * 4), r = dev(n * 4), h = dev(n * 2);
-  put(a.get(), values(n, false));
-  put(r.get(), values(n, false));
-  auto* fa = reinterpret_cast<float*>(a.get());
-  auto* fb = reinterpret_cast<float*>(b.get());
-  auto* fr = reinterpret_cast<float*>(r.get());
-  auto* hh = reinterpret_cast<u16*>(h.get());
-  const float copy =
-      median_ms([&] { CK(cudaMemcpyAsync(fb, fa, n * 4, cudaMemcpyDeviceToDevice)); });
-  const double copy_gbs = 8.0 * n / copy / 1e6;
-  auto line = [&](const char* what, double bytes, float ms) {
-    const double gbs = bytes / ms / 1e6;
-    std::printf("time %-34s %9.3f ms %8.0f GB/s %5.0f%% of copy\n", what, ms, gbs,
-                100.0 * gbs / copy_gbs);
-  };
-  line("d2d copy 256 MiB (read+write)", 8.0 * n, copy);
-  line("cast_compress fp16", 6.0 * n,
-       median_ms([&] { CK(cu::cast_compress(cu::Elem::fp16, fa, nullptr, hh, n, nullptr)); }));
-  line("cast_compress bf16 +EF", 14.0 * n,
-       median_ms([&] { CK(cu::cast_compress(cu::Elem::bf16, fa, fr, hh, n, nullptr)); }));
-  line("cast_decompress fp16", 6.0 * n,
-       median_ms([&] { CK(cu::cast_decompress(cu::Elem::fp16, hh, fb, n, 1, nullptr)); }));
-  line("cast_accumulate bf16", 6.0 * n, median_ms([&] {
-         CK(cu::cast_accumulate(cu::Elem::bf16, hh, reinterpret_cast<u16*>(fb), n, nullptr));
-       }));
-  std::vector<cu::PackItem> items;
-  for (int t = 0; t < 64; ++t)
-    items.push_back({fa + t * (n / 64), fr + t * (n / 64), n / 64, t * (n / 64), 0});
-  line("pack_batch 64 tensors fp16 +EF", 14.0 * n,
-       median_ms([&] { CK(cu::pack_batch(cu::Elem::fp16, items.data(), 64, hh, nullptr)); }));
-  const std::size_t kk = k::topk_count(n, 0.01);
-  const std::size_t stride =
-      cu::topk_payload_stride(k::topk_payload_bytes(kk, k::TopkValues::fp32));
-  auto pay = dev(stride * 8), scratch = dev(cu::topk_select_scratch_bytes(n));
-  line("topk_select 1% +EF (in, res r/w)", 12.0 * n,
-       median_ms(
-           [&] {
-             CK(cu::topk_select(cu::Elem::fp32, fa, fr, n, kk, false, pay.get(), stride,
-                                scratch.get(), nullptr));
-           },
-           10));
-  line("topk_select 1% no EF (in)", 4.0 * n,
-       median_ms(
-           [&] {
-             CK(cu::topk_select(cu::Elem::fp32, fa, nullptr, n, kk, false, pay.get(), stride,
-                                scratch.get(), nullptr));
-           },
-           10));
-  for (int rank = 1; rank < 8; ++rank) {  // eight ranks sending the same payload
-    CK(cudaMemcpy(pay.get() + rank * stride, pay.get(), stride, cudaMemcpyDeviceToDevice));
-  }
-  auto acc_scratch = dev(cu::topk_accumulate_scratch_bytes(n, 8));
-  line("topk_accumulate 8 ranks (out write)", 4.0 * n + 8.0 * stride, median_ms([&] {
-         CK(cu::topk_accumulate(pay.get(), stride, 8, kk, false, n, cu::Elem::fp32, fb, 1,
-                                acc_scratch.get(), nullptr));
-       }));
-}
-
 }  // namespace
+}  // namespace slimreduce::device_check
+
+using namespace slimreduce::device_check;
 
 int main(int argc, char** argv) {
   const bool timing = !(argc > 1 && std::strcmp(argv[1], "--no-timing") == 0);

@@ -72,6 +72,7 @@ HAVE_LIB=0
         g++ -std=c++20 -O2 -fPIC -ffp-contract=off -I"$ROOT" -c "$f" -o "$(basename "$f").o" &
       done && wait &&
       nvcc -std=c++17 -O3 --fmad=false -arch=sm_90 -I"$ROOT" "$ROOT"/bench/device_check.cu \
+        "$ROOT"/bench/device_timing.cu \
         "$ROOT"/kernels/cuda/*.cu ./*.o -o device_check -Xcompiler -pthread
     cd "$ROOT"
     DEVICE_CHECK=$B/direct/device_check

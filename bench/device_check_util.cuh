@@ -1,0 +1,124 @@
+// What bench/device_check.cu's checks and bench/device_timing.cu's timings
+// share: device memory, random inputs, bit comparison and the pass/fail tally.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cast.h"
+#include "kernels/cuda/kernels.h"
+#include "kernels/element_rules.h"
+#include "kernels/pack.h"
+#include "kernels/topk.h"
+
+namespace slimreduce::device_check {
+
+namespace k = slimreduce::kernels;
+namespace cu = slimreduce::kernels::cuda;
+using u16 = std::uint16_t;
+
+#define CK(x)                                                                               \
+  do {                                                                                      \
+    const cudaError_t rc_ = (x);                                                            \
+    if (rc_ != cudaSuccess) {                                                               \
+      std::printf("fatal %s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(rc_)); \
+      std::exit(2);                                                                         \
+    }                                                                                       \
+  } while (0)
+
+inline std::mt19937_64 rng(std::random_device{}());
+inline int passed = 0, failed = 0;
+
+inline void report(const std::string& what, bool ok, const std::string& detail = "") {
+  std::printf("check %-44s %s %s\n", what.c_str(), ok ? "PASS" : "FAIL", detail.c_str());
+  (ok ? passed : failed)++;
+}
+
+// Device memory, freed at scope end.
+struct DevFree {
+  void operator()(void* p) const { cudaFree(p); }
+};
+using Dev = std::unique_ptr<std::byte, DevFree>;
+inline Dev dev(std::size_t bytes) {
+  void* p = nullptr;
+  CK(cudaMalloc(&p, std::max<std::size_t>(bytes, 16) + 64));
+  return Dev(static_cast<std::byte*>(p));
+}
+template <class T>
+inline void put(void* d, const std::vector<T>& h) {
+  CK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+}
+template <class T>
+std::vector<T> get(const void* d, std::size_t n) {
+  CK(cudaDeviceSynchronize());
+  CK(cudaGetLastError());
+  std::vector<T> h(n);
+  CK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+  return h;
+}
+inline void poison(void* d, std::size_t bytes) { CK(cudaMemset(d, 0xA5, bytes)); }
+
+template <class T>
+inline bool same_bits(const std::vector<T>& a, const std::vector<T>& b, std::string* where) {
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0) {
+      *where = "first difference at " + std::to_string(i) + " of " + std::to_string(a.size());
+      return false;
+    }
+  }
+  return a.size() == b.size();
+}
+
+// Gradient-like values: normals over many magnitudes, ties, zeros, and (with
+// specials) NaNs with payloads, infinities, subnormals, values past fp16's range.
+inline std::vector<float> values(std::size_t n, bool specials) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) {
+    const unsigned pick = rng() % 1000;
+    if (specials && pick < 4) {
+      const std::uint32_t s[4] = {0x7fc12345u, 0xffa00001u, 0x7f800000u, 0x00000abcu};
+      x = k::bits_float(s[pick] ^ (rng() & 1 ? 0x80000000u : 0));
+    } else if (specials && pick < 8) {
+      x = (rng() & 1 ? 1 : -1) * 65520.0f * (1.0f + (pick - 4) * 0.5f);
+    } else if (pick < 20) {
+      x = pick < 12 ? 0.0f : (rng() & 1 ? 3.0f : -3.0f);
+    } else {
+      x = normal(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 40) - 20);
+    }
+  }
+  return v;
+}
+
+inline std::vector<u16> halves(std::size_t n) {
+  std::vector<u16> h(n);
+  for (auto& x : h) x = static_cast<u16>(rng());
+  return h;
+}
+
+inline k::HalfFormat host_format(cu::Elem e) {
+  return e == cu::Elem::bf16 ? k::HalfFormat::bf16 : k::HalfFormat::fp16;
+}
+inline const char* name_of(cu::Elem e) {
+  return e == cu::Elem::bf16 ? "bf16" : e == cu::Elem::fp16 ? "fp16" : "fp32";
+}
+inline float widen(cu::Elem e, u16 h) {
+  return e == cu::Elem::bf16 ? k::bf16_bits_to_float(h) : k::fp16_bits_to_float(h);
+}
+inline u16 narrow(cu::Elem e, float f) {
+  return e == cu::Elem::bf16 ? k::float_to_bf16_bits(f) : k::float_to_fp16_bits(f);
+}
+
+// The kernels' timings against a device-to-device copy (bench/device_timing.cu).
+void time_all();
+
+}  // namespace slimreduce::device_check
