@@ -6,8 +6,8 @@
 #include <fstream>
 
 #include "backends/mpi_backend.h"
-#include "compressors/registry.h"
 #include "core/algorithms.h"
+#include "core/compressor_choice.h"
 #include "core/device_staging.h"
 #include "core/eligibility.h"
 #include "core/log.h"
@@ -31,10 +31,6 @@ void report_at_exit() {
 // A predefined 4-byte float: C's float, or Fortran's REAL when it is 4 bytes wide.
 bool is_float32(MPI_Datatype datatype, int type_size) {
   return type_size == 4 && (datatype == MPI_FLOAT || datatype == MPI_REAL || datatype == MPI_REAL4);
-}
-
-compressors::CompressorOptions options_from(const Settings& settings) {
-  return {settings.topk_ratio, settings.topk_values == TopkValueFormat::fp16};
 }
 
 }  // namespace
@@ -72,18 +68,14 @@ bool Engine::set_topk_ratio(double ratio) {
 }
 
 bool Engine::use_compressor(const std::string& name) {
-  std::unique_ptr<compressors::Compressor> chosen;
-  if (name != "none") {
-    chosen = compressors::make_compressor(name, options_from(settings_));
-    if (!chosen) return false;
-  }
+  std::unique_ptr<compressors::Compressor> chosen = compressor_named(name, settings_);
+  if (name != "none" && !chosen) return false;
   std::lock_guard lock(mutex_);
   compressor_ = std::move(chosen);
   settings_.compressor = name;
   rule_ = eligibility_rule(settings_);
   tallies_.forget_communicators();  // their compress_from came from the old rule
-  error_feedback_ =
-      compressor_ && settings_.error_feedback.value_or(compressor_->default_error_feedback());
+  error_feedback_ = error_feedback_on(compressor_.get(), settings_);
   // What one compressor left behind means nothing to another.
   residuals_ = ResidualStore(settings_.ef_max_bytes);
   device_staging::forget_all();

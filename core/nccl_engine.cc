@@ -9,7 +9,7 @@
 #include <set>
 
 #include "backends/nccl_backend.h"
-#include "compressors/registry.h"
+#include "core/compressor_choice.h"
 #include "core/engine.h"
 #include "core/log.h"
 
@@ -31,11 +31,7 @@ NcclEngine*& instance() {
 thread_local NcclGroup group;
 
 bool error_feedback_for(const Settings& settings) {
-  if (settings.compressor == "none") return false;
-  const compressors::CompressorOptions options{settings.topk_ratio,
-                                               settings.topk_values == TopkValueFormat::fp16};
-  const auto compressor = compressors::make_compressor(settings.compressor, options);
-  return compressor && settings.error_feedback.value_or(compressor->default_error_feedback());
+  return error_feedback_on(compressor_named(settings.compressor, settings).get(), settings);
 }
 
 // A communicator blocks unless its config or NCCL_COMM_BLOCKING=0 says otherwise;
@@ -320,7 +316,7 @@ Counters NcclEngine::counters() const {
 }
 
 bool NcclEngine::use_compressor(const std::string& name) {
-  if (name != "none" && !compressors::make_compressor(name, {})) return false;
+  if (name != "none" && !compressor_named(name, settings_)) return false;
   std::lock_guard lock(mutex_);
   settings_.compressor = name;
   error_feedback_ = error_feedback_for(settings_);

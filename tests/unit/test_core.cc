@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "core/compressor_choice.h"
 #include "core/counters.h"
 #include "core/eligibility.h"
 #include "core/residuals.h"
@@ -126,6 +127,34 @@ TEST(Report, JsonCarriesTheContractKeys) {
   }
   const std::string table = report_table(counters, {0, 4, "fp16"});
   EXPECT_NE(table.find("savings    40.0%"), std::string::npos) << table;
+}
+
+TEST(CompressorChoice, NamesMakeCompressorsWithTheSettingsOptions) {
+  Settings settings;
+  EXPECT_EQ(compressor_named("none", settings), nullptr);
+  EXPECT_EQ(compressor_named("zstd", settings), nullptr);
+  settings.topk_ratio = 0.5;
+  const auto half = compressor_named("topk", settings);
+  settings.topk_ratio = 0.01;
+  const auto hundredth = compressor_named("topk", settings);
+  ASSERT_NE(half, nullptr);
+  ASSERT_NE(hundredth, nullptr);
+  EXPECT_GT(half->compressed_bytes(10000), 10 * hundredth->compressed_bytes(10000));
+  EXPECT_EQ(compressor_named("fp16", settings)->compressed_bytes(10), 20u);
+}
+
+TEST(CompressorChoice, ErrorFeedbackAsAskedElseTheCompressorsDefault) {
+  Settings settings;
+  const auto topk = compressor_named("topk", settings);
+  const auto fp16 = compressor_named("fp16", settings);
+  EXPECT_FALSE(error_feedback_on(nullptr, settings));
+  EXPECT_TRUE(error_feedback_on(topk.get(), settings));
+  EXPECT_FALSE(error_feedback_on(fp16.get(), settings));
+  settings.error_feedback = true;
+  EXPECT_TRUE(error_feedback_on(fp16.get(), settings));
+  EXPECT_FALSE(error_feedback_on(nullptr, settings)) << "nothing to feed back without a compressor";
+  settings.error_feedback = false;
+  EXPECT_FALSE(error_feedback_on(topk.get(), settings));
 }
 
 // Handles for the tally tests: any distinct non-null values will do.
