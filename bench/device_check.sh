@@ -9,6 +9,7 @@
 #      each compressor, every result checked bit for bit;
 #   4. PyTorch DDP (NCCL backend, world size 1) under LD_PRELOAD: interception
 #      counted and gradients checked against a model without DDP;
+#   5. compute-sanitizer memcheck over the kernel checks, in the time left;
 # then one short table. Logs go to $OUT (at most 8 files come back).
 # Usage: bash bench/device_check.sh   (from the repository root; OUT defaults to ./device-out)
 # TODO(GPU): CUB in CUDA 13.0 has no device top-k (no cub::DeviceTopK in
@@ -194,6 +195,29 @@ if [ $HAVE_LIB = 1 ] && python3 -c 'import torch' 2>/dev/null; then
   done
 else
   row "ddp" SKIP "no libslimreduce or no torch"
+fi
+
+# ---- 5. memcheck of the kernel checks, if the time and the tool are there ----------------
+# The bit-exact checks see wrong values and unwritten outputs; memcheck also sees
+# reads and writes outside the buffers. It slows the kernels many times, so it
+# runs last, without the timings, and only in the time left (on gVisor the tool
+# cannot reach the GPU: its rows say so).
+SANITIZER=$(command -v compute-sanitizer ||
+  ls /usr/local/cuda*/compute-sanitizer/compute-sanitizer 2>/dev/null | head -n 1)
+if [ -x "$DEVICE_CHECK" ] && [ -n "$SANITIZER" ]; then
+  if [ "$(left)" -ge 100 ]; then
+    log "compute-sanitizer memcheck"
+    timeout $(($(left) - 20)) "$SANITIZER" --tool memcheck --leak-check no \
+      "$DEVICE_CHECK" --no-timing > "$OUT/memcheck.log" 2>&1
+    rc=$?
+    summary=$(grep -m1 'ERROR SUMMARY' "$OUT/memcheck.log" || echo "no summary (rc $rc)")
+    row "memcheck (kernel checks)" "$(grep -q 'ERROR SUMMARY: 0 errors' "$OUT/memcheck.log" && echo ok || echo FAIL)" \
+      "${summary#========= }"
+  else
+    row "memcheck (kernel checks)" SKIP "out of time"
+  fi
+else
+  row "memcheck (kernel checks)" SKIP "no device_check or no compute-sanitizer"
 fi
 
 # ---- the table ---------------------------------------------------------------------------
