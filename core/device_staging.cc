@@ -5,7 +5,11 @@
 namespace slimreduce::device_staging {
 
 bool is_device_pointer(const void*) { return false; }
-int allreduce(const AllreduceCall&, compressors::Compressor&, const Settings&, CommState&,
+bool keeps_residual_on_device(const AllreduceCall&, const compressors::Compressor&,
+                              const Settings&) {
+  return false;
+}
+int allreduce(const AllreduceCall&, compressors::Compressor&, const Settings&, CommState&, bool,
               double*) {
   return MPI_ERR_INTERN;  // unreachable: no pointer is a device pointer here
 }
@@ -310,9 +314,47 @@ bool is_device_pointer(const void* ptr) {
   return query(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, address) == CUDA_SUCCESS && !managed;
 }
 
+namespace {
+
+// How a call runs: on the GPU with the cast or top-k kernels, or staged
+// through the host algorithm (another compressor, a host buffer on one side,
+// or a top-k beyond 32-bit indices).
+struct Route {
+  enum { host, cast, topk } path = host;
+  std::size_t k = 0;
+  bool fp16_values = false;
+};
+
+Route route_of(const AllreduceCall& call, const compressors::Compressor& compressor,
+               const Settings& settings) {
+  Route route;
+  if (!is_device_pointer(call.input) || !is_device_pointer(call.output)) return route;
+  const std::size_t n = call.count;
+  const std::string_view name = compressor.name();
+  route.fp16_values = settings.topk_values == TopkValueFormat::fp16;
+  route.k = kernels::topk_count(n, settings.topk_ratio);
+  if ((name == "fp16" || name == "bf16") &&
+      compressor.compressed_bytes(n) == n * sizeof(std::uint16_t)) {
+    route.path = Route::cast;
+  } else if (name == "topk" && n <= 0xffffffffull &&
+             compressor.compressed_bytes(n) ==
+                 kernels::topk_payload_bytes(route.k, route.fp16_values
+                                                          ? kernels::TopkValues::fp16
+                                                          : kernels::TopkValues::fp32)) {
+    route.path = Route::topk;
+  }
+  return route;
+}
+
+}  // namespace
+
+bool keeps_residual_on_device(const AllreduceCall& call, const compressors::Compressor& compressor,
+                              const Settings& settings) {
+  return route_of(call, compressor, settings).path != Route::host;
+}
+
 int allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
-              const Settings& settings, CommState& state, double* wire_sent) {
-  const bool on_device = is_device_pointer(call.input) && is_device_pointer(call.output);
+              const Settings& settings, CommState& state, bool error_feedback, double* wire_sent) {
   const int device = device_of(is_device_pointer(call.input) ? call.input : call.output);
   if (device < 0) return MPI_ERR_BUFFER;
   std::lock_guard lock(staging().mutex);
@@ -320,22 +362,14 @@ int allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
   DeviceContext* context = guard.ok() ? context_for(device) : nullptr;
   if (!context) return MPI_ERR_OTHER;
   Job job{call, compressor, settings, state, *context, nullptr};
-  const std::size_t n = call.count;
-  const std::string_view name = compressor.name();
-  const bool cast = on_device && (name == "fp16" || name == "bf16") &&
-                    compressor.compressed_bytes(n) == n * sizeof(std::uint16_t);
-  const bool fp16_values = settings.topk_values == TopkValueFormat::fp16;
-  const std::size_t k = kernels::topk_count(n, settings.topk_ratio);
-  const bool topk = on_device && name == "topk" && n <= 0xffffffffull &&
-                    compressor.compressed_bytes(n) ==
-                        kernels::topk_payload_bytes(
-                            k, fp16_values ? kernels::TopkValues::fp16 : kernels::TopkValues::fp32);
-  if (!cast && !topk) return staged_host(job, wire_sent);
-  if (call.residual && !(job.residual = residual_for(call, state, job.stream()))) {
+  const Route route = route_of(call, compressor, settings);
+  if (route.path == Route::host) return staged_host(job, wire_sent);
+  if (error_feedback && !(job.residual = residual_for(call, state, job.stream()))) {
     return MPI_ERR_NO_MEM;
   }
-  if (topk) return staged_topk(job, k, fp16_values, wire_sent);
-  return staged_cast(job, name == "bf16" ? cuda::Elem::bf16 : cuda::Elem::fp16, wire_sent);
+  if (route.path == Route::topk) return staged_topk(job, route.k, route.fp16_values, wire_sent);
+  const bool bf16 = compressor.name() == "bf16";
+  return staged_cast(job, bf16 ? cuda::Elem::bf16 : cuda::Elem::fp16, wire_sent);
 }
 
 void forget_communicator(std::uint64_t comm_id) {

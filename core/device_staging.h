@@ -22,14 +22,22 @@ namespace slimreduce::device_staging {
 // CUDA call, in nanoseconds (cached until the process loads another library).
 bool is_device_pointer(const void* ptr);
 
+// Whether a call on these buffers with this compressor runs on the GPU (cast
+// or top-k kernels) and so keeps its error-feedback residual there; false
+// where it would be staged through the host algorithm, whose residual is the
+// engine's host one.
+bool keeps_residual_on_device(const AllreduceCall& call, const compressors::Compressor& compressor,
+                              const Settings& settings);
+
 // One compressed allreduce of the call (fp32 values; input and output may be
-// device memory), on the communicator behind `state`. call.residual, the
-// engine's host residual for this key, only says "error feedback on": the
-// residual itself lives on the device, keyed (state.id(), call.output), zeroed
-// when made or when call.count changes. Returns an MPI error code; *wire_sent
-// gets the bytes this rank handed to MPI. Synchronous, like the MPI call.
+// device memory), on the communicator behind `state`, with error feedback
+// when error_feedback is set: on the GPU the residual lives on the device,
+// keyed (state.id(), call.output), zeroed when made or when call.count
+// changes; staged through the host it is call.residual. Returns an MPI error
+// code; *wire_sent gets the bytes this rank handed to MPI. Synchronous, like
+// the MPI call.
 int allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
-              const Settings& settings, CommState& state, double* wire_sent);
+              const Settings& settings, CommState& state, bool error_feedback, double* wire_sent);
 
 // Drops the device residuals of a communicator (from Engine::forget) or of
 // all (from Engine::use_compressor).

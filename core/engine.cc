@@ -156,7 +156,15 @@ void Engine::count_pass_through(std::uint64_t bytes, int ranks, std::uint64_t Co
 int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
                           MPI_Op op, MPI_Comm comm, CommState& state) {
   const std::uint64_t bytes = std::uint64_t(count) * sizeof(float);
-  float* residual = nullptr;
+  AllreduceCall call{static_cast<const float*>(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf),
+                     static_cast<float*>(recvbuf), static_cast<std::size_t>(count), nullptr};
+  // GPU buffers under an MPI that cannot read them are compressed on the GPU
+  // (false at once on a CPU-only build, or in a process without CUDA).
+  const bool device = device_staging::is_device_pointer(call.input) ||
+                      device_staging::is_device_pointer(call.output);
+  const bool residual_on_device =
+      device && device_staging::keeps_residual_on_device(call, *compressor_, settings_);
+  bool feeds_back = false;
   {
     std::lock_guard lock(mutex_);
     const ResidualKey key{state.id(), recvbuf};
@@ -175,17 +183,14 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
                          over_cap ? &Counters::ef_cap_fallback : &Counters::warmup);
       return backends::mpi::allreduce(sendbuf, recvbuf, count, datatype, op, comm);
     }
-    if (!slot->residual.empty()) residual = slot->residual.data();
+    feeds_back = slot->feeds_back;
+    if (!residual_on_device) call.residual = slot->host_residual();
   }
-  const AllreduceCall call{static_cast<const float*>(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf),
-                           static_cast<float*>(recvbuf), static_cast<std::size_t>(count), residual};
   double wire_sent = 0;
   int rc = MPI_SUCCESS;
-  if (device_staging::is_device_pointer(call.input) ||
-      device_staging::is_device_pointer(call.output)) {
-    // GPU buffers under an MPI that cannot read them: compress on the GPU,
-    // stage only the compressed bytes (false at once on a CPU-only build).
-    rc = device_staging::allreduce(call, *compressor_, settings_, state, &wire_sent);
+  if (device) {
+    // Stage only the compressed bytes through the host.
+    rc = device_staging::allreduce(call, *compressor_, settings_, state, feeds_back, &wire_sent);
   } else if (compressor_->aggregation() == compressors::Aggregation::summable) {
     rc = ring_allreduce(call, static_cast<compressors::SummableCompressor&>(*compressor_), state,
                         &wire_sent);

@@ -8,8 +8,8 @@ ResidualSlot* ResidualStore::find_or_create(const ResidualKey& key, std::size_t 
   if (found != slots_.end() &&
       (found->second.count != count || found->second.datatype_tag != datatype_tag)) {
     // Same buffer, new shape: what was carried belongs to another tensor.
-    bytes_held_ -= found->second.residual.size() * sizeof(float);
-    resets_ += found->second.residual.empty() ? 0 : 1;
+    bytes_held_ -= found->second.held_bytes();
+    resets_ += found->second.feeds_back ? 1 : 0;
     slots_.erase(found);
     found = slots_.end();
   }
@@ -20,7 +20,7 @@ ResidualSlot* ResidualStore::find_or_create(const ResidualKey& key, std::size_t 
   ResidualSlot slot;
   slot.count = count;
   slot.datatype_tag = datatype_tag;
-  if (want_residual) slot.residual.assign(count, 0.0f);
+  slot.feeds_back = want_residual;
   bytes_held_ += needed;
   return &slots_.emplace(key, std::move(slot)).first->second;
 }
@@ -28,7 +28,7 @@ ResidualSlot* ResidualStore::find_or_create(const ResidualKey& key, std::size_t 
 void ResidualStore::forget_communicator(std::uint64_t comm_id) {
   auto it = slots_.lower_bound(ResidualKey{comm_id, nullptr});
   while (it != slots_.end() && it->first.comm_id == comm_id) {
-    bytes_held_ -= it->second.residual.size() * sizeof(float);
+    bytes_held_ -= it->second.held_bytes();
     it = slots_.erase(it);
   }
 }

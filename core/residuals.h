@@ -24,8 +24,20 @@ struct ResidualKey {
 struct ResidualSlot {
   std::size_t count = 0;
   std::uint64_t datatype_tag = 0;
-  std::uint64_t calls = 0;      // calls seen for this key, warm-up included
-  std::vector<float> residual;  // empty while error feedback is off
+  std::uint64_t calls = 0;  // calls seen for this key, warm-up included
+  // Error feedback is on for this key: count floats are held for it, counted
+  // against the cap, on the host or (device buffers) on the GPU.
+  bool feeds_back = false;
+  // The host residual, made zeroed on first use: a key whose residual lives
+  // on the GPU never needs it.
+  std::vector<float> residual;
+
+  // The host residual, or nullptr when error feedback is off.
+  float* host_residual() {
+    if (feeds_back && residual.empty()) residual.assign(count, 0.0f);
+    return residual.empty() ? nullptr : residual.data();
+  }
+  std::uint64_t held_bytes() const { return feeds_back ? std::uint64_t{count} * sizeof(float) : 0; }
 };
 
 class ResidualStore {
@@ -33,8 +45,8 @@ class ResidualStore {
   explicit ResidualStore(std::uint64_t max_bytes) : max_bytes_(max_bytes) {}
 
   // The slot for this key, reset if its shape changed. With want_residual the
-  // slot holds a zeroed residual of count floats, unless that would pass the
-  // cap: then nullptr, and nothing is stored.
+  // slot feeds back error (count floats held, zeroed: see host_residual()),
+  // unless that would pass the cap: then nullptr, and nothing is stored.
   ResidualSlot* find_or_create(const ResidualKey& key, std::size_t count,
                                std::uint64_t datatype_tag, bool want_residual);
 

@@ -45,21 +45,39 @@ TEST(Residuals, SameKeySameSlotNewShapeResets) {
   const ResidualKey key{1, &buffer};
   ResidualSlot* slot = store.find_or_create(key, 100, 7, true);
   ASSERT_NE(slot, nullptr);
+  ASSERT_NE(slot->host_residual(), nullptr);
   EXPECT_EQ(slot->residual.size(), 100u);
-  slot->residual[3] = 1.5f;
+  slot->host_residual()[3] = 1.5f;
   ++slot->calls;
   EXPECT_EQ(store.find_or_create(key, 100, 7, true), slot);
-  EXPECT_EQ(slot->residual[3], 1.5f);
+  EXPECT_EQ(slot->host_residual()[3], 1.5f);
   EXPECT_EQ(store.bytes_held(), 400u);
 
   ResidualSlot* reshaped = store.find_or_create(key, 50, 7, true);
   ASSERT_NE(reshaped, nullptr);
-  EXPECT_EQ(reshaped->residual.size(), 50u);
   EXPECT_EQ(reshaped->calls, 0u);
-  EXPECT_EQ(reshaped->residual[3], 0.0f);
+  EXPECT_EQ(reshaped->host_residual()[3], 0.0f);
+  EXPECT_EQ(reshaped->residual.size(), 50u);
   EXPECT_EQ(store.bytes_held(), 200u);
-  EXPECT_EQ(store.find_or_create(key, 50, 8, true)->residual[3], 0.0f) << "new datatype resets";
+  EXPECT_EQ(store.find_or_create(key, 50, 8, true)->host_residual()[3], 0.0f)
+      << "new datatype resets";
   EXPECT_EQ(store.resets(), 2u);
+}
+
+// A key whose residual lives on the GPU (device buffers) holds its bytes
+// against the cap but never makes the host copy.
+TEST(Residuals, HostMemoryIsMadeOnlyWhenAsked) {
+  ResidualStore store(1000);
+  int a = 0, b = 0;
+  ResidualSlot* device_key = store.find_or_create({1, &a}, 200, 0, true);
+  ASSERT_NE(device_key, nullptr);
+  EXPECT_TRUE(device_key->feeds_back);
+  EXPECT_TRUE(device_key->residual.empty());
+  EXPECT_EQ(store.bytes_held(), 800u) << "held all the same, on the device";
+  EXPECT_EQ(store.find_or_create({2, &b}, 100, 0, true), nullptr) << "the cap counts it";
+  ResidualSlot* off = store.find_or_create({2, &b}, 100, 0, false);
+  ASSERT_NE(off, nullptr);
+  EXPECT_EQ(off->host_residual(), nullptr) << "no error feedback, no residual";
 }
 
 TEST(Residuals, CapRefusesNewResidualsAndFreeingMakesRoom) {
@@ -77,11 +95,11 @@ TEST(Residuals, CapRefusesNewResidualsAndFreeingMakesRoom) {
 TEST(Residuals, ForgettingOneCommunicatorKeepsTheOthers) {
   ResidualStore store(1 << 20);
   int a = 0, b = 0;
-  store.find_or_create({1, &a}, 10, 0, true)->residual[0] = 2.0f;
-  store.find_or_create({2, &b}, 10, 0, true)->residual[0] = 3.0f;
+  store.find_or_create({1, &a}, 10, 0, true)->host_residual()[0] = 2.0f;
+  store.find_or_create({2, &b}, 10, 0, true)->host_residual()[0] = 3.0f;
   store.forget_communicator(1);
-  EXPECT_EQ(store.find_or_create({2, &b}, 10, 0, true)->residual[0], 3.0f);
-  EXPECT_EQ(store.find_or_create({1, &a}, 10, 0, true)->residual[0], 0.0f);
+  EXPECT_EQ(store.find_or_create({2, &b}, 10, 0, true)->host_residual()[0], 3.0f);
+  EXPECT_EQ(store.find_or_create({1, &a}, 10, 0, true)->host_residual()[0], 0.0f);
 }
 
 class RingBytes : public ::testing::TestWithParam<int> {};
