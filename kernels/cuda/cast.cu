@@ -82,7 +82,8 @@ __device__ inline float scaled(float x, int divisor) {
 }
 
 template <Elem F>
-__global__ void pack_kernel(const __grid_constant__ PackBatch batch, void* fused) {
+__global__ void __launch_bounds__(kBlock)
+    pack_kernel(const __grid_constant__ PackBatch batch, void* fused) {
   unsigned block = 0, blocks = 1;
   const PackItem& it = batch.items[item_of_block(batch, &block, &blocks)];
   if constexpr (F == Elem::fp32) {
@@ -122,8 +123,8 @@ __global__ void pack_kernel(const __grid_constant__ PackBatch batch, void* fused
 }
 
 template <Elem F>
-__global__ void unpack_kernel(const __grid_constant__ UnpackBatch batch, const void* fused,
-                              int divisor) {
+__global__ void __launch_bounds__(kBlock)
+    unpack_kernel(const __grid_constant__ UnpackBatch batch, const void* fused, int divisor) {
   unsigned block = 0, blocks = 1;
   const UnpackItem& it = batch.items[item_of_block(batch, &block, &blocks)];
   if constexpr (F == Elem::fp32) {
@@ -153,7 +154,8 @@ __global__ void unpack_kernel(const __grid_constant__ UnpackBatch batch, const v
 }
 
 template <Elem F>
-__global__ void accumulate_kernel(const std::uint16_t* in, std::uint16_t* inout, std::size_t n) {
+__global__ void __launch_bounds__(kBlock)
+    accumulate_kernel(const std::uint16_t* in, std::uint16_t* inout, std::size_t n) {
   for_each_element(
       n, aligned16(in) && aligned16(inout),
       [&](std::size_t i) {

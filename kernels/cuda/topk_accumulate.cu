@@ -19,9 +19,9 @@ __host__ __device__ constexpr std::size_t segments_of(std::size_t n) {
 }
 
 // starts[r * (segments + 1) + s] = the first entry of rank r with index >= s * kSegment.
-__global__ void segment_starts_kernel(const std::uint8_t* gathered, std::size_t stride, int ranks,
-                                      std::uint32_t k, std::size_t segments,
-                                      std::uint32_t* starts) {
+__global__ void __launch_bounds__(kBlock)
+    segment_starts_kernel(const std::uint8_t* gathered, std::size_t stride, int ranks,
+                          std::uint32_t k, std::size_t segments, std::uint32_t* starts) {
   const std::size_t total = static_cast<std::size_t>(ranks) * (segments + 1);
   const std::size_t step = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t g = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; g < total;
@@ -42,9 +42,10 @@ __global__ void segment_starts_kernel(const std::uint8_t* gathered, std::size_t 
 }
 
 template <Elem Out>
-__global__ void scatter_kernel(const std::uint8_t* gathered, std::size_t stride, int ranks,
-                               std::uint32_t k, bool fp16_values, std::size_t n,
-                               const std::uint32_t* starts, void* out, int divisor) {
+__global__ void __launch_bounds__(kBlock)
+    scatter_kernel(const std::uint8_t* gathered, std::size_t stride, int ranks, std::uint32_t k,
+                   bool fp16_values, std::size_t n, const std::uint32_t* starts, void* out,
+                   int divisor) {
   __shared__ float sum[kSegment];
   const std::size_t segments = segments_of(n);
   for (std::size_t seg = blockIdx.x; seg < segments; seg += gridDim.x) {
@@ -56,7 +57,7 @@ __global__ void scatter_kernel(const std::uint8_t* gathered, std::size_t stride,
       const auto* index = reinterpret_cast<const std::uint32_t*>(payload);
       const std::uint8_t* values = payload + std::size_t{k} * sizeof(std::uint32_t);
       const std::uint32_t* bounds = starts + static_cast<std::size_t>(r) * (segments + 1) + seg;
-      for (std::uint32_t e = bounds[0] + threadIdx.x; e < bounds[1]; e += blockDim.x) {
+      for (std::size_t e = std::size_t{bounds[0]} + threadIdx.x; e < bounds[1]; e += blockDim.x) {
         const float v = fp16_values
                             ? fp16_bits_to_float(reinterpret_cast<const std::uint16_t*>(values)[e])
                             : reinterpret_cast<const float*>(values)[e];

@@ -86,7 +86,8 @@ __device__ inline void flush(const std::uint32_t* local, std::uint32_t* global,
 
 // Pass 1: acc into residual (with error feedback) and the level-0 histogram.
 template <Elem E, bool EF>
-__global__ void hist0_kernel(const void* in, float* residual, std::size_t n, std::uint32_t* hist) {
+__global__ void __launch_bounds__(kBlock)
+    hist0_kernel(const void* in, float* residual, std::size_t n, std::uint32_t* hist) {
   __shared__ std::uint32_t h[2048];
   for (int b = threadIdx.x; b < 2048; b += blockDim.x) h[b] = 0;
   __syncthreads();
@@ -114,8 +115,9 @@ __global__ void hist0_kernel(const void* in, float* residual, std::size_t n, std
 
 // Levels 1 and 2: the next 10 bits of the keys in the band.
 template <Elem E>
-__global__ void hist_level_kernel(const void* src, std::size_t n, const SelectState* state,
-                                  int level, std::uint32_t* hist) {
+__global__ void __launch_bounds__(kBlock)
+    hist_level_kernel(const void* src, std::size_t n, const SelectState* state, int level,
+                      std::uint32_t* hist) {
   __shared__ std::uint32_t h[1024];
   const SelectState st = *state;
   if (st.exact) return;  // the same answer for every block: no barrier is skipped unevenly
@@ -139,8 +141,8 @@ __global__ void hist_level_kernel(const void* src, std::size_t n, const SelectSt
 
 // One block: the bin holding the need-th largest key of the band, from the
 // top. Bins are visited high to low as a scan over reversed positions.
-__global__ void descend_kernel(const std::uint32_t* hist, int level, u64 k, u64 n,
-                               SelectState* state) {
+__global__ void __launch_bounds__(kScanThreads)
+    descend_kernel(const std::uint32_t* hist, int level, u64 k, u64 n, SelectState* state) {
   using Scan = cub::BlockScan<u64, kScanThreads>;
   __shared__ typename Scan::TempStorage temp;
   SelectState st = level == 0 ? SelectState{0u, 0x7fffffffu, k, n, 0} : *state;
@@ -212,8 +214,9 @@ __device__ inline u64 count_items(const float v[kTileItems], std::size_t first, 
 }
 
 template <Elem E>
-__global__ void count_kernel(const void* src, std::size_t n, const SelectState* state,
-                             u64* tile_above, u64* tile_band) {
+__global__ void __launch_bounds__(kTileThreads)
+    count_kernel(const void* src, std::size_t n, const SelectState* state, u64* tile_above,
+                 u64* tile_band) {
   using Loader = TileLoader<E>;
   using Reduce = cub::BlockReduce<u64, kTileThreads>;
   __shared__ union {
@@ -245,8 +248,9 @@ struct RunningTotal {
 };
 
 // One block: exclusive sums over the tiles, in place; also zeroes the payload's padding.
-__global__ void scan_kernel(u64* tile_above, u64* tile_band, std::size_t tiles,
-                            std::uint8_t* payload, std::size_t payload_bytes, std::size_t stride) {
+__global__ void __launch_bounds__(kScanThreads)
+    scan_kernel(u64* tile_above, u64* tile_band, std::size_t tiles, std::uint8_t* payload,
+                std::size_t payload_bytes, std::size_t stride) {
   using Scan = cub::BlockScan<u64, kScanThreads>;
   __shared__ typename Scan::TempStorage temp;
   u64* const arrays[2] = {tile_above, tile_band};
@@ -264,10 +268,10 @@ __global__ void scan_kernel(u64* tile_above, u64* tile_band, std::size_t tiles,
 }
 
 template <Elem E, bool EF>
-__global__ void compact_kernel(const void* src, float* residual, std::size_t n,
-                               const SelectState* state, const u64* tile_above,
-                               const u64* tile_band, std::uint8_t* payload, std::size_t k,
-                               bool fp16_values) {
+__global__ void __launch_bounds__(kTileThreads)
+    compact_kernel(const void* src, float* residual, std::size_t n, const SelectState* state,
+                   const u64* tile_above, const u64* tile_band, std::uint8_t* payload,
+                   std::size_t k, bool fp16_values) {
   using Loader = TileLoader<E>;
   using Scan = cub::BlockScan<u64, kTileThreads>;
   __shared__ union {
