@@ -48,10 +48,9 @@ void check_decompress(cu::Elem f, int divisor) {
   bool ok = true;
   std::string where;
   for (std::size_t i = 0; ok && i < in.size(); ++i) {
-    const float w = divisor == 1 ? want[i] : want[i] / static_cast<float>(divisor);
-    // Divided NaNs are only NaN (any payload): a division canonicalizes them on the GPU.
-    ok = (divisor != 1 && std::isnan(w)) ? std::isnan(got[i])
-                                         : k::float_bits(got[i]) == k::float_bits(w);
+    // Divided NaNs keep their payload (divide_keeping_nan): bit for bit.
+    const float w = k::divide_keeping_nan(want[i], divisor);
+    ok = k::float_bits(got[i]) == k::float_bits(w);
     if (!ok) where = "pattern " + std::to_string(in[i]);
   }
   report(std::string("cast_decompress ") + name_of(f) + " /" + std::to_string(divisor) +
@@ -61,8 +60,15 @@ void check_decompress(cu::Elem f, int divisor) {
 
 void check_accumulate(cu::Elem f) {
   const std::size_t n = 2'000'003;
-  const std::vector<u16> a = halves(n);
+  std::vector<u16> a = halves(n);
   std::vector<u16> b = halves(n);
+  // Opposite infinities, which random halves meet too rarely: the GPU's own
+  // NaN would differ from the CPU's (add_nan_first fixes it).
+  const u16 plus_inf = f == cu::Elem::bf16 ? 0x7f80 : 0x7c00;
+  for (std::size_t i = 0; i < n; i += 997) {
+    a[i] = plus_inf;
+    b[i] = plus_inf | 0x8000;
+  }
   auto da = dev(n * 2), db = dev(n * 2);
   put(da.get(), a);
   put(db.get(), b);
@@ -174,10 +180,7 @@ void check_pack(cu::Elem f, int divisor) {
   for (int t = 0; ok && t < count; ++t) {
     const std::vector<float> got = get<float>(outs[t].out, host_out[t].size());
     for (std::size_t i = 0; ok && i < got.size(); ++i) {
-      const float w = host_out[t][i];
-      // Divided NaNs are only NaN (any payload): a division canonicalizes them on the GPU.
-      ok = (divisor != 1 && std::isnan(w)) ? std::isnan(got[i])
-                                           : k::float_bits(got[i]) == k::float_bits(w);
+      ok = k::float_bits(got[i]) == k::float_bits(host_out[t][i]);
       if (!ok) where = "tensor " + std::to_string(t) + " element " + std::to_string(i);
     }
   }
@@ -242,7 +245,12 @@ void check_topk_accumulate(cu::Elem out_type, int divisor, bool fp16_values) {
   std::vector<float> sum(n, 0.0f);
   k::TopkScratch scratch;
   for (int r = 0; r < ranks; ++r) {
-    const std::vector<float> in = values(n, false);
+    std::vector<float> in = values(n, false);
+    // Ranks 0 and 1 send opposite infinities and different NaNs at the same
+    // indices: the sums must follow add_nan_first, not the GPU's own NaN.
+    const float inf = std::numeric_limits<float>::infinity();
+    for (std::size_t i = 0; r < 2 && i < n; i += 4099) in[i] = r == 0 ? inf : -inf;
+    for (std::size_t i = 2048; r < 2 && i < n; i += 4099) in[i] = k::bits_float(0x7fc00010u + r);
     k::topk_compress(in.data(), nullptr, n, kk, tv, gathered.data() + r * stride, scratch);
     k::topk_accumulate(gathered.data() + r * stride, kk, tv, sum.data());
   }
@@ -254,9 +262,7 @@ void check_topk_accumulate(cu::Elem out_type, int divisor, bool fp16_values) {
                          dscratch.get(), nullptr));
   std::string where;
   bool ok;
-  if (divisor != 1) {
-    for (auto& x : sum) x /= static_cast<float>(divisor);
-  }
+  for (auto& x : sum) x = k::divide_keeping_nan(x, divisor);
   if (out_type == cu::Elem::fp32) {
     ok = same_bits(get<float>(dout.get(), n), sum, &where);
   } else {

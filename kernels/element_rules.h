@@ -94,15 +94,32 @@ SR_HD inline float bf16_bits_to_float(std::uint16_t h) {
   return bits_float(static_cast<std::uint32_t>(h) << 16);
 }
 
+// The NaN an x86 CPU makes from non-NaN operands (inf - inf, 0 * inf): the
+// "default NaN", negative and quiet. GPUs make 0x7fffffff instead.
+inline constexpr std::uint32_t kDefaultNanBits = 0xffc00000u;
+
 // a + b, with a fixed rule when an operand is NaN: a's NaN wins over b's, and
 // the result is that operand with its quiet bit set. Hardware leaves the
 // choice between two NaNs to operand order, which compilers may swap; GPUs
-// return a canonical NaN instead. This rule makes every path agree.
+// return a canonical NaN instead. A NaN made from two infinities of opposite
+// signs is the x86 default NaN on every path. This rule makes every path agree.
 SR_HD inline float add_nan_first(float a, float b) {
   const std::uint32_t ua = float_bits(a), ub = float_bits(b);
   if (is_nan_bits(ua)) return bits_float(ua | 0x400000u);
   if (is_nan_bits(ub)) return bits_float(ub | 0x400000u);
-  return a + b;
+  const float sum = a + b;
+  return is_nan_bits(float_bits(sum)) ? bits_float(kDefaultNanBits) : sum;
+}
+
+// x / divisor for an average, with divisor 1 dividing nothing (x / 1 would
+// still quiet a signalling NaN) and a NaN kept as x with its quiet bit set, as
+// an x86 CPU keeps it (a GPU would return its canonical NaN). The divisor is
+// a rank count, so no division of a number makes a NaN.
+SR_HD inline float divide_keeping_nan(float x, int divisor) {
+  if (divisor == 1) return x;
+  const std::uint32_t ux = float_bits(x);
+  if (is_nan_bits(ux)) return bits_float(ux | 0x400000u);
+  return x / static_cast<float>(divisor);
 }
 
 }  // namespace slimreduce::kernels

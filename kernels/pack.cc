@@ -4,6 +4,8 @@
 #include <span>
 #include <stdexcept>
 
+#include "kernels/element_rules.h"
+
 namespace slimreduce::kernels {
 namespace {
 
@@ -11,18 +13,21 @@ HalfFormat half_of(FusedType type) {
   return type == FusedType::fp16 ? HalfFormat::fp16 : HalfFormat::bf16;
 }
 
-// The GPU twin's rule: x / 1 would turn a NaN payload into the canonical NaN.
+// The GPU twin's rule (kernels/element_rules.h, divide_keeping_nan): divisor 1
+// divides nothing, a NaN keeps its payload.
 void divide(float* values, std::size_t n, int divisor) {
   if (divisor == 1) return;
   if ((divisor & (divisor - 1)) == 0) {
     // A power of two: x * (1/d) is the same real number as x / d, so it rounds
     // to the same bits, and a multiply is several times cheaper than a divide.
     const float inverse = 1.0f / static_cast<float>(divisor);
-    for (std::size_t i = 0; i < n; ++i) values[i] = values[i] * inverse;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint32_t bits = float_bits(values[i]);
+      values[i] = is_nan_bits(bits) ? bits_float(bits | 0x400000u) : values[i] * inverse;
+    }
     return;
   }
-  const float by = static_cast<float>(divisor);
-  for (std::size_t i = 0; i < n; ++i) values[i] = values[i] / by;
+  for (std::size_t i = 0; i < n; ++i) values[i] = divide_keeping_nan(values[i], divisor);
 }
 
 }  // namespace

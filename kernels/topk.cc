@@ -272,10 +272,11 @@ void scatter_add(const std::uint8_t* index, std::size_t k, float* dense) {
     std::memcpy(&i, index + j * sizeof i, sizeof i);
     V v;
     std::memcpy(&v, value + j * sizeof v, sizeof v);
+    // The shared NaN rule, so that the GPU twin gives the same bits.
     if constexpr (sizeof(V) == 2) {
-      dense[i] += fp16_bits_to_float(v);
+      dense[i] = add_nan_first(dense[i], fp16_bits_to_float(v));
     } else {
-      dense[i] += v;
+      dense[i] = add_nan_first(dense[i], v);
     }
   }
 }

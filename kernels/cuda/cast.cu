@@ -76,10 +76,9 @@ __device__ inline std::uint16_t compress1(float x, float* r) {
   return h;
 }
 
-// Divides only when asked: x / 1 would turn a NaN payload into the canonical NaN.
-__device__ inline float scaled(float x, int divisor) {
-  return divisor == 1 ? x : x / static_cast<float>(divisor);
-}
+// The CPU twin's rule (kernels/element_rules.h): divisor 1 divides nothing,
+// and a NaN keeps its payload instead of becoming the GPU's canonical NaN.
+__device__ inline float scaled(float x, int divisor) { return divide_keeping_nan(x, divisor); }
 
 template <Elem F>
 __global__ void __launch_bounds__(kBlock)

@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(kBlock)
       __syncthreads();  // rank r's adds land before rank r + 1's
     }
     for (std::size_t j = threadIdx.x; j < kSegment && base + j < n; j += blockDim.x) {
-      const float v = divisor == 1 ? sum[j] : sum[j] / static_cast<float>(divisor);
+      const float v = divide_keeping_nan(sum[j], divisor);
       store1<Out>(out, base + j, v);
     }
     __syncthreads();

@@ -370,6 +370,25 @@ TEST(CastAccumulate, MatchesReference) {
   }
 }
 
+// Opposite infinities make a NaN: x86's default NaN, which the GPU twin
+// produces too (a GPU's own would be 0x7fffffff), rounded to 16 bits.
+TEST(CastAccumulate, OppositeInfinitiesGiveTheDefaultNanOnEveryIsa) {
+  struct Case {
+    HalfFormat format;
+    std::uint16_t plus_inf, minus_inf, default_nan;
+  };
+  for (const Case c : {Case{HalfFormat::fp16, 0x7c00, 0xfc00, 0xfe00},
+                       Case{HalfFormat::bf16, 0x7f80, 0xff80, 0xffc0}}) {
+    for (Isa isa : available_isas()) {
+      const std::vector<std::uint16_t> in(37, c.plus_inf);  // past every vector width's tail
+      std::vector<std::uint16_t> io(37, c.minus_inf);
+      accumulate(c.format, in.data(), io.data(), in.size(), isa);
+      for (std::uint16_t h : io)
+        ASSERT_EQ(h, c.default_nan) << format_name(c.format) << " " << isa_name(isa);
+    }
+  }
+}
+
 // Requesting an ISA the CPU lacks runs a lower one; the bits are the same.
 TEST(CastIsa, AnyIsaRequestWorks) {
   EXPECT_STREQ(isa_name(Isa::scalar), "scalar");

@@ -402,6 +402,27 @@ TEST(Topk, ZeroKOrNWritesNothing) {
   EXPECT_EQ(std::count(dense.begin(), dense.end(), 2.0f), 10);
 }
 
+// Payloads of several ranks meeting at one index add with the shared NaN
+// rule, in rank order, as the GPU twin adds them.
+TEST(Topk, AccumulateFollowsTheSharedNanRule) {
+  auto payload = [](std::uint32_t index, float value) {
+    std::vector<unsigned char> bytes(sk::topk_payload_bytes(1, TopkValues::fp32));
+    std::memcpy(bytes.data(), &index, sizeof index);
+    std::memcpy(bytes.data() + sizeof index, &value, sizeof value);
+    return bytes;
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> dense(4, 0.0f);
+  sk::topk_accumulate(payload(1, inf).data(), 1, TopkValues::fp32, dense.data());
+  sk::topk_accumulate(payload(1, -inf).data(), 1, TopkValues::fp32, dense.data());
+  EXPECT_EQ(sk::float_bits(dense[1]), 0xffc00000u);
+  sk::topk_accumulate(payload(2, sk::bits_float(0x7fc00001u)).data(), 1, TopkValues::fp32,
+                      dense.data());
+  sk::topk_accumulate(payload(2, sk::bits_float(0xffc00002u)).data(), 1, TopkValues::fp32,
+                      dense.data());
+  EXPECT_EQ(sk::float_bits(dense[2]), 0x7fc00001u) << "the first rank's NaN stays";
+}
+
 TEST(Topk, CountAndPayloadBytes) {
   EXPECT_EQ(sk::topk_count(0, 0.5), 0u);
   EXPECT_EQ(sk::topk_count(0, 1.0), 0u);
