@@ -59,10 +59,37 @@ std::atomic<std::uint64_t> next_board_id{1};
 CounterBoard::CounterBoard() : id_(next_board_id.fetch_add(1)) {}
 CounterBoard::~CounterBoard() = default;
 
-CounterBoard::Slot* CounterBoard::register_slot() {
-  std::lock_guard lock(mutex_);
-  slots_.push_back(std::make_unique<Slot>());
-  return slots_.back().get();
+// No `intercepted`: it is always compressed + passed_through.
+struct CounterBoard::Slot {
+  std::atomic<std::uint64_t> compressed{0}, passed_through{0}, warmup{0}, ef_cap_fallback{0},
+      input_bytes{0}, ef_resets{0};
+  std::atomic<double> wire_baseline{0}, wire_sent{0};
+};
+
+namespace {
+
+// Only the slot's own thread writes it: a relaxed load and store is a whole
+// update, with no locked instruction.
+template <typename T>
+void bump(std::atomic<T>& counter, T delta) {
+  counter.store(counter.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+CounterBoard::Slot& CounterBoard::my_slot() {
+  // initial-exec: the library is preloaded, so its TLS is static and a
+  // thread_local costs no __tls_get_addr call.
+  static thread_local struct {
+    std::uint64_t board = 0;
+    Slot* slot = nullptr;
+  } cached __attribute__((tls_model("initial-exec")));
+  if (cached.board != id_) {
+    std::lock_guard lock(mutex_);
+    slots_.push_back(std::make_unique<Slot>());
+    cached = {id_, slots_.back().get()};
+  }
+  return *cached.slot;
 }
 
 void CounterBoard::add(const Counters& delta) {

@@ -2,7 +2,6 @@
 // (design notes section 5). Keys are never renamed; new ones may be added.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -37,9 +36,10 @@ struct Counters {
   Counters& operator+=(const Counters& other);
 };
 
-// Counters without a lock on the hot path: each thread adds into a slot of
-// its own (single writer, relaxed atomics, so a reader on another thread sees
-// whole values without a data race); readers sum the slots.
+// Counters without a lock: each thread adds into a slot of its own (single
+// writer, relaxed atomics, so a reader on another thread sees whole values
+// without a data race); readers sum the slots. Calls that simply pass
+// through are counted in their thread's ThreadTally instead (the hot path).
 class CounterBoard {
  public:
   CounterBoard();
@@ -54,33 +54,8 @@ class CounterBoard {
   Counters total() const;
 
  private:
-  // No `intercepted`: it is always compressed + passed_through.
-  struct Slot {
-    std::atomic<std::uint64_t> compressed{0}, passed_through{0}, warmup{0}, ef_cap_fallback{0},
-        input_bytes{0}, ef_resets{0};
-    std::atomic<double> wire_baseline{0}, wire_sent{0};
-  };
-
-  // Only the slot's own thread writes it: a relaxed load and store is a whole
-  // update, with no locked instruction on the hot path.
-  template <typename T>
-  static void bump(std::atomic<T>& counter, T delta) {
-    counter.store(counter.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
-  }
-
-  Slot& my_slot() {
-    // initial-exec: the library is preloaded, so its TLS is static and a
-    // thread_local costs no __tls_get_addr call.
-    static thread_local struct {
-      std::uint64_t board = 0;
-      Slot* slot = nullptr;
-    } cached __attribute__((tls_model("initial-exec")));
-    if (cached.board != id_) [[unlikely]]
-      cached = {id_, register_slot()};
-    return *cached.slot;
-  }
-  // A new slot for the calling thread (its first count on this board).
-  Slot* register_slot();
+  struct Slot;
+  Slot& my_slot();
 
   mutable std::mutex mutex_;  // guards slots_ (registration and reading)
   std::vector<std::unique_ptr<Slot>> slots_;

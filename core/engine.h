@@ -10,7 +10,6 @@
 #include <memory>
 #include <mutex>
 
-#include "backends/mpi_backend.h"
 #include "compressors/compressor.h"
 #include "core/comm_state.h"
 #include "core/counters.h"
@@ -75,10 +74,6 @@ class Engine {
   void forget(CommState* state);
 
  private:
-  // The communicator's state. Most jobs reduce on one communicator call after
-  // call: the last one is remembered per thread, so a pass-through call skips
-  // MPI's attribute lookup. Any freed communicator moves the generation on,
-  // so a reused handle never finds a stale state.
   // The communicator's state. Most jobs reduce on one communicator call after
   // call: the thread's tally remembers the last one, so a call on it skips
   // MPI's attribute lookup. A freed communicator clears every thread's
