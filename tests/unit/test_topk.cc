@@ -20,17 +20,7 @@ using sk::TopkValues;
 
 namespace {
 
-std::uint32_t bits_of(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
-float from_bits(std::uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-std::uint32_t magnitude_key(float f) { return bits_of(f) & 0x7fffffffu; }
+std::uint32_t magnitude_key(float f) { return sk::float_bits(f) & 0x7fffffffu; }
 
 struct Rng {  // splitmix64: fast enough for millions of elements per test.
   std::uint64_t s;
@@ -91,10 +81,12 @@ Input make_input(Data kind, std::size_t n, std::uint64_t seed) {
         const std::uint32_t r = rng.below(100);
         const std::uint32_t sign = rng.below(2) << 31;
         // NaNs of any sign and payload (quiet and signalling), and infinities.
-        if (r < 2) x.in[i] = from_bits(sign | 0x7f800000u | (1u + rng.below(0x7fffffu)));
-        if (r == 2) x.in[i] = from_bits(sign | 0x7f800000u);
-        if (r == 3 || r == 4) x.residual[i] = from_bits(sign | 0x7fc00000u | rng.below(0x3fffffu));
-        if (r == 4) x.in[i] = from_bits(0x7f800000u | (1u + rng.below(0x7fffffu)));  // in's wins.
+        if (r < 2) x.in[i] = sk::bits_float(sign | 0x7f800000u | (1u + rng.below(0x7fffffu)));
+        if (r == 2) x.in[i] = sk::bits_float(sign | 0x7f800000u);
+        if (r == 3 || r == 4)
+          x.residual[i] = sk::bits_float(sign | 0x7fc00000u | rng.below(0x3fffffu));
+        if (r == 4)
+          x.in[i] = sk::bits_float(0x7f800000u | (1u + rng.below(0x7fffffu)));  // in's wins.
         break;
       }
     }
@@ -215,7 +207,7 @@ void check_invariant(const std::vector<float>& acc, const Result& got, std::size
     if (!ok && bad++ == 0) ADD_FAILURE() << "selected index " << i << " acc " << acc[i];
   }
   for (std::size_t i = 0; i < acc.size(); ++i) {
-    if (!chosen[i] && bits_of(got.residual[i]) != bits_of(acc[i]) && bad++ == 0) {
+    if (!chosen[i] && sk::float_bits(got.residual[i]) != sk::float_bits(acc[i]) && bad++ == 0) {
       ADD_FAILURE() << "unselected index " << i << " residual " << got.residual[i] << " acc "
                     << acc[i];
     }
@@ -232,8 +224,8 @@ void check_round_trip(const std::vector<float>& acc, const std::vector<std::uint
   for (std::size_t j = 0; j < k; ++j) want[index[j]] += sent_of(acc[index[j]], values);
   sk::topk_accumulate(got.payload.data(), k, values, dense.data());
   for (std::size_t i = 0; i < dense.size(); ++i) {
-    const bool same =
-        bits_of(dense[i]) == bits_of(want[i]) || (std::isnan(dense[i]) && std::isnan(want[i]));
+    const bool same = sk::float_bits(dense[i]) == sk::float_bits(want[i]) ||
+                      (std::isnan(dense[i]) && std::isnan(want[i]));
     if (!same) {
       ADD_FAILURE() << "dense[" << i << "] = " << dense[i] << ", want " << want[i];
       return;
@@ -368,7 +360,7 @@ TEST(Topk, NanThenInfBeforeNumbers) {
   Input x = make_input(Data::random, n, 99);
   std::vector<std::uint32_t> nans, infs;
   for (std::uint32_t i = 3; i < n; i += 101) {
-    x.in[i] = from_bits((i % 2 ? 0x80000000u : 0u) | (0x7f800001u + i));
+    x.in[i] = sk::bits_float((i % 2 ? 0x80000000u : 0u) | (0x7f800001u + i));
     nans.push_back(i);
   }
   for (std::uint32_t i = 50; i < n; i += 257) {
