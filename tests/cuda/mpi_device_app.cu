@@ -1,0 +1,248 @@
+// Ranks sharing one GPU call MPI_Allreduce on device buffers: SlimReduce's
+// MPI path for them (docs/gpu.md) compresses on the GPU and stages only the
+// compressed bytes through pinned host memory, since Debian's Open MPI cannot
+// read device memory. Every device call has a host twin: the same values
+// through the same library on host buffers. The two must agree bit for bit,
+// step after step (the kernels equal their CPU twins, so the residuals evolve
+// alike); every rank must hold the same bits; casts must stay near the exact
+// sum; and the library must count every call here as compressed.
+// Usage: mpirun -np N mpi_device_app, with SLIMREDUCE_COMPRESSOR fp16, bf16 or
+// topk (with `none` the device buffers would reach an MPI that cannot read
+// them). With --host-stand-in, plain host memory stands in for the device
+// buffers, so that a machine without a GPU still runs these checks (the
+// program's own logic, and the host path) end to end.
+// Exit 0: all passed; 1: a check failed; 2: bad usage; 77: no GPU.
+#include <cuda_runtime.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "interpose/slimreduce.h"
+
+namespace {
+
+#define CUDA_OK(x)                                                                         \
+  do {                                                                                     \
+    const cudaError_t rc_ = (x);                                                           \
+    if (rc_ != cudaSuccess) {                                                              \
+      std::printf("FAIL %s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(rc_)); \
+      MPI_Abort(MPI_COMM_WORLD, 1);                                                        \
+    }                                                                                      \
+  } while (0)
+#define MPI_OK(x)                                                                \
+  do {                                                                           \
+    const int rc_ = (x);                                                         \
+    if (rc_ != MPI_SUCCESS) {                                                    \
+      std::printf("FAIL %s:%d %s: MPI error %d\n", __FILE__, __LINE__, #x, rc_); \
+      MPI_Abort(MPI_COMM_WORLD, 1);                                              \
+    }                                                                            \
+  } while (0)
+
+int rank = 0, ranks = 1, failures = 0, calls = 0;
+std::string compressor;
+bool on_gpu = true;  // false: host memory stands in for the device buffers
+
+void expect(bool good, const std::string& what) {
+  if (rank == 0 || !good)
+    std::printf("%s rank %d: %s\n", good ? "ok  " : "FAIL", rank, what.c_str());
+  failures += !good;
+}
+
+// Rank r's gradient-like values for one step: normal, with zeros and ties, so
+// that the top-k tie rule is exercised. Any rank can draw any rank's values.
+std::vector<float> values_of(int r, int step, int variant, std::size_t n) {
+  std::mt19937 rng(static_cast<unsigned>(1000003 * r + 1009 * step + variant));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) {
+    const unsigned pick = rng() % 100;
+    x = pick == 0 ? 0.0f : pick == 1 ? (rng() & 1 ? 2.5f : -2.5f) : normal(rng);
+  }
+  return v;
+}
+
+std::uint64_t hash_of(const std::vector<float>& v) {
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the bytes
+  const auto* bytes = reinterpret_cast<const unsigned char*>(v.data());
+  for (std::size_t i = 0; i < v.size() * sizeof(float); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  return h;
+}
+
+// The same bits on every rank: the largest hash and the largest complement agree.
+bool same_on_every_rank(const std::vector<float>& v) {
+  std::uint64_t pair[2] = {hash_of(v), ~hash_of(v)};
+  MPI_OK(MPI_Allreduce(MPI_IN_PLACE, pair, 2, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD));
+  return pair[0] == hash_of(v) && pair[1] == ~hash_of(v);
+}
+
+double topk_ratio() {
+  char value[64] = "";
+  return slimreduce_get_setting("SLIMREDUCE_TOPK_RATIO", value, sizeof value) == 0
+             ? std::atof(value)
+             : 0.0;
+}
+
+// Casts: ||got - exact|| / ||exact|| under 1e-2 (fp16, bf16 roundings at each hop).
+// Top-k: a sparse sum, at most ranks * k elements set, some set.
+bool plausible(const std::vector<float>& got, int step, int variant) {
+  const std::size_t n = got.size();
+  if (compressor == "topk") {
+    const double k = std::ceil(topk_ratio() * static_cast<double>(n));
+    std::size_t set = 0;
+    for (float x : got) set += x != 0.0f;
+    return set > 0 && static_cast<double>(set) <= ranks * k;
+  }
+  std::vector<double> exact(n, 0.0);
+  for (int r = 0; r < ranks; ++r) {
+    const std::vector<float> v = values_of(r, step, variant, n);
+    for (std::size_t i = 0; i < n; ++i) exact[i] += v[i];
+  }
+  double err = 0, norm = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    err += (got[i] - exact[i]) * (got[i] - exact[i]);
+    norm += exact[i] * exact[i];
+  }
+  return std::isfinite(err) && std::sqrt(err) <= 1e-2 * std::sqrt(norm);
+}
+
+struct DeviceBuffer {
+  float* ptr = nullptr;
+  std::vector<float> stand_in;
+  explicit DeviceBuffer(std::size_t n) {
+    if (on_gpu) {
+      CUDA_OK(cudaMalloc(&ptr, n * sizeof(float)));
+    } else {
+      stand_in.resize(n);
+      ptr = stand_in.data();
+    }
+  }
+  ~DeviceBuffer() {
+    if (on_gpu) cudaFree(ptr);
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+void copy(void* to, const void* from, std::size_t bytes) {
+  if (on_gpu) {
+    CUDA_OK(cudaMemcpy(to, from, bytes, cudaMemcpyDefault));
+  } else {
+    std::memcpy(to, from, bytes);
+  }
+}
+
+enum class Shape { out_of_place, in_place, misaligned, host_in_device_out };
+const char* name_of(Shape shape) {
+  switch (shape) {
+    case Shape::out_of_place:
+      return "out of place";
+    case Shape::in_place:
+      return "in place";
+    case Shape::misaligned:
+      return "misaligned (4-byte)";
+    case Shape::host_in_device_out:
+      return "host input, device output";
+  }
+  return "?";
+}
+
+// The buffers of one shape: a device pair and its host twin. Each shape has
+// its own, alive all along, so no residual key (communicator, output buffer)
+// is shared between shapes or reused by a new allocation at the same address.
+struct Twin {
+  DeviceBuffer dev_in, dev_out;
+  std::vector<float> host_in, host_out;
+  explicit Twin(std::size_t n) : dev_in(n), dev_out(n), host_in(n), host_out(n) {}
+};
+
+// One step of one shape: the device call and its host twin, compared.
+void step_of(Shape shape, std::size_t n, int step, Twin& twin) {
+  const int variant = static_cast<int>(shape);
+  const std::size_t skew = shape == Shape::misaligned ? 1 : 0;  // 4-byte, not 16-byte, aligned
+  const std::size_t count = n - 5 * skew;
+  const std::vector<float> mine = values_of(rank, step, variant, count);
+  const std::size_t bytes = count * sizeof(float);
+  float* d_in = twin.dev_in.ptr + skew;
+  float* d_out = twin.dev_out.ptr + 3 * skew;
+  float* h_in = twin.host_in.data() + skew;
+  float* h_out = twin.host_out.data() + 3 * skew;
+  std::memcpy(h_in, mine.data(), bytes);
+  if (shape == Shape::in_place) {
+    copy(d_out, mine.data(), bytes);
+    std::memcpy(h_out, mine.data(), bytes);
+    MPI_OK(MPI_Allreduce(MPI_IN_PLACE, d_out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+    MPI_OK(MPI_Allreduce(MPI_IN_PLACE, h_out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+  } else {
+    const void* device_send = shape == Shape::host_in_device_out ? h_in : d_in;
+    if (device_send == d_in) copy(d_in, mine.data(), bytes);
+    MPI_OK(MPI_Allreduce(device_send, d_out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+    MPI_OK(MPI_Allreduce(h_in, h_out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+  }
+  calls += 2;
+  std::vector<float> from_device(count), from_host(h_out, h_out + count);
+  copy(from_device.data(), d_out, bytes);
+  const std::string what = compressor + ", " + std::to_string(count) + " floats, " +
+                           name_of(shape) + ", step " + std::to_string(step);
+  expect(std::memcmp(from_device.data(), from_host.data(), bytes) == 0,
+         what + ": device bits == host bits");
+  expect(same_on_every_rank(from_device), what + ": the same bits on every rank");
+  expect(plausible(from_host, step, variant), what + ": near the exact sum");
+}
+
+int run() {
+  for (const std::size_t n : {std::size_t{1} << 20, std::size_t{100003}}) {
+    Twin twins[4]{Twin(n), Twin(n), Twin(n), Twin(n)};
+    for (Shape shape :
+         {Shape::out_of_place, Shape::in_place, Shape::misaligned, Shape::host_in_device_out}) {
+      // Several steps on one key: the error-feedback residual carries over.
+      for (int step = 0; step < 3; ++step) {
+        step_of(shape, n, step, twins[static_cast<int>(shape)]);
+      }
+    }
+  }
+  slimreduce_counters counters{};
+  expect(slimreduce_get_counters(&counters) == 0, "slimreduce_get_counters");
+  expect(counters.compressed == static_cast<std::uint64_t>(calls),
+         "compressed " + std::to_string(counters.compressed) + " of the " + std::to_string(calls) +
+             " float sums");
+  return failures;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  on_gpu = !(argc > 1 && std::strcmp(argv[1], "--host-stand-in") == 0);
+  int devices = 0;
+  const bool gpu = !on_gpu || (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0);
+  const char* chosen = slimreduce_compressor();
+  compressor = chosen ? chosen : "";
+  int rc = 0;
+  if (!gpu) {
+    if (rank == 0) std::printf("skipped: no GPU (%s)\n", cudaGetErrorString(cudaGetLastError()));
+    rc = 77;
+  } else if (compressor != "fp16" && compressor != "bf16" && compressor != "topk") {
+    if (rank == 0) std::printf("usage: SLIMREDUCE_COMPRESSOR must be fp16, bf16 or topk\n");
+    rc = 2;
+  } else {
+    if (on_gpu) CUDA_OK(cudaSetDevice(0));  // the ranks share the first GPU
+    int failed = run();
+    MPI_OK(MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    if (rank == 0) {
+      std::printf("mpi_device_app%s: %d ranks, %s: %d failed checks\n",
+                  on_gpu ? "" : " (host stand-in)", ranks, compressor.c_str(), failed);
+    }
+    rc = failed ? 1 : 0;
+  }
+  MPI_Finalize();
+  return rc;
+}
