@@ -7,9 +7,13 @@
 #      to a device-to-device copy of the same run;
 #   3. tests/cuda/nccl_app.cu under LD_PRELOAD: ncclAllReduce on one rank with
 #      each compressor, every result checked bit for bit;
-#   4. PyTorch DDP (NCCL backend, world size 1) under LD_PRELOAD: interception
+#   4. tests/cuda/mpi_device_app.cu: 2 and 4 MPI ranks sharing the GPU call
+#      MPI_Allreduce on device buffers, each checked bit for bit against its
+#      host twin (Open MPI brought along as Debian packages when the machine
+#      has none: bench/device_mpi.sh);
+#   5. PyTorch DDP (NCCL backend, world size 1) under LD_PRELOAD: interception
 #      counted and gradients checked against a model without DDP;
-#   5. compute-sanitizer memcheck over the kernel checks, in the time left;
+#   6. compute-sanitizer memcheck over the kernel checks, in the time left;
 # then one short table. Logs go to $OUT (at most 8 files come back).
 # Usage: bash bench/device_check.sh   (from the repository root; OUT defaults to ./device-out)
 # TODO(GPU): CUB in CUDA 13.0 has no device top-k (no cub::DeviceTopK in
@@ -25,6 +29,8 @@ mkdir -p "$OUT" "$B"
 START=$SECONDS
 declare -a ROWS=()
 row() { ROWS+=("$(printf '%-28s %-6s %s' "$1" "$2" "$3")"); }
+# A program's exit code as a row's verdict; 77 is "no GPU seen".
+verdict() { case $1 in 0) echo ok ;; 77) echo SKIP ;; *) echo FAIL ;; esac; }
 left() { echo $((330 - (SECONDS - START))); }
 log() { echo "[$((SECONDS - START))s] $*"; }
 
@@ -37,6 +43,14 @@ log() { echo "[$((SECONDS - START))s] $*"; }
   python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())' 2>&1
 } > "$OUT/machine.log" 2>&1
 cat "$OUT/machine.log"
+
+# MPI: the machine's, else Debian's Open MPI brought along as .deb files in
+# .device-deps/ (bench/device_deps.sh, run on the CPU machine; the device call
+# carries that folder) and unpacked into the build folder, never over /.
+source "$ROOT/bench/device_mpi.sh"
+device_mpi_setup "$B/mpi" >> "$OUT/machine.log" 2>&1
+tail -1 "$OUT/machine.log"
+MPI_HINT=(); [ -n "${DEVICE_MPI_C_COMPILER:-}" ] && MPI_HINT=(-DMPI_C_COMPILER="$DEVICE_MPI_C_COMPILER")
 
 # NCCL headers and library: the toolkit's, else PyTorch's wheel (nvidia-nccl-cu13).
 NCCL_INC="" NCCL_LIB=""
@@ -53,6 +67,9 @@ if [ -z "$NCCL_INC" ] || [ -z "$NCCL_LIB" ]; then
 fi
 log "nccl.h in ${NCCL_INC:-?}, libnccl.so.2 in ${NCCL_LIB:-?}"
 
+# The programs built below use the shared CUDA runtime, like a framework: found next to nvcc.
+CUDART_DIR=$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")/../lib64
+
 # ---- 1. build -------------------------------------------------------------------------
 JOBS=$(nproc)
 GEN=(); command -v ninja >/dev/null && GEN=(-G Ninja)
@@ -61,7 +78,7 @@ HAVE_LIB=0
   if command -v mpicc >/dev/null && [ -n "$NCCL_INC" ]; then
     cmake -S "$ROOT" -B "$B" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DSLIMREDUCE_CUDA=ON \
       -DCMAKE_CUDA_ARCHITECTURES=90 -DSLIMREDUCE_BUILD_TESTS=OFF -DSLIMREDUCE_BUILD_BENCH=OFF \
-      -DSLIMREDUCE_NCCL_INCLUDE_DIR="$NCCL_INC" &&
+      -DSLIMREDUCE_NCCL_INCLUDE_DIR="$NCCL_INC" "${MPI_HINT[@]}" &&
       timeout 240 cmake --build "$B" -j"$JOBS" --target slimreduce device_check slimreduce_kernels &&
       HAVE_LIB=1
     DEVICE_CHECK=$B/kernels/cuda/device_check
@@ -81,8 +98,22 @@ HAVE_LIB=0
   if [ $HAVE_LIB = 1 ] && [ -n "$NCCL_LIB" ]; then
     nvcc -std=c++17 -O2 -arch=sm_90 -I"$ROOT" -I"$NCCL_INC" "$ROOT/tests/cuda/nccl_app.cu" \
       -o "$B/nccl_app" -L"$B/interpose" -lslimreduce "$B/kernels/libslimreduce_kernels.a" \
-      -L"$NCCL_LIB" -Xlinker -l:libnccl.so.2 -Xlinker -rpath="$B/interpose:$NCCL_LIB" \
+      -L"$NCCL_LIB" -Xlinker -l:libnccl.so.2 -Xlinker -rpath="$B/interpose:$NCCL_LIB:$CUDART_DIR" \
       --cudart shared -Xcompiler -pthread
+  fi
+  if [ $HAVE_LIB = 1 ]; then
+    # nvcc takes -I, -L and -l as they are; the wrapper's other flags go to the host tools.
+    mpi_flags=()
+    for flag in $(mpicc --showme:compile) $(mpicc --showme:link); do
+      case $flag in
+        -I* | -L* | -l*) mpi_flags+=("$flag") ;;
+        -Wl,*) mpi_flags+=(-Xlinker "${flag#-Wl,}") ;;
+        *) mpi_flags+=(-Xcompiler "$flag") ;;
+      esac
+    done
+    nvcc -std=c++17 -O2 -arch=sm_90 -I"$ROOT" "$ROOT/tests/cuda/mpi_device_app.cu" \
+      -o "$B/mpi_device_app" -L"$B/interpose" -lslimreduce "${mpi_flags[@]}" \
+      -Xlinker -rpath="$B/interpose:$CUDART_DIR" --cudart shared
   fi
 } > "$OUT/build.log" 2>&1
 tail -3 "$OUT/build.log"
@@ -108,18 +139,40 @@ if [ -x "$B/nccl_app" ]; then
     [ "$(left)" -lt 120 ] && { row "nccl_app $compressor" SKIP "out of time"; continue; }
     log "nccl_app $compressor"
     echo "=== SLIMREDUCE_COMPRESSOR=$compressor" >> "$OUT/nccl_app.log"
-    env LD_PRELOAD="$LIB" LD_LIBRARY_PATH="$NCCL_LIB" SLIMREDUCE_COMPRESSOR=$compressor \
+    env LD_PRELOAD="$LIB" LD_LIBRARY_PATH="$NCCL_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" SLIMREDUCE_COMPRESSOR=$compressor \
       SLIMREDUCE_MIN_BYTES=64K SLIMREDUCE_LOG_LEVEL=info NCCL_DEBUG=WARN \
       timeout 60 "$B/nccl_app" >> "$OUT/nccl_app.log" 2>&1
     rc=$?
     fails=$(sed -n "/=== SLIMREDUCE_COMPRESSOR=$compressor\$/,\$p" "$OUT/nccl_app.log" | grep -c '^FAIL')
-    row "nccl_app $compressor" "$([ $rc = 0 ] && echo ok || echo FAIL)" "rc $rc, $fails failed checks"
+    row "nccl_app $compressor" "$(verdict $rc)" "rc $rc, $fails failed checks"
   done
 else
   row "nccl_app" SKIP "no libslimreduce/libnccl (see build.log)"
 fi
 
-# ---- 4. PyTorch DDP, NCCL backend, world size 1 ----------------------------------------
+# ---- 4. MPI ranks sharing the GPU, device buffers through the MPI path --------------------
+# Each device call is checked bit for bit against its host twin (tests/cuda/mpi_device_app.cu).
+if [ -x "$B/mpi_device_app" ]; then
+  for run in "2 fp16" "2 bf16" "2 topk" "4 topk" "4 fp16"; do
+    read -r np compressor <<<"$run"
+    [ "$(left)" -lt 75 ] && { row "mpi device np$np $compressor" SKIP "out of time"; continue; }
+    log "mpi_device_app np$np $compressor"
+    echo "=== np $np SLIMREDUCE_COMPRESSOR=$compressor" >> "$OUT/mpi_device.log"
+    timeout 60 mpirun --allow-run-as-root --oversubscribe -np "$np" --mca pml ob1 --mca btl self,vader \
+      --mca btl_vader_single_copy_mechanism none -x LD_PRELOAD="$LIB" \
+      -x SLIMREDUCE_COMPRESSOR=$compressor -x SLIMREDUCE_LOG_LEVEL=warn \
+      "$B/mpi_device_app" >> "$OUT/mpi_device.log" 2>&1
+    rc=$?
+    result=$(sed -n "/=== np $np SLIMREDUCE_COMPRESSOR=$compressor\$/,\$p" "$OUT/mpi_device.log" |
+      grep '^mpi_device_app' | tail -1)
+    row "mpi device np$np $compressor" "$(verdict $rc)" \
+      "rc $rc ${result#mpi_device_app: }"
+  done
+else
+  row "mpi device buffers" SKIP "no libslimreduce or no MPI (see build.log)"
+fi
+
+# ---- 5. PyTorch DDP, NCCL backend, world size 1 ----------------------------------------
 cat > "$B/ddp_check.py" <<'PY'
 # DDP over NCCL at world size 1 under LD_PRELOAD=libslimreduce.so: the bucket
 # allreduces must be intercepted, and the gradients must be the plain model's
@@ -197,7 +250,7 @@ else
   row "ddp" SKIP "no libslimreduce or no torch"
 fi
 
-# ---- 5. memcheck of the kernel checks, if the time and the tool are there ----------------
+# ---- 6. memcheck of the kernel checks, if the time and the tool are there ----------------
 # The bit-exact checks see wrong values and unwritten outputs; memcheck also sees
 # reads and writes outside the buffers. It slows the kernels many times, so it
 # runs last, without the timings, and only in the time left (on gVisor the tool
