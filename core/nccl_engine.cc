@@ -324,6 +324,15 @@ bool NcclEngine::use_compressor(const std::string& name) {
   return true;
 }
 
+bool NcclEngine::set_topk_ratio(double ratio) {
+  if (!(ratio > 0.0 && ratio <= 1.0)) return false;
+  {
+    std::lock_guard lock(mutex_);
+    settings_.topk_ratio = ratio;
+  }
+  return use_compressor(settings_.compressor);
+}
+
 void NcclEngine::write_report_at_exit() {
   // With MPI up, the MPI engine writes the report (and may add these counters).
   if (Engine::get()) return;

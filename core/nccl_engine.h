@@ -49,6 +49,8 @@ class NcclEngine {
 
   // Switches the compressor and drops every residual (as Engine::use_compressor).
   bool use_compressor(const std::string& name);
+  // Sets the top-k ratio, 0 < ratio <= 1, and drops every residual (as Engine's).
+  bool set_topk_ratio(double ratio);
   Counters counters() const;
   const Settings& settings() const { return settings_; }
   // The report of a job that never started the MPI engine (NCCL only).

@@ -1,11 +1,13 @@
 /* Runs without a GPU: ncclAllReduce, ncclGroupStart/End and ncclCommDestroy
  * reach SlimReduce's NCCL shim (linked ahead of NCCL), which must find the
  * real NCCL and hand back exactly what NCCL answers (here: errors, as there
- * is no communicator), counting the call as passed through. Exit 0: all as
- * expected. */
+ * is no communicator), counting the call as passed through; and the C API
+ * works from the NCCL engine alone, with no MPI. Exit 0: all as expected. */
 #include <dlfcn.h>
 #include <nccl.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "interpose/slimreduce.h"
 
@@ -18,7 +20,7 @@ ncclResult_t pncclCommDestroy(ncclComm_t);
 static int failures = 0;
 
 static void expect(const char* what, int got, int want) {
-  printf("%s %s: %d (real NCCL: %d)\n", got == want ? "ok  " : "FAIL", what, got, want);
+  printf("%s %s: %d (expected %d)\n", got == want ? "ok  " : "FAIL", what, got, want);
   failures += got != want;
 }
 
@@ -40,6 +42,24 @@ int main(void) {
   expect("counters readable", get ? get(&c) : -1, 0);
   expect("calls intercepted", (int)c.intercepted, 1);
   expect("calls passed through", (int)c.passed_through, 1);
+
+  /* No MPI here: the C API answers from the NCCL engine, which the calls above
+   * started under SLIMREDUCE_COMPRESSOR=fp16 (set by the test). */
+  const char* compressor = slimreduce_compressor();
+  expect("slimreduce_compressor() is fp16", compressor && strcmp(compressor, "fp16") == 0, 1);
+  slimreduce_counters all = {0};
+  expect("slimreduce_get_counters", slimreduce_get_counters(&all), 0);
+  expect("  counts the NCCL call", (int)all.intercepted, 1);
+  expect("slimreduce_set_topk_ratio(0.05)", slimreduce_set_topk_ratio(0.05), 0);
+  expect("slimreduce_set_topk_ratio(1.5) refused", slimreduce_set_topk_ratio(1.5), -1);
+  char ratio[32] = "";
+  expect("slimreduce_get_setting",
+         slimreduce_get_setting("SLIMREDUCE_TOPK_RATIO", ratio, sizeof ratio), 0);
+  expect("  gives the ratio set", strtod(ratio, NULL) == 0.05, 1);
+  expect("slimreduce_set_compressor(bf16)", slimreduce_set_compressor("bf16"), 0);
+  compressor = slimreduce_compressor();
+  expect("  takes effect", compressor && strcmp(compressor, "bf16") == 0, 1);
+  expect("slimreduce_set_compressor(fp17) refused", slimreduce_set_compressor("fp17"), -1);
   printf("%s\n", failures ? "FAILED" : "PASSED");
   return failures != 0;
 }
