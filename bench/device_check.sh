@@ -5,14 +5,16 @@
 #      inputs (bit-exact; the simulated ring sum also within a stated tolerance
 #      of fp64), outputs poisoned first, then CUDA-event timings (median) next
 #      to a device-to-device copy of the same run;
-#   3. tests/cuda/nccl_app.cu under LD_PRELOAD: ncclAllReduce on one rank with
-#      each compressor, every result checked bit for bit;
+#   3. tests/cuda/nccl_app.cu under LD_PRELOAD (libslimreduce.so where MPI was
+#      there, else libslimreduce_nccl.so): ncclAllReduce on one rank with each
+#      compressor, every result checked bit for bit;
 #   4. tests/cuda/mpi_device_app.cu: 2 and 4 MPI ranks sharing the GPU call
 #      MPI_Allreduce on device buffers, each checked bit for bit against its
 #      host twin (Open MPI brought along as Debian packages when the machine
 #      has none: bench/device_mpi.sh);
-#   5. PyTorch DDP (NCCL backend, world size 1) under LD_PRELOAD: interception
-#      counted and gradients checked against a model without DDP;
+#   5. PyTorch DDP (NCCL backend, world size 1) under LD_PRELOAD of the
+#      NCCL-only library, as a torchrun job would use it: interception counted
+#      and gradients checked against a model without DDP;
 #   6. compute-sanitizer memcheck over the kernel checks, in the time left;
 # then one short table. Logs go to $OUT (at most 8 files come back).
 # Usage: bash bench/device_check.sh   (from the repository root; OUT defaults to ./device-out)
@@ -71,20 +73,27 @@ log "nccl.h in ${NCCL_INC:-?}, libnccl.so.2 in ${NCCL_LIB:-?}"
 CUDART_DIR=$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")/../lib64
 
 # ---- 1. build -------------------------------------------------------------------------
+# libslimreduce.so (MPI and NCCL) where MPI is there; libslimreduce_nccl.so (NCCL
+# alone, for torchrun/DDP jobs) always: CMake builds the NCCL-only library when it
+# finds no MPI.
 JOBS=$(nproc)
 GEN=(); command -v ninja >/dev/null && GEN=(-G Ninja)
-HAVE_LIB=0
+HAVE_MPI=0
+[ -n "${DEVICE_MPI_C_COMPILER:-}" ] && HAVE_MPI=1  # device_mpi_setup found or brought one
+LIB=$B/interpose/libslimreduce.so
+NCCL_ONLY_LIB=$B/interpose/libslimreduce_nccl.so
 {
-  if command -v mpicc >/dev/null && [ -n "$NCCL_INC" ]; then
+  if [ -n "$NCCL_INC" ]; then
+    targets=(slimreduce_nccl device_check slimreduce_kernels)
+    [ $HAVE_MPI = 1 ] && targets+=(slimreduce)
     cmake -S "$ROOT" -B "$B" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DSLIMREDUCE_CUDA=ON \
       -DCMAKE_CUDA_ARCHITECTURES=90 -DSLIMREDUCE_BUILD_TESTS=OFF -DSLIMREDUCE_BUILD_BENCH=OFF \
       -DSLIMREDUCE_NCCL_INCLUDE_DIR="$NCCL_INC" "${MPI_HINT[@]}" &&
-      timeout 240 cmake --build "$B" -j"$JOBS" --target slimreduce device_check slimreduce_kernels &&
-      HAVE_LIB=1
+      timeout 240 cmake --build "$B" -j"$JOBS" --target "${targets[@]}"
     DEVICE_CHECK=$B/kernels/cuda/device_check
   else
-    # No MPI on this image: libslimreduce cannot link, but the kernels can be checked.
-    echo "no MPI development files or nccl.h: building device_check alone"
+    # No nccl.h: no library, but the kernels can be checked.
+    echo "no nccl.h: building device_check alone"
     mkdir -p "$B/direct" && cd "$B/direct" &&
       for f in "$ROOT"/kernels/*.cc; do
         g++ -std=c++20 -O2 -fPIC -ffp-contract=off -I"$ROOT" -c "$f" -o "$(basename "$f").o" &
@@ -95,13 +104,14 @@ HAVE_LIB=0
     cd "$ROOT"
     DEVICE_CHECK=$B/direct/device_check
   fi
-  if [ $HAVE_LIB = 1 ] && [ -n "$NCCL_LIB" ]; then
+  # nccl_app links the NCCL-only library; step 3 preloads the full one over it where built.
+  if [ -f "$NCCL_ONLY_LIB" ] && [ -n "$NCCL_LIB" ]; then
     nvcc -std=c++17 -O2 -arch=sm_90 -I"$ROOT" -I"$NCCL_INC" "$ROOT/tests/cuda/nccl_app.cu" \
-      -o "$B/nccl_app" -L"$B/interpose" -lslimreduce "$B/kernels/libslimreduce_kernels.a" \
+      -o "$B/nccl_app" -L"$B/interpose" -lslimreduce_nccl "$B/kernels/libslimreduce_kernels.a" \
       -L"$NCCL_LIB" -Xlinker -l:libnccl.so.2 -Xlinker -rpath="$B/interpose:$NCCL_LIB:$CUDART_DIR" \
       --cudart shared -Xcompiler -pthread
   fi
-  if [ $HAVE_LIB = 1 ]; then
+  if [ -f "$LIB" ]; then
     # nvcc takes -I, -L and -l as they are; the wrapper's other flags go to the host tools.
     mpi_flags=()
     for flag in $(mpicc --showme:compile) $(mpicc --showme:link); do
@@ -118,10 +128,13 @@ HAVE_LIB=0
 } > "$OUT/build.log" 2>&1
 tail -3 "$OUT/build.log"
 if [ -x "$DEVICE_CHECK" ]; then row build ok "$((SECONDS - START))s"; else row build FAIL "see build.log"; fi
-LIB=$B/interpose/libslimreduce.so
-if [ $HAVE_LIB = 1 ]; then
-  { echo "ldd:"; ldd "$LIB"; echo; nm -D --defined-only "$LIB" | grep -E ' (nccl|slimreduce_)'; } >> "$OUT/build.log"
-fi
+for built in "$LIB" "$NCCL_ONLY_LIB"; do
+  [ -f "$built" ] || { row "$(basename "$built")" MISSING "see build.log"; continue; }
+  { echo "ldd $built:"; ldd "$built"; nm -D --defined-only "$built" | grep -E ' (nccl|slimreduce_)'; } >> "$OUT/build.log"
+done
+# nccl_app runs under the full library where it was built (a Horovod-like job), else under its own.
+APP_PRELOAD=$NCCL_ONLY_LIB
+[ -f "$LIB" ] && APP_PRELOAD=$LIB
 
 # ---- 2. kernels against their CPU twins, then timings ---------------------------------
 if [ -x "$DEVICE_CHECK" ]; then
@@ -139,7 +152,7 @@ if [ -x "$B/nccl_app" ]; then
     [ "$(left)" -lt 120 ] && { row "nccl_app $compressor" SKIP "out of time"; continue; }
     log "nccl_app $compressor"
     echo "=== SLIMREDUCE_COMPRESSOR=$compressor" >> "$OUT/nccl_app.log"
-    env LD_PRELOAD="$LIB" LD_LIBRARY_PATH="$NCCL_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" SLIMREDUCE_COMPRESSOR=$compressor \
+    env LD_PRELOAD="$APP_PRELOAD" LD_LIBRARY_PATH="$NCCL_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" SLIMREDUCE_COMPRESSOR=$compressor \
       SLIMREDUCE_MIN_BYTES=64K SLIMREDUCE_LOG_LEVEL=info NCCL_DEBUG=WARN \
       timeout 60 "$B/nccl_app" >> "$OUT/nccl_app.log" 2>&1
     rc=$?
@@ -147,7 +160,7 @@ if [ -x "$B/nccl_app" ]; then
     row "nccl_app $compressor" "$(verdict $rc)" "rc $rc, $fails failed checks"
   done
 else
-  row "nccl_app" SKIP "no libslimreduce/libnccl (see build.log)"
+  row "nccl_app" SKIP "no libslimreduce_nccl/libnccl (see build.log)"
 fi
 
 # ---- 4. MPI ranks sharing the GPU, device buffers through the MPI path --------------------
@@ -174,7 +187,7 @@ fi
 
 # ---- 5. PyTorch DDP, NCCL backend, world size 1 ----------------------------------------
 cat > "$B/ddp_check.py" <<'PY'
-# DDP over NCCL at world size 1 under LD_PRELOAD=libslimreduce.so: the bucket
+# DDP over NCCL at world size 1 under LD_PRELOAD=libslimreduce_nccl.so: the bucket
 # allreduces must be intercepted, and the gradients must be the plain model's
 # passed through the compressor (world size 1: the sum is this rank's payload).
 import copy, ctypes, json, math, os, sys
@@ -233,13 +246,13 @@ print(json.dumps({"compressor": comp, "results_ok": bool(ok), "intercepted": c.i
 dist.destroy_process_group()
 sys.exit(0 if ok and intercepted and compressed_ok else 1)
 PY
-if [ $HAVE_LIB = 1 ] && python3 -c 'import torch' 2>/dev/null; then
+if [ -f "$NCCL_ONLY_LIB" ] && python3 -c 'import torch' 2>/dev/null; then
   port=29511
   for compressor in none fp16 bf16 topk; do
     [ "$(left)" -lt 45 ] && { row "ddp $compressor" SKIP "out of time"; continue; }
     log "ddp $compressor"
     echo "=== SLIMREDUCE_COMPRESSOR=$compressor" >> "$OUT/ddp.log"
-    env LD_PRELOAD="$LIB" SLIMREDUCE_COMPRESSOR=$compressor SLIMREDUCE_LOG_LEVEL=info \
+    env LD_PRELOAD="$NCCL_ONLY_LIB" SLIMREDUCE_COMPRESSOR=$compressor SLIMREDUCE_LOG_LEVEL=info \
       MASTER_ADDR=127.0.0.1 MASTER_PORT=$((port++)) RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 \
       PYTHONUNBUFFERED=1 timeout 90 python3 "$B/ddp_check.py" >> "$OUT/ddp.log" 2>&1
     rc=$?
@@ -247,7 +260,7 @@ if [ $HAVE_LIB = 1 ] && python3 -c 'import torch' 2>/dev/null; then
     row "ddp $compressor" "$([ $rc = 0 ] && echo ok || echo FAIL)" "rc $rc ${result:-no result}"
   done
 else
-  row "ddp" SKIP "no libslimreduce or no torch"
+  row "ddp" SKIP "no libslimreduce_nccl or no torch"
 fi
 
 # ---- 6. memcheck of the kernel checks, if the time and the tool are there ----------------

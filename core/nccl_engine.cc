@@ -10,7 +10,6 @@
 
 #include "backends/nccl_backend.h"
 #include "core/compressor_choice.h"
-#include "core/engine.h"
 #include "core/log.h"
 
 namespace slimreduce {
@@ -334,8 +333,6 @@ bool NcclEngine::set_topk_ratio(double ratio) {
 }
 
 void NcclEngine::write_report_at_exit() {
-  // With MPI up, the MPI engine writes the report (and may add these counters).
-  if (Engine::get()) return;
   Counters mine;
   ReportContext context;
   {

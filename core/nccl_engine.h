@@ -53,7 +53,8 @@ class NcclEngine {
   bool set_topk_ratio(double ratio);
   Counters counters() const;
   const Settings& settings() const { return settings_; }
-  // The report of a job that never started the MPI engine (NCCL only).
+  // The report of a job that never started the MPI engine (NCCL only: with
+  // MPI up, the MPI engine writes it, these counters included; the shim asks).
   void write_report_at_exit();
 
  private:

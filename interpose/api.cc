@@ -1,59 +1,58 @@
-// SlimReduce's own C API (interpose/slimreduce.h).
+// SlimReduce's own C API (interpose/slimreduce.h): answers from the MPI
+// engine when it is up, else from the NCCL engine (a job using NCCL without
+// MPI); changes go to every engine that is up.
 #include <cstring>
+#include <optional>
 #include <string>
 
-#include "interpose/shim_common.h"
+#include "interpose/shim_base.h"
 #ifdef SLIMREDUCE_HAVE_CUDA
 #include "core/nccl_engine.h"
 #endif
 #include "interpose/slimreduce.h"
 
-SR_EXPORT const char* slimreduce_version(void) { return SLIMREDUCE_VERSION; }
-
 namespace {
 
-// The settings the API reports: the MPI engine's, or in a job that uses NCCL
-// without MPI (torchrun, DDP), the NCCL engine's; nullptr before either starts.
-const slimreduce::Settings* active_settings() {
-  if (const slimreduce::Engine* engine = slimreduce::Engine::get()) return &engine->settings();
+namespace mpi_side = slimreduce::interpose::mpi_side;
+
+slimreduce::NcclEngine* nccl_engine() {
 #ifdef SLIMREDUCE_HAVE_CUDA
-  if (const slimreduce::NcclEngine* nccl = slimreduce::NcclEngine::get()) return &nccl->settings();
+  return slimreduce::NcclEngine::get();
+#else
+  return nullptr;
+#endif
+}
+
+const slimreduce::Settings* active_settings() {
+  if (const slimreduce::Settings* settings = mpi_side::settings()) return settings;
+#ifdef SLIMREDUCE_HAVE_CUDA
+  if (const slimreduce::NcclEngine* nccl = nccl_engine()) return &nccl->settings();
 #endif
   return nullptr;
 }
 
-// Applies a change to every engine that is up: both, when MPI carries the
-// control plane and NCCL the data. False when none is up or one refuses.
-template <class Change>
-bool change_engines(Change change) {
-  slimreduce::Engine* engine = slimreduce::Engine::get();
-  bool any = false, all = true;
-#ifdef SLIMREDUCE_HAVE_CUDA
-  if (slimreduce::NcclEngine* nccl = slimreduce::NcclEngine::get()) {
-    any = true;
-    all = change(*nccl) && all;
-  }
-#endif
-  if (engine) {
-    any = true;
-    all = change(*engine) && all;
-  }
-  return any && all;
+// A change applied to every engine that is up: true when at least one is up
+// and none refused.
+int change_engines(std::optional<bool> mpi_answer, std::optional<bool> nccl_answer) {
+  if (!mpi_answer && !nccl_answer) return -1;
+  return mpi_answer.value_or(true) && nccl_answer.value_or(true) ? 0 : -1;
 }
 
 }  // namespace
 
+SR_EXPORT const char* slimreduce_version(void) { return SLIMREDUCE_VERSION; }
+
 SR_EXPORT int slimreduce_get_counters(slimreduce_counters* out) {
   if (!out) return -1;
   slimreduce::Counters counters;
-  if (const slimreduce::Engine* engine = slimreduce::Engine::get()) {
-    counters = engine->counters();  // includes the NCCL engine's
+  if (!mpi_side::counters(&counters)) {  // the MPI engine's include the NCCL engine's
 #ifdef SLIMREDUCE_HAVE_CUDA
-  } else if (const slimreduce::NcclEngine* nccl = slimreduce::NcclEngine::get()) {
+    const slimreduce::NcclEngine* nccl = nccl_engine();
+    if (!nccl) return -1;
     counters = nccl->counters();
-#endif
-  } else {
+#else
     return -1;
+#endif
   }
   *out = slimreduce::interpose::to_c_counters(counters);
   return 0;
@@ -67,7 +66,11 @@ SR_EXPORT const char* slimreduce_compressor(void) {
 SR_EXPORT int slimreduce_set_compressor(const char* name) {
   if (!name) return -1;
   try {
-    return change_engines([name](auto& engine) { return engine.use_compressor(name); }) ? 0 : -1;
+    std::optional<bool> nccl_answer;
+#ifdef SLIMREDUCE_HAVE_CUDA
+    if (slimreduce::NcclEngine* nccl = nccl_engine()) nccl_answer = nccl->use_compressor(name);
+#endif
+    return change_engines(mpi_side::use_compressor(name), nccl_answer);
   } catch (...) {
     return -1;
   }
@@ -75,7 +78,11 @@ SR_EXPORT int slimreduce_set_compressor(const char* name) {
 
 SR_EXPORT int slimreduce_set_topk_ratio(double ratio) {
   try {
-    return change_engines([ratio](auto& engine) { return engine.set_topk_ratio(ratio); }) ? 0 : -1;
+    std::optional<bool> nccl_answer;
+#ifdef SLIMREDUCE_HAVE_CUDA
+    if (slimreduce::NcclEngine* nccl = nccl_engine()) nccl_answer = nccl->set_topk_ratio(ratio);
+#endif
+    return change_engines(mpi_side::set_topk_ratio(ratio), nccl_answer);
   } catch (...) {
     return -1;
   }

@@ -11,7 +11,7 @@
 
 #include "backends/nccl_backend.h"
 #include "core/nccl_engine.h"
-#include "interpose/shim_common.h"
+#include "interpose/shim_base.h"
 #include "interpose/slimreduce.h"
 
 namespace {
@@ -20,6 +20,8 @@ using slimreduce::NcclEngine;
 namespace real = slimreduce::backends::nccl;
 
 void report_at_exit() {
+  // With MPI up, the MPI engine writes the report, these counters included.
+  if (slimreduce::interpose::mpi_side::up()) return;
   if (NcclEngine* engine = NcclEngine::get()) engine->write_report_at_exit();
 }
 

@@ -1,0 +1,72 @@
+// What every shim shares, MPI or NCCL: the export macro, settings read at
+// start-up with the one-line refusal of a bad one, and the C API's counters.
+// No MPI here: libslimreduce_nccl.so (for jobs without MPI) is built from it.
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "core/counters.h"
+#include "core/settings.h"
+#include "interpose/slimreduce.h"
+
+#define SR_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace slimreduce::interpose {
+
+using slimreduce::Settings;
+using slimreduce::SettingsError;
+
+// The rank the launcher gave this process, before MPI or NCCL can tell us.
+inline bool launcher_rank_is_zero() {
+  // mpirun (Open MPI, PMIx, PMI), then torchrun and Slurm for NCCL-only jobs.
+  for (const char* name :
+       {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "RANK", "SLURM_PROCID"}) {
+    if (const char* value = std::getenv(name)) return std::string(value) == "0";
+  }
+  return true;
+}
+
+// Bad settings end the job before any collective runs (design invariant 6).
+inline Settings settings_or_exit() {
+  try {
+    return parse_settings(read_environment());
+  } catch (const SettingsError& error) {
+    if (launcher_rank_is_zero()) {
+      std::fprintf(stderr, "slimreduce: error: %s\n", error.what());
+      std::exit(1);
+    }
+    // The other ranks wait for rank 0's line to reach the launcher, which then
+    // ends them; were rank 0 gone without a word, they end themselves.
+    std::this_thread::sleep_for(std::chrono::seconds(20));
+    std::exit(1);
+  }
+}
+
+// The engine's counters in the C API's layout.
+inline slimreduce_counters to_c_counters(const Counters& c) {
+  return {c.intercepted, c.compressed,    c.passed_through, c.warmup,   c.ef_cap_fallback,
+          c.input_bytes, c.wire_baseline, c.wire_sent,      c.ef_resets};
+}
+
+}  // namespace slimreduce::interpose
+
+// The MPI engine as the C API and the NCCL shim see it: mpi_side.cc in
+// libslimreduce.so, no_mpi_side.cc (never up) in libslimreduce_nccl.so, the
+// library for jobs that use NCCL without MPI, which must load where no MPI is.
+namespace slimreduce::interpose::mpi_side {
+
+// Whether the MPI engine is up (it then writes the report, NCCL counters included).
+bool up();
+// Its settings and counters (the NCCL engine's included), or nullptr/false when not up.
+const Settings* settings();
+bool counters(Counters* out);
+// Its answer to a change, or nullopt when it is not up.
+std::optional<bool> use_compressor(const std::string& name);
+std::optional<bool> set_topk_ratio(double ratio);
+
+}  // namespace slimreduce::interpose::mpi_side
