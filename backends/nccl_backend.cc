@@ -83,6 +83,9 @@ void bind_all(Api& api, void* handle) {
   bind(api.all_gather, handle, "ncclAllGather");
   bind(api.group_start, handle, "ncclGroupStart");
   bind(api.group_end, handle, "ncclGroupEnd");
+#if SLIMREDUCE_NCCL_HAS_SIMULATE_END
+  bind(api.group_simulate_end, handle, "ncclGroupSimulateEnd");
+#endif
   bind(api.comm_init_rank, handle, "ncclCommInitRank");
   bind(api.comm_init_rank_config, handle, "ncclCommInitRankConfig");
   bind(api.comm_init_rank_scalable, handle, "ncclCommInitRankScalable");

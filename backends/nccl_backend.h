@@ -8,6 +8,13 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+// ncclGroupSimulateEnd and ncclSimInfo_t came with NCCL 2.22.
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 22, 0)
+#define SLIMREDUCE_NCCL_HAS_SIMULATE_END 1
+#else
+#define SLIMREDUCE_NCCL_HAS_SIMULATE_END 0
+#endif
+
 namespace slimreduce::backends::nccl {
 
 struct Api {
@@ -17,6 +24,9 @@ struct Api {
                              cudaStream_t) = nullptr;
   ncclResult_t (*group_start)() = nullptr;
   ncclResult_t (*group_end)() = nullptr;
+#if SLIMREDUCE_NCCL_HAS_SIMULATE_END
+  ncclResult_t (*group_simulate_end)(ncclSimInfo_t*) = nullptr;
+#endif
   ncclResult_t (*comm_init_rank)(ncclComm_t*, int, ncclUniqueId, int) = nullptr;
   ncclResult_t (*comm_init_rank_config)(ncclComm_t*, int, ncclUniqueId, int,
                                         ncclConfig_t*) = nullptr;

@@ -22,15 +22,24 @@ bool is_capturing(cudaStream_t stream) {
   return status != cudaStreamCaptureStatusNone;
 }
 
+// A failed call leaves its error as the last one of our private runtime:
+// each is cleared here, so no later cudaGetLastError() (after a launch)
+// reports it as the launch's.
 DeviceGuard::DeviceGuard(int device) {
-  if (cudaGetDevice(&previous_) != cudaSuccess) return;
+  if (cudaGetDevice(&previous_) != cudaSuccess) {
+    cudaGetLastError();
+    previous_ = -1;
+    return;
+  }
   ok_ = previous_ == device || cudaSetDevice(device) == cudaSuccess;
+  if (!ok_) cudaGetLastError();
 }
 
 DeviceGuard::~DeviceGuard() {
   int now = -1;
-  if (previous_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != previous_) {
-    cudaSetDevice(previous_);
+  if (previous_ < 0) return;
+  if (cudaGetDevice(&now) != cudaSuccess || (now != previous_ && cudaSetDevice(previous_))) {
+    cudaGetLastError();
   }
 }
 
@@ -55,13 +64,24 @@ void* CudaAllocator::allocate(std::size_t bytes, void* stream, bool zeroed) {
   return ptr;
 }
 
+bool CudaAllocator::wait_device(int device) {
+  DeviceGuard guard(device);
+  if (!guard.ok()) return false;
+  // An error here (a sticky one after an abort, say) still means the device's
+  // work is over: clear it, so it does not surface at the caller's next check.
+  if (cudaDeviceSynchronize() != cudaSuccess) cudaGetLastError();
+  return true;
+}
+
 void CudaAllocator::release(void* ptr, void* stream) {
   bool synchronous = false;
   {
     std::lock_guard lock(mutex_);
     synchronous = synchronous_.erase(ptr) > 0;
   }
-  // cudaFree waits for the device; only at communicator teardown or without pools.
+  // cudaFree (stream nullptr) does not wait for kernels still queued that use
+  // cudaMallocAsync memory: callers freeing such memory wait first
+  // (release_after_device_wait); only at teardown, or without memory pools.
   const cudaError_t rc = synchronous || !stream
                              ? cudaFree(ptr)
                              : cudaFreeAsync(ptr, static_cast<cudaStream_t>(stream));

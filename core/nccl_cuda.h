@@ -1,6 +1,7 @@
 // CUDA helpers of the NCCL path: pointer and capture checks, the current
 // device, and the stream-ordered allocator behind the workspace and residuals.
-// Only with SLIMREDUCE_HAVE_CUDA. Nothing here synchronizes the host.
+// Only with SLIMREDUCE_HAVE_CUDA. Only wait_device synchronizes the host
+// (communicator teardown, a compressor switch).
 #pragma once
 
 #ifdef SLIMREDUCE_HAVE_CUDA
@@ -47,6 +48,8 @@ class CudaAllocator : public DeviceAllocator {
  public:
   void* allocate(std::size_t bytes, void* stream, bool zeroed) override;
   void release(void* ptr, void* stream) override;
+  // DeviceGuard on `device`, cudaDeviceSynchronize, error cleared.
+  bool wait_device(int device) override;
 
  private:
   std::mutex mutex_;

@@ -1,6 +1,22 @@
 #include "core/nccl_eligibility.h"
 
+#include <cerrno>
+#include <cstdlib>
+
 namespace slimreduce {
+namespace {
+
+// NCCL_COMM_BLOCKING as NCCL reads it (ncclLoadParam: strtoll, base 0; an
+// empty value or a conversion error leaves it unset): 0, 1, or -1 for "no say".
+int env_blocking(const char* value) {
+  if (!value || !*value) return -1;
+  errno = 0;
+  const long long parsed = std::strtoll(value, nullptr, 0);
+  if (errno != 0 || (parsed != 0 && parsed != 1)) return -1;
+  return static_cast<int>(parsed);
+}
+
+}  // namespace
 
 GpuCompressor gpu_compressor(const std::string& name) {
   if (name == "none") return GpuCompressor::none;
@@ -54,6 +70,22 @@ NcclVerdict classify_nccl(const NcclCallFacts& facts, const Settings& settings) 
   if (compressor == GpuCompressor::topk && facts.count > 0xffffffffull) return pass("size");
   const NcclPath path = compressor == GpuCompressor::topk ? NcclPath::topk : NcclPath::cast;
   return NcclVerdict{path, facts.op == kNcclAvg, ""};
+}
+
+bool nccl_blocking_mode(const NcclModeFacts& facts) {
+  if (facts.init_in_progress) return false;
+  if (const int env = env_blocking(facts.env_blocking); env >= 0) return env == 1;
+  if (facts.has_config) {
+    return facts.config_blocking == kNcclConfigUndefInt || facts.config_blocking != 0;
+  }
+  // No config: a split or shrink inherits its parent's mode (a parent we never
+  // saw: not known, never taken as blocking); an init gets NCCL's default.
+  return facts.parent != NcclParent::non_blocking && facts.parent != NcclParent::unknown;
+}
+
+NcclShape nccl_shape(bool queries_ok, int size) {
+  if (!queries_ok) return NcclShape::never;
+  return size < 1 ? NcclShape::later : NcclShape::ready;
 }
 
 }  // namespace slimreduce

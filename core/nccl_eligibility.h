@@ -3,6 +3,7 @@
 // no NCCL or CUDA header, so it is tested on any machine.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <string>
 
@@ -17,6 +18,32 @@ inline constexpr int kNcclFloat32 = 7;
 inline constexpr int kNcclBfloat16 = 9;
 inline constexpr int kNcclSum = 0;
 inline constexpr int kNcclAvg = 4;
+inline constexpr int kNcclConfigUndefInt = INT_MIN;  // NCCL_CONFIG_UNDEF_INT
+
+// How a new communicator came to be, for its blocking mode.
+enum class NcclParent { none, blocking, non_blocking, unknown };  // unknown: not seen by us
+struct NcclModeFacts {
+  const char* env_blocking = nullptr;  // NCCL_COMM_BLOCKING as read, or nullptr
+  bool has_config = false;
+  int config_blocking = kNcclConfigUndefInt;  // undefined also for configs before NCCL 2.14
+  NcclParent parent = NcclParent::none;       // split and shrink
+  bool init_in_progress = false;              // the init returned ncclInProgress
+};
+
+// NCCL's rule (init.cc: parseCommConfig, copyCommConfig, envConfigOverride):
+// NCCL_COMM_BLOCKING, when it reads 0 or 1, overrides everything; then the
+// config's own value; a config that leaves it unset gets NCCL's default
+// (blocking), even for a split; only a split or shrink without a config
+// inherits its parent's mode. An init that answered ncclInProgress is
+// non-blocking whatever we concluded.
+bool nccl_blocking_mode(const NcclModeFacts& facts);
+
+// What the shape queries (ncclCommCount, UserRank, CuDevice) of a blocking
+// communicator told. NCCL queues a communicator created inside a group until
+// the outermost ncclGroupEnd and answers 0 ranks, rank 0, device 0 with
+// success until then: such a size means "ask again later", not a shape.
+enum class NcclShape { ready, later, never };
+NcclShape nccl_shape(bool queries_ok, int size);
 
 // The GPU kernels a compressor name maps to; unknown: no GPU kernel (yet).
 enum class GpuCompressor { none, fp16, bf16, topk, unknown };

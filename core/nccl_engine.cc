@@ -3,10 +3,12 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "backends/nccl_backend.h"
 #include "core/compressor_choice.h"
@@ -19,7 +21,9 @@ namespace real = backends::nccl;
 
 static_assert(kNcclFloat16 == ncclFloat16 && kNcclFloat32 == ncclFloat32 &&
               kNcclBfloat16 == ncclBfloat16 && kNcclSum == ncclSum && kNcclAvg == ncclAvg);
-static_assert(kNcclSuccess == ncclSuccess && kNcclInProgress == ncclInProgress);
+static_assert(kNcclSuccess == ncclSuccess && kNcclInProgress == ncclInProgress &&
+              kNcclSystemError == ncclSystemError && kNcclInternalError == ncclInternalError);
+static_assert(kNcclConfigUndefInt == NCCL_CONFIG_UNDEF_INT);
 
 NcclEngine*& instance() {
   static NcclEngine* engine = nullptr;
@@ -28,18 +32,13 @@ NcclEngine*& instance() {
 
 // NCCL keeps its group depth per thread; so do we.
 thread_local NcclGroup group;
+// Blocking communicators this thread created inside its open group: NCCL
+// initializes them at the outermost ncclGroupEnd, and only then can they say
+// their shape.
+thread_local std::vector<ncclComm_t> created_in_group;
 
 bool error_feedback_for(const Settings& settings) {
   return error_feedback_on(compressor_named(settings.compressor, settings).get(), settings);
-}
-
-// A communicator blocks unless its config or NCCL_COMM_BLOCKING=0 says otherwise;
-// split and shrink inherit their parent's mode when the config leaves it unset.
-bool blocking_mode(const ncclConfig_t* config, const NcclCommState* parent) {
-  if (config && config->blocking != NCCL_CONFIG_UNDEF_INT) return config->blocking != 0;
-  if (parent) return parent->blocking;
-  const char* env = std::getenv("NCCL_COMM_BLOCKING");
-  return !(env && std::atoi(env) == 0);
 }
 
 int env_int(std::initializer_list<const char*> names, int fallback) {
@@ -58,6 +57,14 @@ class NcclEngine::Actions : public GroupActions {
 
   int real_group_start() override { return real::call(real::api().group_start); }
   int real_group_end() override { return real::call(real::api().group_end); }
+  int real_group_simulate_end(void* sim_info) override {
+#if SLIMREDUCE_NCCL_HAS_SIMULATE_END
+    return real::call(real::api().group_simulate_end, static_cast<ncclSimInfo_t*>(sim_info));
+#else
+    (void)sim_info;
+    return ncclInvalidUsage;  // never called: the shim has no ncclGroupSimulateEnd then
+#endif
+  }
 
   int pass_through(const NcclCall& c) override {
     // A held call the group now passes through is counted here; the others were already.
@@ -68,7 +75,7 @@ class NcclEngine::Actions : public GroupActions {
   }
 
   int begin(std::vector<NcclCall>& held) override {
-    for (const NcclCall& c : held) plan_.calls.push_back(CallPlan{c});
+    for (const NcclCall& c : held) plan_.calls.emplace_back().call = c;
     if (const ncclResult_t rc = engine_.plan(plan_); rc != ncclSuccess) return rc;
     return plan_.compress();
   }
@@ -126,53 +133,114 @@ NcclCodec NcclEngine::codec() const {
           settings_.topk_values == TopkValueFormat::fp16};
 }
 
-void NcclEngine::comm_created(ncclComm_t comm, const ncclConfig_t* config, ncclComm_t parent) {
-  if (!comm) return;
-  auto state = std::make_unique<NcclCommState>();
-  state->comm = comm;
-  {
-    std::lock_guard lock(mutex_);
-    auto found = parent ? comms_.find(parent) : comms_.end();
-    state->blocking = blocking_mode(config, found != comms_.end() ? found->second.get() : nullptr);
+NcclModeFacts NcclEngine::mode_facts(ncclResult_t rc, const ncclConfig_t* config,
+                                     ncclComm_t parent) const {
+  NcclModeFacts facts;
+  facts.env_blocking = std::getenv("NCCL_COMM_BLOCKING");
+  facts.has_config = config != nullptr;
+  // NCCL takes a config older than 2.14 as leaving the mode unset.
+  if (config && config->version >= NCCL_VERSION(2, 14, 0)) facts.config_blocking = config->blocking;
+  facts.init_in_progress = rc == ncclInProgress;
+  if (parent) {
+    auto found = comms_.find(parent);
+    facts.parent = found == comms_.end()     ? NcclParent::unknown
+                   : found->second->blocking ? NcclParent::blocking
+                                             : NcclParent::non_blocking;
   }
-  // A blocking communicator is ready: ask it its shape now, once.
-  if (state->blocking) {
-    const real::Api& nccl = real::api();
-    const bool shaped = real::call(nccl.comm_count, comm, &state->size) == ncclSuccess &&
-                        real::call(nccl.comm_user_rank, comm, &state->rank) == ncclSuccess &&
-                        real::call(nccl.comm_cu_device, comm, &state->device) == ncclSuccess;
-    if (!shaped) state->blocking = false;  // never compressed
-  }
-  std::lock_guard lock(mutex_);
-  state->id = next_comm_id_++;
-  if (state->blocking && report_rank_ < 0) {
-    report_rank_ = state->rank;
-    report_size_ = state->size;
-  }
-  log_line(settings_.log_level, LogLevel::debug, state->rank,
-           "nccl: communicator %llu: rank %d of %d on device %d, %s",
-           static_cast<unsigned long long>(state->id), state->rank, state->size, state->device,
-           state->blocking ? "blocking" : "non-blocking: passed through");
-  comms_[comm] = std::move(state);
+  return facts;
 }
 
-void NcclEngine::comm_gone(ncclComm_t comm) {
-  std::unique_ptr<NcclCommState> gone;
+void NcclEngine::comm_created(ncclComm_t comm, ncclResult_t rc, const ncclConfig_t* config,
+                              ncclComm_t parent) {
+  if (!comm) return;
+  auto state = std::make_shared<NcclCommState>();
+  state->comm = comm;
+  state->allocator = &allocator_;
+  std::shared_ptr<NcclCommState> replaced;  // a handle we never saw go: dropped outside the lock
+  {
+    std::lock_guard lock(mutex_);
+    state->blocking = nccl_blocking_mode(mode_facts(rc, config, parent));
+    state->id = next_comm_id_++;
+    log_line(settings_.log_level, LogLevel::debug, report_rank_ < 0 ? 0 : report_rank_,
+             "nccl: communicator %llu created, %s", static_cast<unsigned long long>(state->id),
+             state->blocking ? "blocking" : "non-blocking: passed through");
+    replaced = std::exchange(comms_[comm], state);
+    if (replaced) residuals_.take_communicator(replaced->id, replaced->leftovers);
+  }
+  if (!state->blocking) return;
+  // Created inside the caller's group: NCCL has only queued it, and answers
+  // 0 ranks, rank 0, device 0 until the outermost ncclGroupEnd. Ask then.
+  if (group.in_group()) {
+    created_in_group.push_back(comm);
+  } else {
+    shape(comm);
+  }
+}
+
+void NcclEngine::shape(ncclComm_t comm) {
+  int size = 0, rank = 0, device = -1;
+  const real::Api& nccl = real::api();
+  const bool ok = real::call(nccl.comm_count, comm, &size) == ncclSuccess &&
+                  real::call(nccl.comm_user_rank, comm, &rank) == ncclSuccess &&
+                  real::call(nccl.comm_cu_device, comm, &device) == ncclSuccess;
+  std::lock_guard lock(mutex_);
+  auto found = comms_.find(comm);
+  if (found == comms_.end() || found->second->size != 0) return;
+  NcclCommState& state = *found->second;
+  switch (nccl_shape(ok, size)) {
+    case NcclShape::later:
+      return;  // asked again at its next call outside a group
+    case NcclShape::never:
+      state.size = -1;  // never compressed
+      return;
+    case NcclShape::ready:
+      break;
+  }
+  state.rank = rank;
+  state.device = device;
+  state.size = size;
+  if (report_rank_ < 0) {
+    report_rank_ = rank;
+    report_size_ = size;
+  }
+  log_line(settings_.log_level, LogLevel::debug, rank,
+           "nccl: communicator %llu: rank %d of %d on device %d",
+           static_cast<unsigned long long>(state.id), rank, size, device);
+}
+
+// After this thread's outermost group end: its communicators are made now.
+void NcclEngine::shape_created_in_group() {
+  if (group.in_group() || created_in_group.empty()) return;
+  for (ncclComm_t comm : std::exchange(created_in_group, {})) shape(comm);
+}
+
+void NcclEngine::comm_gone(ncclComm_t comm, bool aborted) {
+  std::shared_ptr<NcclCommState> gone;
   {
     std::lock_guard lock(mutex_);
     auto found = comms_.find(comm);
     if (found == comms_.end()) return;
     gone = std::move(found->second);
     comms_.erase(found);
-    residuals_.forget_communicator(gone->id);
+    // Its residuals stay with it: a plan on another thread may still use them.
+    residuals_.take_communicator(gone->id, gone->leftovers);
   }
-  // Its workspaces go with it (a device-wide wait: NCCL has just torn the communicator down).
+  // Dropped outside the lock: unless a plan still holds it, its device memory
+  // is freed then, after a wait for the device (~NcclCommState): NCCL's destroy
+  // or abort does not wait for our kernels queued after its own. After an
+  // abort other communicators' kernels may hang until they too are aborted,
+  // so that wait must not hold up the aborting thread.
+  if (aborted && gone.use_count() == 1) {
+    std::thread([state = std::move(gone)]() mutable { state.reset(); }).detach();
+  }
 }
 
-NcclCommState* NcclEngine::find(ncclComm_t comm) {
+void NcclEngine::comm_facts(ncclComm_t comm, NcclCallFacts& facts) const {
   std::lock_guard lock(mutex_);
   auto found = comms_.find(comm);
-  return found == comms_.end() ? nullptr : found->second.get();
+  if (found == comms_.end()) return;
+  facts.blocking_comm = found->second->blocking;
+  facts.comm_size = found->second->size;
 }
 
 NcclCallFacts NcclEngine::facts_of(const NcclCall& call) {
@@ -180,9 +248,12 @@ NcclCallFacts NcclEngine::facts_of(const NcclCall& call) {
   facts.datatype = call.datatype;
   facts.op = call.op;
   facts.count = call.count;
-  if (const NcclCommState* state = find(static_cast<ncclComm_t>(call.comm))) {
-    facts.blocking_comm = state->blocking;
-    facts.comm_size = state->size;
+  const auto comm = static_cast<ncclComm_t>(call.comm);
+  comm_facts(comm, facts);
+  // Created inside a group and not asked since: outside any group, it is made.
+  if (facts.blocking_comm && facts.comm_size == 0 && !group.in_group()) {
+    shape(comm);
+    comm_facts(comm, facts);
   }
   // The pointer check is the one CUDA call here: only for a call otherwise eligible.
   facts.device_buffers = true;
@@ -214,8 +285,21 @@ ncclResult_t NcclEngine::group_start() {
 
 ncclResult_t NcclEngine::group_end() {
   Actions actions(*this);
-  return static_cast<ncclResult_t>(group.end(actions));
+  const auto rc = static_cast<ncclResult_t>(group.end(actions));
+  shape_created_in_group();
+  return rc;
 }
+
+#if SLIMREDUCE_NCCL_HAS_SIMULATE_END
+ncclResult_t NcclEngine::group_simulate_end(ncclSimInfo_t* sim_info) {
+  Actions actions(*this);
+  const auto rc = static_cast<ncclResult_t>(group.simulate_end(sim_info, actions));
+  // A simulated group runs nothing, its communicator inits included: they are
+  // not asked here (their handles may be gone); a later call asks them.
+  if (!group.in_group()) created_in_group.clear();
+  return rc;
+}
+#endif
 
 // 1 compress, 0 pass through (warm-up, residual cap, capture without a
 // residual yet), -1 no device memory. Under mutex_.
@@ -251,7 +335,7 @@ ncclResult_t NcclEngine::plan(GroupPlan& plan) {
   std::lock_guard lock(mutex_);
   for (CallPlan& p : plan.calls) {
     auto found = comms_.find(static_cast<ncclComm_t>(p.call.comm));
-    p.comm = found == comms_.end() ? nullptr : found->second.get();
+    p.comm = found == comms_.end() ? nullptr : found->second;
     const int verdict = decide(p, is_capturing(static_cast<cudaStream_t>(p.call.stream)));
     if (verdict < 0) return ncclSystemError;
     p.compressed = verdict > 0;
@@ -298,11 +382,13 @@ ncclResult_t NcclEngine::plan_memory(GroupPlan& plan) {
 
 void NcclEngine::count_pass_through(const NcclCall& call) {
   const std::uint64_t bytes = call.count * nccl_type_bytes(call.datatype);
-  int size = 0;
-  if (const NcclCommState* state = find(static_cast<ncclComm_t>(call.comm))) size = state->size;
-  // A communicator we know nothing of: ask it (cheap; a non-ready one answers nothing).
-  if (size < 1 && real::call(real::api().comm_count, static_cast<ncclComm_t>(call.comm), &size) !=
-                      ncclSuccess) {
+  NcclCallFacts facts;
+  comm_facts(static_cast<ncclComm_t>(call.comm), facts);
+  int size = facts.comm_size;
+  // A communicator we know nothing of: ask it (cheap; a non-ready one answers nothing, or 0).
+  if (size < 1 && (real::call(real::api().comm_count, static_cast<ncclComm_t>(call.comm), &size) !=
+                       ncclSuccess ||
+                   size < 1)) {
     size = 1;
   }
   std::lock_guard lock(mutex_);
@@ -316,10 +402,24 @@ Counters NcclEngine::counters() const {
 
 bool NcclEngine::use_compressor(const std::string& name) {
   if (name != "none" && !compressor_named(name, settings_)) return false;
-  std::lock_guard lock(mutex_);
-  settings_.compressor = name;
-  error_feedback_ = error_feedback_for(settings_);
-  residuals_.clear();  // what one compressor left behind means nothing to another
+  std::vector<DeviceBlock> dropped;
+  std::vector<int> devices;
+  {
+    std::lock_guard lock(mutex_);
+    settings_.compressor = name;
+    error_feedback_ = error_feedback_for(settings_);
+    // What one compressor left behind means nothing to another.
+    residuals_.take_all(dropped);
+    for (const auto& [comm, state] : comms_) {
+      if (state->size >= 1) devices.push_back(state->device);
+    }
+  }
+  std::sort(devices.begin(), devices.end());
+  devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+  // Kernels already queued may still write them. (A plan of another thread
+  // between its planning and its launches is not covered: switching the
+  // compressor while another thread calls ncclAllReduce is not supported.)
+  release_after_device_wait(dropped, devices, allocator_);
   return true;
 }
 

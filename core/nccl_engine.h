@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 
+#include "backends/nccl_backend.h"
 #include "core/counters.h"
 #include "core/nccl_cuda.h"
 #include "core/nccl_group.h"
@@ -40,12 +41,20 @@ class NcclEngine {
                           cudaStream_t stream);
   ncclResult_t group_start();
   ncclResult_t group_end();
+#if SLIMREDUCE_NCCL_HAS_SIMULATE_END
+  ncclResult_t group_simulate_end(ncclSimInfo_t* sim_info);
+#endif
 
-  // After a real init or split returned success (or ncclInProgress:
-  // non-blocking). A split or shrink without a mode inherits the parent's.
-  void comm_created(ncclComm_t comm, const ncclConfig_t* config, ncclComm_t parent = nullptr);
-  // After a real destroy or abort: frees the communicator's device memory.
-  void comm_gone(ncclComm_t comm);
+  // After a real init, split or shrink returned rc (ncclSuccess or
+  // ncclInProgress); the mode follows NCCL's rule (nccl_blocking_mode).
+  void comm_created(ncclComm_t comm, ncclResult_t rc, const ncclConfig_t* config,
+                    ncclComm_t parent = nullptr);
+  // After a real destroy or abort: forgets the communicator. Its device memory
+  // is freed, after a device-wide wait, once no plan on another thread uses it.
+  // After an abort (`aborted`), the wait for the device before the free runs
+  // on a thread of its own: a watchdog aborting several hung communicators one
+  // by one must not block on the kernels of those it has not aborted yet.
+  void comm_gone(ncclComm_t comm, bool aborted = false);
 
   // Switches the compressor and drops every residual (as Engine::use_compressor).
   bool use_compressor(const std::string& name);
@@ -61,7 +70,11 @@ class NcclEngine {
   class Actions;
   friend class Actions;
 
-  NcclCommState* find(ncclComm_t comm);
+  NcclModeFacts mode_facts(ncclResult_t rc, const ncclConfig_t* config, ncclComm_t parent) const;
+  // Asks a blocking communicator its rank count, rank and device, once they mean something.
+  void shape(ncclComm_t comm);
+  void shape_created_in_group();
+  void comm_facts(ncclComm_t comm, NcclCallFacts& facts) const;
   NcclCallFacts facts_of(const NcclCall& call);
   ncclResult_t plan(GroupPlan& plan);
   ncclResult_t plan_memory(GroupPlan& plan);
@@ -75,7 +88,7 @@ class NcclEngine {
 
   mutable std::mutex mutex_;  // guards everything below; never held across a real NCCL call
   std::uint64_t next_comm_id_ = 1;
-  std::map<ncclComm_t, std::unique_ptr<NcclCommState>> comms_;
+  std::map<ncclComm_t, std::shared_ptr<NcclCommState>> comms_;
   NcclResidualStore residuals_;
   Counters counters_;
   int report_rank_ = -1;

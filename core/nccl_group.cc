@@ -1,5 +1,6 @@
 #include "core/nccl_group.h"
 
+#include <new>
 #include <utility>
 
 namespace slimreduce {
@@ -16,15 +17,34 @@ int NcclGroup::start(GroupActions& actions) {
   return rc;
 }
 
-int NcclGroup::end(GroupActions& actions) {
-  // Unbalanced, or an inner end: the real library answers and keeps its depth.
-  if (depth_ == 0) return actions.real_group_end();
-  if (--depth_ > 0) return actions.real_group_end();
-  std::vector<NcclCall> held = std::move(held_);
+bool NcclGroup::leave(std::vector<NcclCall>& held, bool& tainted) {
+  if (depth_ == 0 || --depth_ > 0) return false;
+  held = std::move(held_);
   held_.clear();
-  const bool tainted = std::exchange(tainted_, false);
-  if (held.empty()) return actions.real_group_end();
+  tainted = std::exchange(tainted_, false);
+  return true;
+}
+
+int NcclGroup::end(GroupActions& actions) {
+  std::vector<NcclCall> held;
+  bool tainted = false;
+  // Unbalanced, or an inner end: the real library answers and keeps its depth.
+  if (!leave(held, tainted) || held.empty()) return actions.real_group_end();
   return run(held, tainted, actions);
+}
+
+int NcclGroup::simulate_end(void* sim_info, GroupActions& actions) {
+  std::vector<NcclCall> held;
+  bool tainted = false;
+  if (!leave(held, tainted)) return actions.real_group_simulate_end(sim_info);
+  // Nothing of a simulated group runs: the held calls go to NCCL as the caller
+  // made them, for it to estimate and discard with the rest.
+  int rc = kNcclSuccess;
+  for (const NcclCall& call : held) {
+    if (rc == kNcclSuccess) rc = actions.pass_through(call);
+  }
+  const int end_rc = actions.real_group_simulate_end(sim_info);
+  return rc != kNcclSuccess ? rc : end_rc;
 }
 
 int NcclGroup::pass_through(const NcclCall& call, bool blocking_comm, GroupActions& actions) {
@@ -44,19 +64,36 @@ int NcclGroup::eligible(const NcclCall& call, GroupActions& actions) {
   return run(held, false, actions);
 }
 
-// Inside the open real group (depth 1): enqueue, close, then finish.
 int NcclGroup::run(std::vector<NcclCall>& held, bool tainted, GroupActions& actions) {
+  bool closed = false;
+  int rc = kNcclSuccess;
+  try {
+    return run_open(held, tainted, actions, closed);
+  } catch (const std::bad_alloc&) {
+    rc = kNcclSystemError;
+  } catch (...) {
+    rc = kNcclInternalError;
+  }
+  if (!closed) actions.real_group_end();
+  return rc;
+}
+
+// Inside the open real group (depth 1): enqueue, close, then finish.
+int NcclGroup::run_open(std::vector<NcclCall>& held, bool tainted, GroupActions& actions,
+                        bool& closed) {
   int rc = kNcclSuccess;
   if (tainted) {
     for (const NcclCall& call : held) {
       if (rc == kNcclSuccess) rc = actions.pass_through(call);
     }
+    closed = true;
     const int end_rc = actions.real_group_end();
     return rc != kNcclSuccess ? rc : end_rc;
   }
   rc = actions.begin(held);
   if (rc == kNcclSuccess) rc = actions.issue(held);
   // The real group is closed whatever happened: the caller opened it with us.
+  closed = true;
   int end_rc = actions.real_group_end();
   if (rc != kNcclSuccess) return rc;
   if (end_rc == kNcclInProgress) end_rc = actions.wait_ready(held);

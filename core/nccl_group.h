@@ -17,6 +17,8 @@ namespace slimreduce {
 
 // ncclResult_t values the logic tells apart.
 inline constexpr int kNcclSuccess = 0;
+inline constexpr int kNcclSystemError = 2;
+inline constexpr int kNcclInternalError = 3;
 inline constexpr int kNcclInProgress = 7;
 
 // The caller's ncclAllReduce, its arguments as opaque values (no NCCL header
@@ -38,6 +40,8 @@ class GroupActions {
   virtual ~GroupActions() = default;
   virtual int real_group_start() = 0;
   virtual int real_group_end() = 0;
+  // ncclGroupSimulateEnd(sim_info): NCCL ends the group without running it.
+  virtual int real_group_simulate_end(void* sim_info) = 0;
   // The caller's call, unchanged (inside the open real group, if any).
   virtual int pass_through(const NcclCall& call) = 0;
   // Plans the held calls (workspace, residuals; any it now passes through, it
@@ -56,6 +60,10 @@ class NcclGroup {
  public:
   int start(GroupActions& actions);
   int end(GroupActions& actions);
+  // ncclGroupSimulateEnd: NCCL lowers its depth as for an end and, at the
+  // outermost level, estimates the group's calls and discards them. So that
+  // it estimates the real calls, the held ones go to it unchanged first.
+  int simulate_end(void* sim_info, GroupActions& actions);
   bool in_group() const { return depth_ > 0; }
   int depth() const { return depth_; }
 
@@ -68,7 +76,13 @@ class NcclGroup {
   int eligible(const NcclCall& call, GroupActions& actions);
 
  private:
+  // Runs held calls inside the open real group and closes it, whatever
+  // happens: an exception (bad_alloc in planning) must not leave NCCL's group
+  // open, or every later call on the thread would wait for an end.
   int run(std::vector<NcclCall>& held, bool tainted, GroupActions& actions);
+  int run_open(std::vector<NcclCall>& held, bool tainted, GroupActions& actions, bool& closed);
+  // Lowers our depth for an outermost end: the held calls and taint, taken.
+  bool leave(std::vector<NcclCall>& held, bool& tainted);
 
   int depth_ = 0;
   bool tainted_ = false;

@@ -20,20 +20,51 @@ void DeviceBlock::release(void* stream) {
   bytes_ = 0;
 }
 
+void DeviceBlock::abandon() {
+  ptr_ = nullptr;
+  bytes_ = 0;
+}
+
+void release_after_device_wait(std::vector<DeviceBlock>& blocks, const std::vector<int>& devices,
+                               DeviceAllocator& allocator) {
+  if (blocks.empty()) return;
+  // cudaFree of cudaMallocAsync memory does not wait, and NCCL's destroy or
+  // abort only waits for its own stream, not for our kernels queued after its
+  // kernel on the caller's stream: wait for the whole device first.
+  bool waited = true;
+  for (int device : devices) waited = allocator.wait_device(device) && waited;
+  if (!waited) {
+    for (DeviceBlock& block : blocks) block.abandon();  // a leak beats a use after free
+  }
+  blocks.clear();
+}
+
 void* Workspace::ensure(std::size_t bytes, void* stream, DeviceAllocator& allocator) {
-  if (large_enough(bytes) && block_.get()) return block_.get();
+  // A captured block is left to the graph: its replays may run at any time,
+  // on any stream, concurrently with this eager call.
+  if (large_enough(bytes) && !captured_) return block_.get();
   constexpr std::size_t kStep = std::size_t{1} << 20;
-  const std::size_t grown = std::max(bytes, block_.bytes() + block_.bytes() / 2);
+  const std::size_t grown = large_enough(bytes)
+                                ? block_.bytes()  // a fresh block of the same size
+                                : std::max(bytes, block_.bytes() + block_.bytes() / 2);
   const std::size_t size = (grown + kStep - 1) / kStep * kStep;
   void* ptr = allocator.allocate(size, stream, false);
   if (!ptr) return nullptr;
   if (captured_) {
     retired_.push_back(std::move(block_));
+    captured_ = false;
   } else {
     block_.release(stream);  // after the calls already on this stream
   }
   block_ = DeviceBlock(&allocator, ptr, size);
   return ptr;
+}
+
+void Workspace::take_blocks(std::vector<DeviceBlock>& out) {
+  if (block_.get()) out.push_back(std::move(block_));
+  for (DeviceBlock& block : retired_) out.push_back(std::move(block));
+  retired_.clear();
+  captured_ = false;
 }
 
 std::size_t Workspace::bytes_held() const {
@@ -60,6 +91,9 @@ NcclResidualStore::Status NcclResidualStore::find_or_create(
   auto found = slots_.find(key);
   if (found != slots_.end() &&
       (found->second.count != count || found->second.datatype != datatype)) {
+    // Under capture a free on the capturing stream is invalid (it would
+    // invalidate the user's capture): keep the old slot, pass through now.
+    if (!may_allocate && found->second.residual.get()) return Status::not_now;
     retire_or_release(key.comm_id, found->second, stream);
     slots_.erase(found);
     found = slots_.end();
@@ -86,21 +120,32 @@ NcclResidualStore::Status NcclResidualStore::find_or_create(
   return Status::ok;
 }
 
-void NcclResidualStore::forget_communicator(std::uint64_t comm_id) {
+void NcclResidualStore::take_communicator(std::uint64_t comm_id, std::vector<DeviceBlock>& out) {
   for (auto it = slots_.lower_bound({comm_id, nullptr});
        it != slots_.end() && it->first.comm_id == comm_id;) {
     bytes_held_ -= it->second.residual.bytes();
-    it = slots_.erase(it);  // the block frees itself, device-wide
+    if (it->second.residual.get()) out.push_back(std::move(it->second.residual));
+    it = slots_.erase(it);
   }
   auto [first, last] = retired_.equal_range(comm_id);
-  for (auto it = first; it != last; ++it) bytes_held_ -= it->second.bytes();
+  for (auto it = first; it != last; ++it) {
+    bytes_held_ -= it->second.bytes();
+    out.push_back(std::move(it->second));
+  }
   retired_.erase(first, last);
 }
 
-void NcclResidualStore::clear() {
+void NcclResidualStore::take_all(std::vector<DeviceBlock>& out) {
+  for (auto& [key, slot] : slots_) {
+    if (!slot.residual.get()) continue;
+    if (slot.captured) {
+      retired_.emplace(key.comm_id, std::move(slot.residual));  // a graph may replay it
+    } else {
+      bytes_held_ -= slot.residual.bytes();
+      out.push_back(std::move(slot.residual));
+    }
+  }
   slots_.clear();
-  retired_.clear();
-  bytes_held_ = 0;
 }
 
 }  // namespace slimreduce

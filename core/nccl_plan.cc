@@ -60,6 +60,14 @@ ncclResult_t launch_on(int device, Launch&& launch) {
 
 }  // namespace
 
+NcclCommState::~NcclCommState() {
+  // Our kernels queued after NCCL's on the caller's stream (unpack,
+  // accumulate, a graph's) may still use these: wait for the device first.
+  std::vector<DeviceBlock> blocks = std::move(leftovers);
+  for (auto& [stream, workspace] : workspaces) workspace.take_blocks(blocks);
+  if (allocator) release_after_device_wait(blocks, {device}, *allocator);
+}
+
 std::size_t nccl_type_bytes(int datatype) {
   switch (datatype) {
     case ncclInt8:
@@ -99,7 +107,7 @@ std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> GroupPlan::layout
   for (int i = 0; i < static_cast<int>(calls.size()); ++i) {
     CallPlan& p = calls[i];
     if (!p.compressed) continue;
-    const auto key = std::make_pair(p.comm, stream_of(p.call));
+    const auto key = std::make_pair(p.comm.get(), stream_of(p.call));
     if (p.call.verdict.path == NcclPath::topk) {
       p.k = kernels::topk_count(p.call.count, codec_.topk_ratio);
       p.stride = cuda::topk_payload_stride(
@@ -109,13 +117,13 @@ std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> GroupPlan::layout
     }
     int b = 0;
     while (b < static_cast<int>(batches_.size()) &&
-           (batches_[b].comm != p.comm || batches_[b].stream != key.second ||
+           (batches_[b].comm != key.first || batches_[b].stream != key.second ||
             batches_[b].average != p.call.verdict.average)) {
       ++b;
     }
     if (b == static_cast<int>(batches_.size())) {
       CastBatch batch;
-      batch.comm = p.comm;
+      batch.comm = key.first;
       batch.stream = key.second;
       batch.average = p.call.verdict.average;
       batches_.push_back(std::move(batch));
@@ -138,7 +146,7 @@ void GroupPlan::assign(NcclCommState* comm, cudaStream_t stream, std::byte* base
     base += round256(batch.elements * sizeof(std::uint16_t));
   }
   for (CallPlan& p : calls) {
-    if (!p.compressed || p.comm != comm || stream_of(p.call) != stream) continue;
+    if (!p.compressed || p.comm.get() != comm || stream_of(p.call) != stream) continue;
     if (p.call.verdict.path != NcclPath::topk) continue;
     p.region = base;
     base += topk_region_bytes(p);
@@ -147,7 +155,7 @@ void GroupPlan::assign(NcclCommState* comm, cudaStream_t stream, std::byte* base
 
 void GroupPlan::pass_through_on(NcclCommState* comm, cudaStream_t stream) {
   for (CallPlan& p : calls) {
-    if (p.comm == comm && stream_of(p.call) == stream) p.compressed = false;
+    if (p.comm.get() == comm && stream_of(p.call) == stream) p.compressed = false;
   }
 }
 

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "core/nccl_group.h"
@@ -20,15 +21,29 @@
 
 namespace slimreduce {
 
-// What SlimReduce keeps per NCCL communicator.
+// What SlimReduce keeps per NCCL communicator. Shared: the engine's table
+// holds it, and so does each plan using it, so a destroy or abort on another
+// thread (PyTorch's watchdog) never frees it under a running plan. Its device
+// memory goes with the last holder, after a device-wide wait. rank, device
+// and size are set once, size last, under the engine's lock; so are the
+// workspaces and leftovers changed.
 struct NcclCommState {
+  NcclCommState() = default;
+  NcclCommState(const NcclCommState&) = delete;
+  NcclCommState& operator=(const NcclCommState&) = delete;
+  ~NcclCommState();  // release_after_device_wait of everything below
+
   std::uint64_t id = 0;
   ncclComm_t comm = nullptr;
   int rank = 0;
-  int size = 0;  // 0: not known (never compressed)
+  // >= 1 once known. 0: not yet (a communicator created inside a group
+  // answers 0 until the group ends; asked again later). -1: never known.
+  int size = 0;
   int device = -1;
   bool blocking = false;  // created in blocking mode, seen by us
-  std::map<cudaStream_t, Workspace> workspaces;
+  DeviceAllocator* allocator = nullptr;
+  std::map<cudaStream_t, Workspace> workspaces;  // under the engine's lock
+  std::vector<DeviceBlock> leftovers;            // its residuals, once it is gone
 };
 
 // How the compressed calls travel (from the settings).
@@ -40,8 +55,8 @@ struct NcclCodec {
 
 struct CallPlan {
   NcclCall call;
-  NcclCommState* comm = nullptr;
-  bool compressed = false;  // false: issued unchanged, in its place
+  std::shared_ptr<NcclCommState> comm;  // kept alive while the plan runs
+  bool compressed = false;              // false: issued unchanged, in its place
   float* residual = nullptr;
   int batch = -1;  // cast: its fusion batch
   std::size_t offset = 0;

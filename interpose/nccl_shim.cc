@@ -65,11 +65,11 @@ bool created(ncclResult_t rc) { return rc == ncclSuccess || rc == ncclInProgress
 // Destroy and abort: the real call first (it ends the work on the
 // communicator), then our memory of it goes.
 template <class Fn>
-ncclResult_t ending(Fn fn, ncclComm_t comm) {
+ncclResult_t ending(Fn fn, ncclComm_t comm, bool aborted) {
   if (real::in_real_call()) return real::call(fn, comm);
   const ncclResult_t rc = real::call(fn, comm);
   guarded([&] {
-    if (NcclEngine* e = NcclEngine::get()) e->comm_gone(comm);
+    if (NcclEngine* e = NcclEngine::get()) e->comm_gone(comm, aborted);
     return ncclSuccess;
   });
   return rc;
@@ -98,11 +98,20 @@ SR_EXPORT ncclResult_t ncclGroupEnd() {
   return guarded([] { return engine().group_end(); });
 }
 
+#if SLIMREDUCE_NCCL_HAS_SIMULATE_END
+// NCCL ends the group (its depth goes down) without running it: our depth and
+// held calls must follow, or every later call on the thread would be held.
+SR_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* sim_info) {
+  if (real::in_real_call()) return real::call(real::api().group_simulate_end, sim_info);
+  return guarded([&] { return engine().group_simulate_end(sim_info); });
+}
+#endif
+
 SR_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
   if (real::in_real_call()) return real::call(real::api().comm_init_rank, comm, nranks, id, rank);
   return creating([&](NcclEngine& e) {
     const ncclResult_t rc = real::call(real::api().comm_init_rank, comm, nranks, id, rank);
-    if (created(rc) && comm) e.comm_created(*comm, nullptr);
+    if (created(rc) && comm) e.comm_created(*comm, rc, nullptr);
     return rc;
   });
 }
@@ -113,7 +122,7 @@ SR_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, nccl
   if (real::in_real_call()) return real::call(fn, comm, nranks, id, rank, config);
   return creating([&](NcclEngine& e) {
     const ncclResult_t rc = real::call(fn, comm, nranks, id, rank, config);
-    if (created(rc) && comm) e.comm_created(*comm, config);
+    if (created(rc) && comm) e.comm_created(*comm, rc, config);
     return rc;
   });
 }
@@ -124,7 +133,7 @@ SR_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* comm, int nranks, in
   if (real::in_real_call()) return real::call(fn, comm, nranks, rank, nids, ids, config);
   return creating([&](NcclEngine& e) {
     const ncclResult_t rc = real::call(fn, comm, nranks, rank, nids, ids, config);
-    if (created(rc) && comm) e.comm_created(*comm, config);
+    if (created(rc) && comm) e.comm_created(*comm, rc, config);
     return rc;
   });
 }
@@ -133,7 +142,7 @@ SR_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* d
   if (real::in_real_call()) return real::call(real::api().comm_init_all, comms, ndev, devlist);
   return creating([&](NcclEngine& e) {
     const ncclResult_t rc = real::call(real::api().comm_init_all, comms, ndev, devlist);
-    for (int i = 0; created(rc) && comms && i < ndev; ++i) e.comm_created(comms[i], nullptr);
+    for (int i = 0; created(rc) && comms && i < ndev; ++i) e.comm_created(comms[i], rc, nullptr);
     return rc;
   });
 }
@@ -145,7 +154,7 @@ SR_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclCo
   return creating([&](NcclEngine& e) {
     const ncclResult_t rc = real::call(fn, comm, color, key, newcomm, config);
     // NCCL_SPLIT_NOCOLOR leaves *newcomm null: nothing was created here.
-    if (created(rc) && newcomm && *newcomm) e.comm_created(*newcomm, config, comm);
+    if (created(rc) && newcomm && *newcomm) e.comm_created(*newcomm, rc, config, comm);
     return rc;
   });
 }
@@ -156,17 +165,17 @@ SR_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude, int nexclud
   if (real::in_real_call()) return real::call(fn, comm, exclude, nexclude, newcomm, config, flags);
   return creating([&](NcclEngine& e) {
     const ncclResult_t rc = real::call(fn, comm, exclude, nexclude, newcomm, config, flags);
-    if (created(rc) && newcomm && *newcomm) e.comm_created(*newcomm, config, comm);
+    if (created(rc) && newcomm && *newcomm) e.comm_created(*newcomm, rc, config, comm);
     return rc;
   });
 }
 
 SR_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
-  return ending(real::api().comm_destroy, comm);
+  return ending(real::api().comm_destroy, comm, false);
 }
 
 SR_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
-  return ending(real::api().comm_abort, comm);
+  return ending(real::api().comm_abort, comm, true);
 }
 
 // Finalize only flushes the communicator's work: our memory of it stays until destroy.

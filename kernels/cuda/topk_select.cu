@@ -384,7 +384,12 @@ cudaError_t topk_select(Elem in_type, const void* in, float* residual, std::size
     return cudaErrorInvalidValue;
   }
   const Scratch s = carve(scratch, n);
-  if (const cudaError_t rc = cudaMemsetAsync(s.hist[0], 0, kHistWords * 4, stream); rc) return rc;
+  if (const cudaError_t rc = cudaMemsetAsync(s.hist[0], 0, kHistWords * 4, stream); rc) {
+    // Our private runtime keeps the error as its last one: clear it, or a
+    // later cudaGetLastError() (after a good launch) would report it again.
+    cudaGetLastError();
+    return rc;
+  }
   switch (in_type) {
     case Elem::fp32:
       return select_for<Elem::fp32>(in, residual, n, k, fp16_values, payload, payload_stride, s,

@@ -12,7 +12,7 @@ status=0
 exports=$(nm -D --defined-only "$lib" | awk '{print $3}')
 wanted=(ncclAllReduce ncclGroupStart ncclGroupEnd ncclCommInitRank ncclCommInitRankConfig
         ncclCommInitRankScalable ncclCommInitAll ncclCommSplit ncclCommShrink
-        ncclCommDestroy ncclCommAbort ncclCommFinalize slimreduce_nccl_get_counters
+        ncclCommDestroy ncclCommAbort ncclCommFinalize ncclGroupSimulateEnd slimreduce_nccl_get_counters
         slimreduce_get_counters slimreduce_set_compressor)
 [ "$nccl_only" = 0 ] && wanted+=(MPI_Allreduce)
 for symbol in "${wanted[@]}"; do

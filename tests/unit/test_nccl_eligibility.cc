@@ -134,5 +134,66 @@ TEST(NcclEligibility, SameFactsSameVerdict) {
   EXPECT_EQ(a.average, b.average);
 }
 
+NcclModeFacts mode(const char* env, bool has_config, int config_blocking = kNcclConfigUndefInt,
+                   NcclParent parent = NcclParent::none) {
+  NcclModeFacts facts;
+  facts.env_blocking = env;
+  facts.has_config = has_config;
+  facts.config_blocking = config_blocking;
+  facts.parent = parent;
+  return facts;
+}
+
+TEST(NcclBlockingMode, DefaultIsBlockingAndTheConfigDecidesWithoutTheEnvironment) {
+  EXPECT_TRUE(nccl_blocking_mode(mode(nullptr, false)));
+  EXPECT_TRUE(nccl_blocking_mode(mode(nullptr, true)));  // NCCL_CONFIG_UNDEF_INT: the default
+  EXPECT_TRUE(nccl_blocking_mode(mode(nullptr, true, 1)));
+  EXPECT_FALSE(nccl_blocking_mode(mode(nullptr, true, 0)));
+}
+
+TEST(NcclBlockingMode, TheEnvironmentOverridesTheConfig) {
+  EXPECT_TRUE(nccl_blocking_mode(mode("1", true, 0)));
+  EXPECT_FALSE(nccl_blocking_mode(mode("0", true, 1)));
+  EXPECT_FALSE(nccl_blocking_mode(mode("0", false)));
+  EXPECT_FALSE(nccl_blocking_mode(mode("0x0", false)));  // strtoll, base 0, as NCCL reads it
+  EXPECT_TRUE(nccl_blocking_mode(mode("1", false, kNcclConfigUndefInt, NcclParent::non_blocking)));
+  // Values NCCL ignores: the config (or default) decides.
+  EXPECT_FALSE(nccl_blocking_mode(mode("", true, 0)));
+  EXPECT_TRUE(nccl_blocking_mode(mode("", false)));
+  EXPECT_FALSE(nccl_blocking_mode(mode("2", true, 0)));
+  EXPECT_TRUE(nccl_blocking_mode(mode("2", false)));
+  EXPECT_TRUE(nccl_blocking_mode(mode("99999999999999999999", false)));  // out of range
+}
+
+TEST(NcclBlockingMode, OnlyASplitWithoutConfigInheritsItsParentsMode) {
+  EXPECT_FALSE(nccl_blocking_mode(mode(nullptr, false, 0, NcclParent::non_blocking)));
+  EXPECT_TRUE(nccl_blocking_mode(mode(nullptr, false, 0, NcclParent::blocking)));
+  // A config that leaves the mode unset gets NCCL's default, not the parent's.
+  EXPECT_TRUE(
+      nccl_blocking_mode(mode(nullptr, true, kNcclConfigUndefInt, NcclParent::non_blocking)));
+  EXPECT_FALSE(nccl_blocking_mode(mode(nullptr, true, 0, NcclParent::blocking)));
+  // A parent we never saw: its mode is not known, so the child is not taken as blocking.
+  EXPECT_FALSE(nccl_blocking_mode(mode(nullptr, false, kNcclConfigUndefInt, NcclParent::unknown)));
+}
+
+TEST(NcclBlockingMode, AnInitInProgressIsNonBlocking) {
+  NcclModeFacts facts = mode("1", true, 1);
+  facts.init_in_progress = true;
+  EXPECT_FALSE(nccl_blocking_mode(facts));
+}
+
+TEST(NcclShapeRule, ZeroRanksMeansAskAgainLater) {
+  // A communicator created inside a group answers 0 ranks, with success,
+  // until the outermost ncclGroupEnd.
+  EXPECT_EQ(nccl_shape(true, 0), NcclShape::later);
+  EXPECT_EQ(nccl_shape(true, 4), NcclShape::ready);
+  EXPECT_EQ(nccl_shape(true, 1), NcclShape::ready);
+  EXPECT_EQ(nccl_shape(false, 4), NcclShape::never);
+  // Until then its calls pass through.
+  NcclCallFacts facts = eligible_facts();
+  facts.comm_size = 0;
+  EXPECT_EQ(classify_nccl(facts, with_compressor("fp16")).path, NcclPath::pass_through);
+}
+
 }  // namespace
 }  // namespace slimreduce

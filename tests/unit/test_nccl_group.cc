@@ -4,6 +4,8 @@
 // no GPU and no NCCL are needed.
 #include <gtest/gtest.h>
 
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,8 +20,17 @@ class Recorder : public GroupActions {
   int real_group_start() override { return note("start", start_rc); }
   int real_group_end() override { return note("end", end_rc); }
   int pass_through(const NcclCall& call) override { return note("pass:" + name(call), 0); }
-  int begin(std::vector<NcclCall>& held) override { return note("begin" + names(held), begin_rc); }
-  int issue(std::vector<NcclCall>& held) override { return note("issue" + names(held), 0); }
+  int real_group_simulate_end(void*) override { return note("simulate", simulate_rc); }
+  int begin(std::vector<NcclCall>& held) override {
+    note("begin" + names(held), 0);
+    if (throw_in_begin) throw std::bad_alloc();
+    return begin_rc;
+  }
+  int issue(std::vector<NcclCall>& held) override {
+    note("issue" + names(held), 0);
+    if (throw_in_issue) throw std::runtime_error("issue");
+    return 0;
+  }
   int wait_ready(std::vector<NcclCall>& held) override { return note("wait" + names(held), 0); }
   int finish(std::vector<NcclCall>& held) override { return note("finish" + names(held), 0); }
 
@@ -32,6 +43,9 @@ class Recorder : public GroupActions {
   int start_rc = kNcclSuccess;
   int end_rc = kNcclSuccess;
   int begin_rc = kNcclSuccess;
+  int simulate_rc = kNcclSuccess;
+  bool throw_in_begin = false;
+  bool throw_in_issue = false;
   std::vector<std::string> entries;
 
  private:
@@ -175,6 +189,70 @@ TEST(NcclGroup, EachThreadHasItsOwnGroup) {
   EXPECT_FALSE(other_in_group);
   EXPECT_TRUE(group.in_group());
   group.end(main_actions);
+}
+
+TEST(NcclGroup, AnExceptionInPlanningClosesTheRealGroup) {
+  // Left open, NCCL would hold every later call of the thread for an end.
+  NcclGroup group;
+  Recorder actions;
+  actions.throw_in_begin = true;
+  group.start(actions);
+  group.eligible(call(1), actions);
+  EXPECT_EQ(group.end(actions), kNcclSystemError);
+  EXPECT_EQ(actions.log(), "start begin:1 end");
+  EXPECT_FALSE(group.in_group());
+  actions.throw_in_begin = false;
+  actions.entries.clear();
+  EXPECT_EQ(group.eligible(call(2), actions), kNcclSuccess);
+  EXPECT_EQ(actions.log(), "start begin:2 issue:2 end finish:2");
+}
+
+TEST(NcclGroup, AnExceptionOutsideAGroupClosesItsGroupOfOne) {
+  NcclGroup group;
+  Recorder actions;
+  actions.throw_in_issue = true;
+  EXPECT_EQ(group.eligible(call(1), actions), kNcclInternalError);
+  EXPECT_EQ(actions.log(), "start begin:1 issue:1 end");
+}
+
+TEST(NcclGroup, ASimulatedEndHandsTheHeldCallsToNcclUnchanged) {
+  NcclGroup group;
+  Recorder actions;
+  group.start(actions);
+  group.eligible(call(1), actions);
+  group.start(actions);
+  group.eligible(call(2), actions);
+  EXPECT_EQ(group.simulate_end(nullptr, actions), kNcclSuccess);  // inner: NCCL's depth only
+  EXPECT_EQ(group.depth(), 1);
+  EXPECT_EQ(group.simulate_end(nullptr, actions), kNcclSuccess);
+  EXPECT_EQ(actions.log(), "start start simulate pass:1 pass:2 simulate");
+  EXPECT_FALSE(group.in_group());
+  // Nothing is left held: the next call runs at once.
+  actions.entries.clear();
+  group.eligible(call(3), actions);
+  EXPECT_EQ(actions.log(), "start begin:3 issue:3 end finish:3");
+}
+
+TEST(NcclGroup, ASimulatedEndClearsTheTaint) {
+  NcclGroup group;
+  Recorder actions;
+  group.start(actions);
+  group.pass_through(call(1), false, actions);
+  group.simulate_end(nullptr, actions);
+  actions.entries.clear();
+  group.start(actions);
+  group.eligible(call(2), actions);
+  group.end(actions);
+  EXPECT_EQ(actions.log(), "start begin:2 issue:2 end finish:2");
+}
+
+TEST(NcclGroup, AnUnbalancedSimulatedEndIsAnsweredByTheRealLibrary) {
+  NcclGroup group;
+  Recorder actions;
+  actions.simulate_rc = 5;  // ncclInvalidUsage
+  EXPECT_EQ(group.simulate_end(nullptr, actions), 5);
+  EXPECT_EQ(actions.log(), "simulate");
+  EXPECT_EQ(group.depth(), 0);
 }
 
 }  // namespace

@@ -1,11 +1,15 @@
 // Workspace and residuals of the NCCL path over a fake allocator: growth
 // without shrinking, the residual key rules of design invariant 5, the cap,
-// and blocks a captured graph may use never freed early. No GPU needed.
+// blocks a captured graph may use never freed early nor shared with eager
+// calls, nothing allocated or freed during capture, and memory freed at
+// teardown only after a wait for the device. No GPU needed.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "core/nccl_memory.h"
 
@@ -15,6 +19,7 @@ namespace {
 class FakeAllocator : public DeviceAllocator {
  public:
   void* allocate(std::size_t bytes, void*, bool zeroed) override {
+    EXPECT_FALSE(capturing) << "an allocation during graph capture";
     if (fail) return nullptr;
     void* ptr = std::malloc(bytes);
     if (zeroed) std::memset(ptr, 0, bytes);
@@ -23,14 +28,28 @@ class FakeAllocator : public DeviceAllocator {
     return ptr;
   }
   void release(void* ptr, void*) override {
+    EXPECT_FALSE(capturing) << "a free during graph capture";
     EXPECT_EQ(live.erase(ptr), 1u);
     std::free(ptr);
+    events.push_back("free");
   }
-  ~FakeAllocator() override { EXPECT_TRUE(live.empty()); }
+  bool wait_device(int device) override {
+    events.push_back("wait:" + std::to_string(device));
+    return !wait_fails;
+  }
+  ~FakeAllocator() override {
+    for (void* ptr : leaked) live.erase(ptr);
+    EXPECT_TRUE(live.empty());
+    for (void* ptr : leaked) std::free(ptr);
+  }
 
   std::set<void*> live;
+  std::vector<std::string> events;
+  std::vector<void*> leaked;  // abandoned on purpose by a test
   int allocations = 0;
   bool fail = false;
+  bool capturing = false;  // a stream is being captured: nothing may be allocated or freed
+  bool wait_fails = false;
 };
 
 TEST(Workspace, GrowsInStepsAndNeverShrinks) {
@@ -141,10 +160,14 @@ TEST(NcclResiduals, CapturedResidualsLiveUntilTheirCommunicatorGoes) {
   EXPECT_EQ(allocator.live.size(), 2u);  // the captured one is retired, still held
   EXPECT_EQ(store.bytes_held(), 600u);
   store.find_or_create({2, &b}, 10, 7, true, true, nullptr, allocator, &slot);
-  store.forget_communicator(1);
+  std::vector<DeviceBlock> taken;
+  store.take_communicator(1, taken);
+  EXPECT_EQ(allocator.live.size(), 3u);  // taken, not freed: a plan may still use them
+  taken.clear();
   EXPECT_EQ(allocator.live.size(), 1u);
   EXPECT_EQ(store.bytes_held(), 40u);
-  store.clear();
+  store.take_all(taken);
+  taken.clear();
   EXPECT_TRUE(allocator.live.empty());
 }
 
@@ -157,6 +180,131 @@ TEST(NcclResiduals, AllocationFailureIsReported) {
   EXPECT_EQ(store.find_or_create({1, &a}, 100, 7, true, true, nullptr, allocator, &slot),
             Status::no_memory);
   EXPECT_EQ(store.bytes_held(), 0u);
+}
+
+TEST(Workspace, EagerCallsDoNotShareACapturedBlock) {
+  // A replay may run on any stream while eager calls on the capture stream go
+  // on: once a graph used a block, the next eager call gets a fresh one.
+  FakeAllocator allocator;
+  Workspace ws;
+  void* captured = ws.ensure(100, nullptr, allocator);
+  ws.mark_captured();
+  void* eager = ws.ensure(100, nullptr, allocator);
+  EXPECT_NE(eager, captured);
+  EXPECT_EQ(allocator.live.count(captured), 1u);         // retired: the graph still uses it
+  EXPECT_EQ(ws.ensure(100, nullptr, allocator), eager);  // then no further allocation
+  EXPECT_EQ(allocator.allocations, 2);
+  EXPECT_EQ(ws.bytes_held(), std::size_t{2} << 20);
+}
+
+TEST(Workspace, TakeBlocksMovesTheCurrentAndRetiredBlocksWithoutFreeing) {
+  FakeAllocator allocator;
+  Workspace ws;
+  ws.ensure(100, nullptr, allocator);
+  ws.mark_captured();
+  ws.ensure(100, nullptr, allocator);
+  std::vector<DeviceBlock> blocks;
+  ws.take_blocks(blocks);
+  EXPECT_EQ(blocks.size(), 2u);
+  EXPECT_EQ(ws.bytes_held(), 0u);
+  EXPECT_EQ(allocator.live.size(), 2u);
+  release_after_device_wait(blocks, {0}, allocator);
+}
+
+TEST(NcclTeardown, BlocksAreFreedOnlyAfterTheDeviceWasWaitedFor) {
+  // cudaFree of cudaMallocAsync memory does not wait for kernels still queued
+  // (our unpack after an aborted communicator's collective): wait first.
+  FakeAllocator allocator;
+  NcclResidualStore store(1 << 20);
+  NcclResidualSlot* slot = nullptr;
+  int a = 0, b = 0;
+  store.find_or_create({1, &a}, 100, 7, true, true, nullptr, allocator, &slot);
+  store.find_or_create({1, &b}, 100, 7, true, true, nullptr, allocator, &slot);
+  Workspace ws;
+  ws.ensure(100, nullptr, allocator);
+  std::vector<DeviceBlock> blocks;
+  store.take_communicator(1, blocks);
+  ws.take_blocks(blocks);
+  EXPECT_TRUE(allocator.events.empty());
+  release_after_device_wait(blocks, {3}, allocator);
+  EXPECT_TRUE(blocks.empty());
+  EXPECT_EQ(allocator.events, (std::vector<std::string>{"wait:3", "free", "free", "free"}));
+}
+
+TEST(NcclTeardown, NoBlocksNoWait) {
+  FakeAllocator allocator;
+  std::vector<DeviceBlock> blocks;
+  release_after_device_wait(blocks, {0, 1}, allocator);
+  EXPECT_TRUE(allocator.events.empty());
+}
+
+TEST(NcclTeardown, BlocksLeakWhenTheDeviceCannotBeWaitedFor) {
+  FakeAllocator allocator;
+  Workspace ws;
+  allocator.leaked.push_back(ws.ensure(100, nullptr, allocator));
+  std::vector<DeviceBlock> blocks;
+  ws.take_blocks(blocks);
+  allocator.wait_fails = true;
+  release_after_device_wait(blocks, {0}, allocator);
+  EXPECT_EQ(allocator.events, (std::vector<std::string>{"wait:0"}));  // nothing freed
+}
+
+TEST(NcclResiduals, TakeAllKeepsCapturedResidualsForTheirCommunicator) {
+  FakeAllocator allocator;
+  NcclResidualStore store(1 << 20);
+  NcclResidualSlot* slot = nullptr;
+  int a = 0, b = 0;
+  store.find_or_create({1, &a}, 100, 7, true, true, nullptr, allocator, &slot);
+  slot->captured = true;
+  store.find_or_create({1, &b}, 50, 7, true, true, nullptr, allocator, &slot);
+  std::vector<DeviceBlock> dropped;
+  store.take_all(dropped);
+  EXPECT_EQ(dropped.size(), 1u);        // the eager one, to free after a wait
+  EXPECT_EQ(store.bytes_held(), 400u);  // the captured one, retired
+  store.find_or_create({1, &a}, 100, 7, true, true, nullptr, allocator, &slot);
+  EXPECT_EQ(slot->calls, 0u);  // a fresh key all the same
+  dropped.clear();
+  store.take_communicator(1, dropped);
+  EXPECT_EQ(dropped.size(), 2u);
+  EXPECT_EQ(store.bytes_held(), 0u);
+}
+
+TEST(NcclResiduals, ANewShapeDuringCaptureFreesNothingAndPassesThrough) {
+  // A free on the capturing stream would invalidate the user's capture.
+  FakeAllocator allocator;
+  NcclResidualStore store(1 << 20);
+  NcclResidualSlot* slot = nullptr;
+  int a = 0;
+  store.find_or_create({1, &a}, 100, 7, true, true, nullptr, allocator, &slot);
+  slot->calls = 4;
+  allocator.capturing = true;
+  EXPECT_EQ(store.find_or_create({1, &a}, 200, 7, true, false, nullptr, allocator, &slot),
+            Status::not_now);
+  EXPECT_EQ(slot, nullptr);
+  EXPECT_EQ(allocator.live.size(), 1u);
+  EXPECT_EQ(store.bytes_held(), 400u);
+  allocator.capturing = false;
+  // The old shape still finds its slot; outside capture the new one resets it.
+  store.find_or_create({1, &a}, 100, 7, true, false, nullptr, allocator, &slot);
+  EXPECT_EQ(slot->calls, 4u);
+  store.find_or_create({1, &a}, 200, 7, true, true, nullptr, allocator, &slot);
+  EXPECT_EQ(slot->calls, 0u);
+  EXPECT_EQ(store.bytes_held(), 800u);
+  EXPECT_EQ(allocator.live.size(), 1u);
+}
+
+TEST(NcclResiduals, WithoutErrorFeedbackANewShapeDuringCaptureResetsTheKey) {
+  FakeAllocator allocator;
+  NcclResidualStore store(1 << 20);
+  NcclResidualSlot* slot = nullptr;
+  int a = 0;
+  store.find_or_create({1, &a}, 100, 7, false, true, nullptr, allocator, &slot);
+  slot->calls = 4;
+  allocator.capturing = true;  // no block: nothing to free or allocate
+  EXPECT_EQ(store.find_or_create({1, &a}, 200, 7, false, false, nullptr, allocator, &slot),
+            Status::ok);
+  EXPECT_EQ(slot->calls, 0u);
+  EXPECT_EQ(allocator.allocations, 0);
 }
 
 }  // namespace
