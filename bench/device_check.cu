@@ -12,13 +12,15 @@ namespace {
 
 // ---- casts --------------------------------------------------------------------
 
-void check_compress(cu::Elem f, bool ef, std::size_t offset) {
-  const std::size_t n = 3'000'001;
+// in_offset/out_offset: elements past a 16-byte boundary (the vector path
+// needs both aligned; any other mix runs the scalar path for all of it).
+void check_compress(cu::Elem f, bool ef, std::size_t n, std::size_t in_offset,
+                    std::size_t out_offset) {
   const std::vector<float> in = values(n, true);
   std::vector<float> res = values(n, false);
-  auto din = dev(n * 4 + offset * 4), dres = dev(n * 4), dout = dev(n * 2 + offset * 2);
-  float* gin = reinterpret_cast<float*>(din.get()) + offset;
-  u16* gout = reinterpret_cast<u16*>(dout.get()) + offset;
+  auto din = dev(n * 4 + in_offset * 4), dres = dev(n * 4), dout = dev(n * 2 + out_offset * 2);
+  float* gin = reinterpret_cast<float*>(din.get()) + in_offset;
+  u16* gout = reinterpret_cast<u16*>(dout.get()) + out_offset;
   put(gin, in);
   put(dres.get(), res);
   poison(gout, n * 2);
@@ -30,21 +32,25 @@ void check_compress(cu::Elem f, bool ef, std::size_t offset) {
   bool ok = same_bits(get<u16>(gout, n), want, &where);
   if (ok && ef) ok = same_bits(get<float>(dres.get(), n), res, &where);
   report(std::string("cast_compress ") + name_of(f) + (ef ? " +EF" : "") +
-             (offset ? " misaligned" : ""),
+             " n=" + std::to_string(n) + (in_offset ? " in+" + std::to_string(in_offset) : "") +
+             (out_offset ? " out+" + std::to_string(out_offset) : ""),
          ok, where);
 }
 
-void check_decompress(cu::Elem f, int divisor) {
-  std::vector<u16> in(65536 * 4);
+// offset: input and output start one element past a 16-byte boundary, and
+// the count leaves a tail (the scalar path).
+void check_decompress(cu::Elem f, int divisor, std::size_t offset = 0) {
+  std::vector<u16> in(65536 * 4 - 3 * offset);
   for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<u16>(i < 65536 ? i : rng());
-  auto din = dev(in.size() * 2), dout = dev(in.size() * 4);
-  put(din.get(), in);
-  poison(dout.get(), in.size() * 4);
-  CK(cu::cast_decompress(f, reinterpret_cast<u16*>(din.get()), reinterpret_cast<float*>(dout.get()),
-                         in.size(), divisor, nullptr));
+  auto din = dev(in.size() * 2 + offset * 2), dout = dev(in.size() * 4 + offset * 4);
+  u16* gin = reinterpret_cast<u16*>(din.get()) + offset;
+  float* gout = reinterpret_cast<float*>(dout.get()) + offset;
+  put(gin, in);
+  poison(gout, in.size() * 4);
+  CK(cu::cast_decompress(f, gin, gout, in.size(), divisor, nullptr));
   std::vector<float> want(in.size());
   k::decompress(host_format(f), in.data(), want.data(), in.size(), k::Isa::scalar);
-  std::vector<float> got = get<float>(dout.get(), in.size());
+  std::vector<float> got = get<float>(gout, in.size());
   bool ok = true;
   std::string where;
   for (std::size_t i = 0; ok && i < in.size(); ++i) {
@@ -54,7 +60,7 @@ void check_decompress(cu::Elem f, int divisor) {
     if (!ok) where = "pattern " + std::to_string(in[i]);
   }
   report(std::string("cast_decompress ") + name_of(f) + " /" + std::to_string(divisor) +
-             " (all patterns)",
+             " (all patterns)" + (offset ? " misaligned" : ""),
          ok, where);
 }
 
@@ -236,9 +242,9 @@ void check_topk(const TopkCase& c) {
   report(std::string("topk_select ") + c.name + " k=" + std::to_string(kk), ok, where);
 }
 
-void check_topk_accumulate(cu::Elem out_type, int divisor, bool fp16_values) {
-  const std::size_t n = 1'000'003, kk = k::topk_count(n, 0.02);
-  const int ranks = 5;
+void check_topk_accumulate(cu::Elem out_type, int divisor, bool fp16_values,
+                           std::size_t n = 1'000'003, int ranks = 5, double ratio = 0.02) {
+  const std::size_t kk = k::topk_count(n, ratio);
   const auto tv = fp16_values ? k::TopkValues::fp16 : k::TopkValues::fp32;
   const std::size_t bytes = k::topk_payload_bytes(kk, tv), stride = cu::topk_payload_stride(bytes);
   std::vector<std::uint8_t> gathered(stride * ranks, 0);
@@ -270,7 +276,8 @@ void check_topk_accumulate(cu::Elem out_type, int divisor, bool fp16_values) {
     for (std::size_t i = 0; i < n; ++i) want[i] = narrow(out_type, sum[i]);
     ok = same_bits(get<u16>(dout.get(), n), want, &where);
   }
-  report(std::string("topk_accumulate 5 ranks -> ") + name_of(out_type) + " /" +
+  report(std::string("topk_accumulate ") + std::to_string(ranks) + " ranks n=" + std::to_string(n) +
+             " k=" + std::to_string(kk) + " -> " + name_of(out_type) + " /" +
              std::to_string(divisor) + (fp16_values ? " fp16 values" : ""),
          ok, where);
 }
@@ -286,14 +293,18 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   CK(cudaGetDevice(&device));
   CK(cudaGetDeviceProperties(&prop, device));
-  std::printf("device %s, sm_%d%d, %d SMs\n", prop.name, prop.major, prop.minor,
-              prop.multiProcessorCount);
+  std::printf("device %s, sm_%d%d, %d SMs, SLIMREDUCE_CHECK_SEED=%llu\n", prop.name, prop.major,
+              prop.minor, prop.multiProcessorCount, static_cast<unsigned long long>(seed));
   for (cu::Elem f : {cu::Elem::fp16, cu::Elem::bf16}) {
-    check_compress(f, false, 0);
-    check_compress(f, true, 0);
-    check_compress(f, true, 1);
+    check_compress(f, false, 3'000'001, 0, 0);
+    check_compress(f, true, 3'000'001, 0, 0);
+    check_compress(f, true, 3'000'001, 1, 1);
+    check_compress(f, true, 3'000'001, 0, 3);  // aligned input, misaligned output
+    check_compress(f, true, 3'000'001, 2, 0);  // the other way round
+    for (const std::size_t small : {1, 7, 8, 9, 17}) check_compress(f, true, small, 0, 0);
     check_decompress(f, 1);
     check_decompress(f, 3);
+    check_decompress(f, 1, 1);
     check_accumulate(f);
     check_ring_sum(f, f == cu::Elem::fp16 ? 2e-3 : 1.6e-2);
     check_pack(f, 1);
@@ -311,12 +322,18 @@ int main(int argc, char** argv) {
       {"fp32 k=1", 5'000'000, 1e-9, true, false, false, false, cu::Elem::fp32, 0},
       {"fp16 input +EF", 2'000'001, 0.01, true, false, false, false, cu::Elem::fp16, 0},
       {"bf16 input no EF", 2'000'001, 0.01, false, true, true, false, cu::Elem::bf16, 3},
+      {"fp32 n=1", 1, 0.01, true, false, false, false, cu::Elem::fp32, 0},
+      {"fp32 n=7 ties", 7, 0.5, true, true, false, true, cu::Elem::fp32, 1},
+      {"fp32 one tile + 1", 4097, 0.3, true, false, true, false, cu::Elem::fp32, 0},
   };
   for (const TopkCase& c : cases) check_topk(c);
   check_topk_accumulate(cu::Elem::fp32, 1, false);
   check_topk_accumulate(cu::Elem::fp32, 5, true);
   check_topk_accumulate(cu::Elem::fp16, 1, false);
   check_topk_accumulate(cu::Elem::bf16, 5, false);
+  check_topk_accumulate(cu::Elem::fp32, 1, false, 5, 1, 1.0);    // n < 8, one rank, k = n
+  check_topk_accumulate(cu::Elem::fp32, 3, true, 2049, 3, 0.5);  // one segment + 1
+  check_topk_accumulate(cu::Elem::fp16, 1, false, 100'000, 64, 0.01);
   if (timing) time_all();
   std::printf("device_check: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;

@@ -36,7 +36,14 @@ using u16 = std::uint16_t;
     }                                                                                       \
   } while (0)
 
-inline std::mt19937_64 rng(std::random_device{}());
+// Seeded from SLIMREDUCE_CHECK_SEED when set (to replay a failure), else at
+// random; device_check prints the seed.
+inline const std::uint64_t seed = [] {
+  const char* given = std::getenv("SLIMREDUCE_CHECK_SEED");
+  return given ? std::strtoull(given, nullptr, 0)
+               : (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+}();
+inline std::mt19937_64 rng(seed);
 inline int passed = 0, failed = 0;
 
 inline void report(const std::string& what, bool ok, const std::string& detail = "") {

@@ -1,5 +1,25 @@
 #include "core/device_staging.h"
 
+#include "kernels/topk.h"
+
+namespace slimreduce::device_staging {
+
+TopkWire topk_wire(std::size_t n, double ratio, bool fp16_values) {
+  TopkWire wire;
+  wire.k = kernels::topk_count(n, ratio);
+  wire.payload = kernels::topk_payload_bytes(
+      wire.k, fp16_values ? kernels::TopkValues::fp16 : kernels::TopkValues::fp32);
+  wire.stride = (wire.payload + 15) / 16 * 16;  // kernels::cuda::topk_payload_stride
+  return wire;
+}
+
+GatherCopy gather_copy_for(std::size_t payload, std::size_t stride, std::size_t max_pitch) {
+  if (stride == payload) return GatherCopy::contiguous;
+  return stride <= max_pitch ? GatherCopy::pitched : GatherCopy::per_rank;
+}
+
+}  // namespace slimreduce::device_staging
+
 #ifndef SLIMREDUCE_HAVE_CUDA
 
 namespace slimreduce::device_staging {
@@ -31,13 +51,13 @@ void forget_all() {}
 #include <memory>
 #include <mutex>
 #include <string_view>
+#include <vector>
 
 #include "backends/mpi_backend.h"
 #include "core/counters.h"
 #include "core/nccl_cuda.h"
 #include "core/residuals.h"
 #include "kernels/cuda/kernels.h"
-#include "kernels/topk.h"
 
 namespace slimreduce::device_staging {
 namespace {
@@ -114,17 +134,25 @@ struct StreamDelete {
   void operator()(CUstream_st* s) const { cudaStreamDestroy(s); }
 };
 
-// What one device needs: a stream of our own and staging space.
-struct DeviceContext {
+// What one call needs: a stream of our own on its device and staging space.
+// A call leases one for its duration (Lease), so no lock is held while MPI
+// runs: with MPI_THREAD_MULTIPLE, two threads reaching two communicators in
+// different orders on two ranks would otherwise wait for each other forever
+// (each rank's lock held by the call the other rank has not reached).
+struct Workspace {
+  int device = -1;
   std::unique_ptr<CUstream_st, StreamDelete> stream;
   DeviceBuffer wire, scratch, gathered;
+  PinnedBuffer host_in, host_out;
 };
 
+// Shared: a call keeps its residual alive while forget_* drops the key.
+using Residual = std::shared_ptr<DeviceBuffer>;
+
 struct Staging {
-  std::mutex mutex;  // one staged call at a time: MPI calls block anyway
-  std::map<int, DeviceContext> devices;
-  PinnedBuffer host_in, host_out;
-  std::map<ResidualKey, DeviceBuffer> residuals;
+  std::mutex mutex;  // guards the containers only; never held across MPI
+  std::vector<std::unique_ptr<Workspace> > idle;
+  std::map<ResidualKey, Residual> residuals;
 };
 
 // Never destroyed: at exit the CUDA runtime may be gone before our statics.
@@ -172,7 +200,7 @@ struct Job {
   compressors::Compressor& compressor;
   const Settings& settings;
   CommState& state;
-  DeviceContext& device;
+  Workspace& device;
   float* residual;  // device, or nullptr
   cudaStream_t stream() const { return device.stream.get(); }
 };
@@ -180,7 +208,7 @@ struct Job {
 int sync(const Job& job) { return check(cudaStreamSynchronize(job.stream())); }
 
 int staged_cast(const Job& job, cuda::Elem format, double* wire_sent) {
-  Staging& s = staging();
+  Workspace& s = job.device;
   const std::size_t n = job.call.count;
   const std::size_t bytes = n * sizeof(std::uint16_t);
   std::byte* wire = grow(job.device.wire, bytes, false);
@@ -206,13 +234,37 @@ int staged_cast(const Job& job, cuda::Elem format, double* wire_sent) {
   return rc == MPI_SUCCESS ? sync(job) : rc;
 }
 
-int staged_topk(const Job& job, std::size_t k, bool fp16_values, double* wire_sent) {
-  Staging& s = staging();
+// The gathered payloads from pinned memory (packed) to the device (strided).
+int gathered_to_device(const Job& job, std::byte* gathered, const std::byte* packed,
+                       std::size_t payload, std::size_t stride, int ranks) {
+  int max_pitch = 0;
+  if (cudaDeviceGetAttribute(&max_pitch, cudaDevAttrMaxPitch, job.device.device) != cudaSuccess) {
+    cudaGetLastError();
+    max_pitch = 0;  // unknown: one copy per rank always works
+  }
+  switch (gather_copy_for(payload, stride, static_cast<std::size_t>(std::max(max_pitch, 0)))) {
+    case GatherCopy::contiguous:
+      return check(
+          cudaMemcpyAsync(gathered, packed, payload * ranks, cudaMemcpyHostToDevice, job.stream()));
+    case GatherCopy::pitched:
+      return check(cudaMemcpy2DAsync(gathered, stride, packed, payload, payload, ranks,
+                                     cudaMemcpyHostToDevice, job.stream()));
+    case GatherCopy::per_rank:
+      break;
+  }
+  for (int r = 0; r < ranks; ++r) {
+    const int rc = check(cudaMemcpyAsync(gathered + stride * r, packed + payload * r, payload,
+                                         cudaMemcpyHostToDevice, job.stream()));
+    if (rc != MPI_SUCCESS) return rc;
+  }
+  return MPI_SUCCESS;
+}
+
+int staged_topk(const Job& job, const TopkWire& topk, bool fp16_values, double* wire_sent) {
+  Workspace& s = job.device;
   const std::size_t n = job.call.count;
   const int ranks = job.state.size();
-  const std::size_t payload = kernels::topk_payload_bytes(
-      k, fp16_values ? kernels::TopkValues::fp16 : kernels::TopkValues::fp32);
-  const std::size_t stride = cuda::topk_payload_stride(payload);
+  const std::size_t k = topk.k, payload = topk.payload, stride = topk.stride;
   const std::size_t scratch_bytes =
       std::max(cuda::topk_select_scratch_bytes(n), cuda::topk_accumulate_scratch_bytes(n, ranks));
   std::byte* scratch = grow(job.device.scratch, scratch_bytes, false);
@@ -231,21 +283,20 @@ int staged_topk(const Job& job, std::size_t k, bool fp16_values, double* wire_se
   MPI_Comm comm = MPI_COMM_NULL;
   if ((rc = job.state.private_comm(&comm)) != MPI_SUCCESS) return rc;
   if ((rc = backends::mpi::allgather_bytes(in, payload, out, comm)) != MPI_SUCCESS) return rc;
-  rc = check(cudaMemcpy2DAsync(gathered, stride, out, payload, payload, ranks,
-                               cudaMemcpyHostToDevice, job.stream()));
+  rc = gathered_to_device(job, gathered, out, payload, stride, ranks);
   if (rc == MPI_SUCCESS) {
     rc = check(cuda::topk_accumulate(gathered, stride, ranks, k, fp16_values, n, cuda::Elem::fp32,
                                      job.call.output, 1, scratch, job.stream()));
   }
   if (rc == MPI_SUCCESS) rc = sync(job);
-  *wire_sent = ring_allgather_wire_bytes(payload, ranks);
+  if (rc == MPI_SUCCESS) *wire_sent = ring_allgather_wire_bytes(payload, ranks);
   return rc;
 }
 
 // Any other compressor (or a host buffer on one side): fp32 through pinned
 // memory and the host algorithm, with the engine's host residual.
 int staged_host(const Job& job, double* wire_sent) {
-  Staging& s = staging();
+  Workspace& s = job.device;
   const std::size_t bytes = job.call.count * sizeof(float);
   std::byte* in = grow(s.host_in, bytes, true);
   std::byte* out = grow(s.host_out, bytes, true);
@@ -276,29 +327,69 @@ int device_of(const void* ptr) {
   return attributes.device;
 }
 
-DeviceContext* context_for(int device) {
-  DeviceContext& context = staging().devices[device];
-  if (!context.stream) {
-    cudaStream_t stream = nullptr;
-    if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
-      cudaGetLastError();
-      return nullptr;
+// A workspace of `device` (the current one) for one call: an idle one, or a
+// new one. Given back when the call ends.
+class Lease {
+ public:
+  explicit Lease(int device) {
+    Staging& s = staging();
+    {
+      std::lock_guard lock(s.mutex);
+      for (auto it = s.idle.begin(); it != s.idle.end(); ++it) {
+        if ((*it)->device == device) {
+          workspace_ = std::move(*it);
+          s.idle.erase(it);
+          return;
+        }
+      }
     }
-    context.stream.reset(stream);
+    auto fresh = std::make_unique<Workspace>();
+    fresh->device = device;
+    cudaStream_t stream = nullptr;
+    // A blocking stream (not cudaStreamNonBlocking): it starts after the work
+    // already queued on the legacy default stream. A caller that filled its
+    // buffer with cudaMemcpy from pageable memory (which may return before
+    // the data lands) or with a kernel on that stream gets its data read.
+    if (cudaStreamCreate(&stream) != cudaSuccess) {
+      cudaGetLastError();
+      return;
+    }
+    fresh->stream.reset(stream);
+    workspace_ = std::move(fresh);
   }
-  return &context;
-}
+  ~Lease() {
+    if (!workspace_) return;
+    Staging& s = staging();
+    std::lock_guard lock(s.mutex);
+    try {
+      s.idle.push_back(std::move(workspace_));
+    } catch (...) {
+      workspace_.reset();  // no memory to keep it: let it go
+    }
+  }
+  Lease(const Lease&) = delete;
+  Lease& operator=(const Lease&) = delete;
+  Workspace* get() const { return workspace_.get(); }
+
+ private:
+  std::unique_ptr<Workspace> workspace_;
+};
 
 // The device residual of the call's key: zeroed when made or reshaped.
-float* residual_for(const AllreduceCall& call, CommState& state, cudaStream_t stream) {
-  DeviceBuffer& buffer = staging().residuals[{state.id(), call.output}];
+Residual residual_for(const AllreduceCall& call, CommState& state, cudaStream_t stream) {
+  Staging& s = staging();
+  std::lock_guard lock(s.mutex);
+  Residual& slot = s.residuals[{state.id(), call.output}];
   const std::size_t bytes = call.count * sizeof(float);
-  if (buffer.bytes == bytes && buffer.ptr) return reinterpret_cast<float*>(buffer.ptr.get());
-  buffer.ptr.reset();
-  buffer.bytes = 0;
-  std::byte* fresh = grow(buffer, bytes, false);
-  if (!fresh || cudaMemsetAsync(fresh, 0, bytes, stream) != cudaSuccess) return nullptr;
-  return reinterpret_cast<float*>(fresh);
+  if (slot && slot->bytes == bytes && slot->ptr) return slot;
+  slot = std::make_shared<DeviceBuffer>();
+  std::byte* fresh = grow(*slot, bytes, false);
+  if (!fresh || cudaMemsetAsync(fresh, 0, bytes, stream) != cudaSuccess) {
+    cudaGetLastError();
+    slot.reset();
+    return nullptr;
+  }
+  return slot;
 }
 
 }  // namespace
@@ -321,7 +412,7 @@ namespace {
 // or a top-k beyond 32-bit indices).
 struct Route {
   enum { host, cast, topk } path = host;
-  std::size_t k = 0;
+  TopkWire sizes;  // of the top-k route
   bool fp16_values = false;
 };
 
@@ -329,18 +420,18 @@ Route route_of(const AllreduceCall& call, const compressors::Compressor& compres
                const Settings& settings) {
   Route route;
   if (!is_device_pointer(call.input) || !is_device_pointer(call.output)) return route;
+  // Buffers on two GPUs: our kernels run on one and could not reach the other
+  // (without peer access, an illegal address that ends the context).
+  if (call.input != call.output && device_of(call.input) != device_of(call.output)) return route;
   const std::size_t n = call.count;
   const std::string_view name = compressor.name();
   route.fp16_values = settings.topk_values == TopkValueFormat::fp16;
-  route.k = kernels::topk_count(n, settings.topk_ratio);
+  route.sizes = topk_wire(n, settings.topk_ratio, route.fp16_values);
   if ((name == "fp16" || name == "bf16") &&
       compressor.compressed_bytes(n) == n * sizeof(std::uint16_t)) {
     route.path = Route::cast;
-  } else if (name == "topk" && n <= 0xffffffffull &&
-             compressor.compressed_bytes(n) ==
-                 kernels::topk_payload_bytes(route.k, route.fp16_values
-                                                          ? kernels::TopkValues::fp16
-                                                          : kernels::TopkValues::fp32)) {
+  } else if (name == "topk" && n <= 0xffffffffull && route.sizes.k > 0 &&
+             compressor.compressed_bytes(n) == route.sizes.payload) {
     route.path = Route::topk;
   }
   return route;
@@ -357,17 +448,19 @@ int allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
               const Settings& settings, CommState& state, bool error_feedback, double* wire_sent) {
   const int device = device_of(is_device_pointer(call.input) ? call.input : call.output);
   if (device < 0) return MPI_ERR_BUFFER;
-  std::lock_guard lock(staging().mutex);
-  DeviceGuard guard(device);
-  DeviceContext* context = guard.ok() ? context_for(device) : nullptr;
-  if (!context) return MPI_ERR_OTHER;
-  Job job{call, compressor, settings, state, *context, nullptr};
   const Route route = route_of(call, compressor, settings);
+  DeviceGuard guard(device);
+  if (!guard.ok()) return MPI_ERR_OTHER;
+  Lease lease(device);
+  if (!lease.get()) return MPI_ERR_OTHER;
+  Job job{call, compressor, settings, state, *lease.get(), nullptr};
   if (route.path == Route::host) return staged_host(job, wire_sent);
-  if (error_feedback && !(job.residual = residual_for(call, state, job.stream()))) {
-    return MPI_ERR_NO_MEM;
+  Residual residual;  // held to the end of the call
+  if (error_feedback) {
+    if (!(residual = residual_for(call, state, job.stream()))) return MPI_ERR_NO_MEM;
+    job.residual = reinterpret_cast<float*>(residual->ptr.get());
   }
-  if (route.path == Route::topk) return staged_topk(job, route.k, route.fp16_values, wire_sent);
+  if (route.path == Route::topk) return staged_topk(job, route.sizes, route.fp16_values, wire_sent);
   const bool bf16 = compressor.name() == "bf16";
   return staged_cast(job, bf16 ? cuda::Elem::bf16 : cuda::Elem::fp16, wire_sent);
 }

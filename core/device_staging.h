@@ -35,13 +35,38 @@ bool keeps_residual_on_device(const AllreduceCall& call, const compressors::Comp
 // keyed (state.id(), call.output), zeroed when made or when call.count
 // changes; staged through the host it is call.residual. Returns an MPI error
 // code; *wire_sent gets the bytes this rank handed to MPI. Synchronous, like
-// the MPI call.
+// the MPI call: the result is in call.output on return. Our stream is a
+// blocking one, so it also starts after work the caller left queued on the
+// legacy default stream. Buffers on two different GPUs are staged through the
+// host. No lock is held while MPI runs (each call leases its own staging).
 int allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
               const Settings& settings, CommState& state, bool error_feedback, double* wire_sent);
 
 // Drops the device residuals of a communicator (from Engine::forget) or of
-// all (from Engine::use_compressor).
+// all (from Engine::use_compressor). A call still running keeps its own until
+// it returns.
 void forget_communicator(std::uint64_t comm_id);
 void forget_all();
+
+// ---- the arithmetic of the GPU top-k route (every build, so tests check it) ----
+
+// One rank's top-k payload for n elements: k = kernels::topk_count(n, ratio);
+// `payload` is what the rank hands to MPI, exactly the host path's
+// compressed_bytes(n) (host- and device-buffer ranks gather the same bytes);
+// `stride` is where payloads sit on the device: padded to 16 bytes, so every
+// rank's uint32 indices stay aligned for topk_accumulate.
+struct TopkWire {
+  std::size_t k = 0;
+  std::size_t payload = 0;
+  std::size_t stride = 0;
+};
+TopkWire topk_wire(std::size_t n, double ratio, bool fp16_values);
+
+// How the gathered payloads (packed at `payload` bytes in pinned memory) go
+// to the device at `stride` bytes: one copy when nothing is padded, one 2D
+// copy while the stride fits the device's largest pitch (cudaDevAttrMaxPitch,
+// about 2 GiB), else one copy per rank.
+enum class GatherCopy { contiguous, pitched, per_rank };
+GatherCopy gather_copy_for(std::size_t payload, std::size_t stride, std::size_t max_pitch);
 
 }  // namespace slimreduce::device_staging
