@@ -35,6 +35,7 @@ int allreduce(const AllreduceCall&, compressors::Compressor&, const Settings&, C
 }
 void forget_communicator(std::uint64_t) {}
 void forget_all() {}
+void forget_key(std::uint64_t, const void*) {}
 
 }  // namespace slimreduce::device_staging
 
@@ -478,6 +479,12 @@ void forget_all() {
   Staging& s = staging();
   std::lock_guard lock(s.mutex);
   s.residuals.clear();
+}
+
+void forget_key(std::uint64_t comm_id, const void* output) {
+  Staging& s = staging();
+  std::lock_guard lock(s.mutex);
+  s.residuals.erase({comm_id, output});
 }
 
 }  // namespace slimreduce::device_staging

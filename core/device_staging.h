@@ -47,6 +47,9 @@ int allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
 // it returns.
 void forget_communicator(std::uint64_t comm_id);
 void forget_all();
+// Drops one key's device residual: the engine reset the key's slot (its count
+// or datatype changed), and the device residual follows the same rule.
+void forget_key(std::uint64_t comm_id, const void* output);
 
 // ---- the arithmetic of the GPU top-k route (every build, so tests check it) ----
 

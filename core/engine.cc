@@ -175,6 +175,8 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
       Counters reset;
       reset.ef_resets = 1;
       board_.add(reset);
+      // The key's device residual (if the GPU keeps it) resets with the slot.
+      if (device) device_staging::forget_key(key.comm_id, key.buffer);
     }
     const bool over_cap = slot == nullptr;
     const bool warming_up = slot && ++slot->calls <= settings_.warmup_steps;
