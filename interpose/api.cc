@@ -15,18 +15,10 @@ namespace {
 
 namespace mpi_side = slimreduce::interpose::mpi_side;
 
-slimreduce::NcclEngine* nccl_engine() {
-#ifdef SLIMREDUCE_HAVE_CUDA
-  return slimreduce::NcclEngine::get();
-#else
-  return nullptr;
-#endif
-}
-
 const slimreduce::Settings* active_settings() {
   if (const slimreduce::Settings* settings = mpi_side::settings()) return settings;
 #ifdef SLIMREDUCE_HAVE_CUDA
-  if (const slimreduce::NcclEngine* nccl = nccl_engine()) return &nccl->settings();
+  if (const slimreduce::NcclEngine* nccl = slimreduce::NcclEngine::get()) return &nccl->settings();
 #endif
   return nullptr;
 }
@@ -47,7 +39,7 @@ SR_EXPORT int slimreduce_get_counters(slimreduce_counters* out) {
   slimreduce::Counters counters;
   if (!mpi_side::counters(&counters)) {  // the MPI engine's include the NCCL engine's
 #ifdef SLIMREDUCE_HAVE_CUDA
-    const slimreduce::NcclEngine* nccl = nccl_engine();
+    const slimreduce::NcclEngine* nccl = slimreduce::NcclEngine::get();
     if (!nccl) return -1;
     counters = nccl->counters();
 #else
@@ -68,7 +60,8 @@ SR_EXPORT int slimreduce_set_compressor(const char* name) {
   try {
     std::optional<bool> nccl_answer;
 #ifdef SLIMREDUCE_HAVE_CUDA
-    if (slimreduce::NcclEngine* nccl = nccl_engine()) nccl_answer = nccl->use_compressor(name);
+    if (slimreduce::NcclEngine* nccl = slimreduce::NcclEngine::get())
+      nccl_answer = nccl->use_compressor(name);
 #endif
     return change_engines(mpi_side::use_compressor(name), nccl_answer);
   } catch (...) {
@@ -80,7 +73,8 @@ SR_EXPORT int slimreduce_set_topk_ratio(double ratio) {
   try {
     std::optional<bool> nccl_answer;
 #ifdef SLIMREDUCE_HAVE_CUDA
-    if (slimreduce::NcclEngine* nccl = nccl_engine()) nccl_answer = nccl->set_topk_ratio(ratio);
+    if (slimreduce::NcclEngine* nccl = slimreduce::NcclEngine::get())
+      nccl_answer = nccl->set_topk_ratio(ratio);
 #endif
     return change_engines(mpi_side::set_topk_ratio(ratio), nccl_answer);
   } catch (...) {
