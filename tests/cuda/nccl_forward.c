@@ -16,6 +16,9 @@ ncclResult_t pncclAllReduce(const void*, void*, size_t, ncclDataType_t, ncclRedO
 ncclResult_t pncclGroupStart(void);
 ncclResult_t pncclGroupEnd(void);
 ncclResult_t pncclCommDestroy(ncclComm_t);
+#if NCCL_VERSION_CODE >= 22200
+ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t*);
+#endif
 
 static int failures = 0;
 
@@ -42,6 +45,17 @@ int main(void) {
   expect("counters readable", get ? get(&c) : -1, 0);
   expect("calls intercepted", (int)c.intercepted, 1);
   expect("calls passed through", (int)c.passed_through, 1);
+
+#if NCCL_VERSION_CODE >= 22200 /* NCCL 2.22 brought ncclGroupSimulateEnd */
+  {
+    ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER, real_sim = NCCL_SIM_INFO_INITIALIZER;
+    int ours_sim = ncclGroupStart();
+    ours_sim = ours_sim * 100 + ncclGroupSimulateEnd(&sim);
+    int real_sim_rc = pncclGroupStart();
+    real_sim_rc = real_sim_rc * 100 + pncclGroupSimulateEnd(&real_sim);
+    expect("ncclGroupStart then ncclGroupSimulateEnd", ours_sim, real_sim_rc);
+  }
+#endif
 
   /* No MPI here: the C API answers from the NCCL engine, which the calls above
    * started under SLIMREDUCE_COMPRESSOR=fp16 (set by the test). */
