@@ -23,11 +23,24 @@ const slimreduce::Settings* active_settings() {
   return nullptr;
 }
 
-// A change applied to every engine that is up: true when at least one is up
-// and none refused.
-int change_engines(std::optional<bool> mpi_answer, std::optional<bool> nccl_answer) {
-  if (!mpi_answer && !nccl_answer) return -1;
-  return mpi_answer.value_or(true) && nccl_answer.value_or(true) ? 0 : -1;
+// A change applied to every engine that is up: 0, or -1 when none is up, one
+// refused, or one threw. nccl_change takes the NCCL engine (a generic lambda:
+// never instantiated in a CPU-only build).
+template <class MpiChange, class NcclChange>
+int change_engines(MpiChange mpi_change, NcclChange nccl_change) {
+  try {
+    std::optional<bool> nccl_answer;
+#ifdef SLIMREDUCE_HAVE_CUDA
+    if (slimreduce::NcclEngine* nccl = slimreduce::NcclEngine::get()) {
+      nccl_answer = nccl_change(*nccl);
+    }
+#endif
+    const std::optional<bool> mpi_answer = mpi_change();
+    if (!mpi_answer && !nccl_answer) return -1;
+    return mpi_answer.value_or(true) && nccl_answer.value_or(true) ? 0 : -1;
+  } catch (...) {
+    return -1;
+  }
 }
 
 }  // namespace
@@ -57,29 +70,13 @@ SR_EXPORT const char* slimreduce_compressor(void) {
 
 SR_EXPORT int slimreduce_set_compressor(const char* name) {
   if (!name) return -1;
-  try {
-    std::optional<bool> nccl_answer;
-#ifdef SLIMREDUCE_HAVE_CUDA
-    if (slimreduce::NcclEngine* nccl = slimreduce::NcclEngine::get())
-      nccl_answer = nccl->use_compressor(name);
-#endif
-    return change_engines(mpi_side::use_compressor(name), nccl_answer);
-  } catch (...) {
-    return -1;
-  }
+  return change_engines([&] { return mpi_side::use_compressor(name); },
+                        [&](auto& nccl) { return nccl.use_compressor(name); });
 }
 
 SR_EXPORT int slimreduce_set_topk_ratio(double ratio) {
-  try {
-    std::optional<bool> nccl_answer;
-#ifdef SLIMREDUCE_HAVE_CUDA
-    if (slimreduce::NcclEngine* nccl = slimreduce::NcclEngine::get())
-      nccl_answer = nccl->set_topk_ratio(ratio);
-#endif
-    return change_engines(mpi_side::set_topk_ratio(ratio), nccl_answer);
-  } catch (...) {
-    return -1;
-  }
+  return change_engines([&] { return mpi_side::set_topk_ratio(ratio); },
+                        [&](auto& nccl) { return nccl.set_topk_ratio(ratio); });
 }
 
 SR_EXPORT int slimreduce_get_setting(const char* name, char* value, size_t size) {
