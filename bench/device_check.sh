@@ -8,13 +8,13 @@
 #   3. tests/cuda/nccl_app.cu under LD_PRELOAD (libslimreduce.so where MPI was
 #      there, else libslimreduce_nccl.so): ncclAllReduce on one rank with each
 #      compressor, every result checked bit for bit;
-#   4. tests/cuda/mpi_device_app.cu: 2 and 4 MPI ranks sharing the GPU call
+#   4. PyTorch DDP (NCCL backend, world size 1) under LD_PRELOAD of the
+#      NCCL-only library, as a torchrun job would use it: interception counted
+#      and gradients checked against a model without DDP;
+#   5. tests/cuda/mpi_device_app.cu: 2 and 4 MPI ranks sharing the GPU call
 #      MPI_Allreduce on device buffers, each checked bit for bit against its
 #      host twin (Open MPI brought along as Debian packages when the machine
 #      has none: bench/device_mpi.sh);
-#   5. PyTorch DDP (NCCL backend, world size 1) under LD_PRELOAD of the
-#      NCCL-only library, as a torchrun job would use it: interception counted
-#      and gradients checked against a model without DDP;
 #   6. compute-sanitizer memcheck over the kernel checks, in the time left;
 # then one short table. Logs go to $OUT (at most 8 files come back).
 # Usage: bash bench/device_check.sh   (from the repository root; OUT defaults to ./device-out)
@@ -150,12 +150,14 @@ fi
 if [ -x "$B/nccl_app" ]; then
   for compressor in none fp16 bf16 topk; do
     [ "$(left)" -lt 120 ] && { row "nccl_app $compressor" SKIP "out of time"; continue; }
+    [ "${hung:-}" = nccl_app ] && { row "nccl_app $compressor" SKIP "an earlier run hung"; continue; }
     log "nccl_app $compressor"
     echo "=== SLIMREDUCE_COMPRESSOR=$compressor" >> "$OUT/nccl_app.log"
     env LD_PRELOAD="$APP_PRELOAD" LD_LIBRARY_PATH="$NCCL_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" SLIMREDUCE_COMPRESSOR=$compressor \
       SLIMREDUCE_MIN_BYTES=64K SLIMREDUCE_LOG_LEVEL=info NCCL_DEBUG=WARN \
       timeout 60 "$B/nccl_app" >> "$OUT/nccl_app.log" 2>&1
     rc=$?
+    [ $rc = 124 ] && hung=nccl_app  # a hang would hang the next runs too: save their time
     fails=$(sed -n "/=== SLIMREDUCE_COMPRESSOR=$compressor\$/,\$p" "$OUT/nccl_app.log" | grep -c '^FAIL')
     row "nccl_app $compressor" "$(verdict $rc)" "rc $rc, $fails failed checks"
   done
@@ -163,29 +165,7 @@ else
   row "nccl_app" SKIP "no libslimreduce_nccl/libnccl (see build.log)"
 fi
 
-# ---- 4. MPI ranks sharing the GPU, device buffers through the MPI path --------------------
-# Each device call is checked bit for bit against its host twin (tests/cuda/mpi_device_app.cu).
-if [ -x "$B/mpi_device_app" ]; then
-  for run in "2 fp16" "2 bf16" "2 topk" "4 topk" "4 fp16"; do
-    read -r np compressor <<<"$run"
-    [ "$(left)" -lt 75 ] && { row "mpi device np$np $compressor" SKIP "out of time"; continue; }
-    log "mpi_device_app np$np $compressor"
-    echo "=== np $np SLIMREDUCE_COMPRESSOR=$compressor" >> "$OUT/mpi_device.log"
-    timeout 60 mpirun --allow-run-as-root --oversubscribe -np "$np" --mca pml ob1 --mca btl self,vader \
-      --mca btl_vader_single_copy_mechanism none -x LD_PRELOAD="$LIB" \
-      -x SLIMREDUCE_COMPRESSOR=$compressor -x SLIMREDUCE_LOG_LEVEL=warn \
-      "$B/mpi_device_app" >> "$OUT/mpi_device.log" 2>&1
-    rc=$?
-    result=$(sed -n "/=== np $np SLIMREDUCE_COMPRESSOR=$compressor\$/,\$p" "$OUT/mpi_device.log" |
-      grep '^mpi_device_app' | tail -1)
-    row "mpi device np$np $compressor" "$(verdict $rc)" \
-      "rc $rc ${result#mpi_device_app: }"
-  done
-else
-  row "mpi device buffers" SKIP "no libslimreduce or no MPI (see build.log)"
-fi
-
-# ---- 5. PyTorch DDP, NCCL backend, world size 1 ----------------------------------------
+# ---- 4. PyTorch DDP, NCCL backend, world size 1 ----------------------------------------
 cat > "$B/ddp_check.py" <<'PY'
 # DDP over NCCL at world size 1 under LD_PRELOAD=libslimreduce_nccl.so: the bucket
 # allreduces must be intercepted, and the gradients must be the plain model's
@@ -250,17 +230,43 @@ if [ -f "$NCCL_ONLY_LIB" ] && python3 -c 'import torch' 2>/dev/null; then
   port=29511
   for compressor in none fp16 bf16 topk; do
     [ "$(left)" -lt 45 ] && { row "ddp $compressor" SKIP "out of time"; continue; }
+    [ "${hung:-}" = ddp ] && { row "ddp $compressor" SKIP "an earlier run hung"; continue; }
     log "ddp $compressor"
     echo "=== SLIMREDUCE_COMPRESSOR=$compressor" >> "$OUT/ddp.log"
     env LD_PRELOAD="$NCCL_ONLY_LIB" SLIMREDUCE_COMPRESSOR=$compressor SLIMREDUCE_LOG_LEVEL=info \
       MASTER_ADDR=127.0.0.1 MASTER_PORT=$((port++)) RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 \
       PYTHONUNBUFFERED=1 timeout 90 python3 "$B/ddp_check.py" >> "$OUT/ddp.log" 2>&1
     rc=$?
+    [ $rc = 124 ] && hung=ddp
     result=$(sed -n "/=== SLIMREDUCE_COMPRESSOR=$compressor\$/,\$p" "$OUT/ddp.log" | grep '^{' | tail -1)
     row "ddp $compressor" "$([ $rc = 0 ] && echo ok || echo FAIL)" "rc $rc ${result:-no result}"
   done
 else
   row "ddp" SKIP "no libslimreduce_nccl or no torch"
+fi
+
+# ---- 5. MPI ranks sharing the GPU, device buffers through the MPI path --------------------
+# Each device call is checked bit for bit against its host twin (tests/cuda/mpi_device_app.cu).
+if [ -x "$B/mpi_device_app" ]; then
+  for run in "2 fp16" "2 bf16" "2 topk" "4 topk" "4 fp16"; do
+    read -r np compressor <<<"$run"
+    [ "$(left)" -lt 75 ] && { row "mpi device np$np $compressor" SKIP "out of time"; continue; }
+    [ "${hung:-}" = mpi ] && { row "mpi device np$np $compressor" SKIP "an earlier run hung"; continue; }
+    log "mpi_device_app np$np $compressor"
+    echo "=== np $np SLIMREDUCE_COMPRESSOR=$compressor" >> "$OUT/mpi_device.log"
+    timeout 60 mpirun --allow-run-as-root --oversubscribe -np "$np" --mca pml ob1 --mca btl self,vader \
+      --mca btl_vader_single_copy_mechanism none -x LD_PRELOAD="$LIB" \
+      -x SLIMREDUCE_COMPRESSOR=$compressor -x SLIMREDUCE_LOG_LEVEL=warn \
+      "$B/mpi_device_app" >> "$OUT/mpi_device.log" 2>&1
+    rc=$?
+    [ $rc = 124 ] && hung=mpi
+    result=$(sed -n "/=== np $np SLIMREDUCE_COMPRESSOR=$compressor\$/,\$p" "$OUT/mpi_device.log" |
+      grep '^mpi_device_app' | tail -1)
+    row "mpi device np$np $compressor" "$(verdict $rc)" \
+      "rc $rc ${result#mpi_device_app: }"
+  done
+else
+  row "mpi device buffers" SKIP "no libslimreduce or no MPI (see build.log)"
 fi
 
 # ---- 6. memcheck of the kernel checks, if the time and the tool are there ----------------
