@@ -9,7 +9,7 @@ TopkWire topk_wire(std::size_t n, double ratio, bool fp16_values) {
   wire.k = kernels::topk_count(n, ratio);
   wire.payload = kernels::topk_payload_bytes(
       wire.k, fp16_values ? kernels::TopkValues::fp16 : kernels::TopkValues::fp32);
-  wire.stride = (wire.payload + 15) / 16 * 16;  // kernels::cuda::topk_payload_stride
+  wire.stride = kernels::topk_payload_stride(wire.payload);
   return wire;
 }
 

@@ -20,6 +20,14 @@ std::size_t topk_count(std::size_t n, double ratio);
 // Payload layout: k uint32 indices (ascending), then k values (fp32 or fp16 bits).
 std::size_t topk_payload_bytes(std::size_t k, TopkValues values);
 
+// The stride payloads travel at on the GPU paths: the layout padded with zero
+// bytes to a multiple of 16, so every rank's indices in a gathered buffer are
+// aligned. Here, not in kernels/cuda/, because the MPI device path sizes its
+// wire with it in every build.
+inline std::size_t topk_payload_stride(std::size_t payload_bytes) {
+  return (payload_bytes + 15) / 16 * 16;
+}
+
 // Scratch memory reused across calls; grows as needed, never shrinks.
 struct TopkScratch {
   std::vector<std::uint32_t> hist;        // Per-thread sub-histograms.

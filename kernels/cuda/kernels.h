@@ -47,8 +47,8 @@ cudaError_t unpack_batch(Elem fused_type, const void* fused, const UnpackItem* i
 
 // ---- exact top-k by magnitude (twin of kernels::topk_compress) ---------------
 
-// Payloads travel at this stride: the top-k layout padded with zero bytes to
-// 16, so every rank's indices in a gathered buffer are aligned.
+// Payloads travel at this stride: kernels::topk_payload_stride (the top-k
+// layout padded with zero bytes to 16, so gathered indices stay aligned).
 std::size_t topk_payload_stride(std::size_t payload_bytes);
 
 // Device scratch that topk_select needs for n elements (256-byte aligned).

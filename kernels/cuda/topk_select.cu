@@ -17,6 +17,7 @@
 #include <cub/block/block_scan.cuh>
 
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/topk.h"
 
 namespace slimreduce::kernels::cuda {
 namespace {
@@ -368,7 +369,7 @@ cudaError_t select_for(const void* in, float* residual, std::size_t n, std::size
 }  // namespace
 
 std::size_t topk_payload_stride(std::size_t payload_bytes) {
-  return (payload_bytes + 15) / 16 * 16;
+  return kernels::topk_payload_stride(payload_bytes);
 }
 
 std::size_t topk_select_scratch_bytes(std::size_t n) {
