@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <string>
 
 namespace slimreduce::backends::mpi {
 
@@ -23,10 +24,22 @@ inline int iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatyp
 int sendrecv_bytes(const void* send, std::size_t send_bytes, int dest, void* recv,
                    std::size_t recv_bytes, int source, MPI_Comm comm);
 
-// Every rank's bytes_per_rank bytes, in rank order, into gathered.
-int allgather_bytes(const void* send, std::size_t bytes_per_rank, void* gathered, MPI_Comm comm);
-
 // The largest byte count one MPI call takes as MPI_BYTE.
 constexpr std::size_t kMaxBytesPerCall = std::size_t{1} << 30;
+
+// Every rank's bytes_per_rank bytes, in rank order, into gathered (sizes may
+// exceed INT_MAX: they are gathered in pieces of at most max_piece bytes).
+int allgather_bytes(const void* send, std::size_t bytes_per_rank, void* gathered, MPI_Comm comm,
+                    std::size_t max_piece = kMaxBytesPerCall);
+
+// Hands an error that no MPI call has reported yet (SlimReduce's own, or one
+// MPI returned on a communicator of ours) to the error handler of the
+// caller's communicator, as the real call would have: MPI_ERRORS_ARE_FATAL
+// aborts the job, MPI_ERRORS_RETURN returns, a handler of the caller's runs
+// once. Returns code.
+int raise_error(MPI_Comm comm, int code);
+
+// MPI_Error_string's text for code.
+std::string error_text(int code);
 
 }  // namespace slimreduce::backends::mpi

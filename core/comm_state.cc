@@ -21,6 +21,10 @@ int CommState::private_comm(MPI_Comm* out) {
   if (private_comm_ == MPI_COMM_NULL) {
     const int rc = PMPI_Comm_dup(user_comm_, &private_comm_);
     if (rc != MPI_SUCCESS) return rc;
+    // Our traffic's errors come back to us, and the engine hands them to the
+    // caller's handler on the caller's communicator: an inherited handler
+    // would run on a communicator the caller has never seen.
+    PMPI_Comm_set_errhandler(private_comm_, MPI_ERRORS_RETURN);
   }
   *out = private_comm_;
   return MPI_SUCCESS;

@@ -27,6 +27,8 @@ class CommState {
 
   // The private duplicate, made on first use: the first compressed call on a
   // communicator is the same call on every rank, so the collective dup matches.
+  // Its error handler is MPI_ERRORS_RETURN. A failed dup has already been
+  // reported to the caller's handler (MPI raises it on the caller's communicator).
   int private_comm(MPI_Comm* out);
   // Frees the private duplicate; before MPI_Finalize, or when the user frees theirs.
   void release();

@@ -188,6 +188,8 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
     feeds_back = slot->feeds_back;
     if (!residual_on_device) call.residual = slot->host_residual();
   }
+  // A failed dup was raised on comm by MPI itself; everything after it is ours to raise.
+  if (MPI_Comm wire_comm; const int rc = state.private_comm(&wire_comm)) return rc;
   double wire_sent = 0;
   int rc = MPI_SUCCESS;
   if (device) {
@@ -200,12 +202,22 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
     rc = gather_allreduce(call, static_cast<compressors::GatheredCompressor&>(*compressor_), state,
                           &wire_sent);
   }
-  if (rc == MPI_SUCCESS) {
-    Counters delta;
-    delta.count_compressed(bytes, state.size(), wire_sent);
-    board_.add(delta);
+  if (rc != MPI_SUCCESS) return raise(comm, rc, "MPI_Allreduce (compressed)");
+  Counters delta;
+  delta.count_compressed(bytes, state.size(), wire_sent);
+  board_.add(delta);
+  return MPI_SUCCESS;
+}
+
+int Engine::raise(MPI_Comm comm, int code, const char* what) {
+  try {  // the line is a courtesy: out of memory, the handler still hears of the error
+    const Engine* engine = get();
+    log_line(engine ? engine->settings_.log_level : LogLevel::error, LogLevel::error,
+             engine ? engine->world_rank_ : 0, "%s failed in SlimReduce: %s", what,
+             backends::mpi::error_text(code).c_str());
+  } catch (...) {
   }
-  return rc;
+  return backends::mpi::raise_error(comm, code);
 }
 
 int Engine::iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,

@@ -69,6 +69,11 @@ class Engine {
   // use_compressor); false unless 0 < ratio <= 1.
   bool set_topk_ratio(double ratio);
 
+  // An error that no MPI call has reported to the caller yet (an exception
+  // of ours, a failed compressed call): logged, then handed to comm's error
+  // handler as the real call would have done. Returns code.
+  static int raise(MPI_Comm comm, int code, const char* what);
+
   const Settings& settings() const { return settings_; }
   Counters counters() const;
   void forget(CommState* state);

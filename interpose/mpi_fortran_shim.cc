@@ -89,8 +89,9 @@ SR_EXPORT void mpi_allreduce_(void* sendbuf, void* recvbuf, MPI_Fint* count, MPI
     *ierr = PMPI_Allreduce(c_sendbuf, c_recvbuf, *count, c_datatype, c_op, c_comm);
     return;
   }
-  *ierr = guarded(
-      [&] { return engine->allreduce(c_sendbuf, c_recvbuf, *count, c_datatype, c_op, c_comm); });
+  *ierr = guarded_on(c_comm, "MPI_ALLREDUCE", [&] {
+    return engine->allreduce(c_sendbuf, c_recvbuf, *count, c_datatype, c_op, c_comm);
+  });
 }
 
 SR_EXPORT void mpi_finalize_(MPI_Fint* ierr) {

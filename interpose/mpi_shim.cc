@@ -24,7 +24,8 @@ namespace {
                                                MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
   Engine* engine = engine_or_null();
   if (!engine) return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
-  return guarded([&] { return engine->allreduce(sendbuf, recvbuf, count, datatype, op, comm); });
+  return guarded_on(comm, "MPI_Allreduce",
+                    [&] { return engine->allreduce(sendbuf, recvbuf, count, datatype, op, comm); });
 }
 
 }  // namespace
@@ -43,8 +44,9 @@ SR_EXPORT int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_
                              MPI_Op op, MPI_Comm comm, MPI_Request* request) {
   Engine* engine = engine_or_null();
   if (!engine) return PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
-  return guarded(
-      [&] { return engine->iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request); });
+  return guarded_on(comm, "MPI_Iallreduce", [&] {
+    return engine->iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
+  });
 }
 
 SR_EXPORT int MPI_Finalize() {

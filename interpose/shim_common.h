@@ -64,4 +64,20 @@ int guarded(Body&& body) {
   }
 }
 
+// The same for `call` on comm. No MPI call has reported an exception of
+// ours, so comm's error handler hears of it, as it would of the real call's
+// error: under the default MPI_ERRORS_ARE_FATAL the job stops rather than
+// going on with a buffer that was never reduced.
+template <typename Body>
+int guarded_on(MPI_Comm comm, const char* call, Body&& body) {
+  int code = MPI_ERR_INTERN;
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    code = MPI_ERR_NO_MEM;
+  } catch (...) {
+  }
+  return Engine::raise(comm, code, call);
+}
+
 }  // namespace slimreduce::interpose

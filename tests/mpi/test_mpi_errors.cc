@@ -1,0 +1,167 @@
+// A compressed call that fails inside SlimReduce (here: out of memory, under
+// a cap on the address space) must reach the caller as the real call's error
+// would: through the communicator's error handler, once, on the caller's
+// communicator, and the next call must work. Run under LD_PRELOAD with a
+// compressor and error feedback on (the residual is the allocation that fails).
+// FatalHandler.* runs alone: under MPI_ERRORS_ARE_FATAL the job must stop.
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "tests/mpi/mpi_helpers.h"
+#include "tests/mpi/mpi_test_main.h"
+
+namespace slimreduce::testing {
+namespace {
+
+// Larger than the headroom below by far: its residual cannot be allocated.
+constexpr int kLargeCount = 16 << 20;  // 64 MiB of floats
+constexpr rlim_t kHeadroomBytes = 8 << 20;
+
+// Caps the address space just above what the process maps now, for one call.
+class AddressSpaceCap {
+ public:
+  AddressSpaceCap() {
+    getrlimit(RLIMIT_AS, &saved_);
+    std::ifstream statm("/proc/self/statm");
+    rlim_t pages = 0;
+    statm >> pages;
+    rlimit capped = saved_;
+    capped.rlim_cur = pages * static_cast<rlim_t>(sysconf(_SC_PAGESIZE)) + kHeadroomBytes;
+    applied_ = setrlimit(RLIMIT_AS, &capped) == 0;
+  }
+  ~AddressSpaceCap() { setrlimit(RLIMIT_AS, &saved_); }
+  bool applied() const { return applied_; }
+
+ private:
+  rlimit saved_{};
+  bool applied_ = false;
+};
+
+// What the handler of the caller's communicator saw.
+struct HandlerLog {
+  int calls = 0;
+  int code = MPI_SUCCESS;
+  MPI_Comm comm = MPI_COMM_NULL;
+};
+HandlerLog handler_log;
+
+void recording_handler(MPI_Comm* comm, int* code, ...) {
+  ++handler_log.calls;
+  handler_log.code = *code;
+  handler_log.comm = *comm;
+}
+
+int error_class(int code) {
+  int error_class = MPI_SUCCESS;
+  MPI_Error_class(code, &error_class);
+  return error_class;
+}
+
+// Small integers: every sum is exact in fp16, bf16 and top-k at any ratio.
+std::vector<float> ones_times(int rank, std::size_t count) {
+  return std::vector<float>(count, static_cast<float>(rank + 1));
+}
+
+// A duplicate of MPI_COMM_WORLD with the given handler, its private
+// communicator already made by one compressed call (as in any job's first step).
+class CommWithHandler {
+ public:
+  explicit CommWithHandler(MPI_Errhandler handler) {
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+    MPI_Comm_set_errhandler(comm_, handler);
+    std::vector<float> warm = ones_times(world_rank(), 1 << 16);
+    warm_rc_ = MPI_Allreduce(MPI_IN_PLACE, warm.data(), static_cast<int>(warm.size()), MPI_FLOAT,
+                             MPI_SUM, comm_);
+  }
+  ~CommWithHandler() { MPI_Comm_free(&comm_); }
+  MPI_Comm get() const { return comm_; }
+  int warm_rc() const { return warm_rc_; }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int warm_rc_ = MPI_ERR_OTHER;
+};
+
+// The large call under the cap, then again without it.
+struct Outcome {
+  int capped_rc = MPI_SUCCESS;
+  int retry_rc = MPI_ERR_OTHER;
+  std::uint64_t compressed_while_capped = 0;
+  std::vector<float> retried;
+};
+
+Outcome fail_then_retry(MPI_Comm comm) {
+  Outcome outcome;
+  std::vector<float> data = ones_times(world_rank(), kLargeCount);
+  slimreduce_counters before{}, after{};
+  read_counters(&before);
+  {
+    AddressSpaceCap cap;
+    EXPECT_TRUE(cap.applied());
+    outcome.capped_rc =
+        MPI_Allreduce(MPI_IN_PLACE, data.data(), kLargeCount, MPI_FLOAT, MPI_SUM, comm);
+  }
+  read_counters(&after);
+  outcome.compressed_while_capped = after.compressed - before.compressed;
+  data = ones_times(world_rank(), kLargeCount);
+  outcome.retry_rc =
+      MPI_Allreduce(MPI_IN_PLACE, data.data(), kLargeCount, MPI_FLOAT, MPI_SUM, comm);
+  outcome.retried = std::move(data);
+  return outcome;
+}
+
+void expect_exact_sums(const std::vector<float>& reduced) {
+  const int ranks = world_size();
+  const float sum = static_cast<float>(ranks * (ranks + 1) / 2);
+  std::size_t wrong = 0;
+  for (float x : reduced) wrong += x != sum;
+  EXPECT_EQ(wrong, 0u) << "of " << reduced.size() << " elements, expected " << sum;
+}
+
+TEST(RaisedErrors, ReachTheCallersHandlerOnceAndTheNextCallWorks) {
+  slimreduce_counters counters{};
+  ASSERT_TRUE(read_counters(&counters)) << "libslimreduce.so is not preloaded";
+  MPI_Errhandler handler = MPI_ERRHANDLER_NULL;
+  MPI_Comm_create_errhandler(recording_handler, &handler);
+  CommWithHandler comm(handler);
+  ASSERT_EQ(comm.warm_rc(), MPI_SUCCESS);
+  handler_log = {};
+
+  const Outcome outcome = fail_then_retry(comm.get());
+
+  EXPECT_EQ(error_class(outcome.capped_rc), MPI_ERR_NO_MEM);
+  EXPECT_EQ(handler_log.calls, 1) << "the handler must hear of the error exactly once";
+  EXPECT_EQ(handler_log.code, outcome.capped_rc);
+  EXPECT_EQ(handler_log.comm, comm.get()) << "the handler must see the caller's communicator";
+  EXPECT_EQ(outcome.compressed_while_capped, 0u) << "a failed call is not a compressed one";
+  ASSERT_EQ(outcome.retry_rc, MPI_SUCCESS);
+  EXPECT_EQ(handler_log.calls, 1);
+  expect_exact_sums(outcome.retried);
+  MPI_Errhandler_free(&handler);
+}
+
+TEST(RaisedErrors, ErrorsReturnHandsBackTheCode) {
+  CommWithHandler comm(MPI_ERRORS_RETURN);
+  ASSERT_EQ(comm.warm_rc(), MPI_SUCCESS);
+  const Outcome outcome = fail_then_retry(comm.get());
+  EXPECT_EQ(error_class(outcome.capped_rc), MPI_ERR_NO_MEM);
+  ASSERT_EQ(outcome.retry_rc, MPI_SUCCESS);
+  expect_exact_sums(outcome.retried);
+}
+
+// Must not return: ctest expects Open MPI's "MPI_ERRORS_ARE_FATAL" abort and
+// fails on the line below.
+TEST(FatalHandler, StopsTheJob) {
+  CommWithHandler comm(MPI_ERRORS_ARE_FATAL);
+  ASSERT_EQ(comm.warm_rc(), MPI_SUCCESS);
+  const Outcome outcome = fail_then_retry(comm.get());
+  std::printf("rank %d continued after a fatal error (rc %d)\n", world_rank(), outcome.capped_rc);
+  ADD_FAILURE() << "the job went on after an error under MPI_ERRORS_ARE_FATAL";
+}
+
+}  // namespace
+}  // namespace slimreduce::testing
+
+int main(int argc, char** argv) { return slimreduce::testing::run_all_tests_under_mpi(argc, argv); }
