@@ -15,7 +15,14 @@ struct CallFacts {
   bool op_sum = false;      // the predefined SUM (a user-defined op never is)
   bool intracomm = false;   // an intercommunicator's allreduce crosses groups
   std::uint64_t bytes = 0;  // count x 4
+  // Buffers we can read and write: neither null nor MPI_IN_PLACE as the
+  // receive buffer, and not one buffer twice without MPI_IN_PLACE. The real
+  // library reports such an erroneous call (MPI_ERR_BUFFER); ours would crash.
+  bool usable_buffers = false;
 };
+
+// usable_buffers for an allreduce's two buffer arguments.
+bool usable_buffers(const void* sendbuf, const void* recvbuf, const void* in_place);
 
 enum class Verdict { compress, pass_through };
 
@@ -30,7 +37,7 @@ EligibilityRule eligibility_rule(const Settings& settings);
 
 inline Verdict classify(const CallFacts& facts, const EligibilityRule& rule) {
   const bool eligible = rule.compressing && facts.float32 && facts.op_sum && facts.intracomm &&
-                        facts.bytes > 0 && facts.bytes >= rule.min_bytes;
+                        facts.usable_buffers && facts.bytes > 0 && facts.bytes >= rule.min_bytes;
   return eligible ? Verdict::compress : Verdict::pass_through;
 }
 

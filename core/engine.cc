@@ -138,7 +138,8 @@ int Engine::allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatyp
   }
   const std::uint64_t bytes = std::uint64_t(count) * std::uint64_t(type_size);
   const CallFacts facts{is_float32(datatype, type_size), op == MPI_SUM,
-                        !state->is_intercommunicator(), bytes};
+                        !state->is_intercommunicator(), bytes,
+                        usable_buffers(sendbuf, recvbuf, MPI_IN_PLACE)};
   if (classify(facts, rule_) == Verdict::compress) {
     return compress_call(sendbuf, recvbuf, count, datatype, op, comm, *state);
   }

@@ -151,6 +151,38 @@ TEST(RaisedErrors, ErrorsReturnHandsBackTheCode) {
   expect_exact_sums(outcome.retried);
 }
 
+// Erroneous calls the real library reports (MPI_ERR_BUFFER in Open MPI) are
+// left to it: the same code as PMPI_Allreduce gives, never a crash of ours.
+TEST(ErroneousCalls, GetTheRealLibrarysError) {
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  // Open MPI 4.1 raises buffer errors on MPI_COMM_WORLD, whatever the communicator.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  constexpr int kCount = 1 << 20;  // well over any SLIMREDUCE_MIN_BYTES the tests use
+  std::vector<float> data = ones_times(world_rank(), kCount);
+  struct Form {
+    const char* name;
+    const void* send;
+    void* recv;
+  };
+  const Form forms[] = {{"MPI_IN_PLACE as the receive buffer", data.data(), MPI_IN_PLACE},
+                        {"one buffer twice", data.data(), data.data()},
+                        {"MPI_IN_PLACE twice", MPI_IN_PLACE, MPI_IN_PLACE}};
+  for (const Form& form : forms) {
+    const int real = PMPI_Allreduce(form.send, form.recv, kCount, MPI_FLOAT, MPI_SUM, comm);
+    ASSERT_NE(real, MPI_SUCCESS) << form.name << ": Open MPI accepted it";
+    slimreduce_counters before{}, after{};
+    read_counters(&before);
+    EXPECT_EQ(MPI_Allreduce(form.send, form.recv, kCount, MPI_FLOAT, MPI_SUM, comm), real)
+        << form.name;
+    read_counters(&after);
+    EXPECT_EQ(after.passed_through - before.passed_through, 1u) << form.name;
+  }
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+  MPI_Comm_free(&comm);
+}
+
 // Must not return: ctest expects Open MPI's "MPI_ERRORS_ARE_FATAL" abort and
 // fails on the line below.
 TEST(FatalHandler, StopsTheJob) {

@@ -22,21 +22,37 @@ Settings with_compressor(const char* name, std::uint64_t min_bytes = 65536) {
 
 TEST(Eligibility, OnlyLargeFloatSumsOnIntracommunicators) {
   const Settings fp16 = with_compressor("fp16");
-  const CallFacts eligible{true, true, true, 65536};
+  const CallFacts eligible{true, true, true, 65536, true};
   EXPECT_EQ(classify(eligible, fp16), Verdict::compress);
-  CallFacts not_float = eligible, not_sum = eligible, inter = eligible, small = eligible;
+  CallFacts not_float = eligible, not_sum = eligible, inter = eligible, small = eligible,
+            bad_buffers = eligible;
   not_float.float32 = false;
   not_sum.op_sum = false;
   inter.intracomm = false;
   small.bytes = 65532;
-  for (const CallFacts& facts : {not_float, not_sum, inter, small}) {
+  bad_buffers.usable_buffers = false;
+  for (const CallFacts& facts : {not_float, not_sum, inter, small, bad_buffers}) {
     EXPECT_EQ(classify(facts, fp16), Verdict::pass_through);
   }
   EXPECT_EQ(classify(eligible, with_compressor("none")), Verdict::pass_through);
-  EXPECT_EQ(classify(CallFacts{true, true, true, 0}, with_compressor("fp16", 0)),
+  EXPECT_EQ(classify(CallFacts{true, true, true, 0, true}, with_compressor("fp16", 0)),
             Verdict::pass_through);
-  EXPECT_EQ(classify(CallFacts{true, true, true, 4}, with_compressor("topk", 4)),
+  EXPECT_EQ(classify(CallFacts{true, true, true, 4, true}, with_compressor("topk", 4)),
             Verdict::compress);
+}
+
+// What the real library reports as MPI_ERR_BUFFER (or crashes on) is left to it.
+TEST(Eligibility, OnlyBuffersThatCanBeReadAndWritten) {
+  float buffers[3] = {};
+  float *send = &buffers[0], *recv = &buffers[1];
+  void* in_place = &buffers[2];  // stands for MPI_IN_PLACE: neither buffer
+  EXPECT_TRUE(usable_buffers(send, recv, in_place));
+  EXPECT_TRUE(usable_buffers(in_place, recv, in_place));
+  EXPECT_FALSE(usable_buffers(recv, recv, in_place)) << "aliased without MPI_IN_PLACE";
+  EXPECT_FALSE(usable_buffers(send, in_place, in_place)) << "MPI_IN_PLACE as the receive buffer";
+  EXPECT_FALSE(usable_buffers(in_place, in_place, in_place));
+  EXPECT_FALSE(usable_buffers(nullptr, recv, in_place));
+  EXPECT_FALSE(usable_buffers(send, nullptr, in_place));
 }
 
 TEST(Residuals, SameKeySameSlotNewShapeResets) {
