@@ -128,10 +128,21 @@ void Engine::forget(CommState* state) {
   comms_.erase(found);
 }
 
+namespace {
+
+// Handles only MPI's error can answer. Asking MPI about them first (an
+// attribute, a type's size) would raise the error once more, before the
+// real call raises it: a caller's handler would run twice.
+bool null_handle(MPI_Comm comm, MPI_Datatype datatype) {
+  return comm == MPI_COMM_NULL || datatype == MPI_DATATYPE_NULL;
+}
+
+}  // namespace
+
 int Engine::allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
                       MPI_Op op, MPI_Comm comm) {
   int type_size = 0;
-  CommState* state = state_of(comm);
+  CommState* state = null_handle(comm, datatype) ? nullptr : state_of(comm);
   if (!state || PMPI_Type_size(datatype, &type_size) != MPI_SUCCESS || count < 0) {
     // Not something we can read: the real library gives the caller its own error.
     return backends::mpi::allreduce(sendbuf, recvbuf, count, datatype, op, comm);
@@ -225,7 +236,7 @@ int Engine::iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Dataty
                        MPI_Op op, MPI_Comm comm, MPI_Request* request) {
   // Passed through and counted: compressing it needs the scheduler (a later layer).
   int type_size = 0;
-  CommState* state = state_of(comm);
+  CommState* state = null_handle(comm, datatype) ? nullptr : state_of(comm);
   if (state && count >= 0 && PMPI_Type_size(datatype, &type_size) == MPI_SUCCESS) {
     tallies_.mine().count(std::uint64_t(count) * type_size);  // state_of made comm the tally's
   }

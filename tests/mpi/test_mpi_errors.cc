@@ -183,6 +183,41 @@ TEST(ErroneousCalls, GetTheRealLibrarysError) {
   MPI_Comm_free(&comm);
 }
 
+// Null handles: the caller's handler runs once, as without SlimReduce (the
+// engine must not ask MPI about them first).
+TEST(ErroneousCalls, NullHandlesRaiseOnce) {
+  MPI_Errhandler handler = MPI_ERRHANDLER_NULL;
+  MPI_Comm_create_errhandler(recording_handler, &handler);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, handler);  // where Open MPI raises these
+  std::vector<float> send(1 << 20, 1.0f), recv(send.size());
+  const int count = static_cast<int>(send.size());
+  struct Form {
+    const char* name;
+    MPI_Datatype datatype;
+    MPI_Comm comm;
+  };
+  const Form forms[] = {{"MPI_DATATYPE_NULL", MPI_DATATYPE_NULL, MPI_COMM_WORLD},
+                        {"MPI_COMM_NULL", MPI_FLOAT, MPI_COMM_NULL}};
+  for (const Form& form : forms) {
+    handler_log = {};
+    const int real =
+        PMPI_Allreduce(send.data(), recv.data(), count, form.datatype, MPI_SUM, form.comm);
+    const int real_calls = handler_log.calls;
+    ASSERT_NE(real, MPI_SUCCESS) << form.name;
+    handler_log = {};
+    EXPECT_EQ(MPI_Allreduce(send.data(), recv.data(), count, form.datatype, MPI_SUM, form.comm),
+              real)
+        << form.name;
+    EXPECT_EQ(handler_log.calls, real_calls) << form.name;
+    handler_log = {};
+    MPI_Request request = MPI_REQUEST_NULL;
+    MPI_Iallreduce(send.data(), recv.data(), count, form.datatype, MPI_SUM, form.comm, &request);
+    EXPECT_EQ(handler_log.calls, real_calls) << form.name << " (MPI_Iallreduce)";
+  }
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+  MPI_Errhandler_free(&handler);
+}
+
 // Must not return: ctest expects Open MPI's "MPI_ERRORS_ARE_FATAL" abort and
 // fails on the line below.
 TEST(FatalHandler, StopsTheJob) {
