@@ -71,12 +71,14 @@ AlgorithmResult ring_allreduce(const AllreduceCall& call,
   MPI_Comm comm = MPI_COMM_NULL;
   if (const int rc = state.private_comm(&comm); rc != MPI_SUCCESS) return rc;
   const std::size_t element_bytes = compressor.wire_element_bytes();
+  // All memory before the compress step, which writes the residual: a call
+  // that runs out of memory leaves the error-feedback state as it was.
   std::byte* wire = state.wire(call.count * element_bytes);
-  compressor.compress(call.input, call.residual, call.count, wire);
-
   Ring ring(wire, call.count, element_bytes, state, comm);
   const std::size_t largest_chunk = ring.elements(0) + 1;
   std::byte* incoming = state.scratch(largest_chunk * element_bytes);
+  compressor.compress(call.input, call.residual, call.count, wire);
+
   if (const int rc = ring.reduce_scatter(compressor, incoming); rc != MPI_SUCCESS) return rc;
   if (const int rc = ring.allgather(); rc != MPI_SUCCESS) return rc;
 
@@ -92,10 +94,11 @@ AlgorithmResult gather_allreduce(const AllreduceCall& call,
   MPI_Comm comm = MPI_COMM_NULL;
   if (const int rc = state.private_comm(&comm); rc != MPI_SUCCESS) return rc;
   const std::size_t payload_bytes = compressor.compressed_bytes(call.count);
+  // All memory first, as in ring_allreduce.
   std::byte* payload = state.scratch(payload_bytes);
+  std::byte* gathered = state.wire(payload_bytes * state.size());
   compressor.compress(call.input, call.residual, call.count, payload);
 
-  std::byte* gathered = state.wire(payload_bytes * state.size());
   const int rc = backends::mpi::allgather_bytes(payload, payload_bytes, gathered, comm);
   if (rc != MPI_SUCCESS) return rc;
 

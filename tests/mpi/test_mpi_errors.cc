@@ -22,13 +22,13 @@ constexpr rlim_t kHeadroomBytes = 8 << 20;
 // Caps the address space just above what the process maps now, for one call.
 class AddressSpaceCap {
  public:
-  AddressSpaceCap() {
+  explicit AddressSpaceCap(rlim_t headroom_bytes = kHeadroomBytes) {
     getrlimit(RLIMIT_AS, &saved_);
     std::ifstream statm("/proc/self/statm");
     rlim_t pages = 0;
     statm >> pages;
     rlimit capped = saved_;
-    capped.rlim_cur = pages * static_cast<rlim_t>(sysconf(_SC_PAGESIZE)) + kHeadroomBytes;
+    capped.rlim_cur = pages * static_cast<rlim_t>(sysconf(_SC_PAGESIZE)) + headroom_bytes;
     applied_ = setrlimit(RLIMIT_AS, &capped) == 0;
   }
   ~AddressSpaceCap() { setrlimit(RLIMIT_AS, &saved_); }
@@ -149,6 +149,63 @@ TEST(RaisedErrors, ErrorsReturnHandsBackTheCode) {
   EXPECT_EQ(error_class(outcome.capped_rc), MPI_ERR_NO_MEM);
   ASSERT_EQ(outcome.retry_rc, MPI_SUCCESS);
   expect_exact_sums(outcome.retried);
+}
+
+// The library's slimreduce_set_topk_ratio (it drops every residual).
+bool set_topk_ratio(double ratio) {
+  using Fn = int (*)(double);
+  auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "slimreduce_set_topk_ratio"));
+  return fn && fn(ratio) == 0;
+}
+
+// A top-k call that runs out of memory must leave the error-feedback state
+// as it was: its retry gives the same bits as the same call on a twin
+// communicator where nothing failed. Here the residual and the payload fit
+// under the cap and only the gathered payloads do not, so the failure comes
+// after the payload's memory and must come before the compress step.
+TEST(TopkErrors, OutOfMemoryLeavesTheResidualAsItWas) {
+  ASSERT_EQ(env_or("SLIMREDUCE_COMPRESSOR", ""), "topk");
+  constexpr int kCount = 4 << 20;
+  MPI_Comm failing = MPI_COMM_NULL, twin = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &failing);
+  MPI_Comm_dup(MPI_COMM_WORLD, &twin);
+  MPI_Comm_set_errhandler(failing, MPI_ERRORS_RETURN);
+  const std::vector<float> first = inputs_of(world_rank(), 1, kCount);
+  const std::vector<float> second = inputs_of(world_rank(), 2, kCount);
+  std::vector<float> on_failing(kCount), on_twin(kCount);
+  // Small payloads first: both communicators' workspaces fit a ratio of 1%.
+  ASSERT_TRUE(set_topk_ratio(0.01));
+  for (MPI_Comm comm : {failing, twin}) {
+    std::vector<float>& out = comm == failing ? on_failing : on_twin;
+    ASSERT_EQ(MPI_Allreduce(first.data(), out.data(), kCount, MPI_FLOAT, MPI_SUM, comm),
+              MPI_SUCCESS);
+  }
+  // Half the entries: a residual (16 MiB) and a payload (16 MiB) fit in the
+  // headroom, the gathered payloads (16 MiB per rank) do not.
+  ASSERT_TRUE(set_topk_ratio(0.5));
+  int capped_rc = MPI_SUCCESS;
+  {
+    AddressSpaceCap cap(40 << 20);
+    ASSERT_TRUE(cap.applied());
+    capped_rc =
+        MPI_Allreduce(second.data(), on_failing.data(), kCount, MPI_FLOAT, MPI_SUM, failing);
+  }
+  EXPECT_EQ(error_class(capped_rc), MPI_ERR_NO_MEM);
+  ASSERT_EQ(MPI_Allreduce(second.data(), on_failing.data(), kCount, MPI_FLOAT, MPI_SUM, failing),
+            MPI_SUCCESS);
+  ASSERT_EQ(MPI_Allreduce(second.data(), on_twin.data(), kCount, MPI_FLOAT, MPI_SUM, twin),
+            MPI_SUCCESS);
+  // Once more: the residuals the two calls left must match too.
+  for (MPI_Comm comm : {failing, twin}) {
+    std::vector<float>& out = comm == failing ? on_failing : on_twin;
+    ASSERT_EQ(MPI_Allreduce(first.data(), out.data(), kCount, MPI_FLOAT, MPI_SUM, comm),
+              MPI_SUCCESS);
+  }
+  EXPECT_EQ(fnv1a(on_failing.data(), kCount * sizeof(float)),
+            fnv1a(on_twin.data(), kCount * sizeof(float)));
+  set_topk_ratio(std::stod(env_or("SLIMREDUCE_TOPK_RATIO", "0.01")));
+  MPI_Comm_free(&failing);
+  MPI_Comm_free(&twin);
 }
 
 // Erroneous calls the real library reports (MPI_ERR_BUFFER in Open MPI) are
