@@ -1,8 +1,9 @@
 // The Fortran MPI entry points. Open MPI's Fortran bindings call PMPI_*
 // directly, so the C shims never see a Fortran job: these do, for the
 // `mpif.h` and `use mpi` bindings (gfortran's single-underscore names and the
-// other manglings). The mpi_f08 module passes descriptors and is not
-// intercepted: its calls reach MPI untouched.
+// other manglings), and for the `mpi_f08` module, whose procedures call Open
+// MPI's ompi_*_f functions (the same arguments, handles as integers) across
+// libraries, where our definitions come first.
 #include <dlfcn.h>
 
 #include <string>
@@ -114,3 +115,11 @@ SR_FORTRAN_ALIASES(mpi_init, MPI_INIT)
 SR_FORTRAN_ALIASES(mpi_init_thread, MPI_INIT_THREAD)
 SR_FORTRAN_ALIASES(mpi_allreduce, MPI_ALLREDUCE)
 SR_FORTRAN_ALIASES(mpi_finalize, MPI_FINALIZE)
+
+// Open MPI's mpi_f08 module (libmpi_usempif08) reaches these by name.
+#define SR_OMPI_F08_ALIAS(name) \
+  SR_EXPORT decltype(mpi_##name##_) ompi_##name##_f __attribute__((alias("mpi_" #name "_")));
+SR_OMPI_F08_ALIAS(init)
+SR_OMPI_F08_ALIAS(init_thread)
+SR_OMPI_F08_ALIAS(allreduce)
+SR_OMPI_F08_ALIAS(finalize)

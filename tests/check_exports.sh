@@ -5,7 +5,7 @@
 set -eu
 exports=$(nm -D --defined-only "$1" | awk '{print $3}')
 unexpected=$(printf '%s\n' "$exports" |
-  grep -vE '^(MPI_[A-Za-z_]+|mpi_[a-z_]+|nccl[A-Za-z]+|slimreduce_[a-z_]+)$' || true)
+  grep -vE '^(MPI_[A-Za-z_]+|mpi_[a-z_]+|ompi_[a-z_]+_f|nccl[A-Za-z]+|slimreduce_[a-z_]+)$' || true)
 if [ -n "$unexpected" ]; then
   echo "exported but not an entry point:"; echo "$unexpected"; exit 1
 fi
