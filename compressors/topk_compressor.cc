@@ -2,6 +2,8 @@
 // value) pairs; gathered, since payloads from different ranks hold different
 // indices and cannot be added on the wire.
 #include <memory>
+#include <mutex>
+#include <vector>
 
 #include "compressors/registry.h"
 #include "kernels/topk.h"
@@ -22,16 +24,51 @@ class TopkCompressor final : public GatheredCompressor {
     return kernels::topk_payload_bytes(kernels::topk_count(n, ratio_), values_);
   }
   void compress(const float* in, float* residual, std::size_t n, void* out) override {
-    kernels::topk_compress(in, residual, n, kernels::topk_count(n, ratio_), values_, out, scratch_);
+    ScratchLease scratch(*this);
+    kernels::topk_compress(in, residual, n, kernels::topk_count(n, ratio_), values_, out,
+                           scratch.get());
   }
   void accumulate(const void* payload, std::size_t n, float* dense) const override {
     kernels::topk_accumulate(payload, kernels::topk_count(n, ratio_), values_, dense);
   }
 
  private:
+  // Scratch for one call at a time: threads compressing at once (each on its
+  // own communicator, under MPI_THREAD_MULTIPLE) each lease their own, and
+  // the lock is held only to take or give one back, never while selecting.
+  class ScratchLease {
+   public:
+    explicit ScratchLease(TopkCompressor& owner) : owner_(owner) {
+      std::lock_guard lock(owner_.idle_mutex_);
+      if (!owner_.idle_.empty()) {
+        scratch_ = std::move(owner_.idle_.back());
+        owner_.idle_.pop_back();
+      }
+      if (!scratch_) {
+        // Room for every scratch made, so that giving one back never allocates.
+        owner_.idle_.reserve(owner_.made_ + 1);
+        scratch_ = std::make_unique<kernels::TopkScratch>();
+        ++owner_.made_;
+      }
+    }
+    ScratchLease(const ScratchLease&) = delete;
+    ScratchLease& operator=(const ScratchLease&) = delete;
+    ~ScratchLease() {
+      std::lock_guard lock(owner_.idle_mutex_);
+      owner_.idle_.push_back(std::move(scratch_));
+    }
+    kernels::TopkScratch& get() { return *scratch_; }
+
+   private:
+    TopkCompressor& owner_;
+    std::unique_ptr<kernels::TopkScratch> scratch_;
+  };
+
   double ratio_;
   kernels::TopkValues values_;
-  kernels::TopkScratch scratch_;
+  std::mutex idle_mutex_;
+  std::vector<std::unique_ptr<kernels::TopkScratch>> idle_;  // grown, kept for the next calls
+  std::size_t made_ = 0;
 };
 
 }  // namespace
