@@ -3,8 +3,10 @@
 // per model part does. Concurrency must not change a single bit: every
 // thread's results, step after step, must equal those of the same calls made
 // one thread at a time afterwards, on fresh communicators (fresh residuals),
-// and every call must be counted as compressed. Run under LD_PRELOAD with any
+// and every call must be counted as compressed. One more thread makes, uses
+// and frees a communicator per step meanwhile. Run under LD_PRELOAD with any
 // compressor; SLIMREDUCE_MIN_BYTES must let kCount floats through.
+#include <algorithm>
 #include <cstdio>
 #include <thread>
 
@@ -24,15 +26,32 @@ std::vector<std::uint64_t> run_steps(MPI_Comm comm, int thread) {
   std::vector<float> gradient(kCount), reduced(kCount);
   for (int step = 0; step < kSteps; ++step) {
     const std::uint64_t seed = static_cast<std::uint64_t>(thread) * 1000 + step;
-    gradient = inputs_of(world_rank(), seed, kCount);
+    // Into the same buffers every step: residuals are kept per receive buffer.
+    const std::vector<float> inputs = inputs_of(world_rank(), seed, kCount);
+    std::copy(inputs.begin(), inputs.end(), gradient.begin());
     int rc = MPI_SUCCESS;
     if (step % 2 == 0) {
       rc = MPI_Allreduce(MPI_IN_PLACE, gradient.data(), kCount, MPI_FLOAT, MPI_SUM, comm);
-      reduced = gradient;
+      std::copy(gradient.begin(), gradient.end(), reduced.begin());
     } else {
       rc = MPI_Allreduce(gradient.data(), reduced.data(), kCount, MPI_FLOAT, MPI_SUM, comm);
     }
     hashes.push_back(rc == MPI_SUCCESS ? fnv1a(reduced.data(), kCount * sizeof(float)) : 0);
+  }
+  return hashes;
+}
+
+// A thread that makes, uses and frees a communicator per step, while the
+// others reduce: freeing one clears every thread's memory of communicators.
+std::vector<std::uint64_t> churn_communicators(int thread) {
+  std::vector<std::uint64_t> hashes;
+  for (int step = 0; step < kSteps; ++step) {
+    MPI_Comm comm = MPI_COMM_NULL;
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    std::vector<float> gradient = inputs_of(world_rank(), thread * 1000 + step, kCount);
+    const int rc = MPI_Allreduce(MPI_IN_PLACE, gradient.data(), kCount, MPI_FLOAT, MPI_SUM, comm);
+    hashes.push_back(rc == MPI_SUCCESS ? fnv1a(gradient.data(), kCount * sizeof(float)) : 0);
+    MPI_Comm_free(&comm);
   }
   return hashes;
 }
@@ -55,12 +74,16 @@ int run() {
 
   std::vector<MPI_Comm> concurrent = duplicates_of_world(kThreads);
   std::vector<std::vector<std::uint64_t>> seen(kThreads);
+  std::vector<std::uint64_t> churned;
   {
     std::vector<std::jthread> threads;
     for (int t = 0; t < kThreads; ++t) {
       threads.emplace_back([&, t] { seen[t] = run_steps(concurrent[t], t); });
     }
+    threads.emplace_back([&] { churned = churn_communicators(kThreads); });
   }
+  failures += check(churned == churn_communicators(kThreads),
+                    "a thread freeing communicators meanwhile gets the replay's results");
   std::vector<MPI_Comm> sequential = duplicates_of_world(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     const std::vector<std::uint64_t> replayed = run_steps(sequential[t], t);
@@ -70,7 +93,7 @@ int run() {
     for (std::uint64_t hash : seen[t]) failures += check(hash != 0, "every call succeeded");
   }
   failures += check(read_counters(&after), "counters readable");
-  const std::uint64_t expected = 2ull * kThreads * kSteps;
+  const std::uint64_t expected = 2ull * kThreads * kSteps + 2ull * kSteps;
   failures +=
       check(after.compressed - before.compressed == expected, "every call counted as compressed");
   for (MPI_Comm& comm : concurrent) MPI_Comm_free(&comm);
