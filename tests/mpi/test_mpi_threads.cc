@@ -37,6 +37,11 @@ std::vector<std::uint64_t> run_steps(MPI_Comm comm, int thread) {
       rc = MPI_Allreduce(gradient.data(), reduced.data(), kCount, MPI_FLOAT, MPI_SUM, comm);
     }
     hashes.push_back(rc == MPI_SUCCESS ? fnv1a(reduced.data(), kCount * sizeof(float)) : 0);
+    // A small call, passed through and counted in this thread's own tally,
+    // which must outlive the thread.
+    int flag = 1, flags = 0;
+    MPI_Allreduce(&flag, &flags, 1, MPI_INT, MPI_SUM, comm);
+    if (flags != world_size()) hashes.back() = 0;
   }
   return hashes;
 }
@@ -96,6 +101,8 @@ int run() {
   const std::uint64_t expected = 2ull * kThreads * kSteps + 2ull * kSteps;
   failures +=
       check(after.compressed - before.compressed == expected, "every call counted as compressed");
+  failures += check(after.passed_through - before.passed_through == 2ull * kThreads * kSteps,
+                    "every small call counted as passed through, threads gone or not");
   for (MPI_Comm& comm : concurrent) MPI_Comm_free(&comm);
   for (MPI_Comm& comm : sequential) MPI_Comm_free(&comm);
   return failures;
