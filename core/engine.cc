@@ -47,7 +47,9 @@ Engine& Engine::start(Settings settings) {
 }
 
 Engine::Engine(Settings settings)
-    : settings_(std::move(settings)), residuals_(settings_.ef_max_bytes) {
+    : settings_(std::move(settings)),
+      residuals_(settings_.ef_max_bytes),
+      warmup_(settings_.warmup_steps) {
   use_compressor(settings_.compressor);
   PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_comm_delete, &comm_keyval_, nullptr);
   if (int real_size = 0; PMPI_Type_size(MPI_REAL, &real_size) == MPI_SUCCESS && real_size == 4) {
@@ -78,6 +80,7 @@ bool Engine::use_compressor(const std::string& name) {
   error_feedback_ = error_feedback_on(compressor_.get(), settings_);
   // What one compressor left behind means nothing to another.
   residuals_ = ResidualStore(settings_.ef_max_bytes);
+  warmup_ = WarmupCounter(settings_.warmup_steps);
   device_staging::forget_all();
   return true;
 }
@@ -124,6 +127,7 @@ void Engine::forget(CommState* state) {
   auto found = comms_.find(state);
   if (found == comms_.end()) return;
   residuals_.forget_communicator(state->id());
+  warmup_.forget_communicator(state->id());
   device_staging::forget_communicator(state->id());
   comms_.erase(found);
 }
@@ -177,12 +181,22 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
   const bool residual_on_device =
       device && device_staging::keeps_residual_on_device(call, *compressor_, settings_);
   bool feeds_back = false;
+  bool no_room = false;  // error feedback wanted, but the cap is reached: none for this call
   {
     std::lock_guard lock(mutex_);
+    const auto datatype_tag = reinterpret_cast<std::uintptr_t>(datatype);
+    // Whether to compress: from the arguments and the calls before, as on every rank.
+    const bool too_large = error_feedback_ && !residuals_.could_ever_hold(call.count);
+    if (too_large || warmup_.warming_up(state.id(), call.count, datatype_tag)) {
+      count_pass_through(bytes, state.size(),
+                         too_large ? &Counters::ef_cap_fallback : &Counters::warmup);
+      return backends::mpi::allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+    }
+    // The residual: local, keyed by our buffer address. A missing one (no
+    // room under the cap) means no error feedback, never another path.
     const ResidualKey key{state.id(), recvbuf};
     const std::uint64_t resets_before = residuals_.resets();
-    ResidualSlot* slot = residuals_.find_or_create(
-        key, count, reinterpret_cast<std::uintptr_t>(datatype), error_feedback_);
+    ResidualSlot* slot = residuals_.find_or_create(key, count, datatype_tag, error_feedback_);
     if (residuals_.resets() != resets_before) {
       Counters reset;
       reset.ef_resets = 1;
@@ -190,15 +204,9 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
       // The key's device residual (if the GPU keeps it) resets with the slot.
       if (device) device_staging::forget_key(key.comm_id, key.buffer);
     }
-    const bool over_cap = slot == nullptr;
-    const bool warming_up = slot && ++slot->calls <= settings_.warmup_steps;
-    if (over_cap || warming_up) {
-      count_pass_through(bytes, state.size(),
-                         over_cap ? &Counters::ef_cap_fallback : &Counters::warmup);
-      return backends::mpi::allreduce(sendbuf, recvbuf, count, datatype, op, comm);
-    }
-    feeds_back = slot->feeds_back;
-    if (!residual_on_device) call.residual = slot->host_residual();
+    no_room = slot == nullptr;
+    feeds_back = slot && slot->feeds_back;
+    if (slot && !residual_on_device) call.residual = slot->host_residual();
   }
   // A failed dup was raised on comm by MPI itself; everything after it is ours to raise.
   if (MPI_Comm wire_comm; const int rc = state.private_comm(&wire_comm)) return rc;
@@ -217,6 +225,7 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
   if (rc != MPI_SUCCESS) return raise(comm, rc, "MPI_Allreduce (compressed)");
   Counters delta;
   delta.count_compressed(bytes, state.size(), wire_sent);
+  delta.ef_cap_fallback = no_room ? 1 : 0;
   board_.add(delta);
   return MPI_SUCCESS;
 }

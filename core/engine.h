@@ -120,6 +120,7 @@ class Engine {
   std::uint64_t next_comm_id_ = 1;
   std::map<CommState*, std::unique_ptr<CommState>> comms_;
   ResidualStore residuals_;
+  WarmupCounter warmup_;
   CounterBoard board_;  // every call but a plain pass-through
   bool reported_ = false;
 };

@@ -120,7 +120,8 @@ NcclEngine& NcclEngine::start(Settings settings) {
 NcclEngine::NcclEngine(Settings settings)
     : settings_(std::move(settings)),
       error_feedback_(error_feedback_for(settings_)),
-      residuals_(settings_.ef_max_bytes) {
+      residuals_(settings_.ef_max_bytes),
+      warmup_(settings_.warmup_steps) {
   log_line(settings_.log_level, LogLevel::info, env_int({"RANK", "OMPI_COMM_WORLD_RANK"}, 0),
            "nccl: compressor %s, error feedback %s, real NCCL: %s", settings_.compressor.c_str(),
            error_feedback_ ? "on" : "off", real::api().origin);
@@ -165,7 +166,10 @@ void NcclEngine::comm_created(ncclComm_t comm, ncclResult_t rc, const ncclConfig
              "nccl: communicator %llu created, %s", static_cast<unsigned long long>(state->id),
              state->blocking ? "blocking" : "non-blocking: passed through");
     replaced = std::exchange(comms_[comm], state);
-    if (replaced) residuals_.take_communicator(replaced->id, replaced->leftovers);
+    if (replaced) {
+      residuals_.take_communicator(replaced->id, replaced->leftovers);
+      warmup_.forget_communicator(replaced->id);
+    }
   }
   if (!state->blocking) return;
   // Created inside the caller's group: NCCL has only queued it, and answers
@@ -224,6 +228,7 @@ void NcclEngine::comm_gone(ncclComm_t comm, bool aborted) {
     comms_.erase(found);
     // Its residuals stay with it: a plan on another thread may still use them.
     residuals_.take_communicator(gone->id, gone->leftovers);
+    warmup_.forget_communicator(gone->id);
   }
   // Dropped outside the lock: unless a plan still holds it, its device memory
   // is freed then, after a wait for the device (~NcclCommState): NCCL's destroy
@@ -301,12 +306,23 @@ ncclResult_t NcclEngine::group_simulate_end(ncclSimInfo_t* sim_info) {
 }
 #endif
 
-// 1 compress, 0 pass through (warm-up, residual cap, capture without a
-// residual yet), -1 no device memory. Under mutex_.
+// 1 compress, 0 pass through (warm-up, a tensor larger than the residual
+// cap, capture without a residual yet), -1 no device memory. Under mutex_.
+// Warm-up and the cap's size test read the call and the calls before it, as
+// every rank does; the residual store's keys are this rank's buffer
+// addresses, so a missing residual (no room) only turns error feedback off.
 int NcclEngine::decide(CallPlan& p, bool capturing) {
   if (!p.comm || !p.comm->blocking || p.comm->size < 1) return 0;
-  NcclResidualSlot* slot = nullptr;
   const NcclCall& c = p.call;
+  if (error_feedback_ && !residuals_.could_ever_hold(c.count)) {
+    ++counters_.ef_cap_fallback;
+    return 0;
+  }
+  if (warmup_.warming_up(p.comm->id, c.count, static_cast<std::uint64_t>(c.datatype))) {
+    ++counters_.warmup;
+    return 0;
+  }
+  NcclResidualSlot* slot = nullptr;
   DeviceGuard device(p.comm->device);
   const auto status =
       residuals_.find_or_create({p.comm->id, c.recvbuff}, c.count, c.datatype, error_feedback_,
@@ -314,17 +330,14 @@ int NcclEngine::decide(CallPlan& p, bool capturing) {
   switch (status) {
     case NcclResidualStore::Status::over_cap:
       ++counters_.ef_cap_fallback;
-      return 0;
+      p.residual = nullptr;  // compressed all the same, without error feedback
+      return 1;
     case NcclResidualStore::Status::not_now:
       return 0;
     case NcclResidualStore::Status::no_memory:
       return -1;
     case NcclResidualStore::Status::ok:
       break;
-  }
-  if (++slot->calls <= settings_.warmup_steps) {
-    ++counters_.warmup;
-    return 0;
   }
   p.residual = static_cast<float*>(slot->residual.get());
   if (capturing && p.residual) slot->captured = true;
@@ -410,6 +423,7 @@ bool NcclEngine::use_compressor(const std::string& name) {
     error_feedback_ = error_feedback_for(settings_);
     // What one compressor left behind means nothing to another.
     residuals_.take_all(dropped);
+    warmup_ = WarmupCounter(settings_.warmup_steps);
     for (const auto& [comm, state] : comms_) {
       if (state->size >= 1) devices.push_back(state->device);
     }

@@ -20,6 +20,7 @@
 #include "core/nccl_group.h"
 #include "core/nccl_memory.h"
 #include "core/nccl_plan.h"
+#include "core/residuals.h"
 #include "core/settings.h"
 
 namespace slimreduce {
@@ -90,6 +91,7 @@ class NcclEngine {
   std::uint64_t next_comm_id_ = 1;
   std::map<ncclComm_t, std::shared_ptr<NcclCommState>> comms_;
   NcclResidualStore residuals_;
+  WarmupCounter warmup_;
   Counters counters_;
   int report_rank_ = -1;
   int report_size_ = 0;

@@ -33,4 +33,18 @@ void ResidualStore::forget_communicator(std::uint64_t comm_id) {
   }
 }
 
+bool WarmupCounter::warming_up(std::uint64_t comm_id, std::size_t count,
+                               std::uint64_t datatype_tag) {
+  if (steps_ == 0) return false;
+  std::uint64_t& calls = calls_[Shape{comm_id, count, datatype_tag}];
+  if (calls >= steps_) return false;
+  ++calls;
+  return true;
+}
+
+void WarmupCounter::forget_communicator(std::uint64_t comm_id) {
+  auto it = calls_.lower_bound(Shape{comm_id, 0, 0});
+  while (it != calls_.end() && it->first.comm_id == comm_id) it = calls_.erase(it);
+}
+
 }  // namespace slimreduce

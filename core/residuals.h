@@ -3,9 +3,16 @@
 // A key is (communicator, receive buffer, count, datatype). A key seen again
 // with another count or datatype is reset; all of a communicator's keys go
 // when it is freed; the residual memory is capped, and a key that would pass
-// the cap gets no residual (its calls go uncompressed, counted by the caller).
+// the cap gets no residual (counted by the caller).
+//
+// Buffer addresses differ from rank to rank (one rank's heap hands back an
+// address another's does not), so whether a key exists is local knowledge:
+// nothing here may decide whether a call is compressed. What may decide it
+// reads the call's arguments and the calls before it, the same on every
+// rank: could_ever_hold() and WarmupCounter.
 #pragma once
 
+#include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -24,7 +31,6 @@ struct ResidualKey {
 struct ResidualSlot {
   std::size_t count = 0;
   std::uint64_t datatype_tag = 0;
-  std::uint64_t calls = 0;  // calls seen for this key, warm-up included
   // Error feedback is on for this key: count floats are held for it, counted
   // against the cap, on the host or (device buffers) on the GPU.
   bool feeds_back = false;
@@ -51,6 +57,11 @@ class ResidualStore {
                                std::uint64_t datatype_tag, bool want_residual);
 
   void forget_communicator(std::uint64_t comm_id);
+  // Whether a residual of count floats fits under the cap at all (the same
+  // answer on every rank, whatever the store holds).
+  bool could_ever_hold(std::size_t count) const {
+    return std::uint64_t{count} * sizeof(float) <= max_bytes_;
+  }
   std::uint64_t bytes_held() const { return bytes_held_; }
   // How many times a key came back with another shape and lost its residual.
   std::uint64_t resets() const { return resets_; }
@@ -60,6 +71,27 @@ class ResidualStore {
   std::uint64_t bytes_held_ = 0;
   std::uint64_t resets_ = 0;
   std::map<ResidualKey, ResidualSlot> slots_;
+};
+
+// SLIMREDUCE_WARMUP_STEPS: the first N calls of each shape (communicator,
+// count, datatype) go uncompressed. Counted by shape, not by buffer, so that
+// every rank ends its warm-up at the same call.
+class WarmupCounter {
+ public:
+  explicit WarmupCounter(std::uint64_t steps) : steps_(steps) {}
+  // Counts the call; true while its shape is still warming up.
+  bool warming_up(std::uint64_t comm_id, std::size_t count, std::uint64_t datatype_tag);
+  void forget_communicator(std::uint64_t comm_id);
+
+ private:
+  struct Shape {
+    std::uint64_t comm_id;
+    std::size_t count;
+    std::uint64_t datatype_tag;
+    auto operator<=>(const Shape&) const = default;
+  };
+  std::uint64_t steps_;
+  std::map<Shape, std::uint64_t> calls_;
 };
 
 }  // namespace slimreduce

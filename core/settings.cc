@@ -129,11 +129,13 @@ const std::vector<SettingSpec>& specs() {
        [](const std::string& v, Settings& s) { s.min_bytes = parse_byte_size(v); },
        [](const Settings& s) { return show_bytes(s.min_bytes); }},
       {"SLIMREDUCE_WARMUP_STEPS", "0", fixed("a whole number >= 0"),
-       "The first N calls of each residual key go uncompressed (DGC warm-up).",
+       "The first N calls of each shape (communicator, count, datatype) go uncompressed (DGC "
+       "warm-up).",
        [](const std::string& v, Settings& s) { s.warmup_steps = parse_unsigned(v); },
        [](const Settings& s) { return std::to_string(s.warmup_steps); }},
       {"SLIMREDUCE_EF_MAX_BYTES", "4GiB", fixed(kByteSize),
-       "Cap on residual memory per rank; past it, new keys go uncompressed (counted).",
+       "Cap on residual memory per rank; past it, new keys are compressed without error feedback, "
+       "and a tensor larger than the cap goes uncompressed (both counted).",
        [](const std::string& v, Settings& s) { s.ef_max_bytes = parse_byte_size(v); },
        [](const Settings& s) { return show_bytes(s.ef_max_bytes); }},
       {"SLIMREDUCE_FUSION_THRESHOLD", "64MiB", fixed(kByteSize),

@@ -64,14 +64,12 @@ TEST(Residuals, SameKeySameSlotNewShapeResets) {
   ASSERT_NE(slot->host_residual(), nullptr);
   EXPECT_EQ(slot->residual.size(), 100u);
   slot->host_residual()[3] = 1.5f;
-  ++slot->calls;
   EXPECT_EQ(store.find_or_create(key, 100, 7, true), slot);
   EXPECT_EQ(slot->host_residual()[3], 1.5f);
   EXPECT_EQ(store.bytes_held(), 400u);
 
   ResidualSlot* reshaped = store.find_or_create(key, 50, 7, true);
   ASSERT_NE(reshaped, nullptr);
-  EXPECT_EQ(reshaped->calls, 0u);
   EXPECT_EQ(reshaped->host_residual()[3], 0.0f);
   EXPECT_EQ(reshaped->residual.size(), 50u);
   EXPECT_EQ(store.bytes_held(), 200u);
@@ -94,6 +92,30 @@ TEST(Residuals, HostMemoryIsMadeOnlyWhenAsked) {
   ResidualSlot* off = store.find_or_create({2, &b}, 100, 0, false);
   ASSERT_NE(off, nullptr);
   EXPECT_EQ(off->host_residual(), nullptr) << "no error feedback, no residual";
+}
+
+TEST(Residuals, CouldEverHoldReadsTheCountAlone) {
+  ResidualStore store(1000);
+  int a = 0;
+  EXPECT_TRUE(store.could_ever_hold(250));
+  EXPECT_FALSE(store.could_ever_hold(251));
+  ASSERT_NE(store.find_or_create({1, &a}, 200, 0, true), nullptr);
+  EXPECT_TRUE(store.could_ever_hold(250)) << "what the store holds does not change the answer";
+}
+
+// Warm-up counts calls per shape, never per buffer: every rank ends it at the same call.
+TEST(Warmup, CountsCallsPerShape) {
+  WarmupCounter warmup(2);
+  EXPECT_TRUE(warmup.warming_up(1, 100, 7));
+  EXPECT_TRUE(warmup.warming_up(1, 100, 7));
+  EXPECT_FALSE(warmup.warming_up(1, 100, 7));
+  EXPECT_FALSE(warmup.warming_up(1, 100, 7));
+  EXPECT_TRUE(warmup.warming_up(1, 101, 7)) << "another count is another shape";
+  EXPECT_TRUE(warmup.warming_up(1, 100, 8)) << "another datatype is another shape";
+  EXPECT_TRUE(warmup.warming_up(2, 100, 7)) << "another communicator";
+  warmup.forget_communicator(1);
+  EXPECT_TRUE(warmup.warming_up(1, 100, 7)) << "a freed communicator's counts go with it";
+  EXPECT_FALSE(WarmupCounter(0).warming_up(1, 100, 7)) << "no warm-up by default";
 }
 
 TEST(Residuals, CapRefusesNewResidualsAndFreeingMakesRoom) {

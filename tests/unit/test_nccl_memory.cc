@@ -96,12 +96,23 @@ TEST(NcclResiduals, AResidualIsZeroedAndKeptForTheSameKey) {
   ASSERT_NE(slot->residual.get(), nullptr);
   EXPECT_EQ(static_cast<float*>(slot->residual.get())[99], 0.0f);
   EXPECT_EQ(store.bytes_held(), 400u);
-  slot->calls = 3;
+  static_cast<float*>(slot->residual.get())[5] = 3.0f;
   NcclResidualSlot* again = nullptr;
   store.find_or_create(key, 100, 7, true, true, nullptr, allocator, &again);
   EXPECT_EQ(again, slot);
-  EXPECT_EQ(again->calls, 3u);
+  EXPECT_EQ(static_cast<float*>(again->residual.get())[5], 3.0f);
   EXPECT_EQ(allocator.allocations, 1);
+}
+
+TEST(NcclResiduals, CouldEverHoldReadsTheCountAlone) {
+  FakeAllocator allocator;
+  NcclResidualStore store(1000);
+  NcclResidualSlot* slot = nullptr;
+  int a = 0;
+  EXPECT_TRUE(store.could_ever_hold(250));
+  EXPECT_FALSE(store.could_ever_hold(251));
+  store.find_or_create({1, &a}, 200, 7, true, true, nullptr, allocator, &slot);
+  EXPECT_TRUE(store.could_ever_hold(250)) << "what the store holds does not change the answer";
 }
 
 TEST(NcclResiduals, ANewShapeResetsTheKey) {
@@ -110,9 +121,10 @@ TEST(NcclResiduals, ANewShapeResetsTheKey) {
   NcclResidualSlot* slot = nullptr;
   const NcclResidualKey key{1, &allocator};
   store.find_or_create(key, 100, 7, true, true, nullptr, allocator, &slot);
-  slot->calls = 5;
+  static_cast<float*>(slot->residual.get())[5] = 5.0f;
   store.find_or_create(key, 200, 7, true, true, nullptr, allocator, &slot);
-  EXPECT_EQ(slot->calls, 0u);
+  EXPECT_EQ(slot->count, 200u);
+  EXPECT_EQ(static_cast<float*>(slot->residual.get())[5], 0.0f);
   EXPECT_EQ(store.bytes_held(), 800u);
   store.find_or_create(key, 200, 9, true, true, nullptr, allocator, &slot);  // datatype too
   EXPECT_EQ(slot->datatype, 9);
@@ -261,8 +273,9 @@ TEST(NcclResiduals, TakeAllKeepsCapturedResidualsForTheirCommunicator) {
   store.take_all(dropped);
   EXPECT_EQ(dropped.size(), 1u);        // the eager one, to free after a wait
   EXPECT_EQ(store.bytes_held(), 400u);  // the captured one, retired
+  const int made_before = allocator.allocations;
   store.find_or_create({1, &a}, 100, 7, true, true, nullptr, allocator, &slot);
-  EXPECT_EQ(slot->calls, 0u);  // a fresh key all the same
+  EXPECT_EQ(allocator.allocations, made_before + 1);  // a fresh key all the same
   dropped.clear();
   store.take_communicator(1, dropped);
   EXPECT_EQ(dropped.size(), 2u);
@@ -276,7 +289,7 @@ TEST(NcclResiduals, ANewShapeDuringCaptureFreesNothingAndPassesThrough) {
   NcclResidualSlot* slot = nullptr;
   int a = 0;
   store.find_or_create({1, &a}, 100, 7, true, true, nullptr, allocator, &slot);
-  slot->calls = 4;
+  static_cast<float*>(slot->residual.get())[5] = 4.0f;
   allocator.capturing = true;
   EXPECT_EQ(store.find_or_create({1, &a}, 200, 7, true, false, nullptr, allocator, &slot),
             Status::not_now);
@@ -286,9 +299,10 @@ TEST(NcclResiduals, ANewShapeDuringCaptureFreesNothingAndPassesThrough) {
   allocator.capturing = false;
   // The old shape still finds its slot; outside capture the new one resets it.
   store.find_or_create({1, &a}, 100, 7, true, false, nullptr, allocator, &slot);
-  EXPECT_EQ(slot->calls, 4u);
+  EXPECT_EQ(static_cast<float*>(slot->residual.get())[5], 4.0f);
   store.find_or_create({1, &a}, 200, 7, true, true, nullptr, allocator, &slot);
-  EXPECT_EQ(slot->calls, 0u);
+  EXPECT_EQ(slot->count, 200u);
+  EXPECT_EQ(static_cast<float*>(slot->residual.get())[5], 0.0f);
   EXPECT_EQ(store.bytes_held(), 800u);
   EXPECT_EQ(allocator.live.size(), 1u);
 }
@@ -299,11 +313,10 @@ TEST(NcclResiduals, WithoutErrorFeedbackANewShapeDuringCaptureResetsTheKey) {
   NcclResidualSlot* slot = nullptr;
   int a = 0;
   store.find_or_create({1, &a}, 100, 7, false, true, nullptr, allocator, &slot);
-  slot->calls = 4;
   allocator.capturing = true;  // no block: nothing to free or allocate
   EXPECT_EQ(store.find_or_create({1, &a}, 200, 7, false, false, nullptr, allocator, &slot),
             Status::ok);
-  EXPECT_EQ(slot->calls, 0u);
+  EXPECT_EQ(slot->count, 200u);
   EXPECT_EQ(allocator.allocations, 0);
 }
 
