@@ -270,6 +270,7 @@ void Engine::finish() {
     for (auto& [raw, state] : comms_) state->release();
   }
   warn_about_resets();
+  warn_about_cap();
   const ReportContext context{world_rank_, world_size_, settings_.compressor};
   if (settings_.report == "stderr") {
     const Counters mine = counters();
@@ -295,6 +296,17 @@ void Engine::finish() {
   } else if (!settings_.report.empty()) {
     write_json_report();
   }
+}
+
+void Engine::warn_about_cap() const {
+  const Counters mine = counters();
+  if (mine.ef_cap_fallback == 0) return;
+  log_line(settings_.log_level, LogLevel::warn, world_rank_,
+           "%llu calls went without error feedback: SLIMREDUCE_EF_MAX_BYTES (%llu bytes) was "
+           "reached (a tensor larger than it, or more keys than fit: new receive buffers each "
+           "step?); raise it, or reuse the buffers",
+           static_cast<unsigned long long>(mine.ef_cap_fallback),
+           static_cast<unsigned long long>(settings_.ef_max_bytes));
 }
 
 void Engine::warn_about_resets() const {

@@ -91,6 +91,8 @@ class Engine {
   void log_settings() const;
   // Warns once, at the report, when error feedback kept losing its residuals.
   void warn_about_resets() const;
+  // Warns once, at the report, when the residual cap turned error feedback off.
+  void warn_about_cap() const;
   // Counts a call that reached the real library as given; reason, if any, says why it
   // was not compressed (Counters::warmup or Counters::ef_cap_fallback).
   void count_pass_through(std::uint64_t bytes, int ranks,
