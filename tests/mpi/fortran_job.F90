@@ -1,8 +1,15 @@
 ! A plain Fortran MPI job: 4 REAL SUM allreduces of 65536 values (256 KiB,
-! compressible) and one INTEGER allreduce (passed through). Inputs are small
-! integers, exact in 16 bits, so the sums must be exact.
+! compressible), the last two with MPI_IN_PLACE, and one INTEGER allreduce
+! (passed through). Inputs are small integers, exact in 16 bits, so the sums
+! must be exact. Built twice: with `use mpi`, and with SLIMREDUCE_F08 defined,
+! with `use mpi_f08` (Open MPI's modern binding, which reaches MPI by another
+! path than mpif.h and `use mpi`).
 program fortran_job
+#ifdef SLIMREDUCE_F08
+  use mpi_f08
+#else
   use mpi
+#endif
   implicit none
   integer, parameter :: n = 65536
   real :: grads(n), sums(n), expected
@@ -15,7 +22,12 @@ program fortran_job
     do i = 1, n
       grads(i) = real(mod(i + rank + step, 8))
     end do
-    call MPI_Allreduce(grads, sums, n, MPI_REAL, MPI_SUM, MPI_COMM_WORLD, ierr)
+    if (step <= 2) then
+      call MPI_Allreduce(grads, sums, n, MPI_REAL, MPI_SUM, MPI_COMM_WORLD, ierr)
+    else
+      sums = grads
+      call MPI_Allreduce(MPI_IN_PLACE, sums, n, MPI_REAL, MPI_SUM, MPI_COMM_WORLD, ierr)
+    end if
     do i = 1, n
       expected = 0.0
       do r = 0, nranks - 1
