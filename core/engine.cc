@@ -123,13 +123,19 @@ CommState* Engine::look_up_state(MPI_Comm comm) {
 
 void Engine::forget(CommState* state) {
   tallies_.forget_communicators();
-  std::lock_guard lock(mutex_);
-  auto found = comms_.find(state);
-  if (found == comms_.end()) return;
-  residuals_.forget_communicator(state->id());
-  warmup_.forget_communicator(state->id());
-  device_staging::forget_communicator(state->id());
-  comms_.erase(found);
+  std::unique_ptr<CommState> gone;
+  {
+    std::lock_guard lock(mutex_);
+    auto found = comms_.find(state);
+    if (found == comms_.end()) return;
+    residuals_.forget_communicator(state->id());
+    warmup_.forget_communicator(state->id());
+    gone = std::move(found->second);
+    comms_.erase(found);
+  }
+  // Outside the lock: freeing the private duplicate calls into MPI, and the
+  // device residuals' release may wait for the GPU.
+  device_staging::forget_communicator(gone->id());
 }
 
 namespace {
@@ -169,6 +175,20 @@ void Engine::count_pass_through(std::uint64_t bytes, int ranks, std::uint64_t Co
   board_.add(delta);
 }
 
+ResidualSlot* Engine::residual_for(const ResidualKey& key, std::size_t count,
+                                   std::uint64_t datatype_tag, bool device) {
+  const std::uint64_t resets_before = residuals_.resets();
+  ResidualSlot* slot = residuals_.find_or_create(key, count, datatype_tag, error_feedback_);
+  if (residuals_.resets() != resets_before) {
+    Counters reset;
+    reset.ef_resets = 1;
+    board_.add(reset);
+    // The key's device residual (if the GPU keeps it) resets with the slot.
+    if (device) device_staging::forget_key(key.comm_id, key.buffer);
+  }
+  return slot;
+}
+
 int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
                           MPI_Op op, MPI_Comm comm, CommState& state) {
   const std::uint64_t bytes = std::uint64_t(count) * sizeof(float);
@@ -182,31 +202,30 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
       device && device_staging::keeps_residual_on_device(call, *compressor_, settings_);
   bool feeds_back = false;
   bool no_room = false;  // error feedback wanted, but the cap is reached: none for this call
+  std::uint64_t Counters::*passes_because = nullptr;  // set: passed through, for this reason
   {
     std::lock_guard lock(mutex_);
     const auto datatype_tag = reinterpret_cast<std::uintptr_t>(datatype);
     // Whether to compress: from the arguments and the calls before, as on every rank.
-    const bool too_large = error_feedback_ && !residuals_.could_ever_hold(call.count);
-    if (too_large || warmup_.warming_up(state.id(), call.count, datatype_tag)) {
-      count_pass_through(bytes, state.size(),
-                         too_large ? &Counters::ef_cap_fallback : &Counters::warmup);
-      return backends::mpi::allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+    if (error_feedback_ && !residuals_.could_ever_hold(call.count)) {
+      passes_because = &Counters::ef_cap_fallback;
+    } else if (warmup_.warming_up(state.id(), call.count, datatype_tag)) {
+      passes_because = &Counters::warmup;
+    } else {
+      // The residual: local, keyed by our buffer address. A missing one (no
+      // room under the cap) means no error feedback, never another path.
+      ResidualSlot* slot = residual_for({state.id(), recvbuf}, call.count, datatype_tag, device);
+      no_room = slot == nullptr;
+      feeds_back = slot && slot->feeds_back;
+      if (slot && !residual_on_device) call.residual = slot->host_residual();
     }
-    // The residual: local, keyed by our buffer address. A missing one (no
-    // room under the cap) means no error feedback, never another path.
-    const ResidualKey key{state.id(), recvbuf};
-    const std::uint64_t resets_before = residuals_.resets();
-    ResidualSlot* slot = residuals_.find_or_create(key, count, datatype_tag, error_feedback_);
-    if (residuals_.resets() != resets_before) {
-      Counters reset;
-      reset.ef_resets = 1;
-      board_.add(reset);
-      // The key's device residual (if the GPU keeps it) resets with the slot.
-      if (device) device_staging::forget_key(key.comm_id, key.buffer);
-    }
-    no_room = slot == nullptr;
-    feeds_back = slot && slot->feeds_back;
-    if (slot && !residual_on_device) call.residual = slot->host_residual();
+  }
+  if (passes_because) {
+    // Outside the lock: a thread in a collective must never hold what a
+    // thread on another communicator needs (each rank's lock would wait on a
+    // call that the other rank's lock holds back).
+    count_pass_through(bytes, state.size(), passes_because);
+    return backends::mpi::allreduce(sendbuf, recvbuf, count, datatype, op, comm);
   }
   // A failed dup was raised on comm by MPI itself; everything after it is ours to raise.
   if (MPI_Comm wire_comm; const int rc = state.private_comm(&wire_comm)) return rc;

@@ -88,6 +88,10 @@ class Engine {
 
   int compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                     MPI_Comm comm, CommState& state);
+  // The key's residual slot (nullptr: no room under the cap), counting a
+  // reset. Under mutex_.
+  ResidualSlot* residual_for(const ResidualKey& key, std::size_t count, std::uint64_t datatype_tag,
+                             bool device);
   void log_settings() const;
   // Warns once, at the report, when error feedback kept losing its residuals.
   void warn_about_resets() const;
