@@ -52,15 +52,24 @@ inline Engine* engine_or_null() {
   return start_engine_late();
 }
 
+// The MPI code for the exception being handled (call inside a catch block).
+inline int code_of_current_exception() {
+  try {
+    throw;
+  } catch (const std::bad_alloc&) {
+    return MPI_ERR_NO_MEM;
+  } catch (...) {
+    return MPI_ERR_INTERN;
+  }
+}
+
 // Runs body, turning any exception into the MPI code the caller can handle.
 template <typename Body>
 int guarded(Body&& body) {
   try {
     return body();
-  } catch (const std::bad_alloc&) {
-    return MPI_ERR_NO_MEM;
   } catch (...) {
-    return MPI_ERR_INTERN;
+    return code_of_current_exception();
   }
 }
 
@@ -70,14 +79,11 @@ int guarded(Body&& body) {
 // going on with a buffer that was never reduced.
 template <typename Body>
 int guarded_on(MPI_Comm comm, const char* call, Body&& body) {
-  int code = MPI_ERR_INTERN;
   try {
     return body();
-  } catch (const std::bad_alloc&) {
-    code = MPI_ERR_NO_MEM;
   } catch (...) {
+    return Engine::raise(comm, code_of_current_exception(), call);
   }
-  return Engine::raise(comm, code, call);
 }
 
 }  // namespace slimreduce::interpose
