@@ -1,0 +1,177 @@
+// The CUDA kernels' host entry points (kernels/cuda/kernels.h), carried out by
+// their CPU twins on the simulated runtime's streams: the host simulation
+// checks what the GPU path does around its kernels (plans, layouts, groups,
+// residuals, capture), while bench/device_check.sh checks on a GPU that each
+// kernel gives its twin's bits. Each entry point validates its arguments as
+// the kernel's does, and at run time insists that every buffer it touches is
+// device memory and fills its scratch with 0xff bytes first, so a plan whose
+// regions overlap, or that hands a kernel host memory, fails here.
+#include <cstring>
+#include <vector>
+
+#include "kernels/cast.h"
+#include "kernels/cuda/kernels.h"
+#include "kernels/element_rules.h"
+#include "kernels/topk.h"
+#include "tests/hostsim/sim.h"
+
+namespace slimreduce::kernels::cuda {
+namespace {
+
+namespace sim = hostsim;
+
+HalfFormat half_of(Elem e) { return e == Elem::bf16 ? HalfFormat::bf16 : HalfFormat::fp16; }
+
+FusedType fused_of(Elem e) {
+  return e == Elem::fp32 ? FusedType::fp32 : e == Elem::fp16 ? FusedType::fp16 : FusedType::bf16;
+}
+
+std::size_t elem_bytes(Elem e) { return e == Elem::fp32 ? 4 : 2; }
+
+float load(Elem e, const void* base, std::size_t i) {
+  if (e == Elem::fp32) return static_cast<const float*>(base)[i];
+  const std::uint16_t h = static_cast<const std::uint16_t*>(base)[i];
+  return e == Elem::fp16 ? fp16_bits_to_float(h) : bf16_bits_to_float(h);
+}
+
+void store(Elem e, void* base, std::size_t i, float v) {
+  if (e == Elem::fp32) {
+    static_cast<float*>(base)[i] = v;
+    return;
+  }
+  static_cast<std::uint16_t*>(base)[i] =
+      e == Elem::fp16 ? float_to_fp16_bits(v) : float_to_bf16_bits(v);
+}
+
+std::size_t round256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+std::size_t payload_bytes(std::size_t k, bool fp16_values) {
+  return topk_payload_bytes(k, fp16_values ? TopkValues::fp16 : TopkValues::fp32);
+}
+
+}  // namespace
+
+cudaError_t cast_compress(Elem format, const float* in, float* residual, std::uint16_t* out,
+                          std::size_t n, cudaStream_t stream) {
+  if (format == Elem::fp32) return cudaErrorInvalidValue;
+  sim::enqueue(stream, [=] {
+    sim::require_device("cast_compress in", in, n * 4);
+    if (residual) sim::require_device("cast_compress residual", residual, n * 4);
+    sim::require_device("cast_compress out", out, n * 2);
+    compress(half_of(format), in, residual, out, n, Isa::scalar);
+  });
+  return cudaSuccess;
+}
+
+cudaError_t cast_decompress(Elem format, const std::uint16_t* in, float* out, std::size_t n,
+                            int divisor, cudaStream_t stream) {
+  if (format == Elem::fp32 || divisor < 1) return cudaErrorInvalidValue;
+  sim::enqueue(stream, [=] {
+    sim::require_device("cast_decompress in", in, n * 2);
+    sim::require_device("cast_decompress out", out, n * 4);
+    decompress(half_of(format), in, out, n, Isa::scalar);
+    for (std::size_t i = 0; divisor > 1 && i < n; ++i) out[i] = divide_keeping_nan(out[i], divisor);
+  });
+  return cudaSuccess;
+}
+
+cudaError_t cast_accumulate(Elem format, const std::uint16_t* in, std::uint16_t* inout,
+                            std::size_t n, cudaStream_t stream) {
+  if (format == Elem::fp32) return cudaErrorInvalidValue;
+  sim::enqueue(stream, [=] {
+    sim::require_device("cast_accumulate in", in, n * 2);
+    sim::require_device("cast_accumulate inout", inout, n * 2);
+    accumulate(half_of(format), in, inout, n, Isa::scalar);
+  });
+  return cudaSuccess;
+}
+
+cudaError_t pack_batch(Elem fused_type, const PackItem* items, int count, void* fused,
+                       cudaStream_t stream) {
+  if (count < 0) return cudaErrorInvalidValue;
+  std::vector<PackItem> copied(items, items + count);  // kernel parameters: copied at launch
+  sim::enqueue(stream, [=] {
+    for (const PackItem& item : copied) {
+      sim::require_device("pack_batch in", item.in, item.count * 4);
+      if (item.residual) sim::require_device("pack_batch residual", item.residual, item.count * 4);
+      sim::require_device("pack_batch fused", static_cast<std::byte*>(fused),
+                          (item.offset + item.count + item.pad) * elem_bytes(fused_type));
+    }
+    kernels::pack_batch(fused_of(fused_type), copied.data(), copied.size(), fused, Isa::scalar);
+  });
+  return cudaSuccess;
+}
+
+cudaError_t unpack_batch(Elem fused_type, const void* fused, const UnpackItem* items, int count,
+                         int divisor, cudaStream_t stream) {
+  if (count < 0 || divisor < 1) return cudaErrorInvalidValue;
+  std::vector<UnpackItem> copied(items, items + count);
+  sim::enqueue(stream, [=] {
+    for (const UnpackItem& item : copied) {
+      sim::require_device("unpack_batch out", item.out, item.count * 4);
+      sim::require_device("unpack_batch fused", fused,
+                          (item.offset + item.count) * elem_bytes(fused_type));
+    }
+    kernels::unpack_batch(fused_of(fused_type), fused, copied.data(), copied.size(), divisor,
+                          Isa::scalar);
+  });
+  return cudaSuccess;
+}
+
+std::size_t topk_payload_stride(std::size_t payload_bytes) {
+  return kernels::topk_payload_stride(payload_bytes);
+}
+
+// Sizes of our own (the GPU's differ): what matters here is that the plan
+// gives each kernel the bytes it asked for, which the poisoning checks.
+std::size_t topk_select_scratch_bytes(std::size_t n) { return round256(1024 + n / 64); }
+std::size_t topk_accumulate_scratch_bytes(std::size_t n, int ranks) {
+  return round256(static_cast<std::size_t>(ranks) * (n / 2048 + 2) * 4);
+}
+
+cudaError_t topk_select(Elem in_type, const void* in, float* residual, std::size_t n, std::size_t k,
+                        bool fp16_values, void* payload, std::size_t payload_stride, void* scratch,
+                        cudaStream_t stream) {
+  const std::size_t bytes = payload_bytes(k, fp16_values);
+  if (k == 0 || k > n || n > 0xffffffffull || payload_stride < bytes) return cudaErrorInvalidValue;
+  sim::enqueue(stream, [=] {
+    sim::require_device("topk_select in", in, n * elem_bytes(in_type));
+    if (residual) sim::require_device("topk_select residual", residual, n * 4);
+    sim::require_device("topk_select payload", payload, payload_stride);
+    const std::size_t scratch_bytes = topk_select_scratch_bytes(n);
+    sim::require_device("topk_select scratch", scratch, scratch_bytes);
+    std::memset(scratch, 0xff, scratch_bytes);
+    std::vector<float> widened(n);
+    for (std::size_t i = 0; i < n; ++i) widened[i] = load(in_type, in, i);
+    TopkScratch cpu_scratch;
+    topk_compress(widened.data(), residual, n, k, fp16_values ? TopkValues::fp16 : TopkValues::fp32,
+                  payload, cpu_scratch);
+    std::memset(static_cast<std::byte*>(payload) + bytes, 0, payload_stride - bytes);
+  });
+  return cudaSuccess;
+}
+
+cudaError_t topk_accumulate(const void* gathered, std::size_t payload_stride, int ranks,
+                            std::size_t k, bool fp16_values, std::size_t n, Elem out_type,
+                            void* out, int divisor, void* scratch, cudaStream_t stream) {
+  if (ranks < 1 || divisor < 1 || k > n || n > 0xffffffffull) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  sim::enqueue(stream, [=] {
+    sim::require_device("topk_accumulate gathered", gathered, payload_stride * ranks);
+    sim::require_device("topk_accumulate out", out, n * elem_bytes(out_type));
+    const std::size_t scratch_bytes = topk_accumulate_scratch_bytes(n, ranks);
+    sim::require_device("topk_accumulate scratch", scratch, scratch_bytes);
+    std::memset(scratch, 0xff, scratch_bytes);
+    std::vector<float> dense(n, 0.0f);
+    const auto* bytes = static_cast<const std::byte*>(gathered);
+    for (int r = 0; r < ranks; ++r) {
+      kernels::topk_accumulate(bytes + r * payload_stride, k,
+                               fp16_values ? TopkValues::fp16 : TopkValues::fp32, dense.data());
+    }
+    for (std::size_t i = 0; i < n; ++i)
+      store(out_type, out, i, divide_keeping_nan(dense[i], divisor));
+  });
+  return cudaSuccess;
+}
+
+}  // namespace slimreduce::kernels::cuda

@@ -1,0 +1,337 @@
+// An NCCL that runs on the host, for the host simulation of the GPU path: the
+// collectives SlimReduce issues (ncclAllReduce, ncclAllGather), groups, and
+// the communicator lifecycle, carried by MPI between processes (one process
+// per rank, under mpirun) and by nothing at all for one rank. Collectives run
+// on the simulated runtime's streams, so they are recorded under capture and
+// held until the outermost ncclGroupEnd inside a group, as NCCL holds them.
+// Reductions add in rank order, rounding each step to the element type, so
+// every rank gets the same bits (a real NCCL's order differs; the tests that
+// run here check sums that do not depend on it, or with a tolerance).
+// Limits: every communicator is made by every process of MPI_COMM_WORLD
+// (ncclCommInitRank splits MPI_COMM_WORLD by the unique id), one device (0),
+// one thread per communicator; fp8 types are refused.
+#include <mpi.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "kernels/element_rules.h"
+#include "tests/hostsim/sim.h"
+
+struct ncclComm {
+  MPI_Comm mpi = MPI_COMM_NULL;  // MPI_COMM_NULL for one rank
+  int rank = 0;
+  int size = 1;
+};
+
+namespace slimreduce::hostsim {
+namespace {
+
+namespace k = kernels;
+
+std::mutex registry_mutex;
+std::map<const ncclComm*, std::unique_ptr<ncclComm>>& registry() {
+  static auto* comms =
+      std::make_unique<std::map<const ncclComm*, std::unique_ptr<ncclComm>>>().release();
+  return *comms;
+}
+
+struct Pending {
+  cudaStream_t stream;
+  std::function<void()> work;
+};
+thread_local int group_depth = 0;
+thread_local std::vector<Pending> pending;
+
+bool known(const ncclComm* comm) {
+  std::lock_guard lock(registry_mutex);
+  return comm && registry().count(comm);
+}
+
+ncclComm_t keep(std::unique_ptr<ncclComm> comm) {
+  ncclComm* raw = comm.get();
+  std::lock_guard lock(registry_mutex);
+  registry().emplace(raw, std::move(comm));
+  return raw;
+}
+
+ncclResult_t forget(ncclComm_t comm) {
+  std::unique_ptr<ncclComm> gone;
+  {
+    std::lock_guard lock(registry_mutex);
+    auto it = registry().find(comm);
+    if (it == registry().end()) return ncclInvalidArgument;
+    gone = std::move(it->second);
+    registry().erase(it);
+  }
+  if (gone->mpi != MPI_COMM_NULL) MPI_Comm_free(&gone->mpi);
+  return ncclSuccess;
+}
+
+std::size_t type_bytes(ncclDataType_t type) {
+  switch (type) {
+    case ncclInt8:
+    case ncclUint8:
+      return 1;
+    case ncclFloat16:
+    case ncclBfloat16:
+      return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32:
+      return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64:
+      return 8;
+    default:
+      return 0;  // fp8 and unknown: refused
+  }
+}
+
+// Every rank's `bytes` from send, rank after rank (one rank: just its own).
+std::vector<std::byte> gather_all(const ncclComm& comm, const void* send, std::size_t bytes) {
+  std::vector<std::byte> all(bytes * comm.size);
+  if (comm.size == 1) {
+    std::memcpy(all.data(), send, bytes);
+  } else {
+    MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, all.data(), static_cast<int>(bytes),
+                  MPI_BYTE, comm.mpi);
+  }
+  return all;
+}
+
+template <class W>
+W apply(ncclRedOp_t op, W a, W b) {
+  switch (op) {
+    case ncclProd:
+      return a * b;
+    case ncclMax:
+      return a < b ? b : a;
+    case ncclMin:
+      return b < a ? b : a;
+    default:
+      return a + b;  // ncclSum, ncclAvg
+  }
+}
+
+// out[i] = rank 0's value, op rank 1's, ... each step rounded to T; ncclAvg
+// divides the sum by the rank count at the end.
+template <class T, class W, class Widen, class Narrow>
+void reduce(void* out, const std::vector<std::byte>& all, int ranks, std::size_t count,
+            ncclRedOp_t op, Widen widen, Narrow narrow) {
+  const auto* values = reinterpret_cast<const T*>(all.data());
+  auto* result = static_cast<T*>(out);
+  for (std::size_t i = 0; i < count; ++i) {
+    W acc = widen(values[i]);
+    for (int r = 1; r < ranks; ++r)
+      acc = widen(narrow(apply<W>(op, acc, widen(values[r * count + i]))));
+    result[i] = narrow(op == ncclAvg ? acc / static_cast<W>(ranks) : acc);
+  }
+}
+
+template <class T>
+void reduce_plain(void* out, const std::vector<std::byte>& all, int ranks, std::size_t count,
+                  ncclRedOp_t op) {
+  reduce<T, T>(
+      out, all, ranks, count, op, [](T v) { return v; }, [](T v) { return v; });
+}
+
+void reduce_any(ncclDataType_t type, void* out, const std::vector<std::byte>& all, int ranks,
+                std::size_t count, ncclRedOp_t op) {
+  switch (type) {
+    case ncclInt8:
+      return reduce_plain<std::int8_t>(out, all, ranks, count, op);
+    case ncclUint8:
+      return reduce_plain<std::uint8_t>(out, all, ranks, count, op);
+    case ncclInt32:
+      return reduce_plain<std::int32_t>(out, all, ranks, count, op);
+    case ncclUint32:
+      return reduce_plain<std::uint32_t>(out, all, ranks, count, op);
+    case ncclInt64:
+      return reduce_plain<std::int64_t>(out, all, ranks, count, op);
+    case ncclUint64:
+      return reduce_plain<std::uint64_t>(out, all, ranks, count, op);
+    case ncclFloat32:
+      return reduce_plain<float>(out, all, ranks, count, op);
+    case ncclFloat64:
+      return reduce_plain<double>(out, all, ranks, count, op);
+    case ncclFloat16:
+      return reduce<std::uint16_t, float>(out, all, ranks, count, op, k::fp16_bits_to_float,
+                                          k::float_to_fp16_bits);
+    case ncclBfloat16:
+      return reduce<std::uint16_t, float>(out, all, ranks, count, op, k::bf16_bits_to_float,
+                                          k::float_to_bf16_bits);
+    default:
+      return;
+  }
+}
+
+// Runs `work` on `stream` now, or at the outermost ncclGroupEnd.
+ncclResult_t submit(cudaStream_t stream, std::function<void()> work) {
+  if (group_depth > 0) {
+    pending.push_back({stream, std::move(work)});
+  } else {
+    enqueue(stream, std::move(work));
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank) {
+  if (!out || nranks < 1 || rank < 0 || rank >= nranks) return ncclInvalidArgument;
+  auto comm = std::make_unique<ncclComm>();
+  comm->rank = rank;
+  comm->size = nranks;
+  if (nranks > 1) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) return ncclInvalidUsage;  // the job brings MPI_Init for several ranks
+    std::uint32_t color = 0;
+    std::memcpy(&color, id.internal, sizeof color);
+    MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(color & INT_MAX), rank, &comm->mpi);
+    int got = 0;
+    MPI_Comm_size(comm->mpi, &got);
+    if (got != nranks) {
+      MPI_Comm_free(&comm->mpi);
+      return ncclInvalidArgument;
+    }
+  }
+  *out = keep(std::move(comm));
+  return ncclSuccess;
+}
+
+}  // namespace
+}  // namespace slimreduce::hostsim
+
+namespace sim = slimreduce::hostsim;
+
+extern "C" {
+
+const char* ncclGetErrorString(ncclResult_t rc) {
+  return rc == ncclSuccess ? "no error" : "NCCL error (host simulation)";
+}
+const char* ncclGetLastError(ncclComm_t) { return ""; }
+ncclResult_t ncclGetVersion(int* version) {
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
+  static std::uint32_t counter = 0;
+  std::memset(id->internal, 0, sizeof id->internal);
+  const std::uint32_t tag = (static_cast<std::uint32_t>(getpid()) << 8) ^ ++counter;
+  std::memcpy(id->internal, &tag, sizeof tag);
+  return ncclSuccess;
+}
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
+  return sim::init_rank(comm, nranks, id, rank);
+}
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
+                                    ncclConfig_t*) {
+  return sim::init_rank(comm, nranks, id, rank);
+}
+ncclResult_t ncclCommInitRankScalable(ncclComm_t* comm, int nranks, int rank, int nIds,
+                                      ncclUniqueId* ids, ncclConfig_t*) {
+  if (nIds < 1 || !ids) return ncclInvalidArgument;
+  return sim::init_rank(comm, nranks, ids[0], rank);
+}
+ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  if (ndev != 1 || (devlist && devlist[0] != 0)) return ncclInvalidArgument;  // one device
+  ncclUniqueId id{};
+  return sim::init_rank(&comms[0], 1, id, 0);
+}
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                           ncclConfig_t*) {
+  if (!sim::known(comm) || !newcomm) return ncclInvalidArgument;
+  *newcomm = nullptr;
+  auto made = std::make_unique<ncclComm>();
+  if (comm->size == 1) {
+    if (color == NCCL_SPLIT_NOCOLOR) return ncclSuccess;
+  } else {
+    MPI_Comm_split(comm->mpi, color == NCCL_SPLIT_NOCOLOR ? MPI_UNDEFINED : color, key, &made->mpi);
+    if (made->mpi == MPI_COMM_NULL) return ncclSuccess;
+    MPI_Comm_rank(made->mpi, &made->rank);
+    MPI_Comm_size(made->mpi, &made->size);
+    if (made->size == 1) MPI_Comm_free(&made->mpi);
+  }
+  *newcomm = sim::keep(std::move(made));
+  return ncclSuccess;
+}
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  return sim::known(comm) ? ncclSuccess : ncclInvalidArgument;
+}
+ncclResult_t ncclCommDestroy(ncclComm_t comm) { return sim::forget(comm); }
+ncclResult_t ncclCommAbort(ncclComm_t comm) { return sim::forget(comm); }
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
+  *state = ncclSuccess;
+  return sim::known(comm) ? ncclSuccess : ncclInvalidArgument;
+}
+ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+  if (!sim::known(comm)) return ncclInvalidArgument;
+  *count = comm->size;
+  return ncclSuccess;
+}
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+  if (!sim::known(comm)) return ncclInvalidArgument;
+  *rank = comm->rank;
+  return ncclSuccess;
+}
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
+  if (!sim::known(comm)) return ncclInvalidArgument;
+  *device = 0;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type,
+                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  const std::size_t bytes = count * sim::type_bytes(type);
+  if (!sim::known(comm) || sim::type_bytes(type) == 0 || op < ncclSum || op > ncclAvg ||
+      bytes > INT_MAX) {
+    return ncclInvalidArgument;
+  }
+  return sim::submit(stream, [=] {
+    sim::require_device("ncclAllReduce sendbuff", send, bytes);
+    sim::require_device("ncclAllReduce recvbuff", recv, bytes);
+    sim::reduce_any(type, recv, sim::gather_all(*comm, send, bytes), comm->size, count, op);
+  });
+}
+
+ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t type,
+                           ncclComm_t comm, cudaStream_t stream) {
+  const std::size_t bytes = count * sim::type_bytes(type);
+  if (!sim::known(comm) || sim::type_bytes(type) == 0 || bytes > INT_MAX)
+    return ncclInvalidArgument;
+  return sim::submit(stream, [=] {
+    sim::require_device("ncclAllGather sendbuff", send, bytes);
+    sim::require_device("ncclAllGather recvbuff", recv, bytes * comm->size);
+    const std::vector<std::byte> all = sim::gather_all(*comm, send, bytes);
+    std::memcpy(recv, all.data(), all.size());
+  });
+}
+
+ncclResult_t ncclGroupStart() {
+  ++sim::group_depth;
+  return ncclSuccess;
+}
+ncclResult_t ncclGroupEnd() {
+  if (sim::group_depth == 0) return ncclInvalidUsage;
+  if (--sim::group_depth > 0) return ncclSuccess;
+  for (sim::Pending& p : std::exchange(sim::pending, {})) sim::enqueue(p.stream, std::move(p.work));
+  return ncclSuccess;
+}
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* info) {
+  if (sim::group_depth == 0) return ncclInvalidUsage;
+  if (--sim::group_depth == 0) sim::pending.clear();  // estimated, never run
+  if (info) info->estimatedTime = 0.0f;
+  return ncclSuccess;
+}
+
+}  // extern "C"

@@ -1,0 +1,26 @@
+// The host simulation's own interface (tests only): what the simulated CUDA
+// runtime (cuda_runtime_sim.cc) offers the simulated kernels and the simulated
+// NCCL. Streams run their work on the host, in order, at once; while a stream
+// is being captured its work is recorded instead and runs at each graph
+// launch, as on a GPU. Device memory is host memory the runtime tracks, so a
+// kernel can insist that every pointer it is given is "device" memory.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <functional>
+
+namespace slimreduce::hostsim {
+
+// Runs `work` on `stream` (now, or at each launch of the graph being captured).
+void enqueue(cudaStream_t stream, std::function<void()> work);
+
+// Whether [ptr, ptr + bytes) lies inside one live device allocation. A kernel
+// given anything else would fault on a GPU: the simulated kernels abort then.
+bool is_device_range(const void* ptr, std::size_t bytes);
+
+// Aborts with `what` unless [ptr, ptr + bytes) is device memory (bytes 0: no check).
+void require_device(const char* what, const void* ptr, std::size_t bytes);
+
+}  // namespace slimreduce::hostsim
