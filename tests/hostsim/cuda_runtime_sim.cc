@@ -263,6 +263,18 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   sim::enqueue(stream, [=] { std::memmove(dst, src, bytes); });
   return cudaSuccess;
 }
+// Rows of `width` bytes, `height` of them, at their pitches (each >= width).
+cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch,
+                              size_t width, size_t height, cudaMemcpyKind, cudaStream_t stream) {
+  if (width > dpitch || width > spitch) return sim::fail(cudaErrorInvalidPitchValue);
+  sim::enqueue(stream, [=] {
+    for (size_t row = 0; row < height; ++row) {
+      std::memmove(static_cast<std::byte*>(dst) + row * dpitch,
+                   static_cast<const std::byte*>(src) + row * spitch, width);
+    }
+  });
+  return cudaSuccess;
+}
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
   if (sim::unsafe_while_capturing("cudaMemcpy"))
     return sim::fail(cudaErrorStreamCaptureUnsupported);
