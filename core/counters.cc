@@ -143,17 +143,24 @@ std::string report_json(const Counters& c, const ReportContext& context) {
 
 std::string report_table(const Counters& t, const ReportContext& context) {
   constexpr double kMiB = 1024.0 * 1024.0;
+  char scope[96];
+  if (context.summed_over_ranks) {
+    std::snprintf(scope, sizeof scope, "%d ranks (sums over ranks)", context.world_size);
+  } else {
+    std::snprintf(scope, sizeof scope, "rank %d of %d (this rank alone)", context.rank,
+                  context.world_size);
+  }
   char text[1024];
   std::snprintf(text, sizeof text,
-                "SlimReduce report: compressor %s, %d ranks (sums over ranks)\n"
+                "SlimReduce report: compressor %s, %s\n"
                 "  calls      intercepted %12" PRIu64 "  compressed %10" PRIu64
                 "  passed through %8" PRIu64 " (warm-up %" PRIu64 ", residual cap %" PRIu64
                 ")\n"
                 "  bytes      input %12.1f MiB  wire baseline %12.1f MiB  wire sent %12.1f MiB\n"
                 "  savings    %.1f%%\n",
-                context.compressor.c_str(), context.world_size, t.intercepted, t.compressed,
-                t.passed_through, t.warmup, t.ef_cap_fallback, t.input_bytes / kMiB,
-                t.wire_baseline / kMiB, t.wire_sent / kMiB, 100.0 * t.savings());
+                context.compressor.c_str(), scope, t.intercepted, t.compressed, t.passed_through,
+                t.warmup, t.ef_cap_fallback, t.input_bytes / kMiB, t.wire_baseline / kMiB,
+                t.wire_sent / kMiB, 100.0 * t.savings());
   return text;
 }
 

@@ -66,10 +66,13 @@ struct ReportContext {
   int rank = 0;
   int world_size = 1;
   std::string compressor;
+  // The counters are every rank's, summed (MPI_Finalize with MPI to sum over);
+  // otherwise they are this rank's alone, and the table says so.
+  bool summed_over_ranks = false;
 };
 
 std::string report_json(const Counters& counters, const ReportContext& context);
-// A short human-readable table of counters summed over all ranks.
+// A short human-readable table of the counters (summed over all ranks, or this rank's).
 std::string report_table(const Counters& total, const ReportContext& context);
 
 }  // namespace slimreduce

@@ -310,7 +310,9 @@ void Engine::finish() {
                          total[6],
                          total[7],
                          std::uint64_t(total[8])};
-      std::fputs(report_table(sum, context).c_str(), stderr);
+      ReportContext summed = context;
+      summed.summed_over_ranks = true;
+      std::fputs(report_table(sum, summed).c_str(), stderr);
     }
   } else if (!settings_.report.empty()) {
     write_json_report();

@@ -185,6 +185,18 @@ TEST(Report, JsonCarriesTheContractKeys) {
   EXPECT_NE(table.find("savings    40.0%"), std::string::npos) << table;
 }
 
+// A table says whose counters it shows: a rank's own must not claim to be the job's.
+TEST(Report, TableSaysWhetherItSumsOverRanks) {
+  Counters counters;
+  counters.count_compressed(400, 4, 300);
+  const std::string alone = report_table(counters, {2, 4, "topk"});
+  EXPECT_NE(alone.find("compressor topk, rank 2 of 4 (this rank alone)"), std::string::npos)
+      << alone;
+  EXPECT_EQ(alone.find("sums over ranks"), std::string::npos) << alone;
+  const std::string summed = report_table(counters, {0, 4, "topk", true});
+  EXPECT_NE(summed.find("compressor topk, 4 ranks (sums over ranks)"), std::string::npos) << summed;
+}
+
 TEST(CompressorChoice, NamesMakeCompressorsWithTheSettingsOptions) {
   Settings settings;
   EXPECT_EQ(compressor_named("none", settings), nullptr);
