@@ -1,0 +1,172 @@
+// What SlimReduce must return for an ncclAllReduce on the host simulation,
+// built from the CPU twins (kernels/): compress each rank's input with its
+// residual, sum in rank order (the simulated NCCL's order; a top-k sum does
+// not depend on it), widen, divide for ncclAvg. It keeps the residuals and
+// the warm-up counts as the library does, so calls after calls stay exact.
+// One model per stream of calls (not thread-safe).
+#pragma once
+
+#include <nccl.h>
+
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kernels/cast.h"
+#include "kernels/element_rules.h"
+#include "kernels/topk.h"
+
+namespace slimreduce::hostsim {
+
+inline std::string env_or(const char* name, const char* fallback) {
+  const char* value = std::getenv(name);
+  return value ? value : fallback;
+}
+
+// The settings the library runs under (the few that matter here, read alike).
+struct Mode {
+  std::string compressor = env_or("SLIMREDUCE_COMPRESSOR", "none");
+  bool topk = compressor == "topk";
+  bool ef = env_or("SLIMREDUCE_ERROR_FEEDBACK", topk ? "1" : "0") == "1";
+  double ratio = std::atof(env_or("SLIMREDUCE_TOPK_RATIO", "0.01").c_str());
+  bool fp16_values = env_or("SLIMREDUCE_TOPK_VALUES", "fp32") == "fp16";
+  unsigned warmup =
+      static_cast<unsigned>(std::atoi(env_or("SLIMREDUCE_WARMUP_STEPS", "0").c_str()));
+  std::size_t min_bytes = 65536;  // tests run with SLIMREDUCE_MIN_BYTES=64K
+  kernels::HalfFormat format =
+      compressor == "bf16" ? kernels::HalfFormat::bf16 : kernels::HalfFormat::fp16;
+};
+
+// fp32 x as a value of `type` would hold it (rounded to nearest even).
+inline float as_type(float x, ncclDataType_t type) {
+  namespace k = kernels;
+  if (type == ncclFloat16) return k::fp16_bits_to_float(k::float_to_fp16_bits(x));
+  if (type == ncclBfloat16) return k::bf16_bits_to_float(k::float_to_bf16_bits(x));
+  return x;
+}
+
+// Gradient-like values with zeros and ties, the same in every process for (seed, rank).
+inline std::vector<float> values_for(unsigned seed, int rank, std::size_t n, ncclDataType_t type) {
+  std::mt19937 rng(seed * 7919u + static_cast<unsigned>(rank) * 104729u + 1u);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) {
+    const unsigned pick = rng() % 100;
+    x = pick == 0 ? 0.0f : pick == 1 ? (rng() & 1 ? 2.5f : -2.5f) : normal(rng) * (1 + rank);
+    x = as_type(x, type);
+  }
+  return v;
+}
+
+// One call as the model sees it: the communicator's name and shape, the
+// receive buffer (the residual's key), and every rank's input as fp32.
+struct ModelCall {
+  int comm_id = 0;
+  int comm_size = 1;
+  const void* recv = nullptr;
+  std::size_t n = 0;
+  ncclDataType_t type = ncclFloat32;
+  ncclRedOp_t op = ncclSum;
+  std::vector<std::vector<float>> inputs;  // per rank of the communicator
+};
+
+class Model {
+ public:
+  explicit Model(const Mode& mode) : mode_(mode) {}
+
+  // What every rank's recvbuff must hold after the call, each value as fp32.
+  std::vector<float> expected(const ModelCall& c) {
+    std::vector<float> out = compressed(c) ? compressed_result(c) : passed_through(c);
+    for (float& x : out) x = as_type(x, c.type);
+    return out;
+  }
+
+  // A new communicator may reuse a name: nothing of the old one carries over.
+  void forget(int comm_id) {
+    std::erase_if(residuals_, [&](const auto& kv) { return kv.first.first == comm_id; });
+    std::erase_if(shapes_seen_, [&](const auto& kv) { return std::get<0>(kv.first) == comm_id; });
+  }
+
+ private:
+  struct Residual {
+    std::size_t n = 0;
+    ncclDataType_t type = ncclFloat32;
+    std::vector<std::vector<float>> per_rank;
+  };
+
+  bool compressed(const ModelCall& c) {
+    if (mode_.compressor == "none" || (c.op != ncclSum && c.op != ncclAvg)) return false;
+    const bool fp32 = c.type == ncclFloat32;
+    if (!fp32 && !(mode_.topk && (c.type == ncclFloat16 || c.type == ncclBfloat16))) return false;
+    if (c.n * (fp32 ? 4 : 2) < mode_.min_bytes) return false;
+    return shapes_seen_[{c.comm_id, c.n, c.type}]++ >= mode_.warmup;
+  }
+
+  std::vector<std::vector<float>>* residual_of(const ModelCall& c) {
+    if (!mode_.ef) return nullptr;
+    Residual& r = residuals_[{c.comm_id, c.recv}];
+    if (r.n != c.n || r.type != c.type) r = {c.n, c.type, {}};
+    r.per_rank.resize(c.comm_size, std::vector<float>(c.n, 0.0f));
+    return &r.per_rank;
+  }
+
+  std::vector<float> compressed_result(const ModelCall& c) {
+    std::vector<std::vector<float>>* res = residual_of(c);
+    std::vector<float> out = mode_.topk ? summed_topk(c, res) : summed_casts(c, res);
+    if (c.op == ncclAvg) {
+      for (float& x : out) x = kernels::divide_keeping_nan(x, c.comm_size);
+    }
+    return out;
+  }
+
+  std::vector<float> summed_casts(const ModelCall& c, std::vector<std::vector<float>>* res) const {
+    namespace k = kernels;
+    std::vector<std::uint16_t> acc(c.n), wire(c.n);
+    for (int r = 0; r < c.comm_size; ++r) {
+      std::uint16_t* out = r == 0 ? acc.data() : wire.data();
+      k::compress(mode_.format, c.inputs[r].data(), res ? (*res)[r].data() : nullptr, out, c.n);
+      if (r > 0) k::accumulate(mode_.format, wire.data(), acc.data(), c.n);
+    }
+    std::vector<float> sum(c.n);
+    k::decompress(mode_.format, acc.data(), sum.data(), c.n);
+    return sum;
+  }
+
+  std::vector<float> summed_topk(const ModelCall& c, std::vector<std::vector<float>>* res) const {
+    namespace k = kernels;
+    const std::size_t kk = k::topk_count(c.n, mode_.ratio);
+    const auto values = mode_.fp16_values ? k::TopkValues::fp16 : k::TopkValues::fp32;
+    std::vector<std::uint8_t> payload(k::topk_payload_bytes(kk, values));
+    std::vector<float> sum(c.n, 0.0f);
+    k::TopkScratch scratch;
+    for (int r = 0; r < c.comm_size; ++r) {
+      k::topk_compress(c.inputs[r].data(), res ? (*res)[r].data() : nullptr, c.n, kk, values,
+                       payload.data(), scratch);
+      k::topk_accumulate(payload.data(), kk, values, sum.data());
+    }
+    return sum;
+  }
+
+  // The simulated NCCL's rank-order reduction, rounded to the type each step.
+  static std::vector<float> passed_through(const ModelCall& c) {
+    std::vector<float> out(c.n);
+    for (std::size_t i = 0; i < c.n; ++i) {
+      float acc = c.inputs[0][i];
+      for (int r = 1; r < c.comm_size; ++r) {
+        const float x = c.inputs[r][i];
+        acc = as_type(c.op == ncclMax ? (acc < x ? x : acc) : acc + x, c.type);
+      }
+      out[i] = c.op == ncclAvg ? acc / static_cast<float>(c.comm_size) : acc;
+    }
+    return out;
+  }
+
+  Mode mode_;
+  std::map<std::pair<int, const void*>, Residual> residuals_;
+  std::map<std::tuple<int, std::size_t, int>, unsigned> shapes_seen_;
+};
+
+}  // namespace slimreduce::hostsim
