@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -25,8 +26,10 @@ static_assert(kNcclSuccess == ncclSuccess && kNcclInProgress == ncclInProgress &
               kNcclSystemError == ncclSystemError && kNcclInternalError == ncclInternalError);
 static_assert(kNcclConfigUndefInt == NCCL_CONFIG_UNDEF_INT);
 
-NcclEngine*& instance() {
-  static NcclEngine* engine = nullptr;
+// Atomic: the first NCCL call on one thread makes the engine while another
+// thread may ask for it (slimreduce_nccl_get_counters, the MPI engine's report).
+std::atomic<NcclEngine*>& instance() {
+  static std::atomic<NcclEngine*> engine{nullptr};
   return engine;
 }
 
@@ -105,16 +108,17 @@ class NcclEngine::Actions : public GroupActions {
   GroupPlan plan_;
 };
 
-NcclEngine* NcclEngine::get() { return instance(); }
+NcclEngine* NcclEngine::get() { return instance().load(std::memory_order_acquire); }
 
 NcclEngine& NcclEngine::start(Settings settings) {
   static std::once_flag once;
   std::call_once(once, [&settings] {
     // Never destroyed: at exit the CUDA runtime may already be gone, and
     // freeing device memory then could crash a job that finished well.
-    instance() = std::make_unique<NcclEngine>(std::move(settings)).release();
+    instance().store(std::make_unique<NcclEngine>(std::move(settings)).release(),
+                     std::memory_order_release);
   });
-  return *instance();
+  return *get();
 }
 
 NcclEngine::NcclEngine(Settings settings)

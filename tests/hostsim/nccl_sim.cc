@@ -14,6 +14,7 @@
 #include <nccl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <cstring>
@@ -225,7 +226,7 @@ ncclResult_t ncclGetVersion(int* version) {
   return ncclSuccess;
 }
 ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
-  static std::uint32_t counter = 0;
+  static std::atomic<std::uint32_t> counter{0};
   std::memset(id->internal, 0, sizeof id->internal);
   const std::uint32_t tag = (static_cast<std::uint32_t>(getpid()) << 8) ^ ++counter;
   std::memcpy(id->internal, &tag, sizeof tag);

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The NCCL path under threads (nccl_threads_app.cc on the host simulation),
+# built with ThreadSanitizer in a scratch folder: a data race in the NCCL
+# engine, the shim or the plans fails this even when the results come out
+# right (as they mostly do with a race). A few minutes of CPU.
+# Usage: check_threads_tsan.sh SOURCE_DIR SCRATCH_DIR
+set -euo pipefail
+src=$1 dir=$2
+rm -rf "$dir"
+tsan=-fsanitize=thread
+cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLIMREDUCE_BUILD_BENCH=OFF \
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CXX_FLAGS=$tsan -DCMAKE_EXE_LINKER_FLAGS=$tsan \
+  -DCMAKE_SHARED_LINKER_FLAGS=$tsan >"$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; exit 1; }
+cmake --build "$dir" -j2 --target hostsim_nccl_threads_app >"$dir.build.log" 2>&1 ||
+  { tail -40 "$dir.build.log"; exit 1; }
+for compressor in fp16 topk; do
+  out=$dir/threads_$compressor.log
+  if ! SLIMREDUCE_COMPRESSOR=$compressor SLIMREDUCE_MIN_BYTES=64K \
+    TSAN_OPTIONS="halt_on_error=1 exitcode=66" "$dir/tests/hostsim/hostsim_nccl_threads_app" >"$out" 2>&1; then
+    grep -A40 -m1 "WARNING: ThreadSanitizer" "$out" || tail -20 "$out"
+    echo "FAIL: $compressor under ThreadSanitizer (full log: $out)"
+    exit 1
+  fi
+  echo "ok: $compressor: $(tail -1 "$out"), no race reported"
+done
