@@ -94,11 +94,16 @@ int NcclGroup::run_open(std::vector<NcclCall>& held, bool tainted, GroupActions&
   if (rc == kNcclSuccess) rc = actions.issue(held);
   // The real group is closed whatever happened: the caller opened it with us.
   closed = true;
-  int end_rc = actions.real_group_end();
+  const int end_rc = actions.real_group_end();
   if (rc != kNcclSuccess) return rc;
-  if (end_rc == kNcclInProgress) end_rc = actions.wait_ready(held);
-  if (end_rc != kNcclSuccess) return end_rc;
-  return actions.finish(held);
+  // An end in progress (a non-blocking communicator's call of the caller's in
+  // the group): our finishing kernels wait for our collectives to be enqueued,
+  // and the caller still gets ncclInProgress, to poll its communicators as
+  // NCCL asks.
+  const bool in_progress = end_rc == kNcclInProgress;
+  rc = in_progress ? actions.wait_ready(held) : end_rc;
+  if (rc == kNcclSuccess) rc = actions.finish(held);
+  return rc == kNcclSuccess && in_progress ? kNcclInProgress : rc;
 }
 
 }  // namespace slimreduce

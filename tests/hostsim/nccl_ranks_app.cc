@@ -118,17 +118,86 @@ void verify(const char* what, const Call& c) {
   }
 }
 
+// Polls a non-blocking communicator until its work is taken, as NCCL asks.
+void wait_ready(ncclComm_t comm) {
+  ncclResult_t state = ncclInProgress;
+  while (state == ncclInProgress) NCCL_OK(ncclCommGetAsyncError(comm, &state));
+  CHECK(state == ncclSuccess, "the communicator's async state");
+}
+
+// A call that may answer ncclInProgress (a non-blocking communicator's).
+void may_progress(ncclResult_t rc, const char* what) {
+  CHECK(rc == ncclSuccess || rc == ncclInProgress, what);
+}
+
 int next_comm_id = 0;
-Comm make_world_comm() {
+Comm make_world_comm(bool blocking = true) {
   Comm comm;
   MPI_Comm_rank(MPI_COMM_WORLD, &comm.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &comm.size);
   ncclUniqueId id;
   if (comm.rank == 0) NCCL_OK(ncclGetUniqueId(&id));
   MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-  NCCL_OK(ncclCommInitRank(&comm.nccl, comm.size, id, comm.rank));
+  if (blocking) {
+    NCCL_OK(ncclCommInitRank(&comm.nccl, comm.size, id, comm.rank));
+  } else {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    may_progress(ncclCommInitRankConfig(&comm.nccl, comm.size, id, comm.rank, &config),
+                 "ncclCommInitRankConfig, non-blocking");
+    wait_ready(comm.nccl);
+  }
   comm.id = next_comm_id++;
   return comm;
+}
+
+// A non-blocking communicator: its calls pass through, and so do the others
+// of a group that holds one. The caller's own call on it (an allgather) in a
+// group with an eligible call: that call is compressed, and the group end
+// still answers ncclInProgress for the caller to poll.
+void check_non_blocking(Comm& world, float* const send[3], float* const recv[3],
+                        const std::size_t sizes[3], cudaStream_t stream) {
+  Comm quick = make_world_comm(false);
+  Call alone = prepare(quick, send[0], recv[0], sizes[0], ncclFloat32, ncclSum, stream);
+  alone.model.passes_through = true;
+  may_progress(ncclAllReduce(send[0], recv[0], sizes[0], ncclFloat32, ncclSum, quick.nccl, stream),
+               "ncclAllReduce, non-blocking");
+  wait_ready(quick.nccl);
+  verify("non-blocking communicator: passed through", alone);
+
+  Call a = prepare(quick, send[0], recv[0], sizes[0], ncclFloat32, ncclAvg, stream);
+  Call b = prepare(world, send[1], recv[1], sizes[1], ncclFloat32, ncclSum, stream);
+  a.model.passes_through = b.model.passes_through = true;
+  NCCL_OK(ncclGroupStart());
+  issue(a);
+  issue(b);
+  may_progress(ncclGroupEnd(), "ncclGroupEnd, non-blocking in the group");
+  wait_ready(quick.nccl);
+  verify("group with a non-blocking call: passed through", a);
+  verify("its blocking neighbour: passed through", b);
+
+  const std::size_t gathered = 1000;
+  const std::vector<float> mine = sim::values_for(next_call++, world.rank, gathered, ncclFloat32);
+  CUDA_OK(cudaMemcpyAsync(send[2], mine.data(), gathered * 4, cudaMemcpyHostToDevice, stream));
+  Call c = prepare(world, send[1], recv[1], sizes[1], ncclFloat32, ncclSum, stream);
+  NCCL_OK(ncclGroupStart());
+  NCCL_OK(ncclAllGather(send[2], recv[2], gathered, ncclFloat32, quick.nccl, stream));
+  issue(c);
+  const ncclResult_t end = ncclGroupEnd();
+  CHECK(end == ncclInProgress, "the end in progress reaches the caller");
+  wait_ready(quick.nccl);
+  verify("group with the caller's non-blocking allgather: compressed", c);
+  std::vector<float> all(gathered * quick.size);
+  CUDA_OK(cudaMemcpyAsync(all.data(), recv[2], all.size() * 4, cudaMemcpyDeviceToHost, stream));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  const bool mine_in_place =
+      std::memcmp(all.data() + gathered * quick.rank, mine.data(), gathered * 4) == 0;
+  ++checks;
+  failures += !mine_in_place;
+  if (!mine_in_place || world_rank == 0)
+    std::printf("%s rank %d: the allgather beside it\n", mine_in_place ? "ok  " : "FAIL",
+                world_rank);
+  NCCL_OK(ncclCommDestroy(quick.nccl));
 }
 
 }  // namespace
@@ -210,6 +279,8 @@ int main(int argc, char** argv) {
   }
   CUDA_OK(cudaGraphExecDestroy(exec));
   CUDA_OK(cudaGraphDestroy(graph));
+
+  check_non_blocking(world, bucket_send, bucket_recv, sizes, stream);
 
   // Destroyed and made again: nothing of the old communicator's residuals remains.
   NCCL_OK(ncclCommDestroy(world.nccl));

@@ -7,6 +7,8 @@
 // Reductions add in rank order, rounding each step to the element type, so
 // every rank gets the same bits (a real NCCL's order differs; the tests that
 // run here check sums that do not depend on it, or with a tolerance).
+// A non-blocking communicator (ncclConfig_t.blocking = 0) answers
+// ncclInProgress where a real one may, so that a job must poll it.
 // Limits: every communicator is made by every process of MPI_COMM_WORLD
 // (ncclCommInitRank splits MPI_COMM_WORLD by the unique id), one device (0),
 // one thread per communicator; fp8 types are refused.
@@ -32,6 +34,11 @@ struct ncclComm {
   MPI_Comm mpi = MPI_COMM_NULL;  // MPI_COMM_NULL for one rank
   int rank = 0;
   int size = 1;
+  // Non-blocking (config.blocking = 0): its init, its calls and a group end
+  // that holds one answer ncclInProgress, and ncclCommGetAsyncError answers
+  // ncclInProgress a few more times before ncclSuccess, as a real one may.
+  bool blocking = true;
+  std::atomic<int> busy_polls{0};
 };
 
 namespace slimreduce::hostsim {
@@ -49,6 +56,7 @@ std::map<const ncclComm*, std::unique_ptr<ncclComm>>& registry() {
 struct Pending {
   cudaStream_t stream;
   std::function<void()> work;
+  ncclComm* comm;
 };
 thread_local int group_depth = 0;
 thread_local std::vector<Pending> pending;
@@ -177,21 +185,32 @@ void reduce_any(ncclDataType_t type, void* out, const std::vector<std::byte>& al
   }
 }
 
-// Runs `work` on `stream` now, or at the outermost ncclGroupEnd.
-ncclResult_t submit(cudaStream_t stream, std::function<void()> work) {
-  if (group_depth > 0) {
-    pending.push_back({stream, std::move(work)});
-  } else {
-    enqueue(stream, std::move(work));
-  }
-  return ncclSuccess;
+constexpr int kBusyPolls = 3;
+
+// What a call on comm answers once it has been taken.
+ncclResult_t taken(ncclComm* comm) {
+  if (comm->blocking) return ncclSuccess;
+  comm->busy_polls = kBusyPolls;
+  return ncclInProgress;
 }
 
-ncclResult_t init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank) {
+// Runs `work` on `stream` now, or at the outermost ncclGroupEnd.
+ncclResult_t submit(ncclComm* comm, cudaStream_t stream, std::function<void()> work) {
+  if (group_depth > 0) {
+    pending.push_back({stream, std::move(work), comm});
+    return ncclSuccess;
+  }
+  enqueue(stream, std::move(work));
+  return taken(comm);
+}
+
+ncclResult_t init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
+                       const ncclConfig_t* config = nullptr) {
   if (!out || nranks < 1 || rank < 0 || rank >= nranks) return ncclInvalidArgument;
   auto comm = std::make_unique<ncclComm>();
   comm->rank = rank;
   comm->size = nranks;
+  comm->blocking = !config || config->blocking != 0;
   if (nranks > 1) {
     int initialized = 0;
     MPI_Initialized(&initialized);
@@ -206,8 +225,9 @@ ncclResult_t init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int 
       return ncclInvalidArgument;
     }
   }
+  ncclComm* made = comm.get();
   *out = keep(std::move(comm));
-  return ncclSuccess;
+  return taken(made);
 }
 
 }  // namespace
@@ -236,8 +256,8 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
   return sim::init_rank(comm, nranks, id, rank);
 }
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
-                                    ncclConfig_t*) {
-  return sim::init_rank(comm, nranks, id, rank);
+                                    ncclConfig_t* config) {
+  return sim::init_rank(comm, nranks, id, rank, config);
 }
 ncclResult_t ncclCommInitRankScalable(ncclComm_t* comm, int nranks, int rank, int nIds,
                                       ncclUniqueId* ids, ncclConfig_t*) {
@@ -250,7 +270,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
   return sim::init_rank(&comms[0], 1, id, 0);
 }
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
-                           ncclConfig_t*) {
+                           ncclConfig_t* config) {
   if (!sim::known(comm) || !newcomm) return ncclInvalidArgument;
   *newcomm = nullptr;
   auto made = std::make_unique<ncclComm>();
@@ -263,8 +283,10 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
     MPI_Comm_size(made->mpi, &made->size);
     if (made->size == 1) MPI_Comm_free(&made->mpi);
   }
+  made->blocking = config ? config->blocking != 0 : comm->blocking;  // inherited, as in NCCL
+  ncclComm* child = made.get();
   *newcomm = sim::keep(std::move(made));
-  return ncclSuccess;
+  return sim::taken(child);
 }
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   return sim::known(comm) ? ncclSuccess : ncclInvalidArgument;
@@ -272,8 +294,9 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
 ncclResult_t ncclCommDestroy(ncclComm_t comm) { return sim::forget(comm); }
 ncclResult_t ncclCommAbort(ncclComm_t comm) { return sim::forget(comm); }
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
-  *state = ncclSuccess;
-  return sim::known(comm) ? ncclSuccess : ncclInvalidArgument;
+  if (!sim::known(comm)) return ncclInvalidArgument;
+  *state = comm->busy_polls > 0 && comm->busy_polls-- > 0 ? ncclInProgress : ncclSuccess;
+  return ncclSuccess;
 }
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
   if (!sim::known(comm)) return ncclInvalidArgument;
@@ -298,7 +321,7 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
       bytes > INT_MAX) {
     return ncclInvalidArgument;
   }
-  return sim::submit(stream, [=] {
+  return sim::submit(comm, stream, [=] {
     sim::require_device("ncclAllReduce sendbuff", send, bytes);
     sim::require_device("ncclAllReduce recvbuff", recv, bytes);
     sim::reduce_any(type, recv, sim::gather_all(*comm, send, bytes), comm->size, count, op);
@@ -310,7 +333,7 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataT
   const std::size_t bytes = count * sim::type_bytes(type);
   if (!sim::known(comm) || sim::type_bytes(type) == 0 || bytes > INT_MAX)
     return ncclInvalidArgument;
-  return sim::submit(stream, [=] {
+  return sim::submit(comm, stream, [=] {
     sim::require_device("ncclAllGather sendbuff", send, bytes);
     sim::require_device("ncclAllGather recvbuff", recv, bytes * comm->size);
     const std::vector<std::byte> all = sim::gather_all(*comm, send, bytes);
@@ -325,8 +348,12 @@ ncclResult_t ncclGroupStart() {
 ncclResult_t ncclGroupEnd() {
   if (sim::group_depth == 0) return ncclInvalidUsage;
   if (--sim::group_depth > 0) return ncclSuccess;
-  for (sim::Pending& p : std::exchange(sim::pending, {})) sim::enqueue(p.stream, std::move(p.work));
-  return ncclSuccess;
+  ncclResult_t rc = ncclSuccess;
+  for (sim::Pending& p : std::exchange(sim::pending, {})) {
+    sim::enqueue(p.stream, std::move(p.work));
+    if (sim::taken(p.comm) == ncclInProgress) rc = ncclInProgress;
+  }
+  return rc;
 }
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* info) {
   if (sim::group_depth == 0) return ncclInvalidUsage;

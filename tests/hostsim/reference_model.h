@@ -71,6 +71,9 @@ struct ModelCall {
   ncclDataType_t type = ncclFloat32;
   ncclRedOp_t op = ncclSum;
   std::vector<std::vector<float>> inputs;  // per rank of the communicator
+  // Passed through whatever its shape: a non-blocking communicator's call, or
+  // one in a group with such a call (never counted for warm-up either).
+  bool passes_through = false;
 };
 
 class Model {
@@ -98,6 +101,7 @@ class Model {
   };
 
   bool compressed(const ModelCall& c) {
+    if (c.passes_through) return false;
     if (mode_.compressor == "none" || (c.op != ncclSum && c.op != ncclAvg)) return false;
     const bool fp32 = c.type == ncclFloat32;
     if (!fp32 && !(mode_.topk && (c.type == ncclFloat16 || c.type == ncclBfloat16))) return false;
