@@ -154,8 +154,8 @@ std::string report_table(const Counters& t, const ReportContext& context) {
   std::snprintf(text, sizeof text,
                 "SlimReduce report: compressor %s, %s\n"
                 "  calls      intercepted %12" PRIu64 "  compressed %10" PRIu64
-                "  passed through %8" PRIu64 " (warm-up %" PRIu64 ", residual cap %" PRIu64
-                ")\n"
+                "  passed through %8" PRIu64 " (warm-up %" PRIu64 ")  residual cap reached %" PRIu64
+                "\n"
                 "  bytes      input %12.1f MiB  wire baseline %12.1f MiB  wire sent %12.1f MiB\n"
                 "  savings    %.1f%%\n",
                 context.compressor.c_str(), scope, t.intercepted, t.compressed, t.passed_through,

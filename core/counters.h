@@ -19,8 +19,10 @@ struct Counters {
   std::uint64_t intercepted = 0;  // always compressed + passed_through
   std::uint64_t compressed = 0;
   std::uint64_t passed_through = 0;
-  std::uint64_t warmup = 0;           // passed through: the key is in its warm-up calls
-  std::uint64_t ef_cap_fallback = 0;  // passed through: the residual would pass the cap
+  std::uint64_t warmup = 0;  // passed through: the key is in its warm-up calls
+  // Calls SLIMREDUCE_EF_MAX_BYTES changed: passed through (a tensor larger than
+  // the cap), or compressed without error feedback (no room for a new key).
+  std::uint64_t ef_cap_fallback = 0;
   std::uint64_t input_bytes = 0;
   double wire_baseline = 0;
   double wire_sent = 0;

@@ -259,6 +259,7 @@ int main(int argc, char** argv) {
     verify("world beside it, sum", b);
   }
   NCCL_OK(ncclCommDestroy(half.nccl));
+  model.forget(half.id);
 
   // Graph capture of a call whose workspace exists: replays, each with fresh inputs.
   Call warm =
@@ -284,6 +285,7 @@ int main(int argc, char** argv) {
 
   // Destroyed and made again: nothing of the old communicator's residuals remains.
   NCCL_OK(ncclCommDestroy(world.nccl));
+  model.forget(world.id);
   world = make_world_comm();
   Call again =
       prepare(world, bucket_send[0], bucket_recv[0], sizes[0], ncclFloat32, ncclSum, stream);

@@ -8,6 +8,7 @@
 
 #include <nccl.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <random>
@@ -36,6 +37,9 @@ struct Mode {
   unsigned warmup =
       static_cast<unsigned>(std::atoi(env_or("SLIMREDUCE_WARMUP_STEPS", "0").c_str()));
   std::size_t min_bytes = 65536;  // tests run with SLIMREDUCE_MIN_BYTES=64K
+  // Plain bytes here (the library also takes K, M, G suffixes).
+  std::uint64_t ef_max_bytes =
+      std::strtoull(env_or("SLIMREDUCE_EF_MAX_BYTES", "4294967296").c_str(), nullptr, 10);
   kernels::HalfFormat format =
       compressor == "bf16" ? kernels::HalfFormat::bf16 : kernels::HalfFormat::fp16;
 };
@@ -87,8 +91,11 @@ class Model {
     return out;
   }
 
-  // A new communicator may reuse a name: nothing of the old one carries over.
+  // A communicator destroyed: its residuals go, and their room under the cap comes back.
   void forget(int comm_id) {
+    for (const auto& [key, residual] : residuals_) {
+      if (key.first == comm_id) held_bytes_ -= residual.n * sizeof(float);
+    }
     std::erase_if(residuals_, [&](const auto& kv) { return kv.first.first == comm_id; });
     std::erase_if(shapes_seen_, [&](const auto& kv) { return std::get<0>(kv.first) == comm_id; });
   }
@@ -106,15 +113,31 @@ class Model {
     const bool fp32 = c.type == ncclFloat32;
     if (!fp32 && !(mode_.topk && (c.type == ncclFloat16 || c.type == ncclBfloat16))) return false;
     if (c.n * (fp32 ? 4 : 2) < mode_.min_bytes) return false;
+    // Larger than the residual cap could ever hold: passed through (before warm-up counts).
+    if (mode_.ef && c.n * sizeof(float) > mode_.ef_max_bytes) return false;
     return shapes_seen_[{c.comm_id, c.n, c.type}]++ >= mode_.warmup;
   }
 
+  // The key's residuals (every rank's), made zero when new or reshaped;
+  // nullptr without error feedback, or when a new one would pass the cap
+  // (compressed without it then, and nothing is kept).
   std::vector<std::vector<float>>* residual_of(const ModelCall& c) {
     if (!mode_.ef) return nullptr;
-    Residual& r = residuals_[{c.comm_id, c.recv}];
-    if (r.n != c.n || r.type != c.type) r = {c.n, c.type, {}};
-    r.per_rank.resize(c.comm_size, std::vector<float>(c.n, 0.0f));
-    return &r.per_rank;
+    const std::pair<int, const void*> key{c.comm_id, c.recv};
+    auto found = residuals_.find(key);
+    if (found != residuals_.end() && (found->second.n != c.n || found->second.type != c.type)) {
+      held_bytes_ -= found->second.n * sizeof(float);
+      residuals_.erase(found);
+      found = residuals_.end();
+    }
+    if (found == residuals_.end()) {
+      if (held_bytes_ + c.n * sizeof(float) > mode_.ef_max_bytes) return nullptr;
+      held_bytes_ += c.n * sizeof(float);
+      Residual made{c.n, c.type,
+                    std::vector<std::vector<float>>(c.comm_size, std::vector<float>(c.n))};
+      found = residuals_.emplace(key, std::move(made)).first;
+    }
+    return &found->second.per_rank;
   }
 
   std::vector<float> compressed_result(const ModelCall& c) {
@@ -170,6 +193,7 @@ class Model {
 
   Mode mode_;
   std::map<std::pair<int, const void*>, Residual> residuals_;
+  std::uint64_t held_bytes_ = 0;  // residual bytes this process holds, as the library counts them
   std::map<std::tuple<int, std::size_t, int>, unsigned> shapes_seen_;
 };
 
