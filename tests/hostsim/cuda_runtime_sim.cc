@@ -142,6 +142,14 @@ bool is_device_range(const void* ptr, std::size_t bytes) {
   return p + bytes <= start + b->size;
 }
 
+std::size_t device_bytes_live() {
+  std::lock_guard lock(runtime().mutex);
+  std::size_t bytes = 0;
+  for (const auto& [start, block] : runtime().blocks)
+    bytes += block.kind == Kind::device ? block.size : 0;
+  return bytes;
+}
+
 void require_device(const char* what, const void* ptr, std::size_t bytes) {
   if (bytes == 0 || is_device_range(ptr, bytes)) return;
   std::fprintf(stderr, "hostsim: %s: [%p, +%zu) is not device memory (a GPU would fault)\n", what,

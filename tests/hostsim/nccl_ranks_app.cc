@@ -17,6 +17,7 @@
 
 #include "kernels/element_rules.h"
 #include "tests/hostsim/reference_model.h"
+#include "tests/hostsim/sim.h"
 
 namespace {
 
@@ -295,6 +296,13 @@ int main(int argc, char** argv) {
 
   CUDA_OK(cudaFree(send));
   CUDA_OK(cudaFree(recv));
+  // Every workspace and residual went with its communicator.
+  const std::size_t live = sim::device_bytes_live();
+  ++checks;
+  failures += live != 0;
+  if (live != 0 || world_rank == 0)
+    std::printf("%s rank %d: device bytes left after every communicator went: %zu\n",
+                live ? "FAIL" : "ok  ", world_rank, live);
   int all_failures = 0;
   MPI_Allreduce(&failures, &all_failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   if (world_rank == 0)

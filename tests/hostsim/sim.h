@@ -20,6 +20,9 @@ void enqueue(cudaStream_t stream, std::function<void()> work);
 // given anything else would fault on a GPU: the simulated kernels abort then.
 bool is_device_range(const void* ptr, std::size_t bytes);
 
+// Bytes of device memory allocated and not yet freed (a leak check for tests).
+std::size_t device_bytes_live();
+
 // Aborts with `what` unless [ptr, ptr + bytes) is device memory (bytes 0: no check).
 void require_device(const char* what, const void* ptr, std::size_t bytes);
 
