@@ -241,6 +241,15 @@ int main(int argc, char** argv) {
   Call max = prepare(world, send, recv, 100000, ncclFloat32, ncclMax, stream);
   issue(max);
   verify("max passes through", max);
+  float one_half = 0.5f;
+  ncclRedOp_t half_sum;
+  NCCL_OK(ncclRedOpCreatePreMulSum(&half_sum, &one_half, ncclFloat32, ncclScalarHostImmediate,
+                                   world.nccl));
+  Call premul = prepare(world, send, recv, 100000, ncclFloat32, half_sum, stream);
+  premul.model.premul = one_half;
+  issue(premul);
+  verify("a PreMulSum op passes through", premul);
+  NCCL_OK(ncclRedOpDestroy(half_sum, world.nccl));
 
   // A split communicator (even and odd world ranks) and the world in one group.
   Comm half;

@@ -53,6 +53,22 @@ std::map<const ncclComm*, std::unique_ptr<ncclComm>>& registry() {
   return *comms;
 }
 
+// ncclRedOpCreatePreMulSum's ops (fp32 only here): the scalar, read when the call runs.
+struct PreMulSum {
+  const float* scalar;
+  float immediate;
+};
+std::mutex ops_mutex;
+std::map<int, PreMulSum> premul_ops;
+
+bool premul_of(ncclRedOp_t op, float* scalar) {
+  std::lock_guard lock(ops_mutex);
+  auto it = premul_ops.find(static_cast<int>(op));
+  if (it == premul_ops.end()) return false;
+  *scalar = it->second.scalar ? *it->second.scalar : it->second.immediate;
+  return true;
+}
+
 struct Pending {
   cudaStream_t stream;
   std::function<void()> work;
@@ -157,6 +173,16 @@ void reduce_plain(void* out, const std::vector<std::byte>& all, int ranks, std::
 
 void reduce_any(ncclDataType_t type, void* out, const std::vector<std::byte>& all, int ranks,
                 std::size_t count, ncclRedOp_t op) {
+  if (float scalar = 0; op >= ncclNumOps && premul_of(op, &scalar)) {  // fp32: checked at the call
+    const auto* values = reinterpret_cast<const float*>(all.data());
+    auto* result = static_cast<float*>(out);
+    for (std::size_t i = 0; i < count; ++i) {
+      float acc = scalar * values[i];
+      for (int r = 1; r < ranks; ++r) acc = acc + scalar * values[r * count + i];
+      result[i] = acc;
+    }
+    return;
+  }
   switch (type) {
     case ncclInt8:
       return reduce_plain<std::int8_t>(out, all, ranks, count, op);
@@ -317,8 +343,10 @@ ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   const std::size_t bytes = count * sim::type_bytes(type);
-  if (!sim::known(comm) || sim::type_bytes(type) == 0 || op < ncclSum || op > ncclAvg ||
-      bytes > INT_MAX) {
+  float scalar = 0;
+  const bool premul = op >= ncclNumOps && sim::premul_of(op, &scalar) && type == ncclFloat32;
+  if (!sim::known(comm) || sim::type_bytes(type) == 0 || op < ncclSum ||
+      (op > ncclAvg && !premul) || bytes > INT_MAX) {
     return ncclInvalidArgument;
   }
   return sim::submit(comm, stream, [=] {
@@ -339,6 +367,23 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataT
     const std::vector<std::byte> all = sim::gather_all(*comm, send, bytes);
     std::memcpy(recv, all.data(), all.size());
   });
+}
+
+ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t type,
+                                      ncclScalarResidence_t residence, ncclComm_t comm) {
+  if (!sim::known(comm) || type != ncclFloat32 || !scalar) return ncclInvalidArgument;
+  static std::atomic<int> next{ncclNumOps};
+  const bool on_device = residence == ncclScalarDevice;
+  const sim::PreMulSum made{on_device ? static_cast<const float*>(scalar) : nullptr,
+                            on_device ? 0.0f : *static_cast<const float*>(scalar)};
+  *op = static_cast<ncclRedOp_t>(next++);
+  std::lock_guard lock(sim::ops_mutex);
+  sim::premul_ops.emplace(static_cast<int>(*op), made);
+  return ncclSuccess;
+}
+ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t) {
+  std::lock_guard lock(sim::ops_mutex);
+  return sim::premul_ops.erase(static_cast<int>(op)) ? ncclSuccess : ncclInvalidArgument;
 }
 
 ncclResult_t ncclGroupStart() {

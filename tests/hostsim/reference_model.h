@@ -78,6 +78,7 @@ struct ModelCall {
   // Passed through whatever its shape: a non-blocking communicator's call, or
   // one in a group with such a call (never counted for warm-up either).
   bool passes_through = false;
+  float premul = 1.0f;  // an op of ncclRedOpCreatePreMulSum: its scalar
 };
 
 class Model {
@@ -181,9 +182,10 @@ class Model {
   static std::vector<float> passed_through(const ModelCall& c) {
     std::vector<float> out(c.n);
     for (std::size_t i = 0; i < c.n; ++i) {
-      float acc = c.inputs[0][i];
+      const bool premul = c.op >= ncclNumOps;
+      float acc = premul ? c.premul * c.inputs[0][i] : c.inputs[0][i];
       for (int r = 1; r < c.comm_size; ++r) {
-        const float x = c.inputs[r][i];
+        const float x = premul ? c.premul * c.inputs[r][i] : c.inputs[r][i];
         acc = as_type(c.op == ncclMax ? (acc < x ? x : acc) : acc + x, c.type);
       }
       out[i] = c.op == ncclAvg ? acc / static_cast<float>(c.comm_size) : acc;
