@@ -21,7 +21,8 @@ struct Counters {
   std::uint64_t passed_through = 0;
   std::uint64_t warmup = 0;  // passed through: the key is in its warm-up calls
   // Calls SLIMREDUCE_EF_MAX_BYTES changed: passed through (a tensor larger than
-  // the cap), or compressed without error feedback (no room for a new key).
+  // the cap), or compressed without error feedback (no room for a new key; on
+  // the NCCL path also a key with no residual yet, captured into a CUDA graph).
   std::uint64_t ef_cap_fallback = 0;
   std::uint64_t input_bytes = 0;
   double wire_baseline = 0;

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include "backends/nccl_backend.h"
 #include "core/compressor_choice.h"
@@ -311,10 +312,11 @@ ncclResult_t NcclEngine::group_simulate_end(ncclSimInfo_t* sim_info) {
 #endif
 
 // 1 compress, 0 pass through (warm-up, a tensor larger than the residual
-// cap, capture without a residual yet), -1 no device memory. Under mutex_.
-// Warm-up and the cap's size test read the call and the calls before it, as
-// every rank does; the residual store's keys are this rank's buffer
-// addresses, so a missing residual (no room) only turns error feedback off.
+// cap), -1 no device memory. Under mutex_. Warm-up and the cap's size test
+// read the call and the calls before it, as every rank does; the residual
+// store's keys are this rank's buffer addresses, so a missing residual (no
+// room under the cap, or none can be made during graph capture) only turns
+// error feedback off, never the path.
 int NcclEngine::decide(CallPlan& p, bool capturing) {
   if (!p.comm || !p.comm->blocking || p.comm->size < 1) return 0;
   const NcclCall& c = p.call;
@@ -337,7 +339,12 @@ int NcclEngine::decide(CallPlan& p, bool capturing) {
       p.residual = nullptr;  // compressed all the same, without error feedback
       return 1;
     case NcclResidualStore::Status::not_now:
-      return 0;
+      // Capturing, and this key has no residual of its shape yet (capture
+      // allocates nothing): captured compressed without error feedback.
+      ++counters_.ef_cap_fallback;
+      warn_no_residual_in_graph();
+      p.residual = nullptr;
+      return 1;
     case NcclResidualStore::Status::no_memory:
       return -1;
     case NcclResidualStore::Status::ok:
@@ -395,6 +402,16 @@ ncclResult_t NcclEngine::plan_memory(GroupPlan& plan) {
                 static_cast<std::byte*>(key.first->workspaces[key.second].get()));
   }
   return ncclSuccess;
+}
+
+// Once per process: a graph that replays a call without error feedback keeps
+// doing so, which the user can avoid by running the call once before capture.
+void NcclEngine::warn_no_residual_in_graph() {
+  if (std::exchange(warned_no_residual_in_graph_, true)) return;
+  log_line(settings_.log_level, LogLevel::warn, report_rank_ < 0 ? 0 : report_rank_,
+           "nccl: a call captured into a CUDA graph had no error-feedback residual for its "
+           "receive buffer yet, so the graph reduces it compressed without error feedback; run "
+           "each call once before capture (counted as residual cap reached)");
 }
 
 void NcclEngine::count_pass_through(const NcclCall& call) {

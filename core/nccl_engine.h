@@ -82,6 +82,7 @@ class NcclEngine {
   int decide(CallPlan& p, bool capturing);
   NcclCodec codec() const;
   void count_pass_through(const NcclCall& call);
+  void warn_no_residual_in_graph();  // under mutex_
 
   Settings settings_;
   bool error_feedback_ = false;
@@ -96,6 +97,7 @@ class NcclEngine {
   int report_rank_ = -1;
   int report_size_ = 0;
   bool reported_ = false;
+  bool warned_no_residual_in_graph_ = false;
 };
 
 }  // namespace slimreduce

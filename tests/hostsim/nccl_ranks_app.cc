@@ -285,8 +285,27 @@ int main(int argc, char** argv) {
   CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
   for (int replay = 0; replay < 2; ++replay) {
     Call c = prepare(world, bucket_send[1], bucket_recv[1], sizes[1], ncclFloat32, ncclSum, stream);
+    c.model.captured = true;
     CUDA_OK(cudaGraphLaunch(exec, stream));
     verify("graph replay", c);
+  }
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  CUDA_OK(cudaGraphDestroy(graph));
+
+  // A receive buffer never reduced before, captured: no residual can be made
+  // during capture, so the graph reduces it compressed without error feedback
+  // (the same path on every rank, whatever each rank's buffers held before).
+  float* new_send = send + 700000;
+  float* new_recv = recv + 700000;
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  NCCL_OK(ncclAllReduce(new_send, new_recv, sizes[1], ncclFloat32, ncclSum, world.nccl, stream));
+  CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 2; ++replay) {
+    Call c = prepare(world, new_send, new_recv, sizes[1], ncclFloat32, ncclSum, stream);
+    c.model.captured = true;
+    CUDA_OK(cudaGraphLaunch(exec, stream));
+    verify("graph replay, receive buffer new in capture", c);
   }
   CUDA_OK(cudaGraphExecDestroy(exec));
   CUDA_OK(cudaGraphDestroy(graph));

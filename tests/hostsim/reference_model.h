@@ -78,7 +78,8 @@ struct ModelCall {
   // Passed through whatever its shape: a non-blocking communicator's call, or
   // one in a group with such a call (never counted for warm-up either).
   bool passes_through = false;
-  float premul = 1.0f;  // an op of ncclRedOpCreatePreMulSum: its scalar
+  float premul = 1.0f;    // an op of ncclRedOpCreatePreMulSum: its scalar
+  bool captured = false;  // a replay of a graph: no residual is made or reshaped for it
 };
 
 class Model {
@@ -120,19 +121,21 @@ class Model {
   }
 
   // The key's residuals (every rank's), made zero when new or reshaped;
-  // nullptr without error feedback, or when a new one would pass the cap
-  // (compressed without it then, and nothing is kept).
+  // nullptr without error feedback, or when a new one would pass the cap or
+  // would have to be made during capture (compressed without it then, and
+  // nothing is kept).
   std::vector<std::vector<float>>* residual_of(const ModelCall& c) {
     if (!mode_.ef) return nullptr;
     const std::pair<int, const void*> key{c.comm_id, c.recv};
     auto found = residuals_.find(key);
     if (found != residuals_.end() && (found->second.n != c.n || found->second.type != c.type)) {
+      if (c.captured) return nullptr;  // the old one stays; none in the graph
       held_bytes_ -= found->second.n * sizeof(float);
       residuals_.erase(found);
       found = residuals_.end();
     }
     if (found == residuals_.end()) {
-      if (held_bytes_ + c.n * sizeof(float) > mode_.ef_max_bytes) return nullptr;
+      if (held_bytes_ + c.n * sizeof(float) > mode_.ef_max_bytes || c.captured) return nullptr;
       held_bytes_ += c.n * sizeof(float);
       Residual made{c.n, c.type,
                     std::vector<std::vector<float>>(c.comm_size, std::vector<float>(c.n))};
