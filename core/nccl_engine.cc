@@ -335,15 +335,14 @@ int NcclEngine::decide(CallPlan& p, bool capturing) {
                                 !capturing, c.stream, allocator_, &slot);
   switch (status) {
     case NcclResidualStore::Status::over_cap:
-      ++counters_.ef_cap_fallback;
       p.residual = nullptr;  // compressed all the same, without error feedback
+      p.residual_missing = CallPlan::Missing::no_room;
       return 1;
     case NcclResidualStore::Status::not_now:
       // Capturing, and this key has no residual of its shape yet (capture
       // allocates nothing): captured compressed without error feedback.
-      ++counters_.ef_cap_fallback;
-      warn_no_residual_in_graph();
       p.residual = nullptr;
+      p.residual_missing = CallPlan::Missing::in_graph;
       return 1;
     case NcclResidualStore::Status::no_memory:
       return -1;
@@ -369,6 +368,8 @@ ncclResult_t NcclEngine::plan(GroupPlan& plan) {
     const std::uint64_t bytes = p.call.count * nccl_type_bytes(p.call.datatype);
     if (p.compressed) {
       counters_.count_compressed(bytes, p.comm->size, plan.wire_sent(p));
+      if (p.residual_missing != CallPlan::Missing::none) ++counters_.ef_cap_fallback;
+      if (p.residual_missing == CallPlan::Missing::in_graph) warn_no_residual_in_graph();
     } else {
       counters_.count_pass_through(bytes, p.comm ? p.comm->size : 1);
     }

@@ -58,6 +58,10 @@ struct CallPlan {
   std::shared_ptr<NcclCommState> comm;  // kept alive while the plan runs
   bool compressed = false;              // false: issued unchanged, in its place
   float* residual = nullptr;
+  // Error feedback wanted but no residual: none fits under the cap, or none
+  // can be made during graph capture. Counted once the call is known to be
+  // compressed (a capture may still pass it through for want of workspace).
+  enum class Missing { none, no_room, in_graph } residual_missing = Missing::none;
   int batch = -1;  // cast: its fusion batch
   std::size_t offset = 0;
   std::size_t k = 0;  // top-k
