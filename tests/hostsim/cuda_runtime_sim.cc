@@ -14,6 +14,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +30,7 @@
 using Work = std::vector<std::function<void()>>;
 
 struct CUstream_st {
+  std::atomic<std::size_t> enqueued{0};
   bool capturing = false;
   bool invalidated = false;
   Work captured;
@@ -126,12 +128,15 @@ cudaError_t release(void* ptr, Kind kind) {
 
 void enqueue(cudaStream_t stream, std::function<void()> work) {
   CUstream_st* s = stream_of(stream);
+  ++s->enqueued;
   if (s->capturing) {
     s->captured.push_back(std::move(work));
     return;
   }
   work();
 }
+
+std::size_t work_enqueued(cudaStream_t stream) { return stream_of(stream)->enqueued; }
 
 bool is_device_range(const void* ptr, std::size_t bytes) {
   const auto p = reinterpret_cast<std::uintptr_t>(ptr);
@@ -323,7 +328,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode) {
   CUstream_st* s = sim::stream_of(stream);
   if (s == &sim::runtime().default_stream || s->capturing) return sim::fail(cudaErrorIllegalState);
-  *s = CUstream_st{};
+  s->invalidated = false;
+  s->captured.clear();
   s->capturing = true;
   sim::capturing_here.push_back(s);
   return cudaSuccess;

@@ -226,8 +226,11 @@ int main(int argc, char** argv) {
     for (int b = 0; b < 3; ++b)
       calls.push_back(
           prepare(world, bucket_send[b], bucket_recv[b], sizes[b], ncclFloat32, op, stream));
+    const std::size_t work_before = sim::work_enqueued(stream);
     NCCL_OK(ncclGroupStart());
     for (const Call& c : calls) issue(c);
+    CHECK(sim::work_enqueued(stream) == work_before,
+          "nothing is enqueued before the outermost ncclGroupEnd");
     NCCL_OK(ncclGroupEnd());
     for (const Call& c : calls) verify(op == ncclAvg ? "bucket, avg" : "bucket, sum", c);
   }

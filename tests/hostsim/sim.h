@@ -16,6 +16,10 @@ namespace slimreduce::hostsim {
 // Runs `work` on `stream` (now, or at each launch of the graph being captured).
 void enqueue(cudaStream_t stream, std::function<void()> work);
 
+// How many pieces of work have been put on `stream` so far (run or recorded):
+// a test can check that nothing was enqueued between two points.
+std::size_t work_enqueued(cudaStream_t stream);
+
 // Whether [ptr, ptr + bytes) lies inside one live device allocation. A kernel
 // given anything else would fault on a GPU: the simulated kernels abort then.
 bool is_device_range(const void* ptr, std::size_t bytes);
