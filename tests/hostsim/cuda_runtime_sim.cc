@@ -70,6 +70,7 @@ Runtime& runtime() {
 }
 
 thread_local cudaError_t last_error = cudaSuccess;
+std::atomic<std::size_t> syncs{0};                      // calls that wait for the device on a GPU
 thread_local std::vector<CUstream_st*> capturing_here;  // streams this thread captures
 thread_local int current_device = 0;
 
@@ -137,6 +138,7 @@ void enqueue(cudaStream_t stream, std::function<void()> work) {
 }
 
 std::size_t work_enqueued(cudaStream_t stream) { return stream_of(stream)->enqueued; }
+std::size_t host_syncs() { return syncs; }
 
 bool is_device_range(const void* ptr, std::size_t bytes) {
   const auto p = reinterpret_cast<std::uintptr_t>(ptr);
@@ -218,6 +220,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
   return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize() {
+  ++sim::syncs;
   if (sim::unsafe_while_capturing("cudaDeviceSynchronize"))
     return sim::fail(cudaErrorStreamCaptureUnsupported);
   return cudaSuccess;  // all work has run
@@ -237,6 +240,7 @@ cudaError_t cudaMallocAsync(void** ptr, size_t bytes, cudaStream_t stream) {
   return sim::allocate(ptr, bytes, sim::Kind::device);
 }
 cudaError_t cudaFree(void* ptr) {
+  ++sim::syncs;
   if (sim::unsafe_while_capturing("cudaFree")) return sim::fail(cudaErrorStreamCaptureUnsupported);
   return sim::release(ptr, sim::Kind::device);
 }
@@ -249,12 +253,17 @@ cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
   return sim::release(ptr, sim::Kind::device);
 }
 cudaError_t cudaMallocHost(void** ptr, size_t bytes) {
+  ++sim::syncs;
   return sim::allocate(ptr, bytes, sim::Kind::pinned);
 }
 cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned int) {
+  ++sim::syncs;
   return sim::allocate(ptr, bytes, sim::Kind::pinned);
 }
-cudaError_t cudaFreeHost(void* ptr) { return sim::release(ptr, sim::Kind::pinned); }
+cudaError_t cudaFreeHost(void* ptr) {
+  ++sim::syncs;
+  return sim::release(ptr, sim::Kind::pinned);
+}
 
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* ptr) {
   *attributes = {};
@@ -289,6 +298,7 @@ cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t 
   return cudaSuccess;
 }
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  ++sim::syncs;
   if (sim::unsafe_while_capturing("cudaMemcpy"))
     return sim::fail(cudaErrorStreamCaptureUnsupported);
   return cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
@@ -299,6 +309,7 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t str
   return cudaSuccess;
 }
 cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
+  ++sim::syncs;
   if (sim::unsafe_while_capturing("cudaMemset"))
     return sim::fail(cudaErrorStreamCaptureUnsupported);
   return cudaMemsetAsync(ptr, value, bytes, nullptr);
@@ -317,6 +328,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   return sim::runtime().streams.erase(stream) ? cudaSuccess : sim::fail(cudaErrorInvalidValue);
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  ++sim::syncs;
   if (sim::stream_of(stream)->capturing) {
     std::fprintf(stderr, "hostsim: cudaStreamSynchronize on a capturing stream\n");
     sim::stream_of(stream)->invalidated = true;

@@ -227,11 +227,13 @@ int main(int argc, char** argv) {
       calls.push_back(
           prepare(world, bucket_send[b], bucket_recv[b], sizes[b], ncclFloat32, op, stream));
     const std::size_t work_before = sim::work_enqueued(stream);
+    const std::size_t syncs_before = sim::host_syncs();
     NCCL_OK(ncclGroupStart());
     for (const Call& c : calls) issue(c);
     CHECK(sim::work_enqueued(stream) == work_before,
           "nothing is enqueued before the outermost ncclGroupEnd");
     NCCL_OK(ncclGroupEnd());
+    CHECK(sim::host_syncs() == syncs_before, "no host synchronization, workspace growth included");
     for (const Call& c : calls) verify(op == ncclAvg ? "bucket, avg" : "bucket, sum", c);
   }
 

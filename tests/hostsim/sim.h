@@ -20,6 +20,10 @@ void enqueue(cudaStream_t stream, std::function<void()> work);
 // a test can check that nothing was enqueued between two points.
 std::size_t work_enqueued(cudaStream_t stream);
 
+// How many calls so far would have made the host wait for the device on a GPU
+// (synchronizes, synchronous copies and sets, frees, pinned allocations).
+std::size_t host_syncs();
+
 // Whether [ptr, ptr + bytes) lies inside one live device allocation. A kernel
 // given anything else would fault on a GPU: the simulated kernels abort then.
 bool is_device_range(const void* ptr, std::size_t bytes);
