@@ -70,9 +70,8 @@ class NcclEngine::Actions : public GroupActions {
 #endif
   }
 
+  void count_pass_through(const NcclCall& c) override { engine_.count_pass_through(c); }
   int pass_through(const NcclCall& c) override {
-    // A held call the group now passes through is counted here; the others were already.
-    if (c.verdict.path != NcclPath::pass_through) engine_.count_pass_through(c);
     return real::call(real::api().all_reduce, c.sendbuff, c.recvbuff, static_cast<size_t>(c.count),
                       static_cast<ncclDataType_t>(c.datatype), static_cast<ncclRedOp_t>(c.op),
                       static_cast<ncclComm_t>(c.comm), static_cast<cudaStream_t>(c.stream));
@@ -282,7 +281,6 @@ ncclResult_t NcclEngine::all_reduce(const void* sendbuff, void* recvbuff, size_t
   call.verdict = classify_nccl(facts, settings_);
   Actions actions(*this);
   if (call.verdict.path == NcclPath::pass_through) {
-    count_pass_through(call);
     return static_cast<ncclResult_t>(group.pass_through(call, facts.blocking_comm, actions));
   }
   return static_cast<ncclResult_t>(group.eligible(call, actions));

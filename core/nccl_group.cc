@@ -10,6 +10,7 @@ int NcclGroup::start(GroupActions& actions) {
   if (rc == kNcclSuccess) {
     if (depth_ == 0) {
       held_.clear();
+      uncounted_.clear();
       tainted_ = false;
     }
     ++depth_;
@@ -17,28 +18,31 @@ int NcclGroup::start(GroupActions& actions) {
   return rc;
 }
 
-bool NcclGroup::leave(std::vector<NcclCall>& held, bool& tainted) {
+bool NcclGroup::leave(std::vector<NcclCall>& held, std::vector<NcclCall>& uncounted,
+                      bool& tainted) {
   if (depth_ == 0 || --depth_ > 0) return false;
-  held = std::move(held_);
-  held_.clear();
+  held = std::exchange(held_, {});
+  uncounted = std::exchange(uncounted_, {});
   tainted = std::exchange(tainted_, false);
   return true;
 }
 
 int NcclGroup::end(GroupActions& actions) {
-  std::vector<NcclCall> held;
+  std::vector<NcclCall> held, uncounted;
   bool tainted = false;
   // Unbalanced, or an inner end: the real library answers and keeps its depth.
-  if (!leave(held, tainted) || held.empty()) return actions.real_group_end();
+  if (!leave(held, uncounted, tainted)) return actions.real_group_end();
+  for (const NcclCall& call : uncounted) actions.count_pass_through(call);
+  if (held.empty()) return actions.real_group_end();
   return run(held, tainted, actions);
 }
 
 int NcclGroup::simulate_end(void* sim_info, GroupActions& actions) {
-  std::vector<NcclCall> held;
+  std::vector<NcclCall> held, uncounted;
   bool tainted = false;
-  if (!leave(held, tainted)) return actions.real_group_simulate_end(sim_info);
+  if (!leave(held, uncounted, tainted)) return actions.real_group_simulate_end(sim_info);
   // Nothing of a simulated group runs: the held calls go to NCCL as the caller
-  // made them, for it to estimate and discard with the rest.
+  // made them, for it to estimate and discard with the rest; none is counted.
   int rc = kNcclSuccess;
   for (const NcclCall& call : held) {
     if (rc == kNcclSuccess) rc = actions.pass_through(call);
@@ -48,7 +52,12 @@ int NcclGroup::simulate_end(void* sim_info, GroupActions& actions) {
 }
 
 int NcclGroup::pass_through(const NcclCall& call, bool blocking_comm, GroupActions& actions) {
-  if (depth_ > 0 && !blocking_comm) tainted_ = true;
+  if (depth_ > 0) {
+    if (!blocking_comm) tainted_ = true;
+    uncounted_.push_back(call);  // a simulated end would discard it
+  } else {
+    actions.count_pass_through(call);
+  }
   return actions.pass_through(call);
 }
 
@@ -84,7 +93,9 @@ int NcclGroup::run_open(std::vector<NcclCall>& held, bool tainted, GroupActions&
   int rc = kNcclSuccess;
   if (tainted) {
     for (const NcclCall& call : held) {
-      if (rc == kNcclSuccess) rc = actions.pass_through(call);
+      if (rc != kNcclSuccess) break;
+      actions.count_pass_through(call);
+      rc = actions.pass_through(call);
     }
     closed = true;
     const int end_rc = actions.real_group_end();

@@ -44,6 +44,9 @@ class GroupActions {
   virtual int real_group_simulate_end(void* sim_info) = 0;
   // The caller's call, unchanged (inside the open real group, if any).
   virtual int pass_through(const NcclCall& call) = 0;
+  // Counts a call that ran unchanged (a simulated group's calls never run:
+  // they are not counted).
+  virtual void count_pass_through(const NcclCall& call) = 0;
   // Plans the held calls (workspace, residuals; any it now passes through, it
   // issues unchanged later, in order) and enqueues their compress kernels.
   virtual int begin(std::vector<NcclCall>& held) = 0;
@@ -81,12 +84,14 @@ class NcclGroup {
   // open, or every later call on the thread would wait for an end.
   int run(std::vector<NcclCall>& held, bool tainted, GroupActions& actions);
   int run_open(std::vector<NcclCall>& held, bool tainted, GroupActions& actions, bool& closed);
-  // Lowers our depth for an outermost end: the held calls and taint, taken.
-  bool leave(std::vector<NcclCall>& held, bool& tainted);
+  // Lowers our depth for an outermost end: the held calls, the passed-through
+  // calls not counted yet, and the taint, taken.
+  bool leave(std::vector<NcclCall>& held, std::vector<NcclCall>& uncounted, bool& tainted);
 
   int depth_ = 0;
   bool tainted_ = false;
   std::vector<NcclCall> held_;
+  std::vector<NcclCall> uncounted_;  // passed through in the group: counted at its real end
 };
 
 }  // namespace slimreduce

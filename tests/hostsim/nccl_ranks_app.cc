@@ -15,6 +15,7 @@
 #include <cstring>
 #include <vector>
 
+#include "interpose/slimreduce.h"
 #include "kernels/element_rules.h"
 #include "tests/hostsim/reference_model.h"
 #include "tests/hostsim/sim.h"
@@ -129,6 +130,33 @@ void wait_ready(ncclComm_t comm) {
 // A call that may answer ncclInProgress (a non-blocking communicator's).
 void may_progress(ncclResult_t rc, const char* what) {
   CHECK(rc == ncclSuccess || rc == ncclInProgress, what);
+}
+
+// ncclGroupSimulateEnd runs nothing: no buffer changes, nothing is counted.
+void check_simulated_group(Comm& world, float* send, float* recv, cudaStream_t stream) {
+  const std::size_t n = 100000;
+  const std::vector<float> before = sim::values_for(next_call++, world.rank, n, ncclFloat32);
+  CUDA_OK(cudaMemcpyAsync(send, before.data(), n * 4, cudaMemcpyHostToDevice, stream));
+  CUDA_OK(cudaMemcpyAsync(recv, before.data(), n * 4, cudaMemcpyHostToDevice, stream));
+  slimreduce_counters counted_before{}, counted_after{};
+  CHECK(slimreduce_nccl_get_counters(&counted_before) == 0, "slimreduce_nccl_get_counters");
+  ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+  NCCL_OK(ncclGroupStart());
+  NCCL_OK(ncclAllReduce(send, recv, n, ncclFloat32, ncclSum, world.nccl, stream));  // eligible
+  NCCL_OK(ncclAllReduce(send, recv, n, ncclFloat32, ncclMax, world.nccl, stream));  // passed
+  NCCL_OK(ncclGroupSimulateEnd(&info));
+  CHECK(slimreduce_nccl_get_counters(&counted_after) == 0, "slimreduce_nccl_get_counters");
+  std::vector<float> got(n);
+  CUDA_OK(cudaMemcpyAsync(got.data(), recv, n * 4, cudaMemcpyDeviceToHost, stream));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  const bool untouched = std::memcmp(got.data(), before.data(), n * 4) == 0;
+  const bool uncounted = counted_after.intercepted == counted_before.intercepted;
+  checks += 2;
+  failures += !untouched + !uncounted;
+  if (!untouched || !uncounted || world_rank == 0)
+    std::printf("%s rank %d: a simulated group runs nothing (%s) and counts nothing (%s)\n",
+                untouched && uncounted ? "ok  " : "FAIL", world_rank,
+                untouched ? "ok" : "the buffer changed", uncounted ? "ok" : "counted");
 }
 
 int next_comm_id = 0;
@@ -255,6 +283,8 @@ int main(int argc, char** argv) {
   issue(premul);
   verify("a PreMulSum op passes through", premul);
   NCCL_OK(ncclRedOpDestroy(half_sum, world.nccl));
+
+  check_simulated_group(world, send, recv, stream);
 
   // A split communicator (even and odd world ranks) and the world in one group.
   Comm half;

@@ -20,6 +20,10 @@ class Recorder : public GroupActions {
   int real_group_start() override { return note("start", start_rc); }
   int real_group_end() override { return note("end", end_rc); }
   int pass_through(const NcclCall& call) override { return note("pass:" + name(call), 0); }
+  void count_pass_through(const NcclCall& call) override {
+    if (!counted.empty()) counted += ' ';
+    counted += name(call);
+  }
   int real_group_simulate_end(void*) override { return note("simulate", simulate_rc); }
   int begin(std::vector<NcclCall>& held) override {
     note("begin" + names(held), 0);
@@ -47,6 +51,7 @@ class Recorder : public GroupActions {
   bool throw_in_begin = false;
   bool throw_in_issue = false;
   std::vector<std::string> entries;
+  std::string counted;  // the calls counted as passed through, in order
 
  private:
   int note(const std::string& what, int rc) {
@@ -256,6 +261,48 @@ TEST(NcclGroup, AnUnbalancedSimulatedEndIsAnsweredByTheRealLibrary) {
   EXPECT_EQ(group.simulate_end(nullptr, actions), 5);
   EXPECT_EQ(actions.log(), "simulate");
   EXPECT_EQ(group.depth(), 0);
+}
+
+// A pass-through call is counted when it has run: at once outside a group, at
+// the outermost real end inside one. A simulated group runs nothing and
+// counts nothing; a tainted group counts its held calls as they pass through.
+TEST(NcclGroup, PassThroughCallsAreCountedWhenTheyRun) {
+  NcclGroup group;
+  Recorder actions;
+  group.pass_through(call(1), true, actions);
+  EXPECT_EQ(actions.counted, "1");
+  group.start(actions);
+  group.start(actions);
+  group.pass_through(call(2), true, actions);
+  group.end(actions);  // inner
+  EXPECT_EQ(actions.counted, "1");
+  group.end(actions);
+  EXPECT_EQ(actions.counted, "1 2");
+}
+
+TEST(NcclGroup, ASimulatedGroupCountsNothing) {
+  NcclGroup group;
+  Recorder actions;
+  group.start(actions);
+  group.pass_through(call(1), true, actions);
+  group.eligible(call(2), actions);
+  EXPECT_EQ(group.simulate_end(nullptr, actions), kNcclSuccess);
+  EXPECT_EQ(actions.log(), "start pass:1 pass:2 simulate");
+  EXPECT_EQ(actions.counted, "");
+  group.start(actions);  // the next group starts clean
+  group.end(actions);
+  EXPECT_EQ(actions.counted, "");
+}
+
+TEST(NcclGroup, ATaintedGroupCountsItsHeldCallsAsTheyPassThrough) {
+  NcclGroup group;
+  Recorder actions;
+  group.start(actions);
+  group.eligible(call(1), actions);
+  group.pass_through(call(2), false, actions);  // a non-blocking communicator
+  EXPECT_EQ(group.end(actions), kNcclSuccess);
+  EXPECT_EQ(actions.log(), "start pass:2 pass:1 end");
+  EXPECT_EQ(actions.counted, "2 1");
 }
 
 }  // namespace
