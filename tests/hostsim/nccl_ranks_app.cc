@@ -159,6 +159,26 @@ void check_simulated_group(Comm& world, float* send, float* recv, cudaStream_t s
                 untouched ? "ok" : "the buffer changed", uncounted ? "ok" : "counted");
 }
 
+// The compressor switched at run time through the C API (as slimreduce-bench
+// does between rounds): residuals and warm-up counts start again under it.
+void check_switch(Comm& world, float* const send[3], float* const recv[3],
+                  const std::size_t sizes[3], cudaStream_t stream) {
+  sim::Mode next = mode;
+  next.compressor = mode.topk ? "fp16" : "topk";
+  next.topk = !mode.topk;
+  next.ef = sim::env_or("SLIMREDUCE_ERROR_FEEDBACK", next.topk ? "1" : "0") == "1";
+  next.format = slimreduce::kernels::HalfFormat::fp16;
+  CHECK(slimreduce_set_compressor(next.compressor.c_str()) == 0, "slimreduce_set_compressor");
+  model = sim::Model(next);
+  for (int step = 0; step < 3; ++step) {
+    Call c = prepare(world, send[0], recv[0], sizes[0], ncclFloat32, ncclSum, stream);
+    issue(c);
+    verify(next.topk ? "after a switch to topk" : "after a switch to fp16", c);
+  }
+  CHECK(slimreduce_set_compressor(mode.compressor.c_str()) == 0, "slimreduce_set_compressor");
+  model = sim::Model(mode);
+}
+
 int next_comm_id = 0;
 Comm make_world_comm(bool blocking = true) {
   Comm comm;
@@ -346,6 +366,8 @@ int main(int argc, char** argv) {
   CUDA_OK(cudaGraphDestroy(graph));
 
   check_non_blocking(world, bucket_send, bucket_recv, sizes, stream);
+
+  check_switch(world, bucket_send, bucket_recv, sizes, stream);
 
   // Destroyed and made again: nothing of the old communicator's residuals remains.
   NCCL_OK(ncclCommDestroy(world.nccl));
