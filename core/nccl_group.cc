@@ -32,9 +32,10 @@ int NcclGroup::end(GroupActions& actions) {
   bool tainted = false;
   // Unbalanced, or an inner end: the real library answers and keeps its depth.
   if (!leave(held, uncounted, tainted)) return actions.real_group_end();
+  const int rc = held.empty() ? actions.real_group_end() : run(held, tainted, actions);
+  // After the real end: a communicator made in the group can say its size now.
   for (const NcclCall& call : uncounted) actions.count_pass_through(call);
-  if (held.empty()) return actions.real_group_end();
-  return run(held, tainted, actions);
+  return rc;
 }
 
 int NcclGroup::simulate_end(void* sim_info, GroupActions& actions) {
