@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "interpose/slimreduce.h"
@@ -106,18 +107,22 @@ std::vector<float> read_back(const Call& c) {
   return got;
 }
 
+// One check: counted, and printed by rank 0, or by any rank where it failed.
+void expect(bool ok, const std::string& what) {
+  ++checks;
+  failures += !ok;
+  if (!ok || world_rank == 0)
+    std::printf("%s rank %d: %s\n", ok ? "ok  " : "FAIL", world_rank, what.c_str());
+}
+
 void verify(const char* what, const Call& c) {
   const std::vector<float> got = read_back(c);
   const std::vector<float> want = model.expected(c.model);
   std::size_t wrong = 0;
   for (std::size_t i = 0; i < got.size(); ++i)
     wrong += k::float_bits(got[i]) != k::float_bits(want[i]);
-  ++checks;
-  failures += wrong > 0;
-  if (wrong || world_rank == 0) {
-    std::printf("%s rank %d: %s (n %zu): %zu of %zu differ\n", wrong ? "FAIL" : "ok  ", world_rank,
-                what, got.size(), wrong, got.size());
-  }
+  expect(wrong == 0, std::string(what) + " (n " + std::to_string(got.size()) +
+                         "): " + std::to_string(wrong) + " values differ");
 }
 
 // Polls a non-blocking communicator until its work is taken, as NCCL asks.
@@ -151,12 +156,8 @@ void check_simulated_group(Comm& world, float* send, float* recv, cudaStream_t s
   CUDA_OK(cudaStreamSynchronize(stream));
   const bool untouched = std::memcmp(got.data(), before.data(), n * 4) == 0;
   const bool uncounted = counted_after.intercepted == counted_before.intercepted;
-  checks += 2;
-  failures += !untouched + !uncounted;
-  if (!untouched || !uncounted || world_rank == 0)
-    std::printf("%s rank %d: a simulated group runs nothing (%s) and counts nothing (%s)\n",
-                untouched && uncounted ? "ok  " : "FAIL", world_rank,
-                untouched ? "ok" : "the buffer changed", uncounted ? "ok" : "counted");
+  expect(untouched, "a simulated group runs nothing");
+  expect(uncounted, "a simulated group counts nothing");
 }
 
 // The compressor switched at run time through the C API (as slimreduce-bench
@@ -241,11 +242,7 @@ void check_non_blocking(Comm& world, float* const send[3], float* const recv[3],
   CUDA_OK(cudaStreamSynchronize(stream));
   const bool mine_in_place =
       std::memcmp(all.data() + gathered * quick.rank, mine.data(), gathered * 4) == 0;
-  ++checks;
-  failures += !mine_in_place;
-  if (!mine_in_place || world_rank == 0)
-    std::printf("%s rank %d: the allgather beside it\n", mine_in_place ? "ok  " : "FAIL",
-                world_rank);
+  expect(mine_in_place, "the allgather beside it");
   NCCL_OK(ncclCommDestroy(quick.nccl));
 }
 
@@ -383,11 +380,7 @@ int main(int argc, char** argv) {
   CUDA_OK(cudaFree(recv));
   // Every workspace and residual went with its communicator.
   const std::size_t live = sim::device_bytes_live();
-  ++checks;
-  failures += live != 0;
-  if (live != 0 || world_rank == 0)
-    std::printf("%s rank %d: device bytes left after every communicator went: %zu\n",
-                live ? "FAIL" : "ok  ", world_rank, live);
+  expect(live == 0, "device bytes left after every communicator went: " + std::to_string(live));
   int all_failures = 0;
   MPI_Allreduce(&failures, &all_failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   if (world_rank == 0)
