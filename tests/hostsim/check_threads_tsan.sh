@@ -14,12 +14,15 @@ cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLIMREDUCE_BUILD_B
 cmake --build "$dir" -j2 --target hostsim_nccl_threads_app >"$dir.build.log" 2>&1 ||
   { tail -40 "$dir.build.log"; exit 1; }
 app=$dir/tests/hostsim/hostsim_nccl_threads_app
+# "topk async": with the streams' work on threads of their own (HOSTSIM_ASYNC=1).
 run() {
-  SLIMREDUCE_COMPRESSOR=$1 SLIMREDUCE_MIN_BYTES=64K TSAN_OPTIONS="halt_on_error=1 exitcode=66" \
-    "${@:2}" "$app"
+  local async=0
+  [ "${1#* }" = async ] && async=1
+  SLIMREDUCE_COMPRESSOR=${1%% *} HOSTSIM_ASYNC=$async SLIMREDUCE_MIN_BYTES=64K \
+    TSAN_OPTIONS="halt_on_error=1 exitcode=66" "${@:2}" "$app"
 }
-for compressor in fp16 topk; do
-  out=$dir/threads_$compressor.log
+for compressor in fp16 topk "topk async"; do
+  out=$dir/threads_${compressor// /_}.log
   ok=1
   run "$compressor" >"$out" 2>&1 || ok=0
   # Kernels with more address randomization (vm.mmap_rnd_bits above 28) stop

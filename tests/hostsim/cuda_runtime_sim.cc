@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "tests/hostsim/sim.h"
+#include "tests/hostsim/stream_worker.h"
 
 using Work = std::vector<std::function<void()>>;
 
@@ -34,6 +35,9 @@ struct CUstream_st {
   bool capturing = false;
   bool invalidated = false;
   Work captured;
+  // With HOSTSIM_ASYNC=1, the thread that runs its work (the
+  // default stream always runs work at once).
+  std::unique_ptr<slimreduce::hostsim::StreamWorker> worker;
 };
 struct CUgraph_st {
   Work work;
@@ -58,7 +62,8 @@ struct Block {
 struct Runtime {
   std::mutex mutex;
   std::map<std::uintptr_t, Block> blocks;  // by start address
-  std::map<const void*, std::unique_ptr<CUstream_st>> streams;
+  // Shared: a device-wide wait keeps the streams it waits for alive.
+  std::map<const void*, std::shared_ptr<CUstream_st>> streams;
   std::map<const void*, std::unique_ptr<CUgraph_st>> graphs;
   std::map<const void*, std::unique_ptr<CUgraphExec_st>> execs;
   CUstream_st default_stream;
@@ -77,6 +82,26 @@ thread_local int current_device = 0;
 cudaError_t fail(cudaError_t rc) {
   if (rc != cudaSuccess) last_error = rc;
   return rc;
+}
+
+bool async_streams() {
+  static const bool on = [] {
+    const char* value = std::getenv("HOSTSIM_ASYNC");
+    return value && std::strcmp(value, "1") == 0;
+  }();
+  return on;
+}
+
+// Waits for the work of every stream (a device-wide wait).
+void drain_all() {
+  std::vector<std::shared_ptr<CUstream_st>> streams;
+  {
+    std::lock_guard lock(runtime().mutex);
+    for (const auto& [handle, stream] : runtime().streams) streams.push_back(stream);
+  }
+  for (const auto& stream : streams) {
+    if (stream->worker) stream->worker->drain();
+  }
 }
 
 CUstream_st* stream_of(cudaStream_t s) {
@@ -132,13 +157,21 @@ void enqueue(cudaStream_t stream, std::function<void()> work) {
   ++s->enqueued;
   if (s->capturing) {
     s->captured.push_back(std::move(work));
-    return;
+  } else if (s->worker) {
+    s->worker->push(std::move(work));
+  } else {
+    work();
   }
-  work();
 }
 
 std::size_t work_enqueued(cudaStream_t stream) { return stream_of(stream)->enqueued; }
 std::size_t host_syncs() { return syncs; }
+
+// Device or pinned memory of ours (the rest is pageable host memory).
+bool is_registered(const void* ptr) {
+  std::lock_guard lock(runtime().mutex);
+  return block_holding(reinterpret_cast<std::uintptr_t>(ptr)) != nullptr;
+}
 
 bool is_device_range(const void* ptr, std::size_t bytes) {
   const auto p = reinterpret_cast<std::uintptr_t>(ptr);
@@ -223,7 +256,8 @@ cudaError_t cudaDeviceSynchronize() {
   ++sim::syncs;
   if (sim::unsafe_while_capturing("cudaDeviceSynchronize"))
     return sim::fail(cudaErrorStreamCaptureUnsupported);
-  return cudaSuccess;  // all work has run
+  sim::drain_all();
+  return cudaSuccess;
 }
 
 cudaError_t cudaMalloc(void** ptr, size_t bytes) {
@@ -242,6 +276,7 @@ cudaError_t cudaMallocAsync(void** ptr, size_t bytes, cudaStream_t stream) {
 cudaError_t cudaFree(void* ptr) {
   ++sim::syncs;
   if (sim::unsafe_while_capturing("cudaFree")) return sim::fail(cudaErrorStreamCaptureUnsupported);
+  sim::drain_all();  // cudaFree waits for the device
   return sim::release(ptr, sim::Kind::device);
 }
 cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
@@ -250,7 +285,14 @@ cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
     sim::stream_of(stream)->invalidated = true;
     return sim::fail(cudaErrorStreamCaptureUnsupported);
   }
-  return sim::release(ptr, sim::Kind::device);
+  if (!sim::stream_of(stream)->worker) return sim::release(ptr, sim::Kind::device);
+  sim::enqueue(stream, [ptr] {  // stream-ordered: once the work before it has run
+    if (sim::release(ptr, sim::Kind::device) != cudaSuccess) {
+      std::fprintf(stderr, "hostsim: cudaFreeAsync of %p, which is not device memory\n", ptr);
+      std::abort();
+    }
+  });
+  return cudaSuccess;
 }
 cudaError_t cudaMallocHost(void** ptr, size_t bytes) {
   ++sim::syncs;
@@ -262,6 +304,7 @@ cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned int) {
 }
 cudaError_t cudaFreeHost(void* ptr) {
   ++sim::syncs;
+  sim::drain_all();
   return sim::release(ptr, sim::Kind::pinned);
 }
 
@@ -280,8 +323,22 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const vo
   return cudaSuccess;
 }
 
+// As CUDA does with pageable (not registered) host memory: a copy from it is
+// staged at the call, and a copy into it returns once it has completed.
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind,
                             cudaStream_t stream) {
+  CUstream_st* s = sim::stream_of(stream);
+  if (!s->capturing && !sim::is_registered(dst)) {
+    if (s->worker) s->worker->drain();
+    std::memmove(dst, src, bytes);
+    return cudaSuccess;
+  }
+  if (!s->capturing && !sim::is_registered(src)) {
+    auto staged = std::make_shared<std::vector<std::byte>>(
+        static_cast<const std::byte*>(src), static_cast<const std::byte*>(src) + bytes);
+    sim::enqueue(stream, [=] { std::memmove(dst, staged->data(), bytes); });
+    return cudaSuccess;
+  }
   sim::enqueue(stream, [=] { std::memmove(dst, src, bytes); });
   return cudaSuccess;
 }
@@ -301,6 +358,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
   ++sim::syncs;
   if (sim::unsafe_while_capturing("cudaMemcpy"))
     return sim::fail(cudaErrorStreamCaptureUnsupported);
+  sim::drain_all();  // more than the legacy stream waits for: enough for these tests
   return cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
 }
 cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream) {
@@ -312,11 +370,13 @@ cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
   ++sim::syncs;
   if (sim::unsafe_while_capturing("cudaMemset"))
     return sim::fail(cudaErrorStreamCaptureUnsupported);
+  sim::drain_all();
   return cudaMemsetAsync(ptr, value, bytes, nullptr);
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) {
-  auto s = std::make_unique<CUstream_st>();
+  auto s = std::make_shared<CUstream_st>();
+  if (sim::async_streams()) s->worker = std::make_unique<sim::StreamWorker>();
   *stream = s.get();
   std::lock_guard lock(sim::runtime().mutex);
   sim::runtime().streams.emplace(s.get(), std::move(s));
@@ -324,8 +384,15 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) {
 }
 cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, 0); }
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-  std::lock_guard lock(sim::runtime().mutex);
-  return sim::runtime().streams.erase(stream) ? cudaSuccess : sim::fail(cudaErrorInvalidValue);
+  std::shared_ptr<CUstream_st> gone;  // its worker runs what is queued, then stops
+  {
+    std::lock_guard lock(sim::runtime().mutex);
+    auto it = sim::runtime().streams.find(stream);
+    if (it == sim::runtime().streams.end()) return sim::fail(cudaErrorInvalidValue);
+    gone = std::move(it->second);
+    sim::runtime().streams.erase(it);
+  }
+  return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   ++sim::syncs;
@@ -334,6 +401,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     sim::stream_of(stream)->invalidated = true;
     return sim::fail(cudaErrorStreamCaptureUnsupported);
   }
+  if (CUstream_st* s = sim::stream_of(stream); s->worker) s->worker->drain();
   return cudaSuccess;
 }
 

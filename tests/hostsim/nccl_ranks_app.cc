@@ -249,7 +249,11 @@ void check_non_blocking(Comm& world, float* const send[3], float* const recv[3],
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  // Threads: with HOSTSIM_ASYNC=1 the simulated NCCL's collectives run on the
+  // streams' threads while this one makes communicators.
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  CHECK(provided == MPI_THREAD_MULTIPLE, "MPI_THREAD_MULTIPLE");
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   Comm world = make_world_comm();
   cudaStream_t stream = nullptr;
