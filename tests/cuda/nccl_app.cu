@@ -1,6 +1,7 @@
 // A CUDA job of one rank that calls ncclAllReduce the ways frameworks do
 // (out of place, in place, ncclAvg, nested groups, a split communicator,
-// CUDA-graph capture, misaligned and ineligible buffers) and checks every
+// CUDA-graph capture, misaligned and ineligible buffers, and calls left to
+// NCCL: a non-blocking communicator's, a PreMulSum op, a simulated group) and checks every
 // result bit for bit against the CPU twins (kernels/cast.h, kernels/topk.h)
 // under SLIMREDUCE_COMPRESSOR from the environment. With one rank the sum is
 // this rank's decoded payload, so nothing needs a tolerance. Exit 0: all
@@ -249,6 +250,66 @@ void check_graph(Device& d, float* a, float* b, std::size_t n) {
   CUDA_OK(cudaGraphDestroy(graph));
 }
 
+// Reads n floats of `from` after the stream's work.
+std::vector<float> read_back(Device& d, const float* from, std::size_t n) {
+  std::vector<float> got(n);
+  CUDA_OK(cudaMemcpyAsync(got.data(), from, n * 4, cudaMemcpyDeviceToHost, d.stream));
+  CUDA_OK(cudaStreamSynchronize(d.stream));
+  return got;
+}
+
+// Polls a non-blocking communicator until its work is taken, as NCCL asks.
+void wait_ready(ncclComm_t comm) {
+  ncclResult_t state = ncclInProgress;
+  while (state == ncclInProgress) NCCL_OK(ncclCommGetAsyncError(comm, &state));
+  NCCL_OK(state);
+}
+
+// A call that may answer ncclInProgress (a non-blocking communicator's).
+void may_progress(ncclResult_t rc, const char* what) {
+  if (rc == ncclSuccess || rc == ncclInProgress) return;
+  std::printf("FAIL %s: %s\n", what, ncclGetErrorString(rc));
+  std::exit(1);
+}
+
+// Calls SlimReduce must leave to NCCL as they are: on a non-blocking
+// communicator, with a PreMulSum op, and in a simulated group (nothing runs).
+void check_left_to_nccl(Device& d, float* a, float* b, std::size_t n) {
+  Device quick = d;
+  ncclUniqueId id;
+  NCCL_OK(ncclGetUniqueId(&id));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  may_progress(ncclCommInitRankConfig(&quick.comm, 1, id, 0, &config), "non-blocking init");
+  wait_ready(quick.comm);
+  std::vector<float> in = random_values(n);
+  CUDA_OK(cudaMemcpyAsync(a, in.data(), n * 4, cudaMemcpyHostToDevice, d.stream));
+  may_progress(ncclAllReduce(a, b, n, ncclFloat32, ncclSum, quick.comm, d.stream), "allreduce");
+  wait_ready(quick.comm);
+  expect_bits("non-blocking communicator passes through", read_back(d, b, n).data(), in.data(),
+              n * 4);
+  may_progress(ncclCommFinalize(quick.comm), "non-blocking finalize");  // then poll, then destroy
+  wait_ready(quick.comm);
+  NCCL_OK(ncclCommDestroy(quick.comm));
+
+  float half = 0.5f;
+  ncclRedOp_t half_sum;
+  NCCL_OK(ncclRedOpCreatePreMulSum(&half_sum, &half, ncclFloat32, ncclScalarHostImmediate, d.comm));
+  NCCL_OK(ncclAllReduce(a, b, n, ncclFloat32, half_sum, d.comm, d.stream));
+  std::vector<float> halved(n);
+  for (std::size_t i = 0; i < n; ++i) halved[i] = half * in[i];
+  expect_bits("PreMulSum op passes through", read_back(d, b, n).data(), halved.data(), n * 4);
+  NCCL_OK(ncclRedOpDestroy(half_sum, d.comm));
+
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 22, 0)
+  ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+  NCCL_OK(ncclGroupStart());
+  NCCL_OK(ncclAllReduce(b, a, n, ncclFloat32, ncclSum, d.comm, d.stream));  // eligible
+  NCCL_OK(ncclGroupSimulateEnd(&info));
+  expect_bits("a simulated group runs nothing", read_back(d, a, n).data(), in.data(), n * 4);
+#endif
+}
+
 void check_counters(int compressed_floor) {
   using Get = int (*)(slimreduce_counters*);
   auto get = reinterpret_cast<Get>(dlsym(RTLD_DEFAULT, "slimreduce_nccl_get_counters"));
@@ -294,6 +355,7 @@ int main() {
   fp32_case("split communicator", split, a, b, n, ncclSum, compressible(n * 4, true));
   NCCL_OK(ncclCommDestroy(split.comm));
   check_graph(d, a, b, n);
+  check_left_to_nccl(d, a, b, n);
   check_counters(10);
 
   CUDA_OK(cudaFree(a));
