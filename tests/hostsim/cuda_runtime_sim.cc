@@ -150,6 +150,12 @@ cudaError_t release(void* ptr, Kind kind) {
   return cudaSuccess;
 }
 
+// Device or pinned memory of ours (the rest is pageable host memory).
+bool is_registered(const void* ptr) {
+  std::lock_guard lock(runtime().mutex);
+  return block_holding(reinterpret_cast<std::uintptr_t>(ptr)) != nullptr;
+}
+
 }  // namespace
 
 void enqueue(cudaStream_t stream, std::function<void()> work) {
@@ -166,12 +172,6 @@ void enqueue(cudaStream_t stream, std::function<void()> work) {
 
 std::size_t work_enqueued(cudaStream_t stream) { return stream_of(stream)->enqueued; }
 std::size_t host_syncs() { return syncs; }
-
-// Device or pinned memory of ours (the rest is pageable host memory).
-bool is_registered(const void* ptr) {
-  std::lock_guard lock(runtime().mutex);
-  return block_holding(reinterpret_cast<std::uintptr_t>(ptr)) != nullptr;
-}
 
 bool is_device_range(const void* ptr, std::size_t bytes) {
   const auto p = reinterpret_cast<std::uintptr_t>(ptr);
