@@ -92,6 +92,7 @@ void bind_all(Api& api, void* handle) {
   bind(api.comm_init_all, handle, "ncclCommInitAll");
   bind(api.comm_split, handle, "ncclCommSplit");
   bind(api.comm_shrink, handle, "ncclCommShrink");
+  bind(api.comm_grow, handle, "ncclCommGrow");
   bind(api.comm_destroy, handle, "ncclCommDestroy");
   bind(api.comm_abort, handle, "ncclCommAbort");
   bind(api.comm_finalize, handle, "ncclCommFinalize");

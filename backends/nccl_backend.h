@@ -8,6 +8,8 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include "backends/nccl_compat.h"
+
 // ncclGroupSimulateEnd and ncclSimInfo_t came with NCCL 2.22.
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 22, 0)
 #define SLIMREDUCE_NCCL_HAS_SIMULATE_END 1
@@ -35,6 +37,8 @@ struct Api {
   ncclResult_t (*comm_init_all)(ncclComm_t*, int, const int*) = nullptr;
   ncclResult_t (*comm_split)(ncclComm_t, int, int, ncclComm_t*, ncclConfig_t*) = nullptr;
   ncclResult_t (*comm_shrink)(ncclComm_t, int*, int, ncclComm_t*, ncclConfig_t*, int) = nullptr;
+  ncclResult_t (*comm_grow)(ncclComm_t, int, const ncclUniqueId*, int, ncclComm_t*,
+                            ncclConfig_t*) = nullptr;  // NCCL 2.29 and later
   ncclResult_t (*comm_destroy)(ncclComm_t) = nullptr;
   ncclResult_t (*comm_abort)(ncclComm_t) = nullptr;
   ncclResult_t (*comm_finalize)(ncclComm_t) = nullptr;

@@ -78,8 +78,9 @@ bool nccl_blocking_mode(const NcclModeFacts& facts) {
   if (facts.has_config) {
     return facts.config_blocking == kNcclConfigUndefInt || facts.config_blocking != 0;
   }
-  // No config: a split or shrink inherits its parent's mode (a parent we never
-  // saw: not known, never taken as blocking); an init gets NCCL's default.
+  // No config: a split, shrink or grow inherits its parent's mode (a parent
+  // we never saw: not known, never taken as blocking); an init gets NCCL's
+  // default.
   return facts.parent != NcclParent::non_blocking && facts.parent != NcclParent::unknown;
 }
 

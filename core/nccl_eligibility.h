@@ -26,16 +26,16 @@ struct NcclModeFacts {
   const char* env_blocking = nullptr;  // NCCL_COMM_BLOCKING as read, or nullptr
   bool has_config = false;
   int config_blocking = kNcclConfigUndefInt;  // undefined also for configs before NCCL 2.14
-  NcclParent parent = NcclParent::none;       // split and shrink
+  NcclParent parent = NcclParent::none;       // split, shrink and grow
   bool init_in_progress = false;              // the init returned ncclInProgress
 };
 
 // NCCL's rule (init.cc: parseCommConfig, copyCommConfig, envConfigOverride):
 // NCCL_COMM_BLOCKING, when it reads 0 or 1, overrides everything; then the
 // config's own value; a config that leaves it unset gets NCCL's default
-// (blocking), even for a split; only a split or shrink without a config
-// inherits its parent's mode. An init that answered ncclInProgress is
-// non-blocking whatever we concluded.
+// (blocking), even for a split; only a split, shrink or grow without a
+// config inherits its parent's mode (a rank that joins a grow has none).
+// An init that answered ncclInProgress is non-blocking whatever we concluded.
 bool nccl_blocking_mode(const NcclModeFacts& facts);
 
 // What the shape queries (ncclCommCount, UserRank, CuDevice) of a blocking

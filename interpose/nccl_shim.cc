@@ -170,6 +170,19 @@ SR_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude, int nexclud
   });
 }
 
+// A rank that joins passes comm = NULL: its communicator has no parent here,
+// so without a config it takes NCCL's default mode, as NCCL gives it.
+SR_EXPORT ncclResult_t ncclCommGrow(ncclComm_t comm, int nranks, const ncclUniqueId* id, int rank,
+                                    ncclComm_t* newcomm, ncclConfig_t* config) {
+  const auto fn = real::api().comm_grow;
+  if (real::in_real_call()) return real::call(fn, comm, nranks, id, rank, newcomm, config);
+  return creating([&](NcclEngine& e) {
+    const ncclResult_t rc = real::call(fn, comm, nranks, id, rank, newcomm, config);
+    if (created(rc) && newcomm && *newcomm) e.comm_created(*newcomm, rc, config, comm);
+    return rc;
+  });
+}
+
 SR_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   return ending(real::api().comm_destroy, comm, false);
 }

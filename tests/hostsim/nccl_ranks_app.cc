@@ -1,7 +1,8 @@
 // A job of several ranks (under mpirun) that calls ncclAllReduce as training
 // frameworks do, on the host simulation of the GPU path: a few steps of
 // gradient buckets in groups (sum and average), calls on two communicators in
-// one group, a split communicator of another size, graph capture and replay,
+// one group, a split communicator of another size, communicators made by
+// scalable init, shrink and grow, graph capture and replay,
 // calls that must pass through, and a communicator destroyed and made again.
 // Every rank can make every rank's inputs (seeded by call and rank), so each
 // checks its result bit for bit against the model of reference_model.h.
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/nccl_compat.h"
 #include "interpose/slimreduce.h"
 #include "kernels/element_rules.h"
 #include "tests/hostsim/reference_model.h"
@@ -246,6 +248,70 @@ void check_non_blocking(Comm& world, float* const send[3], float* const recv[3],
   NCCL_OK(ncclCommDestroy(quick.nccl));
 }
 
+// Taken as eligible: compressed, or held back only by warm-up or the residual
+// cap. A call on a communicator the library never saw made counts none of these.
+std::uint64_t eligible_count() {
+  slimreduce_counters c{};
+  CHECK(slimreduce_nccl_get_counters(&c) == 0, "slimreduce_nccl_get_counters");
+  return c.compressed + c.warmup + c.ef_cap_fallback;
+}
+
+void reduce_on(Comm& comm, const std::string& what, float* send, float* recv, std::size_t n,
+               cudaStream_t stream) {
+  const std::uint64_t before = eligible_count();
+  Call c = prepare(comm, send, recv, n, ncclFloat32, ncclSum, stream);
+  issue(c);
+  verify(what.c_str(), c);
+  if (mode.compressor != "none") expect(eligible_count() > before, what + ": taken as eligible");
+}
+
+// Communicators made by ncclCommInitRankScalable (PyTorch's init past 128
+// ranks), ncclCommShrink and ncclCommGrow (fault tolerance, elastic jobs):
+// their calls are compressed like any other's, and each is forgotten at destroy.
+void check_other_makers(const Comm& world, float* send, float* recv, std::size_t n,
+                        cudaStream_t stream) {
+  Comm scalable{nullptr, world.rank, world.size, next_comm_id++};
+  ncclUniqueId ids[2];
+  if (world.rank == 0)
+    for (ncclUniqueId& id : ids) NCCL_OK(ncclGetUniqueId(&id));
+  MPI_Bcast(ids, sizeof ids, MPI_BYTE, 0, MPI_COMM_WORLD);
+  NCCL_OK(ncclCommInitRankScalable(&scalable.nccl, world.size, world.rank, 2, ids, nullptr));
+  for (int step = 0; step < 2; ++step)
+    reduce_on(scalable, "ncclCommInitRankScalable communicator", send, recv, n, stream);
+  NCCL_OK(ncclCommDestroy(scalable.nccl));
+  model.forget(scalable.id);
+  if (world.size < 2) return;
+
+  // The last rank leaves (it makes no call meanwhile), then joins again.
+  const int leaving = world.size - 1;
+  const bool left = world.rank == leaving;
+  const int calls = 2;
+  Comm shrunk{nullptr, world.rank, world.size - 1, next_comm_id++};
+  if (!left) {
+    int exclude[1] = {leaving};
+    NCCL_OK(ncclCommShrink(world.nccl, exclude, 1, &shrunk.nccl, nullptr, NCCL_SHRINK_DEFAULT));
+    for (int step = 0; step < calls; ++step)
+      reduce_on(shrunk, "ncclCommShrink communicator", send, recv, n, stream);
+  } else {
+    next_call += calls;  // the inputs' seeds stay aligned on every rank
+  }
+  ncclUniqueId grow_id{};
+  if (world.rank == 0) NCCL_OK(ncclCommGetUniqueId(shrunk.nccl, &grow_id));
+  MPI_Bcast(&grow_id, sizeof grow_id, MPI_BYTE, 0, MPI_COMM_WORLD);  // handed out of band
+  Comm grown{nullptr, world.rank, world.size, next_comm_id++};
+  NCCL_OK(ncclCommGrow(shrunk.nccl, world.size, world.rank == 0 || left ? &grow_id : nullptr,
+                       left ? leaving : -1, &grown.nccl, nullptr));
+  if (!left) {
+    NCCL_OK(ncclCommDestroy(shrunk.nccl));
+    model.forget(shrunk.id);
+  }
+  for (int step = 0; step < calls; ++step)
+    reduce_on(grown, left ? "ncclCommGrow, the rank that joined" : "ncclCommGrow communicator",
+              send, recv, n, stream);
+  NCCL_OK(ncclCommDestroy(grown.nccl));
+  model.forget(grown.id);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -367,6 +433,8 @@ int main(int argc, char** argv) {
   CUDA_OK(cudaGraphDestroy(graph));
 
   check_non_blocking(world, bucket_send, bucket_recv, sizes, stream);
+
+  check_other_makers(world, bucket_send[0], bucket_recv[0], sizes[0], stream);
 
   check_switch(world, bucket_send, bucket_recv, sizes, stream);
 

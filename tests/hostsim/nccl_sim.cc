@@ -9,8 +9,9 @@
 // run here check sums that do not depend on it, or with a tolerance).
 // A non-blocking communicator (ncclConfig_t.blocking = 0) answers
 // ncclInProgress where a real one may, so that a job must poll it.
-// Limits: every communicator is made by every process of MPI_COMM_WORLD
-// (ncclCommInitRank splits MPI_COMM_WORLD by the unique id), one device (0),
+// Limits: ncclCommInitRank and ncclCommGrow split MPI_COMM_WORLD (by the
+// unique id; a grown communicator spans it), so every process makes each such
+// communicator; splits and shrinks come from their parent; one device (0),
 // one thread per communicator; fp8 types are refused.
 #include <mpi.h>
 #include <nccl.h>
@@ -24,9 +25,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <utility>
 #include <vector>
 
+#include "backends/nccl_compat.h"
 #include "kernels/element_rules.h"
 #include "tests/hostsim/sim.h"
 
@@ -286,9 +289,9 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId i
   return sim::init_rank(comm, nranks, id, rank, config);
 }
 ncclResult_t ncclCommInitRankScalable(ncclComm_t* comm, int nranks, int rank, int nIds,
-                                      ncclUniqueId* ids, ncclConfig_t*) {
+                                      ncclUniqueId* ids, ncclConfig_t* config) {
   if (nIds < 1 || !ids) return ncclInvalidArgument;
-  return sim::init_rank(comm, nranks, ids[0], rank);
+  return sim::init_rank(comm, nranks, ids[0], rank, config);
 }
 ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
   if (ndev != 1 || (devlist && devlist[0] != 0)) return ncclInvalidArgument;  // one device
@@ -313,6 +316,60 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   ncclComm* child = made.get();
   *newcomm = sim::keep(std::move(made));
   return sim::taken(child);
+}
+// The parent's ranks but the excluded ones, in their order. As in NCCL, only
+// the ranks that stay call it: MPI_Comm_create_group involves them alone.
+ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude, int nexclude, ncclComm_t* newcomm,
+                            ncclConfig_t* config, int) {
+  if (!sim::known(comm) || !newcomm || nexclude < 0 || (nexclude > 0 && !exclude))
+    return ncclInvalidArgument;
+  *newcomm = nullptr;
+  const std::set<int> excluded(exclude, exclude + nexclude);
+  if (excluded.size() != static_cast<std::size_t>(nexclude) || excluded.count(comm->rank) ||
+      *excluded.begin() < 0 || *excluded.rbegin() >= comm->size || nexclude >= comm->size)
+    return ncclInvalidArgument;
+  auto made = std::make_unique<ncclComm>();
+  made->size = comm->size - nexclude;
+  made->rank = comm->rank -
+               static_cast<int>(std::distance(excluded.begin(), excluded.lower_bound(comm->rank)));
+  if (made->size > 1) {
+    MPI_Group parent, kept;
+    MPI_Comm_group(comm->mpi, &parent);
+    MPI_Group_excl(parent, nexclude, exclude, &kept);
+    MPI_Comm_create_group(comm->mpi, kept, 0, &made->mpi);
+    MPI_Group_free(&kept);
+    MPI_Group_free(&parent);
+  }
+  made->blocking = config ? config->blocking != 0 : comm->blocking;  // inherited, as in NCCL
+  ncclComm* child = made.get();
+  *newcomm = sim::keep(std::move(made));
+  return sim::taken(child);
+}
+ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* id) {
+  return sim::known(comm) ? ncclGetUniqueId(id) : ncclInvalidArgument;
+}
+// Ranks already in `comm` keep their numbers and new ones take theirs. Limit:
+// the grown communicator spans MPI_COMM_WORLD (it is split from it).
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nranks, const ncclUniqueId* id, int rank,
+                          ncclComm_t* newcomm, ncclConfig_t* config) {
+  if (!newcomm || (comm && (!sim::known(comm) || rank != -1 || nranks <= comm->size)) ||
+      (!comm && (!id || rank < 0 || rank >= nranks)))
+    return ncclInvalidArgument;
+  *newcomm = nullptr;
+  auto made = std::make_unique<ncclComm>();
+  made->size = nranks;
+  made->rank = comm ? comm->rank : rank;
+  MPI_Comm_split(MPI_COMM_WORLD, 0, made->rank, &made->mpi);
+  int got = 0;
+  MPI_Comm_size(made->mpi, &got);
+  if (got != nranks) {
+    MPI_Comm_free(&made->mpi);
+    return ncclInvalidArgument;
+  }
+  made->blocking = config ? config->blocking != 0 : !comm || comm->blocking;
+  ncclComm* grown = made.get();
+  *newcomm = sim::keep(std::move(made));
+  return sim::taken(grown);
 }
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   return sim::known(comm) ? ncclSuccess : ncclInvalidArgument;

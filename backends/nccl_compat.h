@@ -1,0 +1,17 @@
+// NCCL functions newer than the oldest nccl.h SlimReduce builds against (the
+// CUDA toolkit's here: NCCL 2.28). Each is NCCL's own declaration, the same
+// types in the same order, so a newer nccl.h that declares it again agrees.
+// A job can only call one of them with an NCCL that has it; the real function
+// is looked up at run time (backends/nccl_backend.cc).
+#pragma once
+
+#include <nccl.h>
+
+extern "C" {
+// NCCL 2.29: a communicator grown by new ranks (elastic training). Ranks
+// already in `comm` pass rank = -1; a new rank passes comm = NULL and the
+// rank it is given; the root hands out the id ncclCommGetUniqueId made.
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+                          ncclComm_t* newcomm, ncclConfig_t* config);
+ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId);
+}
