@@ -83,6 +83,12 @@ struct Residual {
 };
 std::map<std::pair<const void*, const void*>, Residual> residuals;
 
+// A destroyed communicator's residuals go with it (a later one may reuse its address).
+void forget(ncclComm_t comm) {
+  for (auto it = residuals.begin(); it != residuals.end();)
+    it = it->first.first == comm ? residuals.erase(it) : std::next(it);
+}
+
 std::vector<float> reference(const std::vector<float>& in, ncclComm_t comm, const void* recv,
                              int datatype = ncclFloat32) {
   const std::size_t n = in.size();
@@ -354,9 +360,18 @@ int main() {
   NCCL_OK(ncclCommSplit(d.comm, 0, 0, &split.comm, nullptr));
   fp32_case("split communicator", split, a, b, n, ncclSum, compressible(n * 4, true));
   NCCL_OK(ncclCommDestroy(split.comm));
+  forget(split.comm);
+  // PyTorch's init past 128 ranks (here with one id): compressed like the others.
+  Device scalable = d;
+  ncclUniqueId scalable_id;
+  NCCL_OK(ncclGetUniqueId(&scalable_id));
+  NCCL_OK(ncclCommInitRankScalable(&scalable.comm, 1, 0, 1, &scalable_id, nullptr));
+  fp32_case("scalable-init communicator", scalable, a, b, n, ncclSum, compressible(n * 4, true));
+  NCCL_OK(ncclCommDestroy(scalable.comm));
+  forget(scalable.comm);
   check_graph(d, a, b, n);
   check_left_to_nccl(d, a, b, n);
-  check_counters(10);
+  check_counters(11);
 
   CUDA_OK(cudaFree(a));
   CUDA_OK(cudaFree(b));
