@@ -62,6 +62,19 @@ ncclResult_t creating(Call&& call) {
 
 bool created(ncclResult_t rc) { return rc == ncclSuccess || rc == ncclInProgress; }
 
+// A split, shrink or grow: `real_call` makes *newcomm from `parent` (null for
+// a rank joining a grow), which gives it its mode when there is no config.
+template <class RealCall>
+ncclResult_t child_of(ncclComm_t parent, ncclComm_t* newcomm, ncclConfig_t* config,
+                      RealCall&& real_call) {
+  return creating([&](NcclEngine& e) {
+    const ncclResult_t rc = real_call();
+    // A rank left out (NCCL_SPLIT_NOCOLOR) gets a null *newcomm: nothing was made.
+    if (created(rc) && newcomm && *newcomm) e.comm_created(*newcomm, rc, config, parent);
+    return rc;
+  });
+}
+
 // Destroy and abort: the real call first (it ends the work on the
 // communicator), then our memory of it goes.
 template <class Fn>
@@ -151,36 +164,26 @@ SR_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclCo
                                      ncclConfig_t* config) {
   const auto fn = real::api().comm_split;
   if (real::in_real_call()) return real::call(fn, comm, color, key, newcomm, config);
-  return creating([&](NcclEngine& e) {
-    const ncclResult_t rc = real::call(fn, comm, color, key, newcomm, config);
-    // NCCL_SPLIT_NOCOLOR leaves *newcomm null: nothing was created here.
-    if (created(rc) && newcomm && *newcomm) e.comm_created(*newcomm, rc, config, comm);
-    return rc;
-  });
+  return child_of(comm, newcomm, config,
+                  [&] { return real::call(fn, comm, color, key, newcomm, config); });
 }
 
 SR_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude, int nexclude,
                                       ncclComm_t* newcomm, ncclConfig_t* config, int flags) {
   const auto fn = real::api().comm_shrink;
   if (real::in_real_call()) return real::call(fn, comm, exclude, nexclude, newcomm, config, flags);
-  return creating([&](NcclEngine& e) {
-    const ncclResult_t rc = real::call(fn, comm, exclude, nexclude, newcomm, config, flags);
-    if (created(rc) && newcomm && *newcomm) e.comm_created(*newcomm, rc, config, comm);
-    return rc;
-  });
+  return child_of(comm, newcomm, config,
+                  [&] { return real::call(fn, comm, exclude, nexclude, newcomm, config, flags); });
 }
 
-// A rank that joins passes comm = NULL: its communicator has no parent here,
-// so without a config it takes NCCL's default mode, as NCCL gives it.
+// NCCL 2.29 and later. A rank that joins passes comm = NULL: without a config
+// its communicator takes NCCL's default mode.
 SR_EXPORT ncclResult_t ncclCommGrow(ncclComm_t comm, int nranks, const ncclUniqueId* id, int rank,
                                     ncclComm_t* newcomm, ncclConfig_t* config) {
   const auto fn = real::api().comm_grow;
   if (real::in_real_call()) return real::call(fn, comm, nranks, id, rank, newcomm, config);
-  return creating([&](NcclEngine& e) {
-    const ncclResult_t rc = real::call(fn, comm, nranks, id, rank, newcomm, config);
-    if (created(rc) && newcomm && *newcomm) e.comm_created(*newcomm, rc, config, comm);
-    return rc;
-  });
+  return child_of(comm, newcomm, config,
+                  [&] { return real::call(fn, comm, nranks, id, rank, newcomm, config); });
 }
 
 SR_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
