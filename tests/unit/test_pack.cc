@@ -93,7 +93,8 @@ TEST_P(PackBatch, EachTensorIsItsOwnCastAtItsOffsetAndPadsAreZero) {
                item.residual, reinterpret_cast<std::uint16_t*>(want.data()), item.count,
                Isa::scalar);
     }
-    ASSERT_EQ(std::memcmp(got, want.data(), want.size()), 0) << "tensor " << t;
+    // An empty tensor's want.data() may be null, which memcmp must not get.
+    ASSERT_TRUE(want.empty() || std::memcmp(got, want.data(), want.size()) == 0) << "tensor " << t;
     for (std::size_t b = 0; b < item.pad * width; ++b) {
       ASSERT_EQ(got[want.size() + b], 0) << "pad byte " << b << " of tensor " << t;
     }
@@ -152,9 +153,11 @@ TEST_P(PackBatch, EveryInstructionSetGivesTheSameBits) {
   pack_batch(type, best_batch.items.data(), best_batch.items.size(), best.data(), best_isa());
   EXPECT_EQ(scalar, best) << isa_name(best_isa());
   for (std::size_t t = 0; t < scalar_batch.residual.size(); ++t) {
-    EXPECT_EQ(std::memcmp(scalar_batch.residual[t].data(), best_batch.residual[t].data(),
-                          scalar_batch.residual[t].size() * sizeof(float)),
-              0);
+    const std::vector<float>& want = scalar_batch.residual[t];
+    // Bits, not ==: a residual may hold NaN; an empty one's data() may be null.
+    EXPECT_TRUE(want.empty() || std::memcmp(want.data(), best_batch.residual[t].data(),
+                                            want.size() * sizeof(float)) == 0)
+        << "residual of tensor " << t;
   }
 }
 
