@@ -289,7 +289,11 @@ using namespace slimreduce::device_check;
 
 int main(int argc, char** argv) {
   const bool timing = !(argc > 1 && std::strcmp(argv[1], "--no-timing") == 0);
-  int device = 0;
+  int device = 0, devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("no GPU: skipped\n");
+    return 77;  // as nccl_app and mpi_device_app: device_check.sh's row says SKIP
+  }
   cudaDeviceProp prop{};
   CK(cudaGetDevice(&device));
   CK(cudaGetDeviceProperties(&prop, device));

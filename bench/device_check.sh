@@ -16,7 +16,8 @@
 #      host twin (Open MPI brought along as Debian packages when the machine
 #      has none: bench/device_mpi.sh);
 #   6. compute-sanitizer memcheck over the kernel checks, in the time left;
-# then one short table. Logs go to $OUT (at most 8 files come back).
+# then one short table. Logs go to $OUT (at most 8 files come back). Exit
+# status 1 if a row failed; a SKIP (the machine lacked something) is not one.
 # Usage: bash bench/device_check.sh   (from the repository root; OUT defaults to ./device-out)
 # TODO(GPU): CUB in CUDA 13.0 has no device top-k (no cub::DeviceTopK in
 # include/cccl/cub). When a toolkit brings one, time it here against
@@ -30,7 +31,11 @@ mkdir -p "$OUT" "$B"
 [ -d /usr/local/cuda/bin ] && PATH=/usr/local/cuda/bin:$PATH
 START=$SECONDS
 declare -a ROWS=()
-row() { ROWS+=("$(printf '%-28s %-6s %s' "$1" "$2" "$3")"); }
+FAILED=0
+row() {
+  ROWS+=("$(printf '%-28s %-6s %s' "$1" "$2" "$3")")
+  case $2 in FAIL | MISSING) FAILED=$((FAILED + 1)) ;; esac
+}
 # A program's exit code as a row's verdict; 77 is "no GPU seen".
 verdict() { case $1 in 0) echo ok ;; 77) echo SKIP ;; *) echo FAIL ;; esac; }
 left() { echo $((330 - (SECONDS - START))); }
@@ -142,7 +147,7 @@ if [ -x "$DEVICE_CHECK" ]; then
   timeout 150 "$DEVICE_CHECK" > "$OUT/device_check.log" 2>&1
   rc=$?
   summary=$(grep '^device_check:' "$OUT/device_check.log" || echo "rc $rc, see device_check.log")
-  row "kernels vs CPU twins" "$([ $rc = 0 ] && echo ok || echo FAIL)" "${summary#device_check: }"
+  row "kernels vs CPU twins" "$(verdict $rc)" "${summary#device_check: }"
   grep -E '^check .* FAIL' "$OUT/device_check.log" | head -5
 fi
 
@@ -299,3 +304,5 @@ fi
   printf '%s\n' "${ROWS[@]}"
   grep '^time' "$OUT/device_check.log" 2>/dev/null
 } | tee "$OUT/summary.txt"
+# Exit 1 when a row failed (SKIP is not a failure: the machine lacked something).
+exit $((FAILED > 0))
