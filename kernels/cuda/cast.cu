@@ -216,6 +216,7 @@ cudaError_t pack_batch(Elem fused_type, const PackItem* items, int count, void* 
 
 cudaError_t unpack_batch(Elem fused_type, const void* fused, const UnpackItem* items, int count,
                          int divisor, cudaStream_t stream) {
+  if (divisor < 1) return cudaErrorInvalidValue;  // the CPU twin refuses it too
   switch (fused_type) {
     case Elem::fp32:
       return launch_batches<UnpackItem>(unpack_kernel<Elem::fp32>, items, count, stream, fused,

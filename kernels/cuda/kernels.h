@@ -41,7 +41,8 @@ using kernels::UnpackItem;
 // Packs (and, for a 16-bit buffer, compresses) the tensors into `fused`.
 cudaError_t pack_batch(Elem fused_type, const PackItem* items, int count, void* fused,
                        cudaStream_t stream);
-// Unpacks (widens) the tensors from `fused`, each value divided by `divisor`.
+// Unpacks (widens) the tensors from `fused`, each value divided by `divisor`
+// (>= 1, else cudaErrorInvalidValue).
 cudaError_t unpack_batch(Elem fused_type, const void* fused, const UnpackItem* items, int count,
                          int divisor, cudaStream_t stream);
 
@@ -70,7 +71,8 @@ std::size_t topk_accumulate_scratch_bytes(std::size_t n, int ranks);
 // out = 0, then out[index] += value for every entry of rank 0's payload, then
 // rank 1's, ... (rank order: every rank computes the same bits); each sum then
 // divided by divisor and written as out_type. gathered holds `ranks` payloads
-// at payload_stride bytes each.
+// at payload_stride bytes each. cudaErrorInvalidValue, with nothing launched,
+// for ranks or divisor < 1, k > n, n >= 2^32, or a stride shorter than a payload.
 cudaError_t topk_accumulate(const void* gathered, std::size_t payload_stride, int ranks,
                             std::size_t k, bool fp16_values, std::size_t n, Elem out_type,
                             void* out, int divisor, void* scratch, cudaStream_t stream);

@@ -85,6 +85,11 @@ cudaError_t topk_accumulate(const void* gathered, std::size_t payload_stride, in
                             std::size_t k, bool fp16_values, std::size_t n, Elem out_type,
                             void* out, int divisor, void* scratch, cudaStream_t stream) {
   if (ranks < 1 || divisor < 1 || k > n || n > 0xffffffffull) return cudaErrorInvalidValue;
+  // A stride shorter than a payload would read the next rank's, and past the end.
+  if (payload_stride < k * (sizeof(std::uint32_t) + (fp16_values ? 2 : 4)))
+    return cudaErrorInvalidValue;
+  if (out_type != Elem::fp32 && out_type != Elem::fp16 && out_type != Elem::bf16)
+    return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   const auto* bytes = static_cast<const std::uint8_t*>(gathered);
   auto* starts = static_cast<std::uint32_t*>(scratch);

@@ -155,6 +155,7 @@ cudaError_t topk_accumulate(const void* gathered, std::size_t payload_stride, in
                             std::size_t k, bool fp16_values, std::size_t n, Elem out_type,
                             void* out, int divisor, void* scratch, cudaStream_t stream) {
   if (ranks < 1 || divisor < 1 || k > n || n > 0xffffffffull) return cudaErrorInvalidValue;
+  if (payload_stride < payload_bytes(k, fp16_values)) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   sim::enqueue(stream, [=] {
     sim::require_device("topk_accumulate gathered", gathered, payload_stride * ranks);
