@@ -46,20 +46,62 @@ inline const std::uint64_t seed = [] {
 inline std::mt19937_64 rng(seed);
 inline int passed = 0, failed = 0;
 
+// Every device buffer has 64 bytes of slack (at least 16 bytes in all)
+// after what was asked for, filled with a canary: a kernel that writes past a
+// buffer's end changes it, which memcheck would not see inside the allocation.
+constexpr std::size_t kSlack = 64;
+constexpr unsigned char kCanary = 0x3C;
+struct Canary {
+  const std::byte* buffer;
+  std::byte* at;
+  std::size_t bytes;
+};
+inline std::vector<Canary> canaries;  // the slack of each live buffer
+
+// "" while every live buffer's slack holds the canary; else where it does not
+// (and the canary is laid again, so that one overrun fails one check).
+inline std::string overrun() {
+  if (cudaDeviceSynchronize() != cudaSuccess) return "";  // the check's own CK reports it
+  for (const Canary& c : canaries) {
+    std::vector<unsigned char> slack(c.bytes);
+    if (cudaMemcpy(slack.data(), c.at, c.bytes, cudaMemcpyDeviceToHost) != cudaSuccess) return "";
+    for (std::size_t i = 0; i < c.bytes; ++i) {
+      if (slack[i] != kCanary) {
+        cudaMemset(c.at, kCanary, c.bytes);
+        return "wrote past the end of a buffer (first changed byte: end + " + std::to_string(i) +
+               ")";
+      }
+    }
+  }
+  return "";
+}
+
 inline void report(const std::string& what, bool ok, const std::string& detail = "") {
-  std::printf("check %-44s %s %s\n", what.c_str(), ok ? "PASS" : "FAIL", detail.c_str());
+  const std::string past = overrun();
+  ok = ok && past.empty();
+  const std::string why = past.empty() ? detail : detail.empty() ? past : detail + "; " + past;
+  std::printf("check %-44s %s %s\n", what.c_str(), ok ? "PASS" : "FAIL", why.c_str());
   (ok ? passed : failed)++;
 }
 
-// Device memory, freed at scope end.
+// Device memory with its canary, freed at scope end.
 struct DevFree {
-  void operator()(void* p) const { cudaFree(p); }
+  void operator()(std::byte* p) const {
+    canaries.erase(std::remove_if(canaries.begin(), canaries.end(),
+                                  [p](const Canary& c) { return c.buffer == p; }),
+                   canaries.end());
+    cudaFree(p);
+  }
 };
 using Dev = std::unique_ptr<std::byte, DevFree>;
 inline Dev dev(std::size_t bytes) {
+  const std::size_t total = std::max<std::size_t>(bytes, 16) + kSlack;
   void* p = nullptr;
-  CK(cudaMalloc(&p, std::max<std::size_t>(bytes, 16) + 64));
-  return Dev(static_cast<std::byte*>(p));
+  CK(cudaMalloc(&p, total));
+  CK(cudaMemset(p, kCanary, total));
+  auto* base = static_cast<std::byte*>(p);
+  canaries.push_back({base, base + bytes, total - bytes});
+  return Dev(base);
 }
 template <class T>
 inline void put(void* d, const std::vector<T>& h) {
