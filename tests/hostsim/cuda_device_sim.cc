@@ -1,0 +1,66 @@
+// The simulated CUDA runtime's device properties and events: what
+// bench/device_check.cu asks of a GPU besides memory and kernels, so that the
+// checker itself (its buffers, canaries, comparisons) runs on the host
+// simulation in CI. An event records when its stream reached it, on the host
+// clock; the simulated "device" is the host, so the times mean nothing.
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+
+#include "tests/hostsim/sim.h"
+
+struct CUevent_st {
+  std::chrono::steady_clock::time_point reached{};
+  cudaStream_t stream = nullptr;
+  bool recorded = false;
+};
+
+namespace sim = slimreduce::hostsim;
+
+extern "C" {
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  if (!prop || device != 0) return cudaErrorInvalidValue;
+  *prop = cudaDeviceProp{};
+  std::strncpy(prop->name, "host simulation", sizeof prop->name - 1);
+  prop->major = 9;
+  prop->minor = 0;
+  prop->multiProcessorCount = 132;  // as an H200: the kernels' grids are sized from it
+  prop->totalGlobalMem = std::size_t{1} << 34;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) {
+  if (!event) return cudaErrorInvalidValue;
+  *event = std::make_unique<CUevent_st>().release();  // owned by the caller until destroy
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  std::unique_ptr<CUevent_st> owned(event);
+  return event ? cudaSuccess : cudaErrorInvalidResourceHandle;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  if (!event) return cudaErrorInvalidResourceHandle;
+  event->stream = stream;
+  event->recorded = true;
+  sim::enqueue(stream, [event] { event->reached = std::chrono::steady_clock::now(); });
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (!event) return cudaErrorInvalidResourceHandle;
+  return event->recorded ? cudaStreamSynchronize(event->stream) : cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (!ms || !start || !end) return cudaErrorInvalidResourceHandle;
+  if (!start->recorded || !end->recorded) return cudaErrorInvalidResourceHandle;
+  *ms = std::chrono::duration<float, std::milli>(end->reached - start->reached).count();
+  return cudaSuccess;
+}
+
+}  // extern "C"
