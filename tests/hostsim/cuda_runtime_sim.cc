@@ -327,6 +327,7 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const vo
 // staged at the call, and a copy into it returns once it has completed.
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind,
                             cudaStream_t stream) {
+  if (bytes == 0) return cudaSuccess;  // an empty vector's data() may be null
   CUstream_st* s = sim::stream_of(stream);
   if (!s->capturing && !sim::is_registered(dst)) {
     if (s->worker) s->worker->drain();
