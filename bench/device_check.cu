@@ -12,28 +12,32 @@ namespace {
 
 // ---- casts --------------------------------------------------------------------
 
-// in_offset/out_offset: elements past a 16-byte boundary (the vector path
-// needs both aligned; any other mix runs the scalar path for all of it).
+// in_offset/out_offset/res_offset: elements past a 16-byte boundary (the
+// vector path needs every pointer aligned; any other mix runs the scalar path
+// for all of it).
 void check_compress(cu::Elem f, bool ef, std::size_t n, std::size_t in_offset,
-                    std::size_t out_offset) {
+                    std::size_t out_offset, std::size_t res_offset = 0) {
   const std::vector<float> in = values(n, true);
   std::vector<float> res = values(n, false);
-  auto din = dev(n * 4 + in_offset * 4), dres = dev(n * 4), dout = dev(n * 2 + out_offset * 2);
+  auto din = dev(n * 4 + in_offset * 4), dres = dev(n * 4 + res_offset * 4),
+       dout = dev(n * 2 + out_offset * 2);
   float* gin = reinterpret_cast<float*>(din.get()) + in_offset;
   u16* gout = reinterpret_cast<u16*>(dout.get()) + out_offset;
+  float* gres_at = reinterpret_cast<float*>(dres.get()) + res_offset;
   put(gin, in);
-  put(dres.get(), res);
+  put(gres_at, res);
   poison(gout, n * 2);
-  float* gres = ef ? reinterpret_cast<float*>(dres.get()) : nullptr;
+  float* gres = ef ? gres_at : nullptr;
   CK(cu::cast_compress(f, gin, gres, gout, n, nullptr));
   std::vector<u16> want(n);
   k::compress(host_format(f), in.data(), ef ? res.data() : nullptr, want.data(), n, k::Isa::scalar);
   std::string where;
   bool ok = same_bits(get<u16>(gout, n), want, &where);
-  if (ok && ef) ok = same_bits(get<float>(dres.get(), n), res, &where);
+  if (ok && ef) ok = same_bits(get<float>(gres_at, n), res, &where);
   report(std::string("cast_compress ") + name_of(f) + (ef ? " +EF" : "") +
              " n=" + std::to_string(n) + (in_offset ? " in+" + std::to_string(in_offset) : "") +
-             (out_offset ? " out+" + std::to_string(out_offset) : ""),
+             (out_offset ? " out+" + std::to_string(out_offset) : "") +
+             (res_offset ? " res+" + std::to_string(res_offset) : ""),
          ok, where);
 }
 
@@ -307,8 +311,9 @@ int main(int argc, char** argv) {
     check_compress(f, false, 3'000'001, 0, 0);
     check_compress(f, true, 3'000'001, 0, 0);
     check_compress(f, true, 3'000'001, 1, 1);
-    check_compress(f, true, 3'000'001, 0, 3);  // aligned input, misaligned output
-    check_compress(f, true, 3'000'001, 2, 0);  // the other way round
+    check_compress(f, true, 3'000'001, 0, 3);     // aligned input, misaligned output
+    check_compress(f, true, 3'000'001, 2, 0);     // the other way round
+    check_compress(f, true, 3'000'001, 0, 0, 1);  // only the residual misaligned
     for (const std::size_t small : {1, 7, 8, 9, 17}) check_compress(f, true, small, 0, 0);
     check_decompress(f, 1);
     check_decompress(f, 3);
