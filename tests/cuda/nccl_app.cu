@@ -221,6 +221,9 @@ void check_graph(Device& d, float* a, float* b, std::size_t n) {
   fp32_case("warm-up before capture", d, a, b, n, ncclSum, compressible(n * 4, true));
   std::vector<float> in = random_values(n);
   CUDA_OK(cudaMemcpy(a, in.data(), n * 4, cudaMemcpyHostToDevice));
+  // From pageable memory cudaMemcpy may return before the data lands, and
+  // d.stream does not wait for the legacy stream.
+  CUDA_OK(cudaDeviceSynchronize());
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   CUDA_OK(cudaStreamBeginCapture(d.stream, cudaStreamCaptureModeThreadLocal));
@@ -243,6 +246,7 @@ void check_graph(Device& d, float* a, float* b, std::size_t n) {
   const std::size_t big = 8 * n;
   in = random_values(big);
   CUDA_OK(cudaMemcpy(a, in.data(), big * 4, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaDeviceSynchronize());
   CUDA_OK(cudaStreamBeginCapture(d.stream, cudaStreamCaptureModeThreadLocal));
   NCCL_OK(ncclAllReduce(a, b + 8 * n, big, ncclFloat32, ncclSum, d.comm, d.stream));
   CUDA_OK(cudaStreamEndCapture(d.stream, &graph));
@@ -309,10 +313,13 @@ void check_left_to_nccl(Device& d, float* a, float* b, std::size_t n) {
 
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 22, 0)
   ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+  // In place: NCCL at one rank runs a collective at once, even inside a group
+  // (its one-rank path), and in place that changes nothing; a compression
+  // SlimReduce wrongly ran would.
   NCCL_OK(ncclGroupStart());
-  NCCL_OK(ncclAllReduce(b, a, n, ncclFloat32, ncclSum, d.comm, d.stream));  // eligible
+  NCCL_OK(ncclAllReduce(a, a, n, ncclFloat32, ncclSum, d.comm, d.stream));  // eligible
   NCCL_OK(ncclGroupSimulateEnd(&info));
-  expect_bits("a simulated group runs nothing", read_back(d, a, n).data(), in.data(), n * 4);
+  expect_bits("a simulated group compresses nothing", read_back(d, a, n).data(), in.data(), n * 4);
 #endif
 }
 

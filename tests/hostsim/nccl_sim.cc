@@ -223,9 +223,11 @@ ncclResult_t taken(ncclComm* comm) {
   return ncclInProgress;
 }
 
-// Runs `work` on `stream` now, or at the outermost ncclGroupEnd.
+// Runs `work` on `stream` now, or at the outermost ncclGroupEnd. As in NCCL
+// (enqueue.cc, taskAppend: its one-rank path), a one-rank communicator's
+// collective is enqueued at once, even inside a group.
 ncclResult_t submit(ncclComm* comm, cudaStream_t stream, std::function<void()> work) {
-  if (group_depth > 0) {
+  if (group_depth > 0 && comm->size > 1) {
     pending.push_back({stream, std::move(work), comm});
     return ncclSuccess;
   }
