@@ -50,11 +50,13 @@ device_mpi_setup() {
     return 2
   fi
   local have
-  if _device_mpi_have mpicc; then
+  # Only an Open MPI one: the checks pass Open MPI's flags (--showme, --mca);
+  # another MPI's mpicc (a pip package's, say) is passed over for the .debs.
+  if _device_mpi_have mpicc && mpicc --showme:version 2>&1 | grep -q 'Open MPI'; then
     have=$(command -v mpicc)
     DEVICE_MPI_C_COMPILER=$have
     export DEVICE_MPI_C_COMPILER
-    echo "device_mpi_setup: mpicc already on PATH ($have): nothing to do"
+    echo "device_mpi_setup: Open MPI's mpicc already on PATH ($have): nothing to do"
     return 0
   fi
 
@@ -148,11 +150,10 @@ device_mpi_setup() {
     export OMPI_MCA_plm=isolated
     launcher=" (no ssh/rsh: OMPI_MCA_plm=isolated)"
   fi
-  DEVICE_MPI_C_COMPILER=$cc
-  export DEVICE_MPI_C_COMPILER
   hash -r 2>/dev/null
 
-  # The unpacked tools must load from here (and find what they need on this image).
+  # The unpacked tools must load from here (and find what they need on this
+  # image); only then is DEVICE_MPI_C_COMPILER set, which tells the caller MPI is there.
   local missing
   missing=$(ldd "$prefix/usr/lib/$multi/libmpi.so.40" "$prefix/usr/bin/orterun" 2>&1 | grep 'not found' | sort -u) || missing=""
   if [ -n "$missing" ]; then
@@ -164,6 +165,8 @@ device_mpi_setup() {
     echo "device_mpi_setup: the unpacked mpicc does not run: $("$cc" --showme:version 2>&1 | head -3)" >&2
     return 1
   fi
+  DEVICE_MPI_C_COMPILER=$cc
+  export DEVICE_MPI_C_COMPILER
   echo "device_mpi_setup: $("$cc" --showme:version 2>&1 | grep -o 'Open MPI [0-9][0-9.]*' | head -1) from ${#debs[@]} .deb files $how into $prefix; DEVICE_MPI_C_COMPILER=$cc$launcher"
   return 0
 }

@@ -22,5 +22,15 @@ command -v mpicc >/dev/null && built+=(interpose/libslimreduce.so mpi_device_app
 for file in "${built[@]}"; do
   [ -e "$scratch/build/$file" ] || { echo "not built: $file"; status=1; }
 done
+# The DDP check reads the counters through ctypes: its structure must be the
+# C one (a shorter one let the library write past it).
+py_size=$(awk '/^class Counters/,/^$/' "$scratch/build/ddp_check.py" |
+  python3 -c 'import ctypes, sys; exec(sys.stdin.read()); print(ctypes.sizeof(Counters))')
+printf '#include <stdio.h>\n#include "interpose/slimreduce.h"\nint main(void) { printf("%%zu\\n", sizeof(slimreduce_counters)); return 0; }\n' |
+  cc -x c -I"$src" - -o "$scratch/counters_size" && c_size=$("$scratch/counters_size")
+if [ -z "$py_size" ] || [ "$py_size" != "${c_size:-}" ]; then
+  echo "ddp_check.py's Counters is ${py_size:-?} bytes, slimreduce_counters ${c_size:-?}"
+  status=1
+fi
 [ $status = 0 ] || tail -40 "$scratch/out/build.log"
 exit $status
