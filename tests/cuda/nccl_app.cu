@@ -130,15 +130,21 @@ struct Device {
   cudaStream_t stream = nullptr;
 };
 
+// Reads n floats of `from` after the stream's work.
+std::vector<float> read_back(Device& d, const float* from, std::size_t n) {
+  std::vector<float> got(n);
+  CUDA_OK(cudaMemcpyAsync(got.data(), from, n * 4, cudaMemcpyDeviceToHost, d.stream));
+  CUDA_OK(cudaStreamSynchronize(d.stream));
+  return got;
+}
+
 // One fp32 allreduce of fresh values through `send` into `recv` (equal for in place).
 void fp32_case(const char* what, Device& d, float* send, float* recv, std::size_t n, ncclRedOp_t op,
                bool expect_compressed) {
   const std::vector<float> in = random_values(n);
   CUDA_OK(cudaMemcpyAsync(send, in.data(), n * 4, cudaMemcpyHostToDevice, d.stream));
   NCCL_OK(ncclAllReduce(send, recv, n, ncclFloat32, op, d.comm, d.stream));
-  std::vector<float> got(n);
-  CUDA_OK(cudaMemcpyAsync(got.data(), recv, n * 4, cudaMemcpyDeviceToHost, d.stream));
-  CUDA_OK(cudaStreamSynchronize(d.stream));
+  const std::vector<float> got = read_back(d, recv, n);
   const std::vector<float> want = expect_compressed ? reference(in, d.comm, recv) : in;
   expect_bits(what, got.data(), want.data(), n * 4);
 }
@@ -182,9 +188,7 @@ void check_group(Device& d, float* a, float* b, std::size_t n) {
   NCCL_OK(ncclAllReduce(a + 2 * n, recv[2], n, ncclFloat32, ncclAvg, d.comm, d.stream));
   NCCL_OK(ncclGroupEnd());
   for (int i = 0; i < 3; ++i) {
-    std::vector<float> got(n);
-    CUDA_OK(cudaMemcpyAsync(got.data(), recv[i], n * 4, cudaMemcpyDeviceToHost, d.stream));
-    CUDA_OK(cudaStreamSynchronize(d.stream));
+    const std::vector<float> got = read_back(d, recv[i], n);
     const std::vector<float> want =
         compressible(n * 4, true) ? reference(in[i], d.comm, recv[i]) : in[i];
     expect_bits("grouped call", got.data(), want.data(), n * 4);
@@ -232,9 +236,7 @@ void check_graph(Device& d, float* a, float* b, std::size_t n) {
   CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
   for (int replay = 0; replay < 2; ++replay) {
     CUDA_OK(cudaGraphLaunch(exec, d.stream));
-    std::vector<float> got(n);
-    CUDA_OK(cudaMemcpyAsync(got.data(), b, n * 4, cudaMemcpyDeviceToHost, d.stream));
-    CUDA_OK(cudaStreamSynchronize(d.stream));
+    const std::vector<float> got = read_back(d, b, n);
     const std::vector<float> want = compressible(n * 4, true) ? reference(in, d.comm, b) : in;
     expect_bits("graph replay (compressed when warm)", got.data(), want.data(), n * 4);
   }
@@ -252,20 +254,10 @@ void check_graph(Device& d, float* a, float* b, std::size_t n) {
   CUDA_OK(cudaStreamEndCapture(d.stream, &graph));
   CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
   CUDA_OK(cudaGraphLaunch(exec, d.stream));
-  std::vector<float> got(big);
-  CUDA_OK(cudaMemcpyAsync(got.data(), b + 8 * n, big * 4, cudaMemcpyDeviceToHost, d.stream));
-  CUDA_OK(cudaStreamSynchronize(d.stream));
+  const std::vector<float> got = read_back(d, b + 8 * n, big);
   expect_bits("graph capture without workspace passes through", got.data(), in.data(), big * 4);
   CUDA_OK(cudaGraphExecDestroy(exec));
   CUDA_OK(cudaGraphDestroy(graph));
-}
-
-// Reads n floats of `from` after the stream's work.
-std::vector<float> read_back(Device& d, const float* from, std::size_t n) {
-  std::vector<float> got(n);
-  CUDA_OK(cudaMemcpyAsync(got.data(), from, n * 4, cudaMemcpyDeviceToHost, d.stream));
-  CUDA_OK(cudaStreamSynchronize(d.stream));
-  return got;
 }
 
 // Polls a non-blocking communicator until its work is taken, as NCCL asks.

@@ -127,6 +127,13 @@ void verify(const char* what, const Call& c) {
                          "): " + std::to_string(wrong) + " values differ");
 }
 
+// The library's NCCL counters now.
+slimreduce_counters counters_now() {
+  slimreduce_counters c{};
+  CHECK(slimreduce_nccl_get_counters(&c) == 0, "slimreduce_nccl_get_counters");
+  return c;
+}
+
 // Polls a non-blocking communicator until its work is taken, as NCCL asks.
 void wait_ready(ncclComm_t comm) {
   ncclResult_t state = ncclInProgress;
@@ -145,14 +152,13 @@ void check_simulated_group(Comm& world, float* send, float* recv, cudaStream_t s
   const std::vector<float> before = sim::values_for(next_call++, world.rank, n, ncclFloat32);
   CUDA_OK(cudaMemcpyAsync(send, before.data(), n * 4, cudaMemcpyHostToDevice, stream));
   CUDA_OK(cudaMemcpyAsync(recv, before.data(), n * 4, cudaMemcpyHostToDevice, stream));
-  slimreduce_counters counted_before{}, counted_after{};
-  CHECK(slimreduce_nccl_get_counters(&counted_before) == 0, "slimreduce_nccl_get_counters");
+  const slimreduce_counters counted_before = counters_now();
   ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
   NCCL_OK(ncclGroupStart());
   NCCL_OK(ncclAllReduce(send, recv, n, ncclFloat32, ncclSum, world.nccl, stream));  // eligible
   NCCL_OK(ncclAllReduce(send, recv, n, ncclFloat32, ncclMax, world.nccl, stream));  // passed
   NCCL_OK(ncclGroupSimulateEnd(&info));
-  CHECK(slimreduce_nccl_get_counters(&counted_after) == 0, "slimreduce_nccl_get_counters");
+  const slimreduce_counters counted_after = counters_now();
   std::vector<float> got(n);
   CUDA_OK(cudaMemcpyAsync(got.data(), recv, n * 4, cudaMemcpyDeviceToHost, stream));
   CUDA_OK(cudaStreamSynchronize(stream));
@@ -251,8 +257,7 @@ void check_non_blocking(Comm& world, float* const send[3], float* const recv[3],
 // Taken as eligible: compressed, or held back only by warm-up or the residual
 // cap. A call on a communicator the library never saw made counts none of these.
 std::uint64_t eligible_count() {
-  slimreduce_counters c{};
-  CHECK(slimreduce_nccl_get_counters(&c) == 0, "slimreduce_nccl_get_counters");
+  const slimreduce_counters c = counters_now();
   return c.compressed + c.warmup + c.ef_cap_fallback;
 }
 
