@@ -1,0 +1,144 @@
+// The checks of nccl_ranks_app beyond the gradient buckets: a simulated
+// group, a compressor switched at run time, non-blocking communicators,
+// and communicators made in other ways.
+#include <cstring>
+
+#include "tests/hostsim/nccl_ranks_job.h"
+
+namespace ranks_job {
+
+// ncclGroupSimulateEnd runs nothing: no buffer changes, nothing is counted.
+void check_simulated_group(Comm& world, float* send, float* recv, cudaStream_t stream) {
+  const std::size_t n = 100000;
+  const std::vector<float> before = sim::values_for(next_call++, world.rank, n, ncclFloat32);
+  CUDA_OK(cudaMemcpyAsync(send, before.data(), n * 4, cudaMemcpyHostToDevice, stream));
+  CUDA_OK(cudaMemcpyAsync(recv, before.data(), n * 4, cudaMemcpyHostToDevice, stream));
+  const slimreduce_counters counted_before = counters_now();
+  ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+  NCCL_OK(ncclGroupStart());
+  NCCL_OK(ncclAllReduce(send, recv, n, ncclFloat32, ncclSum, world.nccl, stream));  // eligible
+  NCCL_OK(ncclAllReduce(send, recv, n, ncclFloat32, ncclMax, world.nccl, stream));  // passed
+  NCCL_OK(ncclGroupSimulateEnd(&info));
+  const slimreduce_counters counted_after = counters_now();
+  std::vector<float> got(n);
+  CUDA_OK(cudaMemcpyAsync(got.data(), recv, n * 4, cudaMemcpyDeviceToHost, stream));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  const bool untouched = std::memcmp(got.data(), before.data(), n * 4) == 0;
+  const bool uncounted = counted_after.intercepted == counted_before.intercepted;
+  expect(untouched, "a simulated group runs nothing");
+  expect(uncounted, "a simulated group counts nothing");
+}
+
+// The compressor switched at run time through the C API (as slimreduce-bench
+// does between rounds): residuals and warm-up counts start again under it.
+void check_switch(Comm& world, float* const send[3], float* const recv[3],
+                  const std::size_t sizes[3], cudaStream_t stream) {
+  sim::Mode next = mode;
+  next.compressor = mode.topk ? "fp16" : "topk";
+  next.topk = !mode.topk;
+  next.ef = sim::env_or("SLIMREDUCE_ERROR_FEEDBACK", next.topk ? "1" : "0") == "1";
+  next.format = slimreduce::kernels::HalfFormat::fp16;
+  CHECK(slimreduce_set_compressor(next.compressor.c_str()) == 0, "slimreduce_set_compressor");
+  model = sim::Model(next);
+  for (int step = 0; step < 3; ++step) {
+    Call c = prepare(world, send[0], recv[0], sizes[0], ncclFloat32, ncclSum, stream);
+    issue(c);
+    verify(next.topk ? "after a switch to topk" : "after a switch to fp16", c);
+  }
+  CHECK(slimreduce_set_compressor(mode.compressor.c_str()) == 0, "slimreduce_set_compressor");
+  model = sim::Model(mode);
+}
+
+// A non-blocking communicator: its calls pass through, and so do the others
+// of a group that holds one. The caller's own call on it (an allgather) in a
+// group with an eligible call: that call is compressed, and the group end
+// still answers ncclInProgress for the caller to poll.
+void check_non_blocking(Comm& world, float* const send[3], float* const recv[3],
+                        const std::size_t sizes[3], cudaStream_t stream) {
+  Comm quick = make_world_comm(false);
+  Call alone = prepare(quick, send[0], recv[0], sizes[0], ncclFloat32, ncclSum, stream);
+  alone.model.passes_through = true;
+  may_progress(ncclAllReduce(send[0], recv[0], sizes[0], ncclFloat32, ncclSum, quick.nccl, stream),
+               "ncclAllReduce, non-blocking");
+  wait_ready(quick.nccl);
+  verify("non-blocking communicator: passed through", alone);
+
+  Call a = prepare(quick, send[0], recv[0], sizes[0], ncclFloat32, ncclAvg, stream);
+  Call b = prepare(world, send[1], recv[1], sizes[1], ncclFloat32, ncclSum, stream);
+  a.model.passes_through = b.model.passes_through = true;
+  NCCL_OK(ncclGroupStart());
+  issue(a);
+  issue(b);
+  may_progress(ncclGroupEnd(), "ncclGroupEnd, non-blocking in the group");
+  wait_ready(quick.nccl);
+  verify("group with a non-blocking call: passed through", a);
+  verify("its blocking neighbour: passed through", b);
+
+  const std::size_t gathered = 1000;
+  const std::vector<float> mine = sim::values_for(next_call++, world.rank, gathered, ncclFloat32);
+  CUDA_OK(cudaMemcpyAsync(send[2], mine.data(), gathered * 4, cudaMemcpyHostToDevice, stream));
+  Call c = prepare(world, send[1], recv[1], sizes[1], ncclFloat32, ncclSum, stream);
+  NCCL_OK(ncclGroupStart());
+  NCCL_OK(ncclAllGather(send[2], recv[2], gathered, ncclFloat32, quick.nccl, stream));
+  issue(c);
+  const ncclResult_t end = ncclGroupEnd();
+  CHECK(end == ncclInProgress, "the end in progress reaches the caller");
+  wait_ready(quick.nccl);
+  verify("group with the caller's non-blocking allgather: compressed", c);
+  std::vector<float> all(gathered * quick.size);
+  CUDA_OK(cudaMemcpyAsync(all.data(), recv[2], all.size() * 4, cudaMemcpyDeviceToHost, stream));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  const bool mine_in_place =
+      std::memcmp(all.data() + gathered * quick.rank, mine.data(), gathered * 4) == 0;
+  expect(mine_in_place, "the allgather beside it");
+  NCCL_OK(ncclCommDestroy(quick.nccl));
+}
+
+// Communicators made by ncclCommInitRankScalable (PyTorch's init past 128
+// ranks), ncclCommShrink and ncclCommGrow (fault tolerance, elastic jobs):
+// their calls are compressed like any other's, and each is forgotten at destroy.
+void check_other_makers(const Comm& world, float* send, float* recv, std::size_t n,
+                        cudaStream_t stream) {
+  Comm scalable{nullptr, world.rank, world.size, next_comm_id++};
+  ncclUniqueId ids[2];
+  if (world.rank == 0)
+    for (ncclUniqueId& id : ids) NCCL_OK(ncclGetUniqueId(&id));
+  MPI_Bcast(ids, sizeof ids, MPI_BYTE, 0, MPI_COMM_WORLD);
+  NCCL_OK(ncclCommInitRankScalable(&scalable.nccl, world.size, world.rank, 2, ids, nullptr));
+  for (int step = 0; step < 2; ++step)
+    reduce_on(scalable, "ncclCommInitRankScalable communicator", send, recv, n, stream);
+  NCCL_OK(ncclCommDestroy(scalable.nccl));
+  model.forget(scalable.id);
+  if (world.size < 2) return;
+
+  // The last rank leaves (it makes no call meanwhile), then joins again.
+  const int leaving = world.size - 1;
+  const bool left = world.rank == leaving;
+  const int calls = 2;
+  Comm shrunk{nullptr, world.rank, world.size - 1, next_comm_id++};
+  if (!left) {
+    int exclude[1] = {leaving};
+    NCCL_OK(ncclCommShrink(world.nccl, exclude, 1, &shrunk.nccl, nullptr, NCCL_SHRINK_DEFAULT));
+    for (int step = 0; step < calls; ++step)
+      reduce_on(shrunk, "ncclCommShrink communicator", send, recv, n, stream);
+  } else {
+    next_call += calls;  // the inputs' seeds stay aligned on every rank
+  }
+  ncclUniqueId grow_id{};
+  if (world.rank == 0) NCCL_OK(ncclCommGetUniqueId(shrunk.nccl, &grow_id));
+  MPI_Bcast(&grow_id, sizeof grow_id, MPI_BYTE, 0, MPI_COMM_WORLD);  // handed out of band
+  Comm grown{nullptr, world.rank, world.size, next_comm_id++};
+  NCCL_OK(ncclCommGrow(shrunk.nccl, world.size, world.rank == 0 || left ? &grow_id : nullptr,
+                       left ? leaving : -1, &grown.nccl, nullptr));
+  if (!left) {
+    NCCL_OK(ncclCommDestroy(shrunk.nccl));
+    model.forget(shrunk.id);
+  }
+  for (int step = 0; step < calls; ++step)
+    reduce_on(grown, left ? "ncclCommGrow, the rank that joined" : "ncclCommGrow communicator",
+              send, recv, n, stream);
+  NCCL_OK(ncclCommDestroy(grown.nccl));
+  model.forget(grown.id);
+}
+
+}  // namespace ranks_job

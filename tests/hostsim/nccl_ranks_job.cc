@@ -1,0 +1,134 @@
+// The job's helpers and bookkeeping (nccl_ranks_job.h).
+#include "tests/hostsim/nccl_ranks_job.h"
+
+#include "kernels/element_rules.h"
+
+namespace ranks_job {
+
+namespace k = slimreduce::kernels;
+
+const sim::Mode mode;
+sim::Model model(mode);
+int failures = 0;
+int checks = 0;
+int world_rank = 0;
+unsigned next_call = 0;
+int next_comm_id = 0;
+
+// Writes this rank's input for the call into c.send (as the call's type).
+Call prepare(Comm& comm, float* send, float* recv, std::size_t n, ncclDataType_t type,
+             ncclRedOp_t op, cudaStream_t stream) {
+  Call c{&comm, send, recv, stream, {comm.id, comm.size, recv, n, type, op, {}}};
+  const unsigned call = next_call++;
+  for (int r = 0; r < comm.size; ++r) c.model.inputs.push_back(sim::values_for(call, r, n, type));
+  const std::vector<float>& mine = c.model.inputs[comm.rank];
+  if (type == ncclFloat32) {
+    CUDA_OK(cudaMemcpyAsync(send, mine.data(), n * 4, cudaMemcpyHostToDevice, stream));
+  } else {
+    std::vector<std::uint16_t> half(n);
+    for (std::size_t i = 0; i < n; ++i)
+      half[i] =
+          type == ncclFloat16 ? k::float_to_fp16_bits(mine[i]) : k::float_to_bf16_bits(mine[i]);
+    CUDA_OK(cudaMemcpyAsync(send, half.data(), n * 2, cudaMemcpyHostToDevice, stream));
+  }
+  return c;
+}
+
+void issue(const Call& c) {
+  NCCL_OK(
+      ncclAllReduce(c.send, c.recv, c.model.n, c.model.type, c.model.op, c.comm->nccl, c.stream));
+}
+
+// Reads what came back (widened from a 16-bit type) into fp32.
+std::vector<float> read_back(const Call& c) {
+  const std::size_t n = c.model.n;
+  std::vector<float> got(n);
+  if (c.model.type == ncclFloat32) {
+    CUDA_OK(cudaMemcpyAsync(got.data(), c.recv, n * 4, cudaMemcpyDeviceToHost, c.stream));
+    CUDA_OK(cudaStreamSynchronize(c.stream));
+    return got;
+  }
+  std::vector<std::uint16_t> half(n);
+  CUDA_OK(cudaMemcpyAsync(half.data(), c.recv, n * 2, cudaMemcpyDeviceToHost, c.stream));
+  CUDA_OK(cudaStreamSynchronize(c.stream));
+  for (std::size_t i = 0; i < n; ++i) {
+    got[i] = c.model.type == ncclFloat16 ? k::fp16_bits_to_float(half[i])
+                                         : k::bf16_bits_to_float(half[i]);
+  }
+  return got;
+}
+
+// One check: counted, and printed by rank 0, or by any rank where it failed.
+void expect(bool ok, const std::string& what) {
+  ++checks;
+  failures += !ok;
+  if (!ok || world_rank == 0)
+    std::printf("%s rank %d: %s\n", ok ? "ok  " : "FAIL", world_rank, what.c_str());
+}
+
+void verify(const char* what, const Call& c) {
+  const std::vector<float> got = read_back(c);
+  const std::vector<float> want = model.expected(c.model);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    wrong += k::float_bits(got[i]) != k::float_bits(want[i]);
+  expect(wrong == 0, std::string(what) + " (n " + std::to_string(got.size()) +
+                         "): " + std::to_string(wrong) + " values differ");
+}
+
+// The library's NCCL counters now.
+slimreduce_counters counters_now() {
+  slimreduce_counters c{};
+  CHECK(slimreduce_nccl_get_counters(&c) == 0, "slimreduce_nccl_get_counters");
+  return c;
+}
+
+// Polls a non-blocking communicator until its work is taken, as NCCL asks.
+void wait_ready(ncclComm_t comm) {
+  ncclResult_t state = ncclInProgress;
+  while (state == ncclInProgress) NCCL_OK(ncclCommGetAsyncError(comm, &state));
+  CHECK(state == ncclSuccess, "the communicator's async state");
+}
+
+// A call that may answer ncclInProgress (a non-blocking communicator's).
+void may_progress(ncclResult_t rc, const char* what) {
+  CHECK(rc == ncclSuccess || rc == ncclInProgress, what);
+}
+
+Comm make_world_comm(bool blocking) {
+  Comm comm;
+  MPI_Comm_rank(MPI_COMM_WORLD, &comm.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &comm.size);
+  ncclUniqueId id;
+  if (comm.rank == 0) NCCL_OK(ncclGetUniqueId(&id));
+  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+  if (blocking) {
+    NCCL_OK(ncclCommInitRank(&comm.nccl, comm.size, id, comm.rank));
+  } else {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    may_progress(ncclCommInitRankConfig(&comm.nccl, comm.size, id, comm.rank, &config),
+                 "ncclCommInitRankConfig, non-blocking");
+    wait_ready(comm.nccl);
+  }
+  comm.id = next_comm_id++;
+  return comm;
+}
+
+// Taken as eligible: compressed, or held back only by warm-up or the residual
+// cap. A call on a communicator the library never saw made counts none of these.
+std::uint64_t eligible_count() {
+  const slimreduce_counters c = counters_now();
+  return c.compressed + c.warmup + c.ef_cap_fallback;
+}
+
+void reduce_on(Comm& comm, const std::string& what, float* send, float* recv, std::size_t n,
+               cudaStream_t stream) {
+  const std::uint64_t before = eligible_count();
+  Call c = prepare(comm, send, recv, n, ncclFloat32, ncclSum, stream);
+  issue(c);
+  verify(what.c_str(), c);
+  if (mode.compressor != "none") expect(eligible_count() > before, what + ": taken as eligible");
+}
+
+}  // namespace ranks_job

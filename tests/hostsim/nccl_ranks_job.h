@@ -1,0 +1,90 @@
+// The job of nccl_ranks_app (several ranks under mpirun on the host
+// simulation), shared by its files: communicators and calls as the job and
+// the reference model see them, the checks' bookkeeping, and the checks.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "backends/nccl_compat.h"
+#include "interpose/slimreduce.h"
+#include "tests/hostsim/reference_model.h"
+#include "tests/hostsim/sim.h"
+
+#define CHECK(ok, what)                                         \
+  do {                                                          \
+    if (!(ok)) {                                                \
+      std::printf("FAIL %s:%d %s\n", __FILE__, __LINE__, what); \
+      MPI_Abort(MPI_COMM_WORLD, 1);                             \
+    }                                                           \
+  } while (0)
+#define CUDA_OK(x) CHECK((x) == cudaSuccess, #x)
+#define NCCL_OK(x) CHECK((x) == ncclSuccess, #x)
+
+namespace ranks_job {
+
+namespace sim = slimreduce::hostsim;
+
+extern const sim::Mode mode;
+extern sim::Model model;
+extern int failures;
+extern int checks;
+extern int world_rank;
+extern unsigned next_call;  // seeds the inputs: every rank counts every call alike
+extern int next_comm_id;    // the model's names for communicators
+
+// A communicator as the job and the model see it.
+struct Comm {
+  ncclComm_t nccl = nullptr;
+  int rank = 0;
+  int size = 1;
+  int id = 0;  // the model's name for it: a new one for each made
+};
+
+// One call: where it goes, and every rank's input (in the communicator's rank order).
+struct Call {
+  Comm* comm;
+  float* send;
+  float* recv;
+  cudaStream_t stream;
+  sim::ModelCall model;
+};
+
+// Writes this rank's input for the call into send (as the call's type).
+Call prepare(Comm& comm, float* send, float* recv, std::size_t n, ncclDataType_t type,
+             ncclRedOp_t op, cudaStream_t stream);
+void issue(const Call& c);
+// What came back (widened from a 16-bit type) in fp32.
+std::vector<float> read_back(const Call& c);
+// One check: counted, and printed by rank 0, or by any rank where it failed.
+void expect(bool ok, const std::string& what);
+// The call's result, bit for bit against the model's.
+void verify(const char* what, const Call& c);
+slimreduce_counters counters_now();
+// Polls a non-blocking communicator until its work is taken, as NCCL asks.
+void wait_ready(ncclComm_t comm);
+// A call that may answer ncclInProgress (a non-blocking communicator's).
+void may_progress(ncclResult_t rc, const char* what);
+Comm make_world_comm(bool blocking = true);
+// Calls taken as eligible so far: compressed, or held back only by warm-up or the residual cap.
+std::uint64_t eligible_count();
+// One fp32 sum on comm, verified, and taken as eligible unless the compressor is none.
+void reduce_on(Comm& comm, const std::string& what, float* send, float* recv, std::size_t n,
+               cudaStream_t stream);
+
+// The checks beyond the buckets (nccl_ranks_checks.cc).
+void check_simulated_group(Comm& world, float* send, float* recv, cudaStream_t stream);
+void check_switch(Comm& world, float* const send[3], float* const recv[3],
+                  const std::size_t sizes[3], cudaStream_t stream);
+void check_non_blocking(Comm& world, float* const send[3], float* const recv[3],
+                        const std::size_t sizes[3], cudaStream_t stream);
+void check_other_makers(const Comm& world, float* send, float* recv, std::size_t n,
+                        cudaStream_t stream);
+
+}  // namespace ranks_job
