@@ -4,12 +4,36 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include <cstddef>
 #include <cstring>
 #include <mutex>
 #include <string>
 
 namespace slimreduce::backends::nccl {
 namespace {
+
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 32, 0)
+// An nccl.h that declares the per-call config: our copy of its layout must be
+// NCCL's, field for field (nccl_coll_config_plain reads a caller's config by it).
+using Ours = slimreduce::NcclCollConfigV23200;
+#define SR_SAME_FIELD(f) static_assert(offsetof(Ours, f) == offsetof(ncclCollConfig_t, f), #f)
+static_assert(sizeof(Ours) == sizeof(ncclCollConfig_t));
+static_assert(kNcclApiMagic == NCCL_API_MAGIC);
+SR_SAME_FIELD(size);
+SR_SAME_FIELD(magic);
+SR_SAME_FIELD(version);
+SR_SAME_FIELD(ext);
+SR_SAME_FIELD(minCTAs);
+SR_SAME_FIELD(maxCTAs);
+SR_SAME_FIELD(nvlsCTAs);
+SR_SAME_FIELD(cgaClusterSize);
+SR_SAME_FIELD(algSelection);
+SR_SAME_FIELD(forceAlgSelection);
+SR_SAME_FIELD(CTAPolicy);
+SR_SAME_FIELD(userProfilerTag);
+SR_SAME_FIELD(launchCompletionEvent);
+#undef SR_SAME_FIELD
+#endif
 
 thread_local int real_call_depth = 0;
 
@@ -80,6 +104,7 @@ void bind(Fn& slot, void* handle, const char* name) {
 
 void bind_all(Api& api, void* handle) {
   bind(api.all_reduce, handle, "ncclAllReduce");
+  bind(api.all_reduce_config, handle, "ncclAllReduceConfig");
   bind(api.all_gather, handle, "ncclAllGather");
   bind(api.group_start, handle, "ncclGroupStart");
   bind(api.group_end, handle, "ncclGroupEnd");

@@ -22,6 +22,9 @@ namespace slimreduce::backends::nccl {
 struct Api {
   ncclResult_t (*all_reduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
                              cudaStream_t) = nullptr;
+  // NCCL 2.32 and later: ncclAllReduce with a per-call config.
+  ncclResult_t (*all_reduce_config)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t,
+                                    ncclComm_t, cudaStream_t, const ncclCollConfig_t*) = nullptr;
   ncclResult_t (*all_gather)(const void*, void*, size_t, ncclDataType_t, ncclComm_t,
                              cudaStream_t) = nullptr;
   ncclResult_t (*group_start)() = nullptr;

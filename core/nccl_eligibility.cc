@@ -59,6 +59,8 @@ NcclVerdict classify_nccl(const NcclCallFacts& facts, const Settings& settings) 
   auto pass = [](const char* reason) { return NcclVerdict{NcclPath::pass_through, false, reason}; };
   if (compressor == GpuCompressor::none) return pass("compressor none");
   if (compressor == GpuCompressor::unknown) return pass("no GPU kernel for this compressor");
+  // An algorithm, CTA counts, a launch event: honoured only by NCCL running the call itself.
+  if (facts.coll_config) return pass("per-call config");
   if (facts.op != kNcclSum && facts.op != kNcclAvg) return pass("op");  // PreMulSum, max, ...
   if (elem == NcclElem::other) return pass("datatype");
   // A cast of 16-bit values to 16 bits saves nothing: only top-k takes them.

@@ -60,6 +60,7 @@ struct NcclCallFacts {
   bool device_buffers = false;  // send and receive buffers are device (or managed) memory
   bool blocking_comm = false;   // a communicator we saw created, in blocking mode
   int comm_size = 0;            // ranks in the communicator (0: unknown)
+  bool coll_config = false;     // a per-call config that asks NCCL for something
 };
 
 enum class NcclPath { pass_through, cast, topk };

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "backends/nccl_backend.h"
+#include "backends/nccl_coll_config.h"
 #include "core/compressor_choice.h"
 #include "core/log.h"
 
@@ -50,6 +51,13 @@ class NcclEngine::Actions : public GroupActions {
 
   void count_pass_through(const NcclCall& c) override { engine_.count_pass_through(c); }
   int pass_through(const NcclCall& c) override {
+    if (c.coll_config) {
+      return real::call(real::api().all_reduce_config, c.sendbuff, c.recvbuff,
+                        static_cast<size_t>(c.count), static_cast<ncclDataType_t>(c.datatype),
+                        static_cast<ncclRedOp_t>(c.op), static_cast<ncclComm_t>(c.comm),
+                        static_cast<cudaStream_t>(c.stream),
+                        static_cast<const ncclCollConfig_t*>(c.coll_config));
+    }
     return real::call(real::api().all_reduce, c.sendbuff, c.recvbuff, static_cast<size_t>(c.count),
                       static_cast<ncclDataType_t>(c.datatype), static_cast<ncclRedOp_t>(c.op),
                       static_cast<ncclComm_t>(c.comm), static_cast<cudaStream_t>(c.stream));
@@ -210,6 +218,7 @@ NcclCallFacts NcclEngine::facts_of(const NcclCall& call) {
   facts.datatype = call.datatype;
   facts.op = call.op;
   facts.count = call.count;
+  facts.coll_config = call.coll_config != nullptr;
   const auto comm = static_cast<ncclComm_t>(call.comm);
   comm_facts(comm, facts);
   // Created inside a group and not asked since: outside any group, it is made.
@@ -227,9 +236,12 @@ NcclCallFacts NcclEngine::facts_of(const NcclCall& call) {
 
 ncclResult_t NcclEngine::all_reduce(const void* sendbuff, void* recvbuff, size_t count,
                                     ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                                    cudaStream_t stream) {
-  NcclCall call{sendbuff, recvbuff, count,        static_cast<int>(datatype), static_cast<int>(op),
-                comm,     stream,   NcclVerdict{}};
+                                    cudaStream_t stream, const ncclCollConfig_t* coll_config) {
+  NcclCall call{
+      sendbuff, recvbuff, count,        static_cast<int>(datatype), static_cast<int>(op), comm,
+      stream,   nullptr,  NcclVerdict{}};
+  // A config that leaves every choice to NCCL makes the plain call (nccl.h).
+  if (!nccl_coll_config_plain(coll_config)) call.coll_config = coll_config;
   const NcclCallFacts facts = facts_of(call);
   call.verdict = classify_nccl(facts, settings_);
   Actions actions(*this);

@@ -39,7 +39,7 @@ class NcclEngine {
 
   ncclResult_t all_reduce(const void* sendbuff, void* recvbuff, size_t count,
                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                          cudaStream_t stream);
+                          cudaStream_t stream, const ncclCollConfig_t* coll_config = nullptr);
   ncclResult_t group_start();
   ncclResult_t group_end();
 #if SLIMREDUCE_NCCL_HAS_SIMULATE_END

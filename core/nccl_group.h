@@ -31,6 +31,9 @@ struct NcclCall {
   int op = -1;
   void* comm = nullptr;
   void* stream = nullptr;
+  // ncclAllReduceConfig's config when it asks NCCL for anything (the call
+  // then passes through, config and all); null for a plain call.
+  const void* coll_config = nullptr;
   NcclVerdict verdict;
 };
 

@@ -101,6 +101,20 @@ SR_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_
       [&] { return engine().all_reduce(sendbuff, recvbuff, count, datatype, op, comm, stream); });
 }
 
+// NCCL 2.32 and later. A config that leaves every choice to NCCL makes the
+// plain call; one that asks for anything passes the call through with it.
+SR_EXPORT ncclResult_t ncclAllReduceConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                           cudaStream_t stream, const ncclCollConfig_t* config) {
+  if (real::in_real_call()) {
+    return real::call(real::api().all_reduce_config, sendbuff, recvbuff, count, datatype, op, comm,
+                      stream, config);
+  }
+  return guarded([&] {
+    return engine().all_reduce(sendbuff, recvbuff, count, datatype, op, comm, stream, config);
+  });
+}
+
 SR_EXPORT ncclResult_t ncclGroupStart() {
   if (real::in_real_call()) return real::call(real::api().group_start);
   return guarded([] { return engine().group_start(); });

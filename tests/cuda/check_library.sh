@@ -10,7 +10,7 @@ lib=$1
 nccl_only=$([ "${2:-}" = --nccl-only ] && echo 1 || echo 0)
 status=0
 exports=$(nm -D --defined-only "$lib" | awk '{print $3}')
-wanted=(ncclAllReduce ncclGroupStart ncclGroupEnd ncclCommInitRank ncclCommInitRankConfig
+wanted=(ncclAllReduce ncclAllReduceConfig ncclGroupStart ncclGroupEnd ncclCommInitRank ncclCommInitRankConfig
         ncclCommInitRankScalable ncclCommInitAll ncclCommSplit ncclCommShrink ncclCommGrow
         ncclCommDestroy ncclCommAbort ncclCommFinalize ncclGroupSimulateEnd slimreduce_nccl_get_counters
         slimreduce_get_counters slimreduce_set_compressor)

@@ -2,11 +2,12 @@
 // frameworks do, on the host simulation of the GPU path: a few steps of
 // gradient buckets in groups (sum and average), calls on two communicators in
 // one group, a split communicator of another size, communicators made by
-// scalable init, shrink and grow, graph capture and replay, calls that must
-// pass through, and a communicator destroyed and made again. Every rank can
-// make every rank's inputs (seeded by call and rank), so each checks its
-// result bit for bit against the model of reference_model.h. The helpers and
-// the other checks are in nccl_ranks_job.cc and nccl_ranks_checks.cc.
+// scalable init, shrink and grow, graph capture and replay, per-call configs
+// (ncclAllReduceConfig), calls that must pass through, and a communicator
+// destroyed and made again. Every rank can make every rank's inputs (seeded
+// by call and rank), so each checks its result bit for bit against the model
+// of reference_model.h. The helpers and the other checks are in
+// nccl_ranks_job.cc and nccl_ranks_checks.cc.
 // Exit 0: all passed; 1: a check failed.
 #include <cstdio>
 #include <string>
@@ -139,6 +140,8 @@ int main(int argc, char** argv) {
   check_other_makers(world, bucket_send[0], bucket_recv[0], sizes[0], stream);
 
   check_switch(world, bucket_send, bucket_recv, sizes, stream);
+
+  check_coll_config(world, bucket_send[0], bucket_recv[0], sizes[0], stream);
 
   // Destroyed and made again: nothing of the old communicator's residuals remains.
   NCCL_OK(ncclCommDestroy(world.nccl));

@@ -1,6 +1,6 @@
 // The checks of nccl_ranks_app beyond the gradient buckets: a simulated
 // group, a compressor switched at run time, non-blocking communicators,
-// and communicators made in other ways.
+// communicators made in other ways, and per-call configs.
 #include <cstring>
 
 #include "tests/hostsim/nccl_ranks_job.h"
@@ -139,6 +139,67 @@ void check_other_makers(const Comm& world, float* send, float* recv, std::size_t
               send, recv, n, stream);
   NCCL_OK(ncclCommDestroy(grown.nccl));
   model.forget(grown.id);
+}
+
+// NCCL_COLLCONFIG_INITIALIZER where nccl.h has it (NCCL 2.32 and later);
+// before, the same values from SlimReduce's copy of the layout.
+ncclCollConfig_t unset_coll_config() {
+#ifdef NCCL_COLLCONFIG_INITIALIZER
+  ncclCollConfig_t config = NCCL_COLLCONFIG_INITIALIZER;
+#else
+  ncclCollConfig_t config = slimreduce::nccl_coll_config_defaults();
+#endif
+  return config;
+}
+
+// ncclAllReduceConfig (NCCL 2.32): without a config, or with one that leaves
+// every choice to NCCL, it is the plain call and is compressed; a config that
+// asks for something (a CTA bound here) passes the call through, and the
+// call reaches NCCL with that config. Alone and in a group beside a plain call.
+void check_coll_config(Comm& world, float* send, float* recv, std::size_t n, cudaStream_t stream) {
+  const ncclCollConfig_t unset = unset_coll_config();
+  ncclCollConfig_t tuned = unset_coll_config();
+  tuned.maxCTAs = 4;
+  const bool compressing = mode.compressor != "none";
+  for (const ncclCollConfig_t* config : {static_cast<const ncclCollConfig_t*>(nullptr), &unset}) {
+    const std::string what =
+        config ? "ncclAllReduceConfig, config left unset" : "ncclAllReduceConfig, no config";
+    const std::uint64_t eligible_before = eligible_count();
+    const std::size_t received_before = sim::nccl_configs_received();
+    Call c = prepare(world, send, recv, n, ncclFloat32, ncclSum, stream);
+    NCCL_OK(ncclAllReduceConfig(send, recv, n, ncclFloat32, ncclSum, world.nccl, stream, config));
+    verify(what.c_str(), c);
+    if (compressing) expect(eligible_count() > eligible_before, what + ": taken as eligible");
+    expect(sim::nccl_configs_received() == received_before, what + ": made as the plain call");
+  }
+
+  const slimreduce_counters before = counters_now();
+  const std::size_t received_before = sim::nccl_configs_received();
+  Call tuned_call = prepare(world, send, recv, n, ncclFloat32, ncclSum, stream);
+  tuned_call.model.passes_through = true;
+  NCCL_OK(ncclAllReduceConfig(send, recv, n, ncclFloat32, ncclSum, world.nccl, stream, &tuned));
+  verify("ncclAllReduceConfig, CTA bound: passed through", tuned_call);
+  const slimreduce_counters after = counters_now();
+  expect(after.passed_through == before.passed_through + 1 && after.compressed == before.compressed,
+         "ncclAllReduceConfig, CTA bound: counted as passed through");
+  expect(sim::nccl_configs_received() == received_before + 1,
+         "ncclAllReduceConfig, CTA bound: reached NCCL with its config");
+
+  // In a group: the tuned call passes through, its plain neighbour is compressed.
+  float* const other_send = send + n;
+  float* const other_recv = recv + n;
+  Call a = prepare(world, send, recv, n, ncclFloat32, ncclAvg, stream);
+  Call b = prepare(world, other_send, other_recv, n, ncclFloat32, ncclSum, stream);
+  a.model.passes_through = true;
+  NCCL_OK(ncclGroupStart());
+  NCCL_OK(ncclAllReduceConfig(send, recv, n, ncclFloat32, ncclAvg, world.nccl, stream, &tuned));
+  NCCL_OK(ncclAllReduceConfig(other_send, other_recv, n, ncclFloat32, ncclSum, world.nccl, stream,
+                              &unset));
+  NCCL_OK(ncclGroupEnd());
+  verify("group: the call with a CTA bound, passed through", a);
+  verify("group: its neighbour without one", b);
+  expect(sim::nccl_configs_received() == received_before + 2,
+         "group: only the call with a CTA bound reached NCCL with its config");
 }
 
 }  // namespace ranks_job

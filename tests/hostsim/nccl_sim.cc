@@ -1,7 +1,8 @@
 // An NCCL that runs on the host, for the host simulation of the GPU path: the
-// collectives SlimReduce issues (ncclAllReduce, ncclAllGather), groups, and
-// the communicator lifecycle, carried by MPI between processes (one process
-// per rank, under mpirun) and by nothing at all for one rank. Collectives run
+// collectives SlimReduce issues or passes on (ncclAllReduce and
+// ncclAllReduceConfig, ncclAllGather), groups, and the communicator
+// lifecycle, carried by MPI between processes (one process per rank, under
+// mpirun) and by nothing at all for one rank. Collectives run
 // on the simulated runtime's streams, so they are recorded under capture and
 // held until the outermost ncclGroupEnd inside a group, as NCCL holds them.
 // Reductions add in rank order, rounding each step to the element type, so
@@ -261,7 +262,29 @@ ncclResult_t init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int 
   return taken(made);
 }
 
+// ncclAllReduce, and ncclAllReduceConfig, whose config changes nothing here.
+ncclResult_t all_reduce(const void* send, void* recv, size_t count, ncclDataType_t type,
+                        ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  const std::size_t bytes = count * type_bytes(type);
+  float scalar = 0;
+  const bool premul = op >= ncclNumOps && premul_of(op, &scalar) && type == ncclFloat32;
+  if (!known(comm) || type_bytes(type) == 0 || op < ncclSum || (op > ncclAvg && !premul) ||
+      bytes > INT_MAX) {
+    return ncclInvalidArgument;
+  }
+  return submit(comm, stream, [=] {
+    require_device("ncclAllReduce sendbuff", send, bytes);
+    require_device("ncclAllReduce recvbuff", recv, bytes);
+    reduce_any(type, recv, gather_all(*comm, send, bytes), comm->size, count, op);
+  });
+}
+
+std::atomic<std::size_t> configs_received{0};
+
 }  // namespace
+
+std::size_t nccl_configs_received() { return configs_received; }
+
 }  // namespace slimreduce::hostsim
 
 namespace sim = slimreduce::hostsim;
@@ -401,18 +424,20 @@ ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
 
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  const std::size_t bytes = count * sim::type_bytes(type);
-  float scalar = 0;
-  const bool premul = op >= ncclNumOps && sim::premul_of(op, &scalar) && type == ncclFloat32;
-  if (!sim::known(comm) || sim::type_bytes(type) == 0 || op < ncclSum ||
-      (op > ncclAvg && !premul) || bytes > INT_MAX) {
-    return ncclInvalidArgument;
+  return sim::all_reduce(send, recv, count, type, op, comm, stream);
+}
+
+// The config is checked as NCCL checks it (made by NCCL_COLLCONFIG_INITIALIZER)
+// and counted; its tuning means nothing on the host.
+ncclResult_t ncclAllReduceConfig(const void* send, void* recv, size_t count, ncclDataType_t type,
+                                 ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
+                                 const ncclCollConfig_t* config) {
+  if (config) {
+    if (config->size != sizeof *config || config->magic != slimreduce::kNcclApiMagic)
+      return ncclInvalidArgument;
+    ++sim::configs_received;
   }
-  return sim::submit(comm, stream, [=] {
-    sim::require_device("ncclAllReduce sendbuff", send, bytes);
-    sim::require_device("ncclAllReduce recvbuff", recv, bytes);
-    sim::reduce_any(type, recv, sim::gather_all(*comm, send, bytes), comm->size, count, op);
-  });
+  return sim::all_reduce(send, recv, count, type, op, comm, stream);
 }
 
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t type,

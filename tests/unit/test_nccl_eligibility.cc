@@ -108,6 +108,16 @@ TEST(NcclEligibility, NonBlockingOrUnknownCommunicatorsPassThrough) {
   EXPECT_EQ(classify_nccl(facts, with_compressor("topk")).path, NcclPath::pass_through);
 }
 
+TEST(NcclEligibility, APerCallConfigThatAsksForAnythingPassesThrough) {
+  NcclCallFacts facts = eligible_facts();
+  facts.coll_config = true;
+  for (const char* name : {"fp16", "bf16", "topk"}) {
+    const NcclVerdict verdict = classify_nccl(facts, with_compressor(name));
+    EXPECT_EQ(verdict.path, NcclPath::pass_through) << name;
+    EXPECT_STREQ(verdict.reason, "per-call config") << name;
+  }
+}
+
 TEST(NcclEligibility, TopkNeedsUint32Indices) {
   NcclCallFacts facts = eligible_facts();
   facts.count = 0x100000000ull;
