@@ -19,9 +19,9 @@
 # then one short table. Logs go to $OUT (at most 8 files come back). Exit
 # status 1 if a row failed; a SKIP (the machine lacked something) is not one.
 # Usage: bash bench/device_check.sh   (from the repository root; OUT defaults to ./device-out)
-# TODO(GPU): CUB in CUDA 13.0 has no device top-k (no cub::DeviceTopK in
-# include/cccl/cub). When a toolkit brings one, time it here against
-# kernels::cuda::topk_select (same n, k; note it does not fix the tie order).
+# After 2, cub::DeviceTopK against topk_select (bench/cub_topk.cu): with the
+# toolkit's CCCL when it has DeviceTopK (3.5 and later), else with NVIDIA's CCCL
+# wheel brought in .device-deps/cccl/ (bench/device_deps.sh); a SKIP without.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$(pwd)
@@ -76,6 +76,15 @@ if [ -z "$NCCL_INC" ] || [ -z "$NCCL_LIB" ]; then
 fi
 log "nccl.h in ${NCCL_INC:-?}, libnccl.so.2 in ${NCCL_LIB:-?}"
 
+# CCCL for cub_topk alone: the toolkit's if it has cub::DeviceTopK, else the wheel's.
+CCCL_INC=""
+CCCL_WHEEL=$(ls -1 "$ROOT"/.device-deps/cccl/nvidia_cuda_cccl-*.whl 2>/dev/null | tail -1)
+if ! ls /usr/local/cuda/include/cccl/cub/device/device_topk.cuh >/dev/null 2>&1 && [ -n "$CCCL_WHEEL" ]; then
+  python3 -m zipfile -e "$CCCL_WHEEL" "$B/cccl" &&
+    CCCL_INC=$(dirname "$(dirname "$(ls -d "$B"/cccl/nvidia/*/include/cccl/cub/device | head -1)")")
+fi
+log "CCCL for cub_topk: ${CCCL_INC:-the one of the toolkit}"
+
 # The programs built below use the shared CUDA runtime, like a framework: found next to nvcc.
 CUDART_DIR=$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")/../lib64
 
@@ -94,10 +103,13 @@ NCCL_ONLY_LIB=$B/interpose/libslimreduce_nccl.so
     targets=(slimreduce_nccl device_check slimreduce_kernels)
     cmake -S "$ROOT" -B "$B" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DSLIMREDUCE_CUDA=ON \
       -DCMAKE_CUDA_ARCHITECTURES=90 -DSLIMREDUCE_BUILD_TESTS=OFF -DSLIMREDUCE_BUILD_BENCH=OFF \
-      -DSLIMREDUCE_NCCL_INCLUDE_DIR="$NCCL_INC" "${MPI_HINT[@]}" &&
+      -DSLIMREDUCE_NCCL_INCLUDE_DIR="$NCCL_INC" -DSLIMREDUCE_CCCL_INCLUDE_DIR="$CCCL_INC" \
+      "${MPI_HINT[@]}" &&
       timeout "$(cap 240 90)" cmake --build "$B" -j"$JOBS" --target "${targets[@]}"
     # The MPI library apart: an MPI that CMake cannot use costs its rows only.
     [ $HAVE_MPI = 1 ] && timeout "$(cap 120 90)" cmake --build "$B" -j"$JOBS" --target slimreduce
+    # And the CUB comparison (one slow file), never at the cost of the rows after it.
+    timeout "$(cap 90 180)" cmake --build "$B" -j"$JOBS" --target cub_topk
     DEVICE_CHECK=$B/kernels/cuda/device_check
   else
     # No nccl.h: no library, but the kernels can be checked.
@@ -153,6 +165,19 @@ if [ -x "$DEVICE_CHECK" ]; then
   summary=$(grep '^device_check:' "$OUT/device_check.log" || echo "rc $rc, see device_check.log")
   row "kernels vs CPU twins" "$(verdict $rc)" "${summary#device_check: }"
   grep -E '^check .* FAIL' "$OUT/device_check.log" | head -5
+fi
+
+# cub::DeviceTopK against topk_select: timed, and the same entries chosen.
+CUB_TOPK=$B/kernels/cuda/cub_topk
+if [ -x "$CUB_TOPK" ] && [ "$(left)" -ge 150 ]; then
+  log "cub_topk"
+  timeout "$(cap 30 120)" "$CUB_TOPK" >> "$OUT/device_check.log" 2>&1
+  rc=$?
+  row "cub DeviceTopK vs ours" "$(verdict $rc)" "rc $rc, $(grep -m1 '^cub_topk' "$OUT/device_check.log" | sed 's/^cub_topk:* *//' | cut -c1-60)"
+elif [ -x "$CUB_TOPK" ]; then
+  row "cub DeviceTopK vs ours" SKIP "out of time"
+else
+  row "cub DeviceTopK vs ours" SKIP "cub_topk not built (see build.log)"
 fi
 
 # ---- 3. our CUDA program, ncclAllReduce on one rank, each compressor ---------------------
@@ -317,6 +342,7 @@ fi
   echo "SlimReduce device check ($((SECONDS - START))s; logs in $OUT)"
   printf '%s\n' "${ROWS[@]}"
   grep '^time' "$OUT/device_check.log" 2>/dev/null
+  grep -E '^cub_topk n ' "$OUT/device_check.log" 2>/dev/null | sed 's/^/time /'
 } | tee "$OUT/summary.txt"
 # Exit 1 when a row failed (SKIP is not a failure: the machine lacked something).
 exit $((FAILED > 0))

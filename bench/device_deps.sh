@@ -2,7 +2,8 @@
 # Fetch Debian's Open MPI (and the runtime libraries it needs that a GPU image
 # may lack) as .deb files into <repo>/.device-deps/, for the GPU machine: it has
 # no network and no MPI, and bench/device_mpi.sh unpacks these there into a
-# private prefix (never over /).
+# private prefix (never over /). Also NVIDIA's CCCL headers (a wheel, into
+# .device-deps/cccl/) for bench/cub_topk.cu.
 #
 # Run here (Debian 12 bookworm, as root, apt reaching a mirror):
 #   bash bench/device_deps.sh
@@ -82,6 +83,16 @@ for p in "${keep[@]}"; do
   apt-get download -q -o APT::Sandbox::User=root "$p" >/dev/null || { echo "device_deps: could not download $p" >&2; fail=1; }
 done
 [ $fail -eq 0 ] || exit 1
+
+# A CCCL newer than the toolkit's, for bench/cub_topk.cu only (cub::DeviceTopK
+# came with CCCL 3.5; CUDA 13.0 brings 3.0): NVIDIA's wheel of its headers, from
+# PyPI, about 4 MiB. Without it, cub_topk's row is a SKIP.
+mkdir -p "$DEST/cccl"
+if ! compgen -G "$DEST/cccl/nvidia_cuda_cccl-*.whl" >/dev/null; then
+  python3 -m pip download --no-deps -q -d "$DEST/cccl" 'nvidia-cuda-cccl>=13.3,<14' ||
+    echo "device_deps: could not download NVIDIA's CCCL wheel (cub_topk will SKIP)" >&2
+fi
+ls -1 "$DEST"/cccl/*.whl 2>/dev/null
 
 echo "device_deps: ${#keep[@]} packages in $DEST:"
 total=0

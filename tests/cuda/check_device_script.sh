@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/device_check.sh, run where there is no GPU: a device call is short and
 # rare, so the script must work the first time it meets a GPU. Here it must
-# build everything it runs there (the library both ways, device_check,
+# build everything it runs there (the library both ways, device_check, cub_topk,
 # nccl_app and, with MPI, mpi_device_app), end with its table, and have no row
 # but "ok" or "SKIP". On a GPU machine the same test runs the whole check.
 # Usage: check_device_script.sh SOURCE_DIR SCRATCH_DIR
@@ -17,7 +17,7 @@ status=0
 [ $rc = 0 ] || { echo "device_check.sh exited $rc"; status=1; }
 grep -qE '^build +ok ' "$summary" || { echo "the build row is not ok"; status=1; }
 if grep -E '^.{28} (FAIL|MISSING) ' "$summary"; then status=1; fi
-built=(kernels/cuda/device_check interpose/libslimreduce_nccl.so nccl_app)
+built=(kernels/cuda/device_check kernels/cuda/cub_topk interpose/libslimreduce_nccl.so nccl_app)
 command -v mpicc >/dev/null && built+=(interpose/libslimreduce.so mpi_device_app)
 for file in "${built[@]}"; do
   [ -e "$scratch/build/$file" ] || { echo "not built: $file"; status=1; }
