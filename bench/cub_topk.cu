@@ -27,8 +27,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/cuda/kernels.h"
-#include "kernels/topk.h"
+#include "bench/device_check_util.cuh"
 
 #if CCCL_VERSION >= 3005000 && __has_include(<cub/device/device_topk.cuh>)
 #define SLIMREDUCE_HAVE_DEVICE_TOPK 1
@@ -41,50 +40,7 @@
 namespace {
 
 #if SLIMREDUCE_HAVE_DEVICE_TOPK
-namespace cu = slimreduce::kernels::cuda;
-namespace k = slimreduce::kernels;
-
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    const cudaError_t rc_ = (x);                                                                \
-    if (rc_ != cudaSuccess) {                                                                   \
-      std::printf("cub_topk: %s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(rc_)); \
-      std::exit(2);                                                                             \
-    }                                                                                           \
-  } while (0)
-
-struct Free {
-  void operator()(void* p) const { cudaFree(p); }
-};
-using Dev = std::unique_ptr<void, Free>;
-Dev dev(std::size_t bytes) {
-  void* p = nullptr;
-  CK(cudaMalloc(&p, std::max<std::size_t>(bytes, 16)));
-  return Dev(p);
-}
-
-template <class Launch>
-float median_ms(Launch launch, int runs = 25) {
-  cudaEvent_t start, stop;
-  CK(cudaEventCreate(&start));
-  CK(cudaEventCreate(&stop));
-  for (int i = 0; i < 3; ++i) launch();
-  std::vector<float> ms;
-  for (int i = 0; i < runs; ++i) {
-    CK(cudaEventRecord(start));
-    launch();
-    CK(cudaEventRecord(stop));
-    CK(cudaEventSynchronize(stop));
-    float t = 0;
-    CK(cudaEventElapsedTime(&t, start, stop));
-    ms.push_back(t);
-  }
-  CK(cudaGetLastError());
-  CK(cudaEventDestroy(start));
-  CK(cudaEventDestroy(stop));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
+using namespace slimreduce::device_check;  // CK, dev, median_ms, cu, k
 
 // Magnitudes 1..n (exact in fp32 up to 2^24), shuffled, with random signs.
 std::vector<float> distinct_magnitudes(std::size_t n) {
@@ -105,7 +61,7 @@ int compare(std::size_t n, std::size_t kk) {
   const std::vector<float> host = distinct_magnitudes(n);
   Dev in = dev(n * 4);
   CK(cudaMemcpy(in.get(), host.data(), n * 4, cudaMemcpyHostToDevice));
-  const auto* fin = static_cast<const float*>(in.get());
+  const auto* fin = reinterpret_cast<const float*>(in.get());
 
   // Ours: fp32 in, no residual, fp32 values.
   const std::size_t stride =
@@ -120,8 +76,8 @@ int compare(std::size_t n, std::size_t kk) {
   auto keys = cuda::make_transform_iterator(fin, MagnitudeBits{});
   auto indices = cuda::counting_iterator<std::uint32_t>(0);
   Dev keys_out = dev(kk * 4), indices_out = dev(kk * 4);
-  auto* kout = static_cast<std::uint32_t*>(keys_out.get());
-  auto* iout = static_cast<std::uint32_t*>(indices_out.get());
+  auto* kout = reinterpret_cast<std::uint32_t*>(keys_out.get());
+  auto* iout = reinterpret_cast<std::uint32_t*>(indices_out.get());
   const auto env = cuda::execution::require(cuda::execution::determinism::not_guaranteed,
                                             cuda::execution::output_ordering::unsorted);
   std::size_t temp_bytes = 0;

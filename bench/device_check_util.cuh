@@ -168,6 +168,31 @@ inline u16 narrow(cu::Elem e, float f) {
   return e == cu::Elem::bf16 ? k::float_to_bf16_bits(f) : k::float_to_fp16_bits(f);
 }
 
+// The median time of `launch` over `runs` runs (after 3 to warm up), by CUDA
+// events on the default stream.
+template <class Launch>
+inline float median_ms(Launch launch, int runs = 25) {
+  cudaEvent_t start, stop;
+  CK(cudaEventCreate(&start));
+  CK(cudaEventCreate(&stop));
+  for (int i = 0; i < 3; ++i) launch();
+  std::vector<float> ms;
+  for (int i = 0; i < runs; ++i) {
+    CK(cudaEventRecord(start));
+    launch();
+    CK(cudaEventRecord(stop));
+    CK(cudaEventSynchronize(stop));
+    float t = 0;
+    CK(cudaEventElapsedTime(&t, start, stop));
+    ms.push_back(t);
+  }
+  CK(cudaGetLastError());
+  CK(cudaEventDestroy(start));
+  CK(cudaEventDestroy(stop));
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
 // The kernels' timings against a device-to-device copy (bench/device_timing.cu).
 void time_all();
 

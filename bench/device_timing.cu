@@ -4,33 +4,6 @@
 #include "bench/device_check_util.cuh"
 
 namespace slimreduce::device_check {
-namespace {
-
-template <class Launch>
-float median_ms(Launch launch, int runs = 25) {
-  cudaEvent_t start, stop;
-  CK(cudaEventCreate(&start));
-  CK(cudaEventCreate(&stop));
-  for (int i = 0; i < 3; ++i) launch();
-  std::vector<float> ms;
-  for (int i = 0; i < runs; ++i) {
-    CK(cudaEventRecord(start));
-    launch();
-    CK(cudaEventRecord(stop));
-    CK(cudaEventSynchronize(stop));
-    float t = 0;
-    CK(cudaEventElapsedTime(&t, start, stop));
-    ms.push_back(t);
-  }
-  CK(cudaGetLastError());
-  CK(cudaEventDestroy(start));
-  CK(cudaEventDestroy(stop));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
-}  // namespace
-
 void time_all() {
   const std::size_t n = std::size_t{64} << 20;  // 256 MiB of fp32: far past the L2
   auto a = dev(n * 4), b = dev(n * 4), r = dev(n * 4), h = dev(n * 2);
