@@ -12,13 +12,18 @@ bool nccl_coll_config_plain(const void* config) {
   if (c.size != sizeof c) return false;
   std::memcpy(&c, config, sizeof c);
   const NcclCollConfigV23200 unset = nccl_coll_config_defaults();
-  // "NULL/UNDEF/\"\" == automatic" (nccl.h): an empty selection string asks nothing.
+  // An uninitialized config: NCCL answers it (magic first, before any pointer is read).
+  if (c.magic != unset.magic) return false;
+  const bool asks = c.ext != nullptr || c.minCTAs != unset.minCTAs || c.maxCTAs != unset.maxCTAs ||
+                    c.nvlsCTAs != unset.nvlsCTAs || c.cgaClusterSize != unset.cgaClusterSize ||
+                    c.CTAPolicy != unset.CTAPolicy || c.launchCompletionEvent != nullptr;
+  if (asks) return false;
+  // The profiler tag "does not affect execution" (nccl.h): it decides nothing,
+  // so ranks that tag differently still decide alike. A compressed call's own
+  // collectives go untagged.
+  // "NULL/UNDEF/\"\" == automatic" (nccl.h): then forceAlgSelection has nothing to force.
   const bool automatic = !c.algSelection || c.algSelection[0] == '\0';
-  return c.magic == unset.magic && c.ext == nullptr && c.minCTAs == unset.minCTAs &&
-         c.maxCTAs == unset.maxCTAs && c.nvlsCTAs == unset.nvlsCTAs &&
-         c.cgaClusterSize == unset.cgaClusterSize && automatic &&
-         c.forceAlgSelection == unset.forceAlgSelection && c.CTAPolicy == unset.CTAPolicy &&
-         c.userProfilerTag == 0 && c.launchCompletionEvent == nullptr;
+  return automatic;
 }
 
 }  // namespace slimreduce

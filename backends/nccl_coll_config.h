@@ -49,11 +49,12 @@ inline NcclCollConfigV23200 nccl_coll_config_defaults() {
 }
 
 // Whether a call with this config is the plain ncclAllReduce ("config == NULL
-// is equivalent to the plain API", nccl.h): null, or every field as the
-// initializer leaves it. Anything else is not plain: a set field, a bad magic
-// (NCCL answers that itself), or a size other than this layout's (a later
-// NCCL's config may set fields this code cannot read). NCCL asks every rank
-// for the same config, so every rank decides alike.
+// is equivalent to the plain API", nccl.h): null, or every field that changes
+// how NCCL runs the call as the initializer leaves it (the profiler tag
+// changes nothing, nor forceAlgSelection without a selection). Not plain: such
+// a field set, a bad magic (NCCL answers that itself), or a size other than
+// this layout's (a later NCCL's config may set fields this code cannot read).
+// NCCL asks every rank for the same config, so every rank decides alike.
 bool nccl_coll_config_plain(const void* config);
 
 }  // namespace slimreduce

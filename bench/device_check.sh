@@ -76,14 +76,20 @@ if [ -z "$NCCL_INC" ] || [ -z "$NCCL_LIB" ]; then
 fi
 log "nccl.h in ${NCCL_INC:-?}, libnccl.so.2 in ${NCCL_LIB:-?}"
 
-# CCCL for cub_topk alone: the toolkit's if it has cub::DeviceTopK, else the wheel's.
+# CCCL for cub_topk alone: the toolkit's if it is 3.5 or later (cub_topk's
+# DeviceTopK API), else the newest wheel's brought in .device-deps/cccl/.
+# (CUDA 13 keeps CCCL in include/cccl, CUDA 12 in include.)
+TOOLKIT_CCCL=$(cat /usr/local/cuda/include/cccl/cuda/std/__cccl/version.h \
+  /usr/local/cuda/include/cuda/std/__cccl/version.h 2>/dev/null |
+  sed -n 's/^#define CCCL_VERSION \([0-9]*\).*/\1/p' | head -1)
 CCCL_INC=""
-CCCL_WHEEL=$(ls -1 "$ROOT"/.device-deps/cccl/nvidia_cuda_cccl-*.whl 2>/dev/null | tail -1)
-if ! ls /usr/local/cuda/include/cccl/cub/device/device_topk.cuh >/dev/null 2>&1 && [ -n "$CCCL_WHEEL" ]; then
-  python3 -m zipfile -e "$CCCL_WHEEL" "$B/cccl" &&
-    CCCL_INC=$(dirname "$(dirname "$(ls -d "$B"/cccl/nvidia/*/include/cccl/cub/device | head -1)")")
+CCCL_WHEEL=$(ls -1 "$ROOT"/.device-deps/cccl/nvidia_cuda_cccl-*.whl 2>/dev/null | sort -V | tail -1)
+if [ "${TOOLKIT_CCCL:-0}" -lt 3005000 ] && [ -n "$CCCL_WHEEL" ] &&
+  python3 -m zipfile -e "$CCCL_WHEEL" "$B/cccl"; then
+  found=$(ls -d "$B"/cccl/nvidia/*/include/cccl/cub 2>/dev/null | head -1)
+  [ -n "$found" ] && CCCL_INC=$(dirname "$found")
 fi
-log "CCCL for cub_topk: ${CCCL_INC:-the one of the toolkit}"
+log "CCCL for cub_topk: ${CCCL_INC:-the one of the toolkit} (toolkit CCCL_VERSION ${TOOLKIT_CCCL:-unknown})"
 
 # The programs built below use the shared CUDA runtime, like a framework: found next to nvcc.
 CUDART_DIR=$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")/../lib64
@@ -171,9 +177,11 @@ fi
 CUB_TOPK=$B/kernels/cuda/cub_topk
 if [ -x "$CUB_TOPK" ] && [ "$(left)" -ge 150 ]; then
   log "cub_topk"
+  echo "=== cub_topk" >> "$OUT/device_check.log"
   timeout "$(cap 30 120)" "$CUB_TOPK" >> "$OUT/device_check.log" 2>&1
   rc=$?
-  row "cub DeviceTopK vs ours" "$(verdict $rc)" "rc $rc, $(grep -m1 '^cub_topk' "$OUT/device_check.log" | sed 's/^cub_topk:* *//' | cut -c1-60)"
+  said=$(sed -n '/^=== cub_topk$/,$p' "$OUT/device_check.log" | grep -m1 -E '^(cub_topk|fatal)')
+  row "cub DeviceTopK vs ours" "$(verdict $rc)" "rc $rc, $(sed 's/^cub_topk:* *//' <<<"$said" | cut -c1-60)"
 elif [ -x "$CUB_TOPK" ]; then
   row "cub DeviceTopK vs ours" SKIP "out of time"
 else

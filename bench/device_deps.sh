@@ -84,12 +84,13 @@ for p in "${keep[@]}"; do
 done
 [ $fail -eq 0 ] || exit 1
 
-# A CCCL newer than the toolkit's, for bench/cub_topk.cu only (cub::DeviceTopK
-# came with CCCL 3.5; CUDA 13.0 brings 3.0): NVIDIA's wheel of its headers, from
-# PyPI, about 4 MiB. Without it, cub_topk's row is a SKIP.
+# A CCCL newer than the toolkit's, for bench/cub_topk.cu only (its DeviceTopK
+# API is CCCL 3.5's; CUDA 13.0 brings 3.0): NVIDIA's wheel of its headers, from
+# PyPI, about 4 MiB, the version cub_topk.cu was compiled against (CCCL 3.5.0).
+# Without it, cub_topk's row is a SKIP.
 mkdir -p "$DEST/cccl"
 if ! compgen -G "$DEST/cccl/nvidia_cuda_cccl-*.whl" >/dev/null; then
-  python3 -m pip download --no-deps -q -d "$DEST/cccl" 'nvidia-cuda-cccl>=13.3,<14' ||
+  python3 -m pip download --no-deps -q -d "$DEST/cccl" 'nvidia-cuda-cccl==13.3.5.0.6' ||
     echo "device_deps: could not download NVIDIA's CCCL wheel (cub_topk will SKIP)" >&2
 fi
 ls -1 "$DEST"/cccl/*.whl 2>/dev/null

@@ -31,6 +31,26 @@ TEST(NcclCollConfig, AnEmptyAlgorithmSelectionIsAutomatic) {
   EXPECT_FALSE(nccl_coll_config_plain(&c));
 }
 
+// Fields that do not change how NCCL runs the call: still the plain call, so
+// ranks that differ in them (a per-rank profiler tag) decide alike.
+TEST(NcclCollConfig, AProfilerTagOrAForceWithoutSelectionChangesNothing) {
+  NcclCollConfigV23200 c = nccl_coll_config_defaults();
+  c.userProfilerTag = 42;
+  EXPECT_TRUE(nccl_coll_config_plain(&c));
+  c = nccl_coll_config_defaults();
+  c.forceAlgSelection = 0;
+  EXPECT_TRUE(nccl_coll_config_plain(&c));
+}
+
+// An uninitialized config whose size happens to match: its magic is checked
+// before its selection string (a wild pointer) is read.
+TEST(NcclCollConfig, ABadMagicIsNotPlainAndItsPointersAreNotRead) {
+  NcclCollConfigV23200 c = nccl_coll_config_defaults();
+  c.magic = 0x12345678;
+  c.algSelection = reinterpret_cast<const char*>(0x8);  // would fault if read
+  EXPECT_FALSE(nccl_coll_config_plain(&c));
+}
+
 // One field set to something other than the initializer's value.
 struct FieldChange {
   std::string name;
@@ -59,9 +79,12 @@ INSTANTIATE_TEST_SUITE_P(
                       FieldChange{"nvlsCTAs", [](auto& c) { c.nvlsCTAs = 0; }},
                       FieldChange{"cgaClusterSize", [](auto& c) { c.cgaClusterSize = 1; }},
                       FieldChange{"algSelection", [](auto& c) { c.algSelection = "tree"; }},
-                      FieldChange{"forceAlgSelection", [](auto& c) { c.forceAlgSelection = 0; }},
+                      FieldChange{"forceAlgSelection_with_a_selection",
+                                  [](auto& c) {
+                                    c.algSelection = "ring";
+                                    c.forceAlgSelection = 0;
+                                  }},
                       FieldChange{"CTAPolicy", [](auto& c) { c.CTAPolicy = 1; }},
-                      FieldChange{"userProfilerTag", [](auto& c) { c.userProfilerTag = 42; }},
                       FieldChange{"launchCompletionEvent",
                                   [](auto& c) { c.launchCompletionEvent = &event_stand_in; }}),
     [](const ::testing::TestParamInfo<FieldChange>& info) { return info.param.name; });
