@@ -24,7 +24,6 @@ GatherCopy gather_copy_for(std::size_t payload, std::size_t stride, std::size_t 
 
 namespace slimreduce::device_staging {
 
-bool is_device_pointer(const void*) { return false; }
 bool keeps_residual_on_device(const AllreduceCall&, const compressors::Compressor&,
                               const Settings&) {
   return false;
@@ -32,6 +31,9 @@ bool keeps_residual_on_device(const AllreduceCall&, const compressors::Compresso
 int allreduce(const AllreduceCall&, compressors::Compressor&, const Settings&, CommState&, bool,
               double*) {
   return MPI_ERR_INTERN;  // unreachable: no pointer is a device pointer here
+}
+int passed_through_allreduce(const AllreduceCall&, MPI_Datatype, MPI_Op, MPI_Comm, int*) {
+  return MPI_ERR_INTERN;  // unreachable, as allreduce
 }
 void forget_communicator(std::uint64_t) {}
 void forget_all() {}
@@ -41,12 +43,8 @@ void forget_key(std::uint64_t, const void*) {}
 
 #else  // SLIMREDUCE_HAVE_CUDA
 
-#include <cuda.h>  // driver types only: the driver is looked up, never linked
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
-#include <link.h>
 
-#include <atomic>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -64,39 +62,6 @@ namespace slimreduce::device_staging {
 namespace {
 
 namespace cuda = kernels::cuda;
-
-// ---- is_device_pointer without touching CUDA in a CPU job ------------------
-
-using PointerGetAttribute = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
-
-// How many objects the process has loaded so far (glibc's dlpi_adds).
-int count_loads(struct dl_phdr_info* info, size_t size, void* data) {
-  if (size >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof info->dlpi_adds) {
-    *static_cast<unsigned long long*>(data) = info->dlpi_adds;
-  }
-  return 1;  // the first object carries the count: stop there
-}
-
-// cuPointerGetAttribute of the driver the job loaded, or nullptr while it
-// loaded none. "None" is re-checked only after the process loads something.
-PointerGetAttribute driver_query() {
-  static std::atomic<PointerGetAttribute> found{nullptr};
-  static std::atomic<unsigned long long> checked_at{~0ull};
-  if (PointerGetAttribute fn = found.load(std::memory_order_acquire)) return fn;
-  unsigned long long loads = 0;
-  dl_iterate_phdr(count_loads, &loads);
-  if (loads == checked_at.load(std::memory_order_relaxed)) return nullptr;
-  void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-  auto fn = driver ? reinterpret_cast<PointerGetAttribute>(dlsym(driver, "cuPointerGetAttribute"))
-                   : nullptr;
-  if (fn) {
-    found.store(fn, std::memory_order_release);  // the handle stays open with the process
-  } else {
-    if (driver) dlclose(driver);
-    checked_at.store(loads, std::memory_order_relaxed);
-  }
-  return fn;
-}
 
 // ---- memory that grows and stays ---------------------------------------------
 
@@ -294,29 +259,36 @@ int staged_topk(const Job& job, const TopkWire& topk, bool fp16_values, double* 
   return rc;
 }
 
-// Any other compressor (or a host buffer on one side): fp32 through pinned
-// memory and the host algorithm, with the engine's host residual.
-int staged_host(const Job& job, double* wire_sent) {
-  Workspace& s = job.device;
-  const std::size_t bytes = job.call.count * sizeof(float);
+// The call's fp32 values through pinned memory: copied in, `reduce(in, out)`
+// on the host copies, the result copied back out.
+template <class Reduce>
+int through_host(Workspace& s, const AllreduceCall& call, Reduce&& reduce) {
+  const std::size_t bytes = call.count * sizeof(float);
   std::byte* in = grow(s.host_in, bytes, true);
   std::byte* out = grow(s.host_out, bytes, true);
   if (!in || !out) return MPI_ERR_NO_MEM;
-  int rc = check(cudaMemcpyAsync(in, job.call.input, bytes, cudaMemcpyDefault, job.stream()));
-  if (rc == MPI_SUCCESS) rc = sync(job);
+  cudaStream_t stream = s.stream.get();
+  int rc = check(cudaMemcpyAsync(in, call.input, bytes, cudaMemcpyDefault, stream));
+  if (rc == MPI_SUCCESS) rc = check(cudaStreamSynchronize(stream));
   if (rc != MPI_SUCCESS) return rc;
-  const AllreduceCall host{reinterpret_cast<const float*>(in), reinterpret_cast<float*>(out),
-                           job.call.count, job.call.residual};
-  if (job.compressor.aggregation() == compressors::Aggregation::summable) {
-    rc = ring_allreduce(host, static_cast<compressors::SummableCompressor&>(job.compressor),
-                        job.state, wire_sent);
-  } else {
-    rc = gather_allreduce(host, static_cast<compressors::GatheredCompressor&>(job.compressor),
-                          job.state, wire_sent);
-  }
+  rc = reduce(reinterpret_cast<const float*>(in), reinterpret_cast<float*>(out));
   if (rc != MPI_SUCCESS) return rc;
-  rc = check(cudaMemcpyAsync(job.call.output, out, bytes, cudaMemcpyDefault, job.stream()));
-  return rc == MPI_SUCCESS ? sync(job) : rc;
+  rc = check(cudaMemcpyAsync(call.output, out, bytes, cudaMemcpyDefault, stream));
+  return rc == MPI_SUCCESS ? check(cudaStreamSynchronize(stream)) : rc;
+}
+
+// Any other compressor (or a host buffer on one side): fp32 through pinned
+// memory and the host algorithm, with the engine's host residual.
+int staged_host(const Job& job, double* wire_sent) {
+  return through_host(job.device, job.call, [&](const float* in, float* out) {
+    const AllreduceCall host{in, out, job.call.count, job.call.residual};
+    if (job.compressor.aggregation() == compressors::Aggregation::summable) {
+      return ring_allreduce(host, static_cast<compressors::SummableCompressor&>(job.compressor),
+                            job.state, wire_sent);
+    }
+    return gather_allreduce(host, static_cast<compressors::GatheredCompressor&>(job.compressor),
+                            job.state, wire_sent);
+  });
 }
 
 int device_of(const void* ptr) {
@@ -393,21 +365,6 @@ Residual residual_for(const AllreduceCall& call, CommState& state, cudaStream_t 
   return slot;
 }
 
-}  // namespace
-
-bool is_device_pointer(const void* ptr) {
-  PointerGetAttribute query = driver_query();
-  if (!ptr || !query) return false;
-  auto address = reinterpret_cast<CUdeviceptr>(ptr);
-  unsigned int type = 0;
-  if (query(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address) != CUDA_SUCCESS) return false;
-  if (type != CU_MEMORYTYPE_DEVICE) return false;
-  int managed = 0;
-  return query(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, address) == CUDA_SUCCESS && !managed;
-}
-
-namespace {
-
 // How a call runs: on the GPU with the cast or top-k kernels, or staged
 // through the host algorithm (another compressor, a host buffer on one side,
 // or a top-k beyond 32-bit indices).
@@ -464,6 +421,22 @@ int allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
   if (route.path == Route::topk) return staged_topk(job, route.sizes, route.fp16_values, wire_sent);
   const bool bf16 = compressor.name() == "bf16";
   return staged_cast(job, bf16 ? cuda::Elem::bf16 : cuda::Elem::fp16, wire_sent);
+}
+
+int passed_through_allreduce(const AllreduceCall& call, MPI_Datatype datatype, MPI_Op op,
+                             MPI_Comm comm, int* mpi_rc) {
+  *mpi_rc = MPI_SUCCESS;
+  const int device = device_of(is_device_pointer(call.input) ? call.input : call.output);
+  if (device < 0) return MPI_ERR_BUFFER;
+  DeviceGuard guard(device);
+  if (!guard.ok()) return MPI_ERR_OTHER;
+  Lease lease(device);
+  if (!lease.get()) return MPI_ERR_OTHER;
+  const int rc = through_host(*lease.get(), call, [&](const float* in, float* out) {
+    return *mpi_rc =
+               backends::mpi::allreduce(in, out, static_cast<int>(call.count), datatype, op, comm);
+  });
+  return *mpi_rc != MPI_SUCCESS ? MPI_SUCCESS : rc;  // MPI's own error: MPI raised it
 }
 
 void forget_communicator(std::uint64_t comm_id) {

@@ -42,6 +42,16 @@ bool keeps_residual_on_device(const AllreduceCall& call, const compressors::Comp
 int allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
               const Settings& settings, CommState& state, bool error_feedback, double* wire_sent);
 
+// An eligible call the engine passes through uncompressed (warm-up, a tensor
+// larger than the residual cap) with device memory on either side: its fp32
+// values through pinned host memory to PMPI_Allreduce with the caller's
+// datatype, op and communicator (so MPI's own sum, by an MPI that cannot read
+// device memory), and back. Synchronous, like the call. Returns our own
+// (CUDA-side) failure, for the engine to raise; *mpi_rc gets what
+// PMPI_Allreduce returned (MPI raised any error of it on comm itself).
+int passed_through_allreduce(const AllreduceCall& call, MPI_Datatype datatype, MPI_Op op,
+                             MPI_Comm comm, int* mpi_rc);
+
 // Drops the device residuals of a communicator (from Engine::forget) or of
 // all (from Engine::use_compressor). A call still running keeps its own until
 // it returns.

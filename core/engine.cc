@@ -225,7 +225,11 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
     // thread on another communicator needs (each rank's lock would wait on a
     // call that the other rank's lock holds back).
     count_pass_through(bytes, state.size(), passes_because);
-    return backends::mpi::allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+    // Device buffers too go to an MPI that may not read them: staged through the host.
+    if (!device) return backends::mpi::allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+    int mpi_rc = MPI_SUCCESS;
+    const int rc = device_staging::passed_through_allreduce(call, datatype, op, comm, &mpi_rc);
+    return rc == MPI_SUCCESS ? mpi_rc : raise(comm, rc, "MPI_Allreduce (staged through the host)");
   }
   // A failed dup was raised on comm by MPI itself; everything after it is ours to raise.
   if (MPI_Comm wire_comm; const int rc = state.private_comm(&wire_comm)) return rc;
