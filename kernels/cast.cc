@@ -36,7 +36,7 @@ void compress_scalar(const float* in, float* residual, std::uint16_t* out, std::
     const float acc = add_nan_first(in[i], residual[i]);
     out[i] = narrow1<F>(acc);
     const float back = widen1<F>(out[i]);
-    residual[i] = is_finite_bits(float_bits(back)) ? acc - back : 0.0f;
+    residual[i] = residual_after(acc, back);
   }
 }
 

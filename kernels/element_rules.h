@@ -122,4 +122,16 @@ SR_HD inline float divide_keeping_nan(float x, int divisor) {
   return x / static_cast<float>(divisor);
 }
 
+// What error feedback keeps of one value after compression: acc (the input
+// plus the old residual) minus what was sent; 0 when what was sent is not
+// finite (an fp16 overflow, a NaN), or the key's every later step would be
+// inf or NaN. The casts and top-k, CPU and GPU, keep exactly this.
+SR_HD inline float residual_after(float acc, float sent) {
+  return is_finite_bits(float_bits(sent)) ? acc - sent : 0.0f;
+}
+
+// Top-k's ordering key: |x| as its bits, compared unsigned, so NaN > inf >
+// numbers (equal keys go to the lower index, by the selection itself).
+SR_HD inline std::uint32_t magnitude_key(float x) { return float_bits(x) & 0x7fffffffu; }
+
 }  // namespace slimreduce::kernels

@@ -46,7 +46,7 @@ class PayloadWriter {
       bits = float_to_fp16_bits(acc);
       sent = fp16_bits_to_float(static_cast<std::uint16_t>(bits));
     }
-    if (residual_) residual_[index] = is_finite_bits(float_bits(sent)) ? acc - sent : 0.0f;
+    if (residual_) residual_[index] = residual_after(acc, sent);
     return bits;
   }
 

@@ -20,8 +20,8 @@ inline constexpr std::size_t kMaskWords = kChunk / 64;
 // mantissa bits): 2048 bins, 8 KiB of uint32 counts, fits L1 four times over.
 inline constexpr int kFirstShift = 20;
 
-// The ordering key: |x| as bits, compared unsigned, so NaN > inf > numbers.
-inline std::uint32_t key_of(float x) { return float_bits(x) & 0x7fffffffu; }
+// The ordering key (element_rules.h: NaN > inf > numbers).
+inline std::uint32_t key_of(float x) { return magnitude_key(x); }
 
 // Keys in [lo, hi] are the current threshold bucket; keys above hi are selected.
 struct Band {

@@ -72,7 +72,7 @@ __device__ inline std::uint16_t compress1(float x, float* r) {
   const float acc = add_nan_first(x, *r);
   const std::uint16_t h = narrow<F>(acc);
   const float back = widen<F>(h);
-  *r = is_finite_bits(float_bits(back)) ? acc - back : 0.0f;
+  *r = residual_after(acc, back);
   return h;
 }
 

@@ -74,7 +74,7 @@ Scratch carve(void* base, std::size_t n) {
   return s;
 }
 
-__device__ inline std::uint32_t key_of(float x) { return float_bits(x) & 0x7fffffffu; }
+__device__ inline std::uint32_t key_of(float x) { return magnitude_key(x); }
 
 // Adds the block's shared histogram to the global one.
 __device__ inline void flush(const std::uint32_t* local, std::uint32_t* global,
@@ -307,8 +307,7 @@ __global__ void __launch_bounds__(kTileThreads)
         } else {
           reinterpret_cast<float*>(value_out)[pos] = acc;
         }
-        if constexpr (EF)
-          residual[first + j] = is_finite_bits(float_bits(sent)) ? acc - sent : 0.0f;
+        if constexpr (EF) residual[first + j] = residual_after(acc, sent);
       }
       above += is_above;
       band += is_band;

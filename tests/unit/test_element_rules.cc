@@ -1,6 +1,7 @@
 // The per-element rules the CPU kernels and their GPU twins share
 // (kernels/element_rules.h), where hardware would let the paths differ: NaNs
-// made or passed on by a sum, and NaNs divided for an average.
+// made or passed on by a sum, NaNs divided for an average, what error
+// feedback keeps, and top-k's ordering key.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -41,6 +42,27 @@ TEST(ElementRules, DividingKeepsANansSignAndPayload) {
   EXPECT_EQ(divide_keeping_nan(-kInf, 4), -kInf);
   EXPECT_EQ(float_bits(divide_keeping_nan(bits_float(0x00000003u), 2)), 0x00000002u)
       << "a subnormal halves and rounds to even, as a division does";
+}
+
+TEST(ElementRules, TheResidualIsWhatWasLostUnlessWhatWasSentIsNotFinite) {
+  EXPECT_EQ(residual_after(1.0f, 0.75f), 0.25f);
+  EXPECT_EQ(residual_after(-3.0f, -3.0f), 0.0f);
+  // An fp16 overflow sends inf; a NaN input sends NaN: the residual restarts at 0.
+  EXPECT_EQ(float_bits(residual_after(70000.0f, kInf)), 0u);
+  EXPECT_EQ(float_bits(residual_after(-70000.0f, -kInf)), 0u);
+  EXPECT_EQ(float_bits(residual_after(bits_float(0x7fc00001u), bits_float(0x7fc00001u))), 0u);
+  // Top-k sends the value itself: nothing lost, even for a subnormal.
+  EXPECT_EQ(float_bits(residual_after(bits_float(0x00000003u), bits_float(0x00000003u))), 0u);
+}
+
+TEST(ElementRules, TheTopkKeyOrdersNanAboveInfAboveNumbersBySize) {
+  EXPECT_GT(magnitude_key(bits_float(0x7fc00000u)), magnitude_key(kInf));
+  EXPECT_EQ(magnitude_key(bits_float(0xffc00000u)), magnitude_key(bits_float(0x7fc00000u)));
+  EXPECT_GT(magnitude_key(-kInf), magnitude_key(std::numeric_limits<float>::max()));
+  EXPECT_GT(magnitude_key(-2.0f), magnitude_key(1.5f));
+  EXPECT_EQ(magnitude_key(-2.0f), magnitude_key(2.0f));
+  EXPECT_EQ(magnitude_key(-0.0f), magnitude_key(0.0f));
+  EXPECT_GT(magnitude_key(bits_float(0x00000001u)), magnitude_key(0.0f));
 }
 
 }  // namespace
