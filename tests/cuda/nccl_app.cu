@@ -368,6 +368,13 @@ int main() {
   fp32_case("scalable-init communicator", scalable, a, b, n, ncclSum, compressible(n * 4, true));
   NCCL_OK(ncclCommDestroy(scalable.comm));
   forget(scalable.comm);
+  // ncclCommInitAll (one process driving its devices; here one): compressed too.
+  Device all = d;
+  const int devlist[1] = {0};
+  NCCL_OK(ncclCommInitAll(&all.comm, 1, devlist));
+  fp32_case("ncclCommInitAll communicator", all, a, b, n, ncclSum, compressible(n * 4, true));
+  NCCL_OK(ncclCommDestroy(all.comm));
+  forget(all.comm);
   check_graph(d, a, b, n);
   check_left_to_nccl(d, a, b, n);
   check_counters(11);

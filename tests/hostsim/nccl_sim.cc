@@ -318,10 +318,18 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t* comm, int nranks, int rank, in
   if (nIds < 1 || !ids) return ncclInvalidArgument;
   return sim::init_rank(comm, nranks, ids[0], rank, config);
 }
+// As NCCL's (init.cc), inside a group opened and closed by its exported
+// ncclGroupStart/End: under LD_PRELOAD those reach SlimReduce's first, whose
+// re-entry guard hands them straight to NCCL (without the guard the engine
+// would open and close an empty group of its own around them: no test here
+// can tell the two apart).
 ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
   if (ndev != 1 || (devlist && devlist[0] != 0)) return ncclInvalidArgument;  // one device
   ncclUniqueId id{};
-  return sim::init_rank(&comms[0], 1, id, 0);
+  if (const ncclResult_t rc = ncclGroupStart(); rc != ncclSuccess) return rc;
+  const ncclResult_t rc = sim::init_rank(&comms[0], 1, id, 0);
+  const ncclResult_t end = ncclGroupEnd();
+  return rc != ncclSuccess ? rc : end;
 }
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                            ncclConfig_t* config) {
