@@ -296,7 +296,15 @@ void check_topk_accumulate(cu::Elem out_type, int divisor, bool fp16_values,
 using namespace slimreduce::device_check;
 
 int main(int argc, char** argv) {
-  const bool timing = !(argc > 1 && std::strcmp(argv[1], "--no-timing") == 0);
+  // --no-timing: the checks only; --timing-elements=N: time on N floats
+  // (default 64 Mi: 256 MiB, far past the L2), as the host simulation does on few.
+  bool timing = true;
+  std::size_t timing_elements = std::size_t{64} << 20;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--no-timing") == 0) timing = false;
+    if (std::strncmp(argv[i], "--timing-elements=", 18) == 0)
+      timing_elements = std::strtoull(argv[i] + 18, nullptr, 10);
+  }
   int device = 0, devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("no GPU: skipped\n");
@@ -355,7 +363,7 @@ int main(int argc, char** argv) {
   check_topk_accumulate(cu::Elem::fp32, 3, true, 2049, 3, 0.5);  // one segment + 1
   check_topk_accumulate(cu::Elem::fp16, 1, false, 100'000, 64, 0.01);
   check_topk_accumulate(cu::Elem::fp32, 1, false, 4'500'001, 2, 0.01);  // several segments a block
-  if (timing) time_all();
+  if (timing && timing_elements >= 64) time_all(timing_elements);
   std::printf("device_check: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }

@@ -194,6 +194,7 @@ inline float median_ms(Launch launch, int runs = 25) {
 }
 
 // The kernels' timings against a device-to-device copy (bench/device_timing.cu).
-void time_all();
+// n floats (at least 64: 64 tensors are packed).
+void time_all(std::size_t n);
 
 }  // namespace slimreduce::device_check

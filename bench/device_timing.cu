@@ -4,8 +4,7 @@
 #include "bench/device_check_util.cuh"
 
 namespace slimreduce::device_check {
-void time_all() {
-  const std::size_t n = std::size_t{64} << 20;  // 256 MiB of fp32: far past the L2
+void time_all(std::size_t n) {
   auto a = dev(n * 4), b = dev(n * 4), r = dev(n * 4), h = dev(n * 2);
   put(a.get(), values(n, false));
   put(r.get(), values(n, false));
@@ -21,7 +20,8 @@ void time_all() {
     std::printf("time %-34s %9.3f ms %8.0f GB/s %5.0f%% of copy\n", what, ms, gbs,
                 100.0 * gbs / copy_gbs);
   };
-  line("d2d copy 256 MiB (read+write)", 8.0 * n, copy);
+  const std::string copy_what = "d2d copy " + std::to_string(n * 4 >> 20) + " MiB (read+write)";
+  line(copy_what.c_str(), 8.0 * n, copy);
   line("cast_compress fp16", 6.0 * n,
        median_ms([&] { CK(cu::cast_compress(cu::Elem::fp16, fa, nullptr, hh, n, nullptr)); }));
   line("cast_compress bf16 +EF", 14.0 * n,
