@@ -107,7 +107,7 @@ NCCL_ONLY_LIB=$B/interpose/libslimreduce_nccl.so
 {
   if [ -n "$NCCL_INC" ]; then
     targets=(slimreduce_nccl device_check slimreduce_kernels)
-    cmake -S "$ROOT" -B "$B" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DSLIMREDUCE_CUDA=ON \
+    timeout "$(cap 60 150)" cmake -S "$ROOT" -B "$B" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DSLIMREDUCE_CUDA=ON \
       -DCMAKE_CUDA_ARCHITECTURES=90 -DSLIMREDUCE_BUILD_TESTS=OFF -DSLIMREDUCE_BUILD_BENCH=OFF \
       -DSLIMREDUCE_NCCL_INCLUDE_DIR="$NCCL_INC" -DSLIMREDUCE_CCCL_INCLUDE_DIR="$CCCL_INC" \
       "${MPI_HINT[@]}" &&
@@ -124,7 +124,7 @@ NCCL_ONLY_LIB=$B/interpose/libslimreduce_nccl.so
       for f in "$ROOT"/kernels/*.cc; do
         g++ -std=c++20 -O2 -fPIC -ffp-contract=off -I"$ROOT" -c "$f" -o "$(basename "$f").o" &
       done && wait &&
-      nvcc -std=c++17 -O3 --fmad=false -arch=sm_90 -I"$ROOT" "$ROOT"/bench/device_check.cu \
+      timeout "$(cap 180 120)" nvcc -std=c++17 -O3 --fmad=false -arch=sm_90 -I"$ROOT" "$ROOT"/bench/device_check.cu \
         "$ROOT"/bench/device_timing.cu \
         "$ROOT"/kernels/cuda/*.cu ./*.o -o device_check -Xcompiler -pthread
     cd "$ROOT"
@@ -132,7 +132,7 @@ NCCL_ONLY_LIB=$B/interpose/libslimreduce_nccl.so
   fi
   # nccl_app links the NCCL-only library; step 3 preloads the full one over it where built.
   if [ -f "$NCCL_ONLY_LIB" ] && [ -n "$NCCL_LIB" ]; then
-    nvcc -std=c++17 -O2 -arch=sm_90 -I"$ROOT" -I"$NCCL_INC" "$ROOT/tests/cuda/nccl_app.cu" \
+    timeout "$(cap 90 120)" nvcc -std=c++17 -O2 -arch=sm_90 -I"$ROOT" -I"$NCCL_INC" "$ROOT/tests/cuda/nccl_app.cu" \
       -o "$B/nccl_app" -L"$B/interpose" -lslimreduce_nccl "$B/kernels/libslimreduce_kernels.a" \
       -L"$NCCL_LIB" -Xlinker -l:libnccl.so.2 -Xlinker -rpath="$B/interpose:$NCCL_LIB:$CUDART_DIR" \
       --cudart shared -Xcompiler -pthread
@@ -147,7 +147,7 @@ NCCL_ONLY_LIB=$B/interpose/libslimreduce_nccl.so
         *) mpi_flags+=(-Xcompiler "$flag") ;;
       esac
     done
-    nvcc -std=c++17 -O2 -arch=sm_90 -I"$ROOT" "$ROOT/tests/cuda/mpi_device_app.cu" \
+    timeout "$(cap 90 120)" nvcc -std=c++17 -O2 -arch=sm_90 -I"$ROOT" "$ROOT/tests/cuda/mpi_device_app.cu" \
       -o "$B/mpi_device_app" -L"$B/interpose" -lslimreduce "${mpi_flags[@]}" \
       -Xlinker -rpath="$B/interpose:$CUDART_DIR" --cudart shared
   fi
