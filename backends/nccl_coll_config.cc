@@ -18,12 +18,11 @@ bool nccl_coll_config_plain(const void* config) {
                     c.nvlsCTAs != unset.nvlsCTAs || c.cgaClusterSize != unset.cgaClusterSize ||
                     c.CTAPolicy != unset.CTAPolicy || c.launchCompletionEvent != nullptr;
   if (asks) return false;
-  // The profiler tag "does not affect execution" (nccl.h): it decides nothing,
-  // so ranks that tag differently still decide alike. A compressed call's own
-  // collectives go untagged.
-  // "NULL/UNDEF/\"\" == automatic" (nccl.h): then forceAlgSelection has nothing to force.
-  const bool automatic = !c.algSelection || c.algSelection[0] == '\0';
-  return automatic;
+  // An automatic algorithm selection, "NULL/UNDEF/\"\"" (nccl.h), leaves
+  // forceAlgSelection nothing to force. The profiler tag "does not affect
+  // execution": it decides nothing, so ranks that tag differently still decide
+  // alike (a compressed call's own collectives go untagged).
+  return !c.algSelection || c.algSelection[0] == '\0';
 }
 
 }  // namespace slimreduce

@@ -1,8 +1,8 @@
 // NCCL 2.32's per-call config (ncclAllReduceConfig and the other nccl*Config
 // collectives): when it leaves every choice to NCCL, the call is the plain
-// ncclAllReduce and may be compressed; when it asks for anything (an
-// algorithm, a CTA count, a launch-completion event, a profiler tag), the call
-// passes through with its config. Pure logic: no NCCL header, so it is tested
+// ncclAllReduce and may be compressed; when it asks for anything that changes
+// how the call runs (an algorithm, a CTA count, a launch-completion event),
+// the call passes through with its config. Pure logic: no NCCL header, so it is tested
 // on any machine; backends/nccl_backend.cc checks the layout against an nccl.h
 // that declares it.
 #pragma once
