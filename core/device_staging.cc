@@ -402,39 +402,49 @@ bool keeps_residual_on_device(const AllreduceCall& call, const compressors::Comp
   return route_of(call, compressor, settings).path != Route::host;
 }
 
-int allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
-              const Settings& settings, CommState& state, bool error_feedback, double* wire_sent) {
+namespace {
+
+// Runs `body` with a workspace leased on the device of the call's device
+// buffer (the input's, else the output's), made current for the call.
+template <class Body>
+int on_leased_workspace(const AllreduceCall& call, Body&& body) {
   const int device = device_of(is_device_pointer(call.input) ? call.input : call.output);
   if (device < 0) return MPI_ERR_BUFFER;
-  const Route route = route_of(call, compressor, settings);
   DeviceGuard guard(device);
   if (!guard.ok()) return MPI_ERR_OTHER;
   Lease lease(device);
   if (!lease.get()) return MPI_ERR_OTHER;
-  Job job{call, compressor, settings, state, *lease.get(), nullptr};
-  if (route.path == Route::host) return staged_host(job, wire_sent);
-  Residual residual;  // held to the end of the call
-  if (error_feedback) {
-    if (!(residual = residual_for(call, state, job.stream()))) return MPI_ERR_NO_MEM;
-    job.residual = reinterpret_cast<float*>(residual->ptr.get());
-  }
-  if (route.path == Route::topk) return staged_topk(job, route.sizes, route.fp16_values, wire_sent);
-  const bool bf16 = compressor.name() == "bf16";
-  return staged_cast(job, bf16 ? cuda::Elem::bf16 : cuda::Elem::fp16, wire_sent);
+  return body(*lease.get());
+}
+
+}  // namespace
+
+int allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
+              const Settings& settings, CommState& state, bool error_feedback, double* wire_sent) {
+  return on_leased_workspace(call, [&](Workspace& workspace) {
+    const Route route = route_of(call, compressor, settings);
+    Job job{call, compressor, settings, state, workspace, nullptr};
+    if (route.path == Route::host) return staged_host(job, wire_sent);
+    Residual residual;  // held to the end of the call
+    if (error_feedback) {
+      if (!(residual = residual_for(call, state, job.stream()))) return MPI_ERR_NO_MEM;
+      job.residual = reinterpret_cast<float*>(residual->ptr.get());
+    }
+    if (route.path == Route::topk)
+      return staged_topk(job, route.sizes, route.fp16_values, wire_sent);
+    const bool bf16 = compressor.name() == "bf16";
+    return staged_cast(job, bf16 ? cuda::Elem::bf16 : cuda::Elem::fp16, wire_sent);
+  });
 }
 
 int passed_through_allreduce(const AllreduceCall& call, MPI_Datatype datatype, MPI_Op op,
                              MPI_Comm comm, int* mpi_rc) {
   *mpi_rc = MPI_SUCCESS;
-  const int device = device_of(is_device_pointer(call.input) ? call.input : call.output);
-  if (device < 0) return MPI_ERR_BUFFER;
-  DeviceGuard guard(device);
-  if (!guard.ok()) return MPI_ERR_OTHER;
-  Lease lease(device);
-  if (!lease.get()) return MPI_ERR_OTHER;
-  const int rc = through_host(*lease.get(), call, [&](const float* in, float* out) {
-    return *mpi_rc =
-               backends::mpi::allreduce(in, out, static_cast<int>(call.count), datatype, op, comm);
+  const int rc = on_leased_workspace(call, [&](Workspace& workspace) {
+    return through_host(workspace, call, [&](const float* in, float* out) {
+      return *mpi_rc = backends::mpi::allreduce(in, out, static_cast<int>(call.count), datatype, op,
+                                                comm);
+    });
   });
   return *mpi_rc != MPI_SUCCESS ? MPI_SUCCESS : rc;  // MPI's own error: MPI raised it
 }
