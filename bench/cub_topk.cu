@@ -52,9 +52,9 @@ std::vector<float> distinct_magnitudes(std::size_t n) {
   return v;
 }
 
-// topk_select's key: the magnitude's bit pattern, which orders as the magnitude does.
+// topk_select's own ordering key (kernels/element_rules.h).
 struct MagnitudeBits {
-  __device__ std::uint32_t operator()(float x) const { return __float_as_uint(x) & 0x7fffffffu; }
+  __device__ std::uint32_t operator()(float x) const { return k::magnitude_key(x); }
 };
 
 int compare(std::size_t n, std::size_t kk) {
