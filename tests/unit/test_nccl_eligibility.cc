@@ -135,15 +135,6 @@ TEST(NcclEligibility, ElementSizes) {
   EXPECT_EQ(nccl_elem_bytes(NcclElem::other), 0u);
 }
 
-TEST(NcclEligibility, SameFactsSameVerdict) {
-  // Invariant 3: nothing but the facts decides, so every rank decides alike.
-  const Settings settings = with_compressor("topk");
-  const NcclVerdict a = classify_nccl(eligible_facts(), settings);
-  const NcclVerdict b = classify_nccl(eligible_facts(), settings);
-  EXPECT_EQ(a.path, b.path);
-  EXPECT_EQ(a.average, b.average);
-}
-
 NcclModeFacts mode(const char* env, bool has_config, int config_blocking = kNcclConfigUndefInt,
                    NcclParent parent = NcclParent::none) {
   NcclModeFacts facts;
