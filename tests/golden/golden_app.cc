@@ -7,12 +7,13 @@
 //   host:   MPI_Allreduce on host buffers (run with LD_PRELOAD=libslimreduce.so);
 //   device: MPI_Allreduce on device buffers (the host simulation of the GPU);
 //   nccl:   ncclAllReduce, alone, in a group, sum and average (host simulation).
-// Inputs are multiples of 2^-12 below 2^3 in magnitude, so every fp32 sum of
-// up to four ranks is exact: what MPI or NCCL sums itself (calls passed
-// through) has one answer whatever order it adds in, and the hashes do not
-// depend on the MPI's choice of algorithm. Casts and top-k still round and
-// select as they would on any data (13 significant bits: fp16 keeps 11).
-// Prints "golden ..." lines on rank 0; exit 0, or 1 when ranks disagreed.
+// A compressed call's result is printed as a hash: SlimReduce's algorithms
+// fix every rounding and every order of adding. A call MPI sums itself
+// (passed through) is compared with PMPI_Allreduce on the same inputs instead,
+// bit for bit: its bits depend on the MPI's own choice of algorithm, which
+// another MPI version may make otherwise, and what matters is that SlimReduce
+// left it alone. (The simulated NCCL sums in one fixed order: hashed.)
+// Prints "golden ..." lines on rank 0; exit 0, or 1 when a check failed.
 #include <dlfcn.h>
 #include <mpi.h>
 
@@ -45,15 +46,19 @@ std::uint64_t mix(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// Rank r's input of call `call`: k/4096 with |k| < 2^15, a few exact zeros
-// and ties (equal magnitudes) for top-k's tie rule.
+// Rank r's input of call `call`: full fp32 precision over twelve binades, so
+// that every order of adding gives other bits (top-k's accumulation included),
+// with a few exact zeros and ties (equal magnitudes) for top-k's tie rule.
 std::vector<float> input_of(unsigned call, int r, std::size_t n) {
   std::vector<float> v(n);
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint64_t h = mix((std::uint64_t{call} << 40) ^ (std::uint64_t(r) << 32) ^ i);
-    const int base = static_cast<int>(h % 8191) - 4095;
-    const int scale = 1 + static_cast<int>((h >> 20) % 7);
-    v[i] = (h >> 40) % 97 == 0 ? 0.0f : static_cast<float>(base * scale) / 4096.0f;
+    const double unit = static_cast<double>(h >> 11) * 0x1p-53 - 0.5;  // [-0.5, 0.5)
+    const int binade = static_cast<int>(h % 12) - 6;
+    const unsigned pick = static_cast<unsigned>((h >> 20) % 100);
+    v[i] = pick == 0   ? 0.0f
+           : pick == 1 ? ((h >> 30) & 1 ? 0.75f : -0.75f)
+                       : static_cast<float>(unit * static_cast<double>(1 << (binade + 6)) / 64.0);
   }
   return v;
 }
@@ -78,13 +83,6 @@ void report(const std::string& what, const void* data, std::size_t bytes) {
   if (rank == 0) std::printf("golden %s %016llx\n", what.c_str(), (unsigned long long)h);
 }
 
-// The counters through the preloaded library (the host program links no SlimReduce).
-bool counters_of(const char* function, slimreduce_counters* out) {
-  using Get = int (*)(slimreduce_counters*);
-  const auto get = reinterpret_cast<Get>(dlsym(RTLD_DEFAULT, function));
-  return get && get(out) == 0;
-}
-
 void print_counters(const char* side, const slimreduce_counters& c) {
   if (rank != 0) return;
   std::printf(
@@ -94,6 +92,22 @@ void print_counters(const char* side, const slimreduce_counters& c) {
       (unsigned long long)c.passed_through, (unsigned long long)c.warmup,
       (unsigned long long)c.ef_cap_fallback, (unsigned long long)c.input_bytes, c.wire_baseline,
       c.wire_sent, (unsigned long long)c.ef_resets);
+}
+
+// The counters through the preloaded library (the host program links no SlimReduce).
+bool counters_of(const char* function, slimreduce_counters* out) {
+  using Get = int (*)(slimreduce_counters*);
+  const auto get = reinterpret_cast<Get>(dlsym(RTLD_DEFAULT, function));
+  return get && get(out) == 0;
+}
+
+slimreduce_counters mpi_counters() {
+  slimreduce_counters counters{};
+  if (!counters_of("slimreduce_get_counters", &counters)) {
+    std::printf("FAIL rank %d: no SlimReduce counters (is the library preloaded?)\n", rank);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  return counters;
 }
 
 // Sizes of the repeated calls: not divisible by 2, 3 or 4 ranks, a power of
@@ -110,6 +124,10 @@ class Path {
   virtual void get(void* to, const void* from, std::size_t bytes) = 0;
   // One float sum (in_place: send is recv).
   virtual void sum(const void* send, void* recv, std::size_t n) = 0;
+  // The compressed-call count of this path's side (the counters the library keeps).
+  virtual std::uint64_t compressed_so_far() = 0;
+  // Whether a passed-through call is checked against PMPI_Allreduce (MPI paths).
+  virtual bool mpi_sums() const { return true; }
 };
 
 class HostMpi : public Path {
@@ -128,20 +146,41 @@ class HostMpi : public Path {
     MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, static_cast<int>(n), MPI_FLOAT,
                   MPI_SUM, MPI_COMM_WORLD);
   }
+  std::uint64_t compressed_so_far() override { return mpi_counters().compressed; }
 
  private:
   std::vector<std::vector<std::byte>> blocks_;  // alive to the end: residual keys stay apart
 };
 
-// A call of `n` floats on (send, recv), every rank's input made here, result reported.
+// Passed through: the result must be what the real MPI gives for the same inputs.
+void check_same_as_mpi(const std::string& what, const void* got, const void* input, int count,
+                       MPI_Datatype type, MPI_Op op) {
+  int type_size = 0;
+  MPI_Type_size(type, &type_size);
+  const std::size_t bytes = static_cast<std::size_t>(count) * type_size;
+  std::vector<std::byte> want(bytes);
+  PMPI_Allreduce(input, want.data(), count, type, op, MPI_COMM_WORLD);
+  const bool same = std::memcmp(got, want.data(), bytes) == 0;
+  failures += !same;
+  if (!same) std::printf("FAIL rank %d: %s differs from PMPI_Allreduce's\n", rank, what.c_str());
+  if (rank == 0) std::printf("golden %s passed through, as MPI sums it\n", what.c_str());
+}
+
+// A call of `n` floats on (send, recv), every rank's input made here: a
+// compressed one's result hashed, a passed-through one's checked against MPI.
 void one_call(Path& path, const std::string& what, unsigned call, void* send, void* recv,
               std::size_t n) {
   const std::vector<float> mine = input_of(call, rank, n);
   path.put(send, mine.data(), n * sizeof(float));
+  const std::uint64_t compressed_before = path.compressed_so_far();
   path.sum(send, recv, n);
   std::vector<float> got(n);
   path.get(got.data(), recv, n * sizeof(float));
-  report(what, got.data(), n * sizeof(float));
+  if (path.mpi_sums() && path.compressed_so_far() == compressed_before) {
+    check_same_as_mpi(what, got.data(), mine.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM);
+  } else {
+    report(what, got.data(), n * sizeof(float));
+  }
 }
 
 // The calls every path makes: steps of three tensors with stable buffers
@@ -172,11 +211,13 @@ void common_calls(Path& path) {
 void host_only_calls() {
   std::vector<int> ints(20000);
   for (std::size_t i = 0; i < ints.size(); ++i) ints[i] = static_cast<int>(mix(i + rank) % 1000);
-  MPI_Allreduce(MPI_IN_PLACE, ints.data(), 20000, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  report("int sum", ints.data(), ints.size() * sizeof(int));
-  std::vector<float> floats = input_of(999, rank, 20000);
-  MPI_Allreduce(MPI_IN_PLACE, floats.data(), 20000, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD);
-  report("float max", floats.data(), floats.size() * sizeof(float));
+  std::vector<int> int_sum(ints.size());
+  MPI_Allreduce(ints.data(), int_sum.data(), 20000, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  check_same_as_mpi("int sum", int_sum.data(), ints.data(), 20000, MPI_INT, MPI_SUM);
+  const std::vector<float> floats = input_of(999, rank, 20000);
+  std::vector<float> max(floats.size());
+  MPI_Allreduce(floats.data(), max.data(), 20000, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD);
+  check_same_as_mpi("float max", max.data(), floats.data(), 20000, MPI_FLOAT, MPI_MAX);
 }
 
 #ifdef GOLDEN_SIM
@@ -219,6 +260,7 @@ class DeviceMpi : public DeviceMemory {
     MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, static_cast<int>(n), MPI_FLOAT,
                   MPI_SUM, MPI_COMM_WORLD);
   }
+  std::uint64_t compressed_so_far() override { return mpi_counters().compressed; }
 };
 
 class Nccl : public DeviceMemory {
@@ -232,6 +274,8 @@ class Nccl : public DeviceMemory {
   }
   ~Nccl() override { ncclCommDestroy(comm_); }
   void sum(const void* send, void* recv, std::size_t n) override { issue(send, recv, n, ncclSum); }
+  std::uint64_t compressed_so_far() override { return 0; }
+  bool mpi_sums() const override { return false; }
   void issue(const void* send, void* recv, std::size_t n, ncclRedOp_t op,
              ncclDataType_t type = ncclFloat32) {
     NCCL_OK(ncclAllReduce(send, recv, n, type, op, comm_, stream_));
