@@ -30,6 +30,7 @@ class CastCompressor final : public SummableCompressor {
   void decompress(const void* in, float* out, std::size_t n) const override {
     kernels::decompress(format_, static_cast<const std::uint16_t*>(in), out, n);
   }
+  std::optional<HalfFormat> native_format() const override { return format_; }
 
  private:
   HalfFormat format_;

@@ -14,8 +14,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+
+#include "kernels/cast.h"
 
 namespace slimreduce::compressors {
 
@@ -42,6 +45,10 @@ class SummableCompressor : public Compressor {
   virtual void accumulate(const void* in, void* inout, std::size_t n) const = 0;
   // out[i] = decode(in[i]) over n wire elements.
   virtual void decompress(const void* in, float* out, std::size_t n) const = 0;
+  // The 16-bit format of the wire elements, when a backend can sum them
+  // itself (NCCL's ncclFloat16, ncclBfloat16) with the same meaning as
+  // accumulate(); none otherwise.
+  virtual std::optional<kernels::HalfFormat> native_format() const { return std::nullopt; }
 };
 
 class GatheredCompressor : public Compressor {

@@ -6,16 +6,6 @@
 
 namespace slimreduce {
 
-double ring_allreduce_wire_bytes(std::uint64_t bytes, int ranks) {
-  if (ranks <= 1) return 0;
-  return 2.0 * (ranks - 1) / ranks * static_cast<double>(bytes);
-}
-
-double ring_allgather_wire_bytes(std::uint64_t payload_bytes, int ranks) {
-  if (ranks <= 1) return 0;
-  return static_cast<double>(ranks - 1) * static_cast<double>(payload_bytes);
-}
-
 void Counters::count_pass_through(std::uint64_t bytes, int ranks) {
   ++intercepted;
   ++passed_through;

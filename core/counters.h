@@ -8,12 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/wire_bytes.h"
+
 namespace slimreduce {
 
-// Bytes a rank sends in a bandwidth-optimal ring allreduce of `bytes`.
-double ring_allreduce_wire_bytes(std::uint64_t bytes, int ranks);
-// Bytes a rank sends in a ring allgather of a `payload_bytes` payload per rank.
-double ring_allgather_wire_bytes(std::uint64_t payload_bytes, int ranks);
+// The report's ring accounting (ring_allreduce_wire_bytes,
+// ring_allgather_wire_bytes) lives with the algorithms it describes.
+using algorithms::ring_allgather_wire_bytes;
+using algorithms::ring_allreduce_wire_bytes;
 
 struct Counters {
   std::uint64_t intercepted = 0;  // always compressed + passed_through

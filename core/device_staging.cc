@@ -28,8 +28,8 @@ bool keeps_residual_on_device(const AllreduceCall&, const compressors::Compresso
                               const Settings&) {
   return false;
 }
-int allreduce(const AllreduceCall&, compressors::Compressor&, const Settings&, CommState&, bool,
-              double*) {
+int allreduce(const AllreduceCall&, compressors::Compressor&, const Settings&, CommState&,
+              backends::Transport&, bool, double*) {
   return MPI_ERR_INTERN;  // unreachable: no pointer is a device pointer here
 }
 int passed_through_allreduce(const AllreduceCall&, MPI_Datatype, MPI_Op, MPI_Comm, int*) {
@@ -52,7 +52,10 @@ void forget_key(std::uint64_t, const void*) {}
 #include <string_view>
 #include <vector>
 
+#include "algorithms/cast_ring.h"
+#include "algorithms/gathered.h"
 #include "backends/mpi_backend.h"
+#include "backends/mpi_transport.h"
 #include "core/counters.h"
 #include "core/nccl_cuda.h"
 #include "core/residuals.h"
@@ -134,38 +137,14 @@ int check(cudaError_t rc) {
   return MPI_ERR_OTHER;
 }
 
-// ---- the wire part on the host ---------------------------------------------------
-
-// Hands already-compressed wire elements to core/algorithms.h's ring: its
-// compress() copies them in and decompress() copies the reduced ones out;
-// the adds at each hop are the real compressor's. ring_allreduce passes
-// call.input and call.output only to these two.
-class StagedWire final : public compressors::SummableCompressor {
- public:
-  explicit StagedWire(const compressors::SummableCompressor& real) : real_(real) {}
-  std::string_view name() const override { return real_.name(); }
-  bool default_error_feedback() const override { return false; }
-  std::size_t compressed_bytes(std::size_t n) const override { return real_.compressed_bytes(n); }
-  std::size_t wire_element_bytes() const override { return real_.wire_element_bytes(); }
-  void compress(const float* in, float*, std::size_t n, void* out) override {
-    std::memcpy(out, in, n * wire_element_bytes());
-  }
-  void accumulate(const void* in, void* inout, std::size_t n) const override {
-    real_.accumulate(in, inout, n);
-  }
-  void decompress(const void* in, float* out, std::size_t n) const override {
-    std::memcpy(out, in, n * wire_element_bytes());
-  }
-
- private:
-  const compressors::SummableCompressor& real_;
-};
+// ---- one call ---------------------------------------------------------------
 
 struct Job {
   const AllreduceCall& call;
   compressors::Compressor& compressor;
   const Settings& settings;
   CommState& state;
+  backends::Transport& transport;  // the MPI transport, over pinned host memory here
   Workspace& device;
   float* residual;  // device, or nullptr
   cudaStream_t stream() const { return device.stream.get(); }
@@ -173,27 +152,29 @@ struct Job {
 
 int sync(const Job& job) { return check(cudaStreamSynchronize(job.stream())); }
 
+// The cast kernels on the device, the ring (algorithms/cast_ring.h) on the
+// compressed elements in pinned memory, with the real compressor's adds.
 int staged_cast(const Job& job, cuda::Elem format, double* wire_sent) {
-  Workspace& s = job.device;
+  using algorithms::CastRing;
+  auto& compressor = static_cast<compressors::SummableCompressor&>(job.compressor);
   const std::size_t n = job.call.count;
-  const std::size_t bytes = n * sizeof(std::uint16_t);
+  const std::size_t bytes = CastRing::wire_bytes(compressor, n);
   std::byte* wire = grow(job.device.wire, bytes, false);
-  std::byte* in = grow(s.host_in, bytes, true);
-  std::byte* out = grow(s.host_out, bytes, true);
-  if (!wire || !in || !out) return MPI_ERR_NO_MEM;
+  std::byte* staged = grow(job.device.host_in, bytes, true);
+  std::byte* scratch =
+      job.state.scratch(CastRing::scratch_bytes(compressor, n, job.transport.size()));
+  if (!wire || !staged) return MPI_ERR_NO_MEM;
   auto* wire16 = reinterpret_cast<std::uint16_t*>(wire);
   int rc =
       check(cuda::cast_compress(format, job.call.input, job.residual, wire16, n, job.stream()));
   if (rc == MPI_SUCCESS)
-    rc = check(cudaMemcpyAsync(in, wire, bytes, cudaMemcpyDeviceToHost, job.stream()));
+    rc = check(cudaMemcpyAsync(staged, wire, bytes, cudaMemcpyDeviceToHost, job.stream()));
   if (rc == MPI_SUCCESS) rc = sync(job);
   if (rc != MPI_SUCCESS) return rc;
-  StagedWire staged(static_cast<compressors::SummableCompressor&>(job.compressor));
-  const AllreduceCall host{reinterpret_cast<const float*>(in), reinterpret_cast<float*>(out), n,
-                           nullptr};
-  rc = ring_allreduce(host, staged, job.state, wire_sent);
-  if (rc != MPI_SUCCESS) return rc;
-  rc = check(cudaMemcpyAsync(wire, out, bytes, cudaMemcpyHostToDevice, job.stream()));
+  CastRing ring(job.transport, compressor, n, staged, scratch);
+  if ((rc = backends::mpi_code(ring.communicate())) != MPI_SUCCESS) return rc;
+  *wire_sent = ring.wire_sent();
+  rc = check(cudaMemcpyAsync(wire, staged, bytes, cudaMemcpyHostToDevice, job.stream()));
   if (rc == MPI_SUCCESS) {
     rc = check(cuda::cast_decompress(format, wire16, job.call.output, n, 1, job.stream()));
   }
@@ -246,16 +227,17 @@ int staged_topk(const Job& job, const TopkWire& topk, bool fp16_values, double* 
   if (rc == MPI_SUCCESS) rc = sync(job);
   if (rc != MPI_SUCCESS) return rc;
   // The same bytes on the wire as the host path: payloads of exactly `payload` bytes.
-  MPI_Comm comm = MPI_COMM_NULL;
-  if ((rc = job.state.private_comm(&comm)) != MPI_SUCCESS) return rc;
-  if ((rc = backends::mpi::allgather_bytes(in, payload, out, comm)) != MPI_SUCCESS) return rc;
+  algorithms::GatheredAllreduce gather(
+      job.transport, static_cast<compressors::GatheredCompressor&>(job.compressor), n, payload, in,
+      out);
+  if ((rc = backends::mpi_code(gather.communicate())) != MPI_SUCCESS) return rc;
   rc = gathered_to_device(job, gathered, out, payload, stride, ranks);
   if (rc == MPI_SUCCESS) {
     rc = check(cuda::topk_accumulate(gathered, stride, ranks, k, fp16_values, n, cuda::Elem::fp32,
                                      job.call.output, 1, scratch, job.stream()));
   }
   if (rc == MPI_SUCCESS) rc = sync(job);
-  if (rc == MPI_SUCCESS) *wire_sent = ring_allgather_wire_bytes(payload, ranks);
+  if (rc == MPI_SUCCESS) *wire_sent = gather.wire_sent();
   return rc;
 }
 
@@ -282,12 +264,8 @@ int through_host(Workspace& s, const AllreduceCall& call, Reduce&& reduce) {
 int staged_host(const Job& job, double* wire_sent) {
   return through_host(job.device, job.call, [&](const float* in, float* out) {
     const AllreduceCall host{in, out, job.call.count, job.call.residual};
-    if (job.compressor.aggregation() == compressors::Aggregation::summable) {
-      return ring_allreduce(host, static_cast<compressors::SummableCompressor&>(job.compressor),
-                            job.state, wire_sent);
-    }
-    return gather_allreduce(host, static_cast<compressors::GatheredCompressor&>(job.compressor),
-                            job.state, wire_sent);
+    return backends::mpi_code(
+        host_allreduce(host, job.compressor, job.transport, job.state, wire_sent));
   });
 }
 
@@ -420,10 +398,11 @@ int on_leased_workspace(const AllreduceCall& call, Body&& body) {
 }  // namespace
 
 int allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
-              const Settings& settings, CommState& state, bool error_feedback, double* wire_sent) {
+              const Settings& settings, CommState& state, backends::Transport& transport,
+              bool error_feedback, double* wire_sent) {
   return on_leased_workspace(call, [&](Workspace& workspace) {
     const Route route = route_of(call, compressor, settings);
-    Job job{call, compressor, settings, state, workspace, nullptr};
+    Job job{call, compressor, settings, state, transport, workspace, nullptr};
     if (route.path == Route::host) return staged_host(job, wire_sent);
     Residual residual;  // held to the end of the call
     if (error_feedback) {

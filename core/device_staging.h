@@ -1,8 +1,8 @@
 // The MPI path for device (GPU) buffers, over an MPI that cannot read device
 // memory (Debian's Open MPI is not CUDA-aware): compress on the GPU, move only
 // the compressed bytes through pinned host memory, run the same wire
-// algorithm as for host buffers (core/algorithms.h: ring for casts, allgather
-// for top-k, so host- and device-buffer ranks interoperate), and finish on
+// algorithm objects as for host buffers (algorithms/: the cast ring, the
+// gathered top-k, so host- and device-buffer ranks interoperate), and finish on
 // the GPU. The engine calls it from Engine::compress_call (docs/gpu.md shows
 // the branch). Every function exists in every build: without CUDA,
 // is_device_pointer() is always false and nothing else is ever reached.
@@ -10,9 +10,10 @@
 
 #include <cstdint>
 
+#include "backends/transport.h"
 #include "compressors/compressor.h"
-#include "core/algorithms.h"
 #include "core/comm_state.h"
+#include "core/host_allreduce.h"
 #include "core/settings.h"
 
 namespace slimreduce::device_staging {
@@ -30,7 +31,7 @@ bool keeps_residual_on_device(const AllreduceCall& call, const compressors::Comp
                               const Settings& settings);
 
 // One compressed allreduce of the call (fp32 values; input and output may be
-// device memory), on the communicator behind `state`, with error feedback
+// device memory), over `transport` (the communicator behind `state`), with error feedback
 // when error_feedback is set: on the GPU the residual lives on the device,
 // keyed (state.id(), call.output), zeroed when made or when call.count
 // changes; staged through the host it is call.residual. Returns an MPI error
@@ -40,7 +41,8 @@ bool keeps_residual_on_device(const AllreduceCall& call, const compressors::Comp
 // legacy default stream. Buffers on two different GPUs are staged through the
 // host. No lock is held while MPI runs (each call leases its own staging).
 int allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
-              const Settings& settings, CommState& state, bool error_feedback, double* wire_sent);
+              const Settings& settings, CommState& state, backends::Transport& transport,
+              bool error_feedback, double* wire_sent);
 
 // An eligible call the engine passes through uncompressed (warm-up, a tensor
 // larger than the residual cap) with device memory on either side: its fp32

@@ -6,10 +6,12 @@
 #include <fstream>
 
 #include "backends/mpi_backend.h"
-#include "core/algorithms.h"
+#include "backends/mpi_transport.h"
 #include "core/compressor_choice.h"
+#include "core/decision.h"
 #include "core/device_staging.h"
 #include "core/eligibility.h"
+#include "core/host_allreduce.h"
 #include "core/log.h"
 #ifdef SLIMREDUCE_HAVE_CUDA
 #include "core/nccl_engine.h"
@@ -49,7 +51,7 @@ Engine& Engine::start(Settings settings) {
 Engine::Engine(Settings settings)
     : settings_(std::move(settings)),
       residuals_(settings_.ef_max_bytes),
-      warmup_(settings_.warmup_steps) {
+      decision_(settings_.ef_max_bytes, settings_.warmup_steps) {
   use_compressor(settings_.compressor);
   PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_comm_delete, &comm_keyval_, nullptr);
   if (int real_size = 0; PMPI_Type_size(MPI_REAL, &real_size) == MPI_SUCCESS && real_size == 4) {
@@ -80,7 +82,7 @@ bool Engine::use_compressor(const std::string& name) {
   error_feedback_ = error_feedback_on(compressor_.get(), settings_);
   // What one compressor left behind means nothing to another.
   residuals_ = ResidualStore(settings_.ef_max_bytes);
-  warmup_ = WarmupCounter(settings_.warmup_steps);
+  decision_ = CompressionDecision(settings_.ef_max_bytes, settings_.warmup_steps);
   device_staging::forget_all();
   return true;
 }
@@ -129,7 +131,7 @@ void Engine::forget(CommState* state) {
     auto found = comms_.find(state);
     if (found == comms_.end()) return;
     residuals_.forget_communicator(state->id());
-    warmup_.forget_communicator(state->id());
+    decision_.forget_communicator(state->id());
     gone = std::move(found->second);
     comms_.erase(found);
   }
@@ -207,11 +209,9 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
     std::lock_guard lock(mutex_);
     const auto datatype_tag = reinterpret_cast<std::uintptr_t>(datatype);
     // Whether to compress: from the arguments and the calls before, as on every rank.
-    if (error_feedback_ && !residuals_.could_ever_hold(call.count)) {
-      passes_because = &Counters::ef_cap_fallback;
-    } else if (warmup_.warming_up(state.id(), call.count, datatype_tag)) {
-      passes_because = &Counters::warmup;
-    } else {
+    passes_because =
+        counted_as(decision_.decide(error_feedback_, state.id(), call.count, datatype_tag));
+    if (!passes_because) {
       // The residual: local, keyed by our buffer address. A missing one (no
       // room under the cap) means no error feedback, never another path.
       ResidualSlot* slot = residual_for({state.id(), recvbuf}, call.count, datatype_tag, device);
@@ -233,18 +233,13 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
   }
   // A failed dup was raised on comm by MPI itself; everything after it is ours to raise.
   if (MPI_Comm wire_comm; const int rc = state.private_comm(&wire_comm)) return rc;
+  backends::MpiTransport transport(state.private_comm(), state.rank(), state.size());
   double wire_sent = 0;
-  int rc = MPI_SUCCESS;
-  if (device) {
-    // Stage only the compressed bytes through the host.
-    rc = device_staging::allreduce(call, *compressor_, settings_, state, feeds_back, &wire_sent);
-  } else if (compressor_->aggregation() == compressors::Aggregation::summable) {
-    rc = ring_allreduce(call, static_cast<compressors::SummableCompressor&>(*compressor_), state,
-                        &wire_sent);
-  } else {
-    rc = gather_allreduce(call, static_cast<compressors::GatheredCompressor&>(*compressor_), state,
-                          &wire_sent);
-  }
+  // Device buffers: compressed on the GPU, only the compressed bytes staged through the host.
+  const int rc =
+      device ? device_staging::allreduce(call, *compressor_, settings_, state, transport,
+                                         feeds_back, &wire_sent)
+             : backends::mpi_code(host_allreduce(call, *compressor_, transport, state, &wire_sent));
   if (rc != MPI_SUCCESS) return raise(comm, rc, "MPI_Allreduce (compressed)");
   Counters delta;
   delta.count_compressed(bytes, state.size(), wire_sent);

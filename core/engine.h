@@ -13,6 +13,7 @@
 #include "compressors/compressor.h"
 #include "core/comm_state.h"
 #include "core/counters.h"
+#include "core/decision.h"
 #include "core/eligibility.h"
 #include "core/residuals.h"
 #include "core/settings.h"
@@ -126,7 +127,7 @@ class Engine {
   std::uint64_t next_comm_id_ = 1;
   std::map<CommState*, std::unique_ptr<CommState>> comms_;
   ResidualStore residuals_;
-  WarmupCounter warmup_;
+  CompressionDecision decision_;
   CounterBoard board_;  // every call but a plain pass-through
   bool reported_ = false;
 };

@@ -1,12 +1,13 @@
-// The algorithms that carry one compressed allreduce: each takes the input,
-// compresses it (with the residual, if any), moves it with the real MPI and
-// leaves the sum in recvbuf, bit-identical on every rank.
+// One compressed allreduce of host buffers (or of fp32 staged through pinned
+// host memory), with the algorithm the compressor's aggregation picks:
+// algorithms/cast_ring.h for a summable one, algorithms/gathered.h for a
+// gathered one, over the communicator's transport. The same choice on every
+// rank: it reads only the compressor.
 #pragma once
-
-#include <mpi.h>
 
 #include <cstddef>
 
+#include "backends/transport.h"
 #include "compressors/compressor.h"
 #include "core/comm_state.h"
 
@@ -19,19 +20,10 @@ struct AllreduceCall {
   float* residual;  // nullptr: no error feedback
 };
 
-// Returns the MPI error code; *wire_sent gets the bytes this rank handed to the transport.
-using AlgorithmResult = int;
-
-// Flat dense: compress to wire elements, ring reduce-scatter adding in fp32 at
-// each hop, ring allgather of the reduced chunks, decompress.
-AlgorithmResult ring_allreduce(const AllreduceCall& call,
-                               compressors::SummableCompressor& compressor, CommState& comm,
-                               double* wire_sent);
-
-// Sparse: compress to a fixed-size payload, allgather, every rank accumulates
-// all payloads in rank order into a zeroed output.
-AlgorithmResult gather_allreduce(const AllreduceCall& call,
-                                 compressors::GatheredCompressor& compressor, CommState& comm,
-                                 double* wire_sent);
+// Leaves the sum in call.output, bit-identical on every rank; *wire_sent gets
+// the bytes this rank handed to the transport. Workspace is the
+// communicator's, all taken before the compress step writes the residual.
+Status host_allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
+                      backends::Transport& transport, CommState& state, double* wire_sent);
 
 }  // namespace slimreduce

@@ -95,8 +95,9 @@ class NcclEngine::Actions : public GroupActions {
 };
 
 NcclCodec NcclEngine::codec() const {
+  std::lock_guard lock(mutex_);
   return {gpu_compressor(settings_.compressor), settings_.topk_ratio,
-          settings_.topk_values == TopkValueFormat::fp16};
+          settings_.topk_values == TopkValueFormat::fp16, compressor_};
 }
 
 NcclModeFacts NcclEngine::mode_facts(ncclResult_t rc, const ncclConfig_t* config,
@@ -133,7 +134,7 @@ void NcclEngine::comm_created(ncclComm_t comm, ncclResult_t rc, const ncclConfig
     replaced = std::exchange(comms_[comm], state);
     if (replaced) {
       residuals_.take_communicator(replaced->id, replaced->leftovers);
-      warmup_.forget_communicator(replaced->id);
+      decision_.forget_communicator(replaced->id);
     }
   }
   if (!state->blocking) return;
@@ -193,7 +194,7 @@ void NcclEngine::comm_gone(ncclComm_t comm, bool aborted) {
     comms_.erase(found);
     // Its residuals stay with it: a plan on another thread may still use them.
     residuals_.take_communicator(gone->id, gone->leftovers);
-    warmup_.forget_communicator(gone->id);
+    decision_.forget_communicator(gone->id);
   }
   // Dropped outside the lock: unless a plan still holds it, its device memory
   // is freed then, after a wait for the device (~NcclCommState): NCCL's destroy
@@ -283,12 +284,10 @@ ncclResult_t NcclEngine::group_simulate_end(ncclSimInfo_t* sim_info) {
 int NcclEngine::decide(CallPlan& p, bool capturing) {
   if (!p.comm || !p.comm->blocking || p.comm->size < 1) return 0;
   const NcclCall& c = p.call;
-  if (error_feedback_ && !residuals_.could_ever_hold(c.count)) {
-    ++counters_.ef_cap_fallback;
-    return 0;
-  }
-  if (warmup_.warming_up(p.comm->id, c.count, static_cast<std::uint64_t>(c.datatype))) {
-    ++counters_.warmup;
+  const Decision decision = decision_.decide(error_feedback_, p.comm->id, c.count,
+                                             static_cast<std::uint64_t>(c.datatype));
+  if (decision != Decision::compress) {
+    ++(counters_.*counted_as(decision));
     return 0;
   }
   NcclResidualSlot* slot = nullptr;

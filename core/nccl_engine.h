@@ -16,6 +16,7 @@
 
 #include "backends/nccl_backend.h"
 #include "core/counters.h"
+#include "core/decision.h"
 #include "core/nccl_cuda.h"
 #include "core/nccl_group.h"
 #include "core/nccl_memory.h"
@@ -89,10 +90,11 @@ class NcclEngine {
   CudaAllocator allocator_;
 
   mutable std::mutex mutex_;  // guards everything below; never held across a real NCCL call
+  std::shared_ptr<compressors::Compressor> compressor_;  // nullptr for "none"
   std::uint64_t next_comm_id_ = 1;
   std::map<ncclComm_t, std::shared_ptr<NcclCommState>> comms_;
   NcclResidualStore residuals_;
-  WarmupCounter warmup_;
+  CompressionDecision decision_;
   Counters counters_;
   int report_rank_ = -1;
   int report_size_ = 0;

@@ -54,8 +54,9 @@ NcclEngine& NcclEngine::start(Settings settings) {
 NcclEngine::NcclEngine(Settings settings)
     : settings_(std::move(settings)),
       error_feedback_(error_feedback_for(settings_)),
+      compressor_(compressor_named(settings_.compressor, settings_)),
       residuals_(settings_.ef_max_bytes),
-      warmup_(settings_.warmup_steps) {
+      decision_(settings_.ef_max_bytes, settings_.warmup_steps) {
   log_line(settings_.log_level, LogLevel::info, env_int({"RANK", "OMPI_COMM_WORLD_RANK"}, 0),
            "nccl: compressor %s, error feedback %s, real NCCL: %s", settings_.compressor.c_str(),
            error_feedback_ ? "on" : "off", real::api().origin);
@@ -69,16 +70,18 @@ Counters NcclEngine::counters() const {
 }
 
 bool NcclEngine::use_compressor(const std::string& name) {
-  if (name != "none" && !compressor_named(name, settings_)) return false;
+  std::shared_ptr<compressors::Compressor> chosen = compressor_named(name, settings_);
+  if (name != "none" && !chosen) return false;
   std::vector<DeviceBlock> dropped;
   std::vector<int> devices;
   {
     std::lock_guard lock(mutex_);
     settings_.compressor = name;
+    compressor_ = std::move(chosen);
     error_feedback_ = error_feedback_for(settings_);
     // What one compressor left behind means nothing to another.
     residuals_.take_all(dropped);
-    warmup_ = WarmupCounter(settings_.warmup_steps);
+    decision_ = CompressionDecision(settings_.ef_max_bytes, settings_.warmup_steps);
     for (const auto& [comm, state] : comms_) {
       if (state->size >= 1) devices.push_back(state->device);
     }

@@ -119,10 +119,6 @@ class NcclResidualStore {
   // their communicator goes); the others go to `out`, to free after a wait.
   void take_all(std::vector<DeviceBlock>& out);
   std::uint64_t bytes_held() const { return bytes_held_; }
-  // Whether a residual of count floats fits under the cap at all: the same
-  // answer on every rank, whatever this rank's store holds (its keys are
-  // buffer addresses, which differ from rank to rank).
-  bool could_ever_hold(std::uint64_t count) const { return count * sizeof(float) <= max_bytes_; }
 
  private:
   void retire_or_release(std::uint64_t comm_id, NcclResidualSlot& slot, void* stream);

@@ -1,7 +1,10 @@
 #ifdef SLIMREDUCE_HAVE_CUDA
 #include "core/nccl_plan.h"
 
+#include "algorithms/cast_ring.h"
+#include "algorithms/gathered.h"
 #include "backends/nccl_backend.h"
+#include "backends/nccl_transport.h"
 #include "core/counters.h"
 #include "core/nccl_cuda.h"
 #include "kernels/topk.h"
@@ -193,27 +196,33 @@ ncclResult_t GroupPlan::compress() {
   return ncclSuccess;
 }
 
+// The collectives, in call order, through the same algorithm objects as the
+// MPI paths (their communicate phase): NCCL sums the casts' 16-bit elements
+// itself, and allgathers the top-k payloads at their padded stride.
 ncclResult_t GroupPlan::collectives() {
-  const real::Api& nccl = real::api();
-  const ncclDataType_t wire_type = half() == cuda::Elem::bf16 ? ncclBfloat16 : ncclFloat16;
   for (CallPlan& p : calls) {
     const NcclCall& c = p.call;
     auto comm = static_cast<ncclComm_t>(c.comm);
     ncclResult_t rc = ncclSuccess;
     if (!p.compressed) {
-      rc = real::call(nccl.all_reduce, c.sendbuff, c.recvbuff, static_cast<size_t>(c.count),
+      rc = real::call(real::api().all_reduce, c.sendbuff, c.recvbuff, static_cast<size_t>(c.count),
                       static_cast<ncclDataType_t>(c.datatype), static_cast<ncclRedOp_t>(c.op), comm,
                       stream_of(c));
     } else if (c.verdict.path == NcclPath::topk) {
       const TopkRegion r = topk_region(p);
-      rc = real::call(nccl.all_gather, static_cast<const void*>(r.payload),
-                      static_cast<void*>(r.gathered), p.stride, ncclUint8, comm, stream_of(c));
+      backends::NcclTransport transport(comm, p.comm->rank, p.comm->size, stream_of(c));
+      algorithms::GatheredAllreduce gather(
+          transport, static_cast<compressors::GatheredCompressor&>(*codec_.algorithm_compressor),
+          p.call.count, p.stride, r.payload, r.gathered);
+      rc = backends::nccl_code(gather.communicate());
     } else if (CastBatch& batch = batches_[p.batch]; !batch.issued) {
       // The batch's one collective goes where its first call was: the same place on every rank.
       batch.issued = true;
-      rc = real::call(nccl.all_reduce, static_cast<const void*>(batch.fused),
-                      static_cast<void*>(batch.fused), batch.elements, wire_type, ncclSum, comm,
-                      batch.stream);
+      backends::NcclTransport transport(comm, p.comm->rank, p.comm->size, batch.stream);
+      algorithms::CastRing ring(
+          transport, static_cast<compressors::SummableCompressor&>(*codec_.algorithm_compressor),
+          batch.elements, batch.fused, nullptr);
+      rc = backends::nccl_code(ring.communicate());
     }
     if (rc != ncclSuccess) return rc;
   }

@@ -15,6 +15,7 @@
 #include <memory>
 #include <vector>
 
+#include "compressors/compressor.h"
 #include "core/nccl_group.h"
 #include "core/nccl_memory.h"
 #include "kernels/cuda/kernels.h"
@@ -51,6 +52,9 @@ struct NcclCodec {
   GpuCompressor compressor = GpuCompressor::none;
   double topk_ratio = 0.01;
   bool topk_fp16_values = false;
+  // The compressor object the algorithms (algorithms/) run with; held by
+  // the plan, so a switch on another thread never frees it under the plan.
+  std::shared_ptr<compressors::Compressor> algorithm_compressor;
 };
 
 struct CallPlan {

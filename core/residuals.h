@@ -9,7 +9,7 @@
 // address another's does not), so whether a key exists is local knowledge:
 // nothing here may decide whether a call is compressed. What may decide it
 // reads the call's arguments and the calls before it, the same on every
-// rank: could_ever_hold() and WarmupCounter.
+// rank: core/decision.h, with WarmupCounter.
 #pragma once
 
 #include <compare>
@@ -57,11 +57,6 @@ class ResidualStore {
                                std::uint64_t datatype_tag, bool want_residual);
 
   void forget_communicator(std::uint64_t comm_id);
-  // Whether a residual of count floats fits under the cap at all (the same
-  // answer on every rank, whatever the store holds).
-  bool could_ever_hold(std::size_t count) const {
-    return std::uint64_t{count} * sizeof(float) <= max_bytes_;
-  }
   std::uint64_t bytes_held() const { return bytes_held_; }
   // How many times a key came back with another shape and lost its residual.
   std::uint64_t resets() const { return resets_; }

@@ -136,15 +136,11 @@ class HostMpi : public Path {
     blocks_.emplace_back(bytes);
     return blocks_.back().data();
   }
-  void put(void* to, const void* from, std::size_t bytes) override {
-    std::memcpy(to, from, bytes);
-  }
-  void get(void* to, const void* from, std::size_t bytes) override {
-    std::memcpy(to, from, bytes);
-  }
+  void put(void* to, const void* from, std::size_t bytes) override { std::memcpy(to, from, bytes); }
+  void get(void* to, const void* from, std::size_t bytes) override { std::memcpy(to, from, bytes); }
   void sum(const void* send, void* recv, std::size_t n) override {
-    MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, static_cast<int>(n), MPI_FLOAT,
-                  MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, static_cast<int>(n), MPI_FLOAT, MPI_SUM,
+                  MPI_COMM_WORLD);
   }
   std::uint64_t compressed_so_far() override { return mpi_counters().compressed; }
 
@@ -257,8 +253,8 @@ class DeviceMemory : public Path {
 class DeviceMpi : public DeviceMemory {
  public:
   void sum(const void* send, void* recv, std::size_t n) override {
-    MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, static_cast<int>(n), MPI_FLOAT,
-                  MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, static_cast<int>(n), MPI_FLOAT, MPI_SUM,
+                  MPI_COMM_WORLD);
   }
   std::uint64_t compressed_so_far() override { return mpi_counters().compressed; }
 };

@@ -6,6 +6,7 @@
 
 #include "core/compressor_choice.h"
 #include "core/counters.h"
+#include "core/decision.h"
 #include "core/eligibility.h"
 #include "core/residuals.h"
 #include "core/thread_tally.h"
@@ -94,13 +95,32 @@ TEST(Residuals, HostMemoryIsMadeOnlyWhenAsked) {
   EXPECT_EQ(off->host_residual(), nullptr) << "no error feedback, no residual";
 }
 
-TEST(Residuals, CouldEverHoldReadsTheCountAlone) {
-  ResidualStore store(1000);
-  int a = 0;
-  EXPECT_TRUE(store.could_ever_hold(250));
-  EXPECT_FALSE(store.could_ever_hold(251));
-  ASSERT_NE(store.find_or_create({1, &a}, 200, 0, true), nullptr);
-  EXPECT_TRUE(store.could_ever_hold(250)) << "what the store holds does not change the answer";
+// The one decision of every path: the cap reads the count alone (what a
+// rank's store holds never changes it) and comes before warm-up, which a
+// capped call does not use up.
+TEST(Decision, TheCapReadsTheCountAloneAndComesFirst) {
+  CompressionDecision decision(1000, 1);
+  EXPECT_EQ(decision.decide(true, 1, 251, 0), Decision::over_residual_cap);
+  EXPECT_EQ(decision.decide(true, 1, 251, 0), Decision::over_residual_cap);
+  EXPECT_EQ(decision.decide(false, 1, 251, 0), Decision::warming_up) << "no cap without feedback";
+  EXPECT_EQ(decision.decide(false, 1, 251, 0), Decision::compress);
+  EXPECT_EQ(decision.decide(true, 1, 250, 0), Decision::warming_up) << "another shape";
+  EXPECT_EQ(decision.decide(true, 1, 250, 0), Decision::compress);
+  EXPECT_EQ(decision.decide(true, 2, 250, 0), Decision::warming_up) << "another communicator";
+}
+
+TEST(Decision, AFreedCommunicatorWarmsUpAgain) {
+  CompressionDecision decision(1000, 1);
+  EXPECT_EQ(decision.decide(false, 1, 10, 0), Decision::warming_up);
+  EXPECT_EQ(decision.decide(false, 1, 10, 0), Decision::compress);
+  decision.forget_communicator(1);
+  EXPECT_EQ(decision.decide(false, 1, 10, 0), Decision::warming_up);
+}
+
+TEST(Decision, EachPassThroughHasItsCounter) {
+  EXPECT_EQ(counted_as(Decision::compress), nullptr);
+  EXPECT_EQ(counted_as(Decision::over_residual_cap), &Counters::ef_cap_fallback);
+  EXPECT_EQ(counted_as(Decision::warming_up), &Counters::warmup);
 }
 
 // Warm-up counts calls per shape, never per buffer: every rank ends it at the same call.

@@ -104,17 +104,6 @@ TEST(NcclResiduals, AResidualIsZeroedAndKeptForTheSameKey) {
   EXPECT_EQ(allocator.allocations, 1);
 }
 
-TEST(NcclResiduals, CouldEverHoldReadsTheCountAlone) {
-  FakeAllocator allocator;
-  NcclResidualStore store(1000);
-  NcclResidualSlot* slot = nullptr;
-  int a = 0;
-  EXPECT_TRUE(store.could_ever_hold(250));
-  EXPECT_FALSE(store.could_ever_hold(251));
-  store.find_or_create({1, &a}, 200, 7, true, true, nullptr, allocator, &slot);
-  EXPECT_TRUE(store.could_ever_hold(250)) << "what the store holds does not change the answer";
-}
-
 TEST(NcclResiduals, ANewShapeResetsTheKey) {
   FakeAllocator allocator;
   NcclResidualStore store(1 << 20);

@@ -1,0 +1,57 @@
+// What an algorithm (algorithms/) needs from a communicator, whatever carries
+// it: the real MPI through PMPI (host memory, or device buffers staged through
+// pinned host memory), or the real NCCL (device memory, stream-ordered). Each
+// algorithm is written once against this interface (Gloo's transport pairs are
+// the model), so it serves every path.
+//
+// Every rank calls the same collectives in the same order with the same
+// sizes (design invariant 3): a transport never decides anything.
+#pragma once
+
+#include <cstddef>
+
+#include "backends/status.h"
+#include "kernels/cast.h"
+
+namespace slimreduce::backends {
+
+// Where the buffers handed to the transport live.
+enum class MemoryKind {
+  host,         // host memory, read by the host code of the compressors
+  staged_host,  // pinned host memory that stands in for device buffers (MPI not CUDA-aware)
+  device,       // device memory, read by the kernels
+};
+
+// When a collective's result is there: on return (blocking), or once the work
+// queued on the caller's stream before it has run (stream-ordered).
+enum class Execution { blocking, stream_ordered };
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual MemoryKind memory() const = 0;
+  virtual Execution execution() const = 0;
+
+  // Sends send_bytes to rank dest while receiving recv_bytes from rank source.
+  virtual Status sendrecv(const void* send, std::size_t send_bytes, int dest, void* recv,
+                          std::size_t recv_bytes, int source) = 0;
+  // Every rank's bytes_per_rank bytes, in rank order, into gathered.
+  virtual Status allgather(const void* send, std::size_t bytes_per_rank, void* gathered) = 0;
+
+  // Whether the backend sums 16-bit elements of `format` itself (NCCL does);
+  // then sum16 replaces the ring over sendrecv.
+  virtual bool sums_natively(kernels::HalfFormat format) const {
+    (void)format;
+    return false;
+  }
+  // In place: inout (n elements of format) becomes their sum over all ranks.
+  virtual Status sum16(void* inout, std::size_t n, kernels::HalfFormat format) {
+    (void)inout, (void)n, (void)format;
+    return Status::internal();
+  }
+};
+
+}  // namespace slimreduce::backends
