@@ -5,9 +5,11 @@
 // through the same library on host buffers. The two must agree bit for bit,
 // step after step (the kernels equal their CPU twins, so the residuals evolve
 // alike); every rank must hold the same bits; casts must stay near the exact
-// sum; and the library must count every call here as compressed, but for those
-// its settings pass through uncompressed (warm-up, tensors over the residual
-// cap), which on device buffers it stages through the host as well.
+// sum; top-k results must equal, bit for bit, a plain reference of the
+// documented top-k (topk_reference.h, not the library's kernels); and the
+// library must count every call here as compressed, but for those its settings
+// pass through uncompressed (warm-up, tensors over the residual cap), which on
+// device buffers it stages through the host as well.
 // Usage: mpirun -np N mpi_device_app, with SLIMREDUCE_COMPRESSOR fp16, bf16 or
 // topk (with `none` the device buffers would reach an MPI that cannot read
 // them). With --host-stand-in, plain host memory stands in for the device
@@ -28,6 +30,7 @@
 #include <vector>
 
 #include "interpose/slimreduce.h"
+#include "tests/cuda/topk_reference.h"
 
 namespace {
 
@@ -90,6 +93,10 @@ std::string setting(const char* name) {
   return slimreduce_get_setting(name, value, sizeof value) == 0 ? value : "";
 }
 double topk_ratio() { return std::atof(setting("SLIMREDUCE_TOPK_RATIO").c_str()); }
+bool feeds_back() {
+  const std::string ef = setting("SLIMREDUCE_ERROR_FEEDBACK");
+  return ef == "default" ? compressor == "topk" : ef == "1";
+}
 
 // The calls the library passes through uncompressed, by its rules and
 // settings, in call order as every rank sees them: with error feedback, a
@@ -98,11 +105,9 @@ double topk_ratio() { return std::atof(setting("SLIMREDUCE_TOPK_RATIO").c_str())
 struct PassRules {
   std::map<std::size_t, unsigned long> seen;  // calls so far of each count
   bool passes(std::size_t count) {
-    const std::string ef = setting("SLIMREDUCE_ERROR_FEEDBACK");
-    const bool feeds_back = ef == "default" ? compressor == "topk" : ef == "1";
     const unsigned long long cap =
         std::strtoull(setting("SLIMREDUCE_EF_MAX_BYTES").c_str(), nullptr, 10);
-    if (feeds_back && count * sizeof(float) > cap) return true;
+    if (feeds_back() && count * sizeof(float) > cap) return true;
     return seen[count]++ < std::strtoul(setting("SLIMREDUCE_WARMUP_STEPS").c_str(), nullptr, 10);
   }
 };
@@ -111,7 +116,7 @@ int passed = 0;  // calls expected to pass through
 
 // Casts, and calls passed through: ||got - exact|| / ||exact|| under 1e-2
 // (fp16, bf16 roundings at each hop). Top-k: a sparse sum, at most ranks * k
-// elements set, some set.
+// elements set, some set (its values: see TopkModel).
 bool plausible(const std::vector<float>& got, int step, int variant, bool dense) {
   const std::size_t n = got.size();
   if (compressor == "topk" && !dense) {
@@ -177,11 +182,51 @@ const char* name_of(Shape shape) {
 // The buffers of one shape: a device pair and its host twin. Each shape has
 // its own, alive all along, so no residual key (communicator, output buffer)
 // is shared between shapes or reused by a new allocation at the same address.
+// The reference of the top-k calls on one residual key: every rank's
+// residual, as the documented top-k leaves it, call after call.
+struct TopkModel {
+  std::vector<std::vector<float>> residual;  // per rank; made when the key first feeds back
+
+  // What every rank must hold after this call; fed_back: whether it fed back error.
+  std::vector<float> result(std::size_t count, int step, int variant, bool fed_back) {
+    if (fed_back && residual.empty()) residual.assign(ranks, std::vector<float>(count, 0.0f));
+    const std::size_t k = topk_reference::count_of(count, topk_ratio());
+    const bool fp16_values = setting("SLIMREDUCE_TOPK_VALUES") == "fp16";
+    std::vector<topk_reference::Sent> sent;
+    for (int r = 0; r < ranks; ++r) {
+      sent.push_back(topk_reference::compress(values_of(r, step, variant, count),
+                                              fed_back ? &residual[r] : nullptr, k, fp16_values));
+    }
+    return topk_reference::sum(sent, count);
+  }
+};
+
+// Calls so far that went without error feedback for want of room under the cap.
+std::uint64_t ef_fallbacks() {
+  slimreduce_counters counters{};
+  slimreduce_get_counters(&counters);
+  return counters.ef_cap_fallback;
+}
+
 struct Twin {
   DeviceBuffer dev_in, dev_out;
   std::vector<float> host_in, host_out;
+  TopkModel host_model;  // the host twin's key (the device twin's must give the same bits)
   explicit Twin(std::size_t n) : dev_in(n), dev_out(n), host_in(n), host_out(n) {}
 };
+
+// A compressed top-k call's values against the reference, bit for bit.
+void check_topk(const std::vector<float>& got, int step, int variant, bool fed_back,
+                TopkModel& model, const std::string& what) {
+  const std::vector<float> want = model.result(got.size(), step, variant, fed_back);
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    differ += topk_reference::bits_of(got[i]) != topk_reference::bits_of(want[i]);
+  }
+  expect(differ == 0, what + (fed_back ? "" : ", no error feedback") +
+                          ": host bits == the top-k reference" +
+                          (differ ? " (" + std::to_string(differ) + " differ)" : ""));
+}
 
 // One step of one shape: the device call and its host twin, compared.
 void step_of(Shape shape, std::size_t n, int step, Twin& twin) {
@@ -199,17 +244,21 @@ void step_of(Shape shape, std::size_t n, int step, Twin& twin) {
   const bool passes = pass_rules.passes(count);
   if (pass_rules.passes(count) != passes) expect(false, "the twins of a call decided alike");
   passed += passes ? 2 : 0;
+  std::uint64_t fallbacks = 0;  // before the host call: did the cap turn its feedback off?
   if (shape == Shape::in_place) {
     copy(d_out, mine.data(), bytes);
     std::memcpy(h_out, mine.data(), bytes);
     MPI_OK(MPI_Allreduce(MPI_IN_PLACE, d_out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+    fallbacks = ef_fallbacks();
     MPI_OK(MPI_Allreduce(MPI_IN_PLACE, h_out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
   } else {
     const void* device_send = shape == Shape::host_in_device_out ? h_in : d_in;
     if (device_send == d_in) copy(d_in, mine.data(), bytes);
     MPI_OK(MPI_Allreduce(device_send, d_out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+    fallbacks = ef_fallbacks();
     MPI_OK(MPI_Allreduce(h_in, h_out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
   }
+  const bool host_fed_back = feeds_back() && ef_fallbacks() == fallbacks;
   calls += 2;
   std::vector<float> from_device(count), from_host(h_out, h_out + count);
   copy(from_device.data(), d_out, bytes);
@@ -220,6 +269,9 @@ void step_of(Shape shape, std::size_t n, int step, Twin& twin) {
          what + ": device bits == host bits");
   expect(same_on_every_rank(from_device), what + ": the same bits on every rank");
   expect(plausible(from_host, step, variant, passes), what + ": near the exact sum");
+  if (compressor == "topk" && !passes) {
+    check_topk(from_host, step, variant, host_fed_back, twin.host_model, what);
+  }
 }
 
 int run() {
