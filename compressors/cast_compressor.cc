@@ -17,6 +17,7 @@ class CastCompressor final : public SummableCompressor {
   // A cast loses little, and carrying the rounding error costs a residual as
   // large as the tensor: off unless asked for.
   bool default_error_feedback() const override { return false; }
+  DeviceKernels device_kernels() const override { return DeviceKernels::cast16; }
   std::size_t compressed_bytes(std::size_t n) const override { return n * sizeof(std::uint16_t); }
   std::size_t wire_element_bytes() const override { return sizeof(std::uint16_t); }
 

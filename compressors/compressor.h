@@ -24,6 +24,19 @@ namespace slimreduce::compressors {
 
 enum class Aggregation { summable, gathered };
 
+// The GPU kernels (kernels/cuda/) that can carry a compressor's wire on device
+// buffers: the 16-bit casts (the format is native_format()), or exact top-k
+// (its parameters from topk_form()). none: the device paths stage the call
+// through the host entry points, or pass it through (NCCL). The paths ask this,
+// never a compressor's name: the registry is the only place that knows names.
+enum class DeviceKernels { none, cast16, topk };
+
+// Top-k's kernel parameters for n values: k entries, values as fp16 or fp32.
+struct TopkForm {
+  std::size_t k = 0;
+  bool fp16_values = false;
+};
+
 class Compressor {
  public:
   virtual ~Compressor() = default;
@@ -31,6 +44,7 @@ class Compressor {
   virtual Aggregation aggregation() const = 0;
   // Whether SLIMREDUCE_ERROR_FEEDBACK defaults to on for this compressor.
   virtual bool default_error_feedback() const = 0;
+  virtual DeviceKernels device_kernels() const { return DeviceKernels::none; }
   // Bytes that compress() writes for n values (the payload of one rank).
   virtual std::size_t compressed_bytes(std::size_t n) const = 0;
   // residual == nullptr: no error feedback.
@@ -56,6 +70,11 @@ class GatheredCompressor : public Compressor {
   Aggregation aggregation() const final { return Aggregation::gathered; }
   // dense[i] += the value the payload holds for i (payload of n values).
   virtual void accumulate(const void* payload, std::size_t n, float* dense) const = 0;
+  // With DeviceKernels::topk: the kernels' parameters for n values.
+  virtual TopkForm topk_form(std::size_t n) const {
+    (void)n;
+    return {};
+  }
 };
 
 // What a compressor may be configured with (filled from the settings by core/).

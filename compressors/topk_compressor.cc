@@ -20,6 +20,10 @@ class TopkCompressor final : public GatheredCompressor {
   std::string_view name() const override { return "topk"; }
   // Without it, what is not sent is lost for good (Deep Gradient Compression).
   bool default_error_feedback() const override { return true; }
+  DeviceKernels device_kernels() const override { return DeviceKernels::topk; }
+  TopkForm topk_form(std::size_t n) const override {
+    return {kernels::topk_count(n, ratio_), values_ == kernels::TopkValues::fp16};
+  }
   std::size_t compressed_bytes(std::size_t n) const override {
     return kernels::topk_payload_bytes(kernels::topk_count(n, ratio_), values_);
   }

@@ -4,13 +4,17 @@
 
 namespace slimreduce::device_staging {
 
-TopkWire topk_wire(std::size_t n, double ratio, bool fp16_values) {
+TopkWire topk_wire(const compressors::TopkForm& form) {
   TopkWire wire;
-  wire.k = kernels::topk_count(n, ratio);
+  wire.k = form.k;
   wire.payload = kernels::topk_payload_bytes(
-      wire.k, fp16_values ? kernels::TopkValues::fp16 : kernels::TopkValues::fp32);
+      wire.k, form.fp16_values ? kernels::TopkValues::fp16 : kernels::TopkValues::fp32);
   wire.stride = kernels::topk_payload_stride(wire.payload);
   return wire;
+}
+
+TopkWire topk_wire(std::size_t n, double ratio, bool fp16_values) {
+  return topk_wire({kernels::topk_count(n, ratio), fp16_values});
 }
 
 GatherCopy gather_copy_for(std::size_t payload, std::size_t stride, std::size_t max_pitch) {
@@ -24,12 +28,11 @@ GatherCopy gather_copy_for(std::size_t payload, std::size_t stride, std::size_t 
 
 namespace slimreduce::device_staging {
 
-bool keeps_residual_on_device(const AllreduceCall&, const compressors::Compressor&,
-                              const Settings&) {
+bool keeps_residual_on_device(const AllreduceCall&, const compressors::Compressor&) {
   return false;
 }
-int allreduce(const AllreduceCall&, compressors::Compressor&, const Settings&, CommState&,
-              backends::Transport&, bool, double*) {
+int allreduce(const AllreduceCall&, compressors::Compressor&, CommState&, backends::Transport&,
+              bool, double*) {
   return MPI_ERR_INTERN;  // unreachable: no pointer is a device pointer here
 }
 int passed_through_allreduce(const AllreduceCall&, MPI_Datatype, MPI_Op, MPI_Comm, int*) {
@@ -142,7 +145,6 @@ int check(cudaError_t rc) {
 struct Job {
   const AllreduceCall& call;
   compressors::Compressor& compressor;
-  const Settings& settings;
   CommState& state;
   backends::Transport& transport;  // the MPI transport, over pinned host memory here
   Workspace& device;
@@ -343,41 +345,48 @@ Residual residual_for(const AllreduceCall& call, CommState& state, cudaStream_t 
   return slot;
 }
 
-// How a call runs: on the GPU with the cast or top-k kernels, or staged
-// through the host algorithm (another compressor, a host buffer on one side,
-// or a top-k beyond 32-bit indices).
+// How a call runs: on the GPU with the compressor's kernels (cast or top-k),
+// or staged through the host algorithm (a compressor without kernels, a host
+// buffer on one side, or a top-k beyond 32-bit indices).
 struct Route {
-  enum { host, cast, topk } path = host;
+  compressors::DeviceKernels path = compressors::DeviceKernels::none;
   TopkWire sizes;  // of the top-k route
   bool fp16_values = false;
 };
 
-Route route_of(const AllreduceCall& call, const compressors::Compressor& compressor,
-               const Settings& settings) {
+Route route_of(const AllreduceCall& call, const compressors::Compressor& compressor) {
+  using compressors::DeviceKernels;
   Route route;
   if (!is_device_pointer(call.input) || !is_device_pointer(call.output)) return route;
   // Buffers on two GPUs: our kernels run on one and could not reach the other
   // (without peer access, an illegal address that ends the context).
   if (call.input != call.output && device_of(call.input) != device_of(call.output)) return route;
   const std::size_t n = call.count;
-  const std::string_view name = compressor.name();
-  route.fp16_values = settings.topk_values == TopkValueFormat::fp16;
-  route.sizes = topk_wire(n, settings.topk_ratio, route.fp16_values);
-  if ((name == "fp16" || name == "bf16") &&
-      compressor.compressed_bytes(n) == n * sizeof(std::uint16_t)) {
-    route.path = Route::cast;
-  } else if (name == "topk" && n <= 0xffffffffull && route.sizes.k > 0 &&
-             compressor.compressed_bytes(n) == route.sizes.payload) {
-    route.path = Route::topk;
+  switch (compressor.device_kernels()) {
+    case DeviceKernels::cast16:
+      if (compressor.compressed_bytes(n) == n * sizeof(std::uint16_t))
+        route.path = DeviceKernels::cast16;
+      break;
+    case DeviceKernels::topk: {
+      const auto form =
+          static_cast<const compressors::GatheredCompressor&>(compressor).topk_form(n);
+      route.fp16_values = form.fp16_values;
+      route.sizes = topk_wire(form);
+      if (n <= 0xffffffffull && form.k > 0 && compressor.compressed_bytes(n) == route.sizes.payload)
+        route.path = DeviceKernels::topk;
+      break;
+    }
+    case DeviceKernels::none:
+      break;
   }
   return route;
 }
 
 }  // namespace
 
-bool keeps_residual_on_device(const AllreduceCall& call, const compressors::Compressor& compressor,
-                              const Settings& settings) {
-  return route_of(call, compressor, settings).path != Route::host;
+bool keeps_residual_on_device(const AllreduceCall& call,
+                              const compressors::Compressor& compressor) {
+  return route_of(call, compressor).path != compressors::DeviceKernels::none;
 }
 
 namespace {
@@ -397,21 +406,22 @@ int on_leased_workspace(const AllreduceCall& call, Body&& body) {
 
 }  // namespace
 
-int allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
-              const Settings& settings, CommState& state, backends::Transport& transport,
-              bool error_feedback, double* wire_sent) {
+int allreduce(const AllreduceCall& call, compressors::Compressor& compressor, CommState& state,
+              backends::Transport& transport, bool error_feedback, double* wire_sent) {
+  using compressors::DeviceKernels;
   return on_leased_workspace(call, [&](Workspace& workspace) {
-    const Route route = route_of(call, compressor, settings);
-    Job job{call, compressor, settings, state, transport, workspace, nullptr};
-    if (route.path == Route::host) return staged_host(job, wire_sent);
+    const Route route = route_of(call, compressor);
+    Job job{call, compressor, state, transport, workspace, nullptr};
+    if (route.path == DeviceKernels::none) return staged_host(job, wire_sent);
     Residual residual;  // held to the end of the call
     if (error_feedback) {
       if (!(residual = residual_for(call, state, job.stream()))) return MPI_ERR_NO_MEM;
       job.residual = reinterpret_cast<float*>(residual->ptr.get());
     }
-    if (route.path == Route::topk)
+    if (route.path == DeviceKernels::topk)
       return staged_topk(job, route.sizes, route.fp16_values, wire_sent);
-    const bool bf16 = compressor.name() == "bf16";
+    const auto& summable = static_cast<const compressors::SummableCompressor&>(compressor);
+    const bool bf16 = summable.native_format() == kernels::HalfFormat::bf16;
     return staged_cast(job, bf16 ? cuda::Elem::bf16 : cuda::Elem::fp16, wire_sent);
   });
 }

@@ -14,7 +14,6 @@
 #include "compressors/compressor.h"
 #include "core/comm_state.h"
 #include "core/host_allreduce.h"
-#include "core/settings.h"
 
 namespace slimreduce::device_staging {
 
@@ -27,8 +26,7 @@ bool is_device_pointer(const void* ptr);
 // or top-k kernels) and so keeps its error-feedback residual there; false
 // where it would be staged through the host algorithm, whose residual is the
 // engine's host one.
-bool keeps_residual_on_device(const AllreduceCall& call, const compressors::Compressor& compressor,
-                              const Settings& settings);
+bool keeps_residual_on_device(const AllreduceCall& call, const compressors::Compressor& compressor);
 
 // One compressed allreduce of the call (fp32 values; input and output may be
 // device memory), over `transport` (the communicator behind `state`), with error feedback
@@ -40,9 +38,8 @@ bool keeps_residual_on_device(const AllreduceCall& call, const compressors::Comp
 // blocking one, so it also starts after work the caller left queued on the
 // legacy default stream. Buffers on two different GPUs are staged through the
 // host. No lock is held while MPI runs (each call leases its own staging).
-int allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
-              const Settings& settings, CommState& state, backends::Transport& transport,
-              bool error_feedback, double* wire_sent);
+int allreduce(const AllreduceCall& call, compressors::Compressor& compressor, CommState& state,
+              backends::Transport& transport, bool error_feedback, double* wire_sent);
 
 // An eligible call the engine passes through uncompressed (warm-up, a tensor
 // larger than the residual cap) with device memory on either side: its fp32
@@ -75,6 +72,7 @@ struct TopkWire {
   std::size_t payload = 0;
   std::size_t stride = 0;
 };
+TopkWire topk_wire(const compressors::TopkForm& form);
 TopkWire topk_wire(std::size_t n, double ratio, bool fp16_values);
 
 // How the gathered payloads (packed at `payload` bytes in pinned memory) go

@@ -201,7 +201,7 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
   const bool device = device_staging::is_device_pointer(call.input) ||
                       device_staging::is_device_pointer(call.output);
   const bool residual_on_device =
-      device && device_staging::keeps_residual_on_device(call, *compressor_, settings_);
+      device && device_staging::keeps_residual_on_device(call, *compressor_);
   bool feeds_back = false;
   bool no_room = false;  // error feedback wanted, but the cap is reached: none for this call
   std::uint64_t Counters::*passes_because = nullptr;  // set: passed through, for this reason
@@ -237,9 +237,9 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
   double wire_sent = 0;
   // Device buffers: compressed on the GPU, only the compressed bytes staged through the host.
   const int rc =
-      device ? device_staging::allreduce(call, *compressor_, settings_, state, transport,
-                                         feeds_back, &wire_sent)
-             : backends::mpi_code(host_allreduce(call, *compressor_, transport, state, &wire_sent));
+      device
+          ? device_staging::allreduce(call, *compressor_, state, transport, feeds_back, &wire_sent)
+          : backends::mpi_code(host_allreduce(call, *compressor_, transport, state, &wire_sent));
   if (rc != MPI_SUCCESS) return raise(comm, rc, "MPI_Allreduce (compressed)");
   Counters delta;
   delta.count_compressed(bytes, state.size(), wire_sent);

@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "core/compressor_choice.h"
+
 namespace slimreduce {
 namespace {
 
@@ -17,14 +19,6 @@ int env_blocking(const char* value) {
 }
 
 }  // namespace
-
-GpuCompressor gpu_compressor(const std::string& name) {
-  if (name == "none") return GpuCompressor::none;
-  if (name == "fp16") return GpuCompressor::fp16;
-  if (name == "bf16") return GpuCompressor::bf16;
-  if (name == "topk") return GpuCompressor::topk;
-  return GpuCompressor::unknown;
-}
 
 NcclElem nccl_elem(int datatype) {
   switch (datatype) {
@@ -52,26 +46,32 @@ std::uint64_t nccl_elem_bytes(NcclElem elem) {
   return 0;
 }
 
-NcclVerdict classify_nccl(const NcclCallFacts& facts, const Settings& settings) {
-  const GpuCompressor compressor = gpu_compressor(settings.compressor);
+NcclVerdict classify_nccl(const NcclCallFacts& facts, const Settings& settings,
+                          const compressors::Compressor* compressor) {
+  using compressors::DeviceKernels;
   const NcclElem elem = nccl_elem(facts.datatype);
   const std::uint64_t bytes = facts.count * nccl_elem_bytes(elem);
   auto pass = [](const char* reason) { return NcclVerdict{NcclPath::pass_through, false, reason}; };
-  if (compressor == GpuCompressor::none) return pass("compressor none");
-  if (compressor == GpuCompressor::unknown) return pass("no GPU kernel for this compressor");
+  if (!compressor) return pass("compressor none");
+  const DeviceKernels kernels = compressor->device_kernels();
+  if (kernels == DeviceKernels::none) return pass("no GPU kernel for this compressor");
   // An algorithm, CTA counts, a launch event: honoured only by NCCL running the call itself.
   if (facts.coll_config) return pass("per-call config");
   if (facts.op != kNcclSum && facts.op != kNcclAvg) return pass("op");  // PreMulSum, max, ...
   if (elem == NcclElem::other) return pass("datatype");
   // A cast of 16-bit values to 16 bits saves nothing: only top-k takes them.
-  if (elem != NcclElem::fp32 && compressor != GpuCompressor::topk) return pass("datatype");
+  if (elem != NcclElem::fp32 && kernels != DeviceKernels::topk) return pass("datatype");
   if (facts.count == 0 || bytes < settings.min_bytes) return pass("size");
   if (!facts.device_buffers) return pass("host buffer");
   if (!facts.blocking_comm || facts.comm_size < 1) return pass("communicator");
   // Payload indices are uint32.
-  if (compressor == GpuCompressor::topk && facts.count > 0xffffffffull) return pass("size");
-  const NcclPath path = compressor == GpuCompressor::topk ? NcclPath::topk : NcclPath::cast;
+  if (kernels == DeviceKernels::topk && facts.count > 0xffffffffull) return pass("size");
+  const NcclPath path = kernels == DeviceKernels::topk ? NcclPath::topk : NcclPath::cast;
   return NcclVerdict{path, facts.op == kNcclAvg, ""};
+}
+
+NcclVerdict classify_nccl(const NcclCallFacts& facts, const Settings& settings) {
+  return classify_nccl(facts, settings, compressor_named(settings.compressor, settings).get());
 }
 
 bool nccl_blocking_mode(const NcclModeFacts& facts) {

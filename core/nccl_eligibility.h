@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "compressors/compressor.h"
 #include "core/settings.h"
 
 namespace slimreduce {
@@ -45,10 +46,6 @@ bool nccl_blocking_mode(const NcclModeFacts& facts);
 enum class NcclShape { ready, later, never };
 NcclShape nccl_shape(bool queries_ok, int size);
 
-// The GPU kernels a compressor name maps to; unknown: no GPU kernel (yet).
-enum class GpuCompressor { none, fp16, bf16, topk, unknown };
-GpuCompressor gpu_compressor(const std::string& name);
-
 enum class NcclElem { fp32, fp16, bf16, other };
 NcclElem nccl_elem(int datatype);
 std::uint64_t nccl_elem_bytes(NcclElem elem);  // 0 for other
@@ -71,9 +68,13 @@ struct NcclVerdict {
   const char* reason = "";
 };
 
-// What to do with one ncclAllReduce. Later steps may still pass an eligible
+// What to do with one ncclAllReduce under `compressor` (nullptr: "none"),
+// which says what GPU kernels it has. Later steps may still pass an eligible
 // call through (warm-up, residual cap, graph capture without workspace); they
 // too decide from call history only.
+NcclVerdict classify_nccl(const NcclCallFacts& facts, const Settings& settings,
+                          const compressors::Compressor* compressor);
+// The same, with the compressor the settings name (made through the registry).
 NcclVerdict classify_nccl(const NcclCallFacts& facts, const Settings& settings);
 
 }  // namespace slimreduce

@@ -36,7 +36,7 @@ thread_local std::vector<ncclComm_t> created_in_group;
 // The NCCL and CUDA work of one group (or one call), for NcclGroup to drive.
 class NcclEngine::Actions : public GroupActions {
  public:
-  explicit Actions(NcclEngine& engine) : engine_(engine), plan_(engine.codec()) {}
+  explicit Actions(NcclEngine& engine) : engine_(engine), plan_(engine.current_compressor()) {}
 
   int real_group_start() override { return real::call(real::api().group_start); }
   int real_group_end() override { return real::call(real::api().group_end); }
@@ -94,10 +94,9 @@ class NcclEngine::Actions : public GroupActions {
   GroupPlan plan_;
 };
 
-NcclCodec NcclEngine::codec() const {
+std::shared_ptr<compressors::Compressor> NcclEngine::current_compressor() const {
   std::lock_guard lock(mutex_);
-  return {gpu_compressor(settings_.compressor), settings_.topk_ratio,
-          settings_.topk_values == TopkValueFormat::fp16, compressor_};
+  return compressor_;
 }
 
 NcclModeFacts NcclEngine::mode_facts(ncclResult_t rc, const ncclConfig_t* config,
@@ -214,7 +213,8 @@ void NcclEngine::comm_facts(ncclComm_t comm, NcclCallFacts& facts) const {
   facts.comm_size = found->second->size;
 }
 
-NcclCallFacts NcclEngine::facts_of(const NcclCall& call) {
+NcclCallFacts NcclEngine::facts_of(const NcclCall& call,
+                                   const compressors::Compressor* compressor) {
   NcclCallFacts facts;
   facts.datatype = call.datatype;
   facts.op = call.op;
@@ -229,7 +229,7 @@ NcclCallFacts NcclEngine::facts_of(const NcclCall& call) {
   }
   // The pointer check is the one CUDA call here: only for a call otherwise eligible.
   facts.device_buffers = true;
-  if (classify_nccl(facts, settings_).path != NcclPath::pass_through) {
+  if (classify_nccl(facts, settings_, compressor).path != NcclPath::pass_through) {
     facts.device_buffers = is_device_memory(call.sendbuff) && is_device_memory(call.recvbuff);
   }
   return facts;
@@ -243,8 +243,9 @@ ncclResult_t NcclEngine::all_reduce(const void* sendbuff, void* recvbuff, size_t
       stream,   nullptr,  NcclVerdict{}};
   // A config that leaves every choice to NCCL makes the plain call (nccl.h).
   if (!nccl_coll_config_plain(coll_config)) call.coll_config = coll_config;
-  const NcclCallFacts facts = facts_of(call);
-  call.verdict = classify_nccl(facts, settings_);
+  const std::shared_ptr<compressors::Compressor> compressor = current_compressor();
+  const NcclCallFacts facts = facts_of(call, compressor.get());
+  call.verdict = classify_nccl(facts, settings_, compressor.get());
   Actions actions(*this);
   if (call.verdict.path == NcclPath::pass_through) {
     return static_cast<ncclResult_t>(group.pass_through(call, facts.blocking_comm, actions));

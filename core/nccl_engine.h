@@ -77,11 +77,12 @@ class NcclEngine {
   void shape(ncclComm_t comm);
   void shape_created_in_group();
   void comm_facts(ncclComm_t comm, NcclCallFacts& facts) const;
-  NcclCallFacts facts_of(const NcclCall& call);
+  NcclCallFacts facts_of(const NcclCall& call, const compressors::Compressor* compressor);
   ncclResult_t plan(GroupPlan& plan);
   ncclResult_t plan_memory(GroupPlan& plan);
   int decide(CallPlan& p, bool capturing);
-  NcclCodec codec() const;
+  // The compressor in effect (nullptr: none), held by whoever runs a call with it.
+  std::shared_ptr<compressors::Compressor> current_compressor() const;
   void count_pass_through(const NcclCall& call);
   void warn_no_residual_in_graph();  // under mutex_
 

@@ -94,8 +94,11 @@ std::size_t nccl_type_bytes(int datatype) {
   }
 }
 
+// The cast batches' 16-bit format: the compressor's own wire format.
 cuda::Elem GroupPlan::half() const {
-  return codec_.compressor == GpuCompressor::bf16 ? cuda::Elem::bf16 : cuda::Elem::fp16;
+  const auto& summable = static_cast<const compressors::SummableCompressor&>(*compressor_);
+  return summable.native_format() == kernels::HalfFormat::bf16 ? cuda::Elem::bf16
+                                                               : cuda::Elem::fp16;
 }
 
 std::size_t GroupPlan::topk_region_bytes(const CallPlan& p) const {
@@ -112,9 +115,11 @@ std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> GroupPlan::layout
     if (!p.compressed) continue;
     const auto key = std::make_pair(p.comm.get(), stream_of(p.call));
     if (p.call.verdict.path == NcclPath::topk) {
-      p.k = kernels::topk_count(p.call.count, codec_.topk_ratio);
-      p.stride = cuda::topk_payload_stride(
-          kernels::topk_payload_bytes(p.k, topk_values(codec_.topk_fp16_values)));
+      const compressors::TopkForm form = gathered().topk_form(p.call.count);
+      p.k = form.k;
+      p.fp16_values = form.fp16_values;
+      p.stride =
+          cuda::topk_payload_stride(kernels::topk_payload_bytes(p.k, topk_values(p.fp16_values)));
       need[key] += topk_region_bytes(p);
       continue;
     }
@@ -188,7 +193,7 @@ ncclResult_t GroupPlan::compress() {
     const TopkRegion r = topk_region(p);
     const ncclResult_t rc = launch_on(p.comm->device, [&] {
       return cuda::topk_select(elem_of(p.call.datatype), p.call.sendbuff, p.residual, p.call.count,
-                               p.k, codec_.topk_fp16_values, r.payload, p.stride, r.scratch,
+                               p.k, p.fp16_values, r.payload, p.stride, r.scratch,
                                stream_of(p.call));
     });
     if (rc != ncclSuccess) return rc;
@@ -211,17 +216,16 @@ ncclResult_t GroupPlan::collectives() {
     } else if (c.verdict.path == NcclPath::topk) {
       const TopkRegion r = topk_region(p);
       backends::NcclTransport transport(comm, p.comm->rank, p.comm->size, stream_of(c));
-      algorithms::GatheredAllreduce gather(
-          transport, static_cast<compressors::GatheredCompressor&>(*codec_.algorithm_compressor),
-          p.call.count, p.stride, r.payload, r.gathered);
+      algorithms::GatheredAllreduce gather(transport, gathered(), p.call.count, p.stride, r.payload,
+                                           r.gathered);
       rc = backends::nccl_code(gather.communicate());
     } else if (CastBatch& batch = batches_[p.batch]; !batch.issued) {
       // The batch's one collective goes where its first call was: the same place on every rank.
       batch.issued = true;
       backends::NcclTransport transport(comm, p.comm->rank, p.comm->size, batch.stream);
-      algorithms::CastRing ring(
-          transport, static_cast<compressors::SummableCompressor&>(*codec_.algorithm_compressor),
-          batch.elements, batch.fused, nullptr);
+      algorithms::CastRing ring(transport,
+                                static_cast<compressors::SummableCompressor&>(*compressor_),
+                                batch.elements, batch.fused, nullptr);
       rc = backends::nccl_code(ring.communicate());
     }
     if (rc != ncclSuccess) return rc;
@@ -248,7 +252,7 @@ ncclResult_t GroupPlan::finish() {
     const TopkRegion r = topk_region(p);
     const int divisor = p.call.verdict.average ? p.comm->size : 1;
     const ncclResult_t rc = launch_on(p.comm->device, [&] {
-      return cuda::topk_accumulate(r.gathered, p.stride, p.comm->size, p.k, codec_.topk_fp16_values,
+      return cuda::topk_accumulate(r.gathered, p.stride, p.comm->size, p.k, p.fp16_values,
                                    p.call.count, elem_of(p.call.datatype), p.call.recvbuff, divisor,
                                    r.accumulate, stream_of(p.call));
     });

@@ -47,16 +47,6 @@ struct NcclCommState {
   std::vector<DeviceBlock> leftovers;            // its residuals, once it is gone
 };
 
-// How the compressed calls travel (from the settings).
-struct NcclCodec {
-  GpuCompressor compressor = GpuCompressor::none;
-  double topk_ratio = 0.01;
-  bool topk_fp16_values = false;
-  // The compressor object the algorithms (algorithms/) run with; held by
-  // the plan, so a switch on another thread never frees it under the plan.
-  std::shared_ptr<compressors::Compressor> algorithm_compressor;
-};
-
 struct CallPlan {
   NcclCall call;
   std::shared_ptr<NcclCommState> comm;  // kept alive while the plan runs
@@ -69,6 +59,7 @@ struct CallPlan {
   int batch = -1;  // cast: its fusion batch
   std::size_t offset = 0;
   std::size_t k = 0;  // top-k
+  bool fp16_values = false;
   std::size_t stride = 0;
   std::byte* region = nullptr;  // top-k: scratch, payload, gathered, accumulate scratch
 };
@@ -85,7 +76,11 @@ struct CastBatch {
 
 class GroupPlan {
  public:
-  explicit GroupPlan(const NcclCodec& codec) : codec_(codec) {}
+  // compressor: the one in effect, which every compressed call of the plan
+  // uses (its device kernels and its algorithm); held while the plan runs, so
+  // a switch on another thread never frees it under the plan.
+  explicit GroupPlan(std::shared_ptr<compressors::Compressor> compressor)
+      : compressor_(std::move(compressor)) {}
 
   std::vector<CallPlan> calls;
 
@@ -106,9 +101,12 @@ class GroupPlan {
 
  private:
   std::size_t topk_region_bytes(const CallPlan& plan) const;
+  compressors::GatheredCompressor& gathered() const {
+    return static_cast<compressors::GatheredCompressor&>(*compressor_);
+  }
   kernels::cuda::Elem half() const;
 
-  NcclCodec codec_;
+  std::shared_ptr<compressors::Compressor> compressor_;
   std::vector<CastBatch> batches_;
 };
 
