@@ -7,6 +7,7 @@
 #include "backends/nccl_transport.h"
 #include "core/counters.h"
 #include "core/nccl_cuda.h"
+#include "fusion/layout.h"
 #include "kernels/topk.h"
 
 namespace slimreduce {
@@ -108,7 +109,16 @@ std::size_t GroupPlan::topk_region_bytes(const CallPlan& p) const {
 }
 
 std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> GroupPlan::layout() {
-  batches_.clear();
+  // Casts that one 16-bit collective can carry (same communicator, stream and
+  // op) share a fused buffer (fusion/layout.h); top-k calls each have a region.
+  struct CastKey {
+    NcclCommState* comm;
+    cudaStream_t stream;
+    bool average;
+    bool operator==(const CastKey&) const = default;
+  };
+  fusion::Layout<CastKey> casts;
+  std::vector<int> cast_calls;  // the call of each tensor casts placed
   std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> need;
   for (int i = 0; i < static_cast<int>(calls.size()); ++i) {
     CallPlan& p = calls[i];
@@ -118,30 +128,25 @@ std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> GroupPlan::layout
       const compressors::TopkForm form = gathered().topk_form(p.call.count);
       p.k = form.k;
       p.fp16_values = form.fp16_values;
-      p.stride =
-          cuda::topk_payload_stride(kernels::topk_payload_bytes(p.k, topk_values(p.fp16_values)));
+      p.stride = cuda::topk_payload_stride(
+          kernels::topk_payload_bytes(p.k, topk_values(p.fp16_values)));
       need[key] += topk_region_bytes(p);
       continue;
     }
-    int b = 0;
-    while (b < static_cast<int>(batches_.size()) &&
-           (batches_[b].comm != key.first || batches_[b].stream != key.second ||
-            batches_[b].average != p.call.verdict.average)) {
-      ++b;
-    }
-    if (b == static_cast<int>(batches_.size())) {
-      CastBatch batch;
-      batch.comm = key.first;
-      batch.stream = key.second;
-      batch.average = p.call.verdict.average;
-      batches_.push_back(std::move(batch));
-    }
-    p.batch = b;
-    p.offset = batches_[b].elements;
-    batches_[b].elements += cuda::fusion_align(p.call.count);
-    batches_[b].members.push_back(i);
+    const fusion::Placement placed =
+        casts.add({key.first, key.second, p.call.verdict.average}, p.call.count);
+    p.batch = placed.batch;
+    p.offset = placed.offset;
+    cast_calls.push_back(i);
   }
-  for (const CastBatch& batch : batches_) {
+  batches_.clear();
+  for (int b = 0; b < casts.batches(); ++b) {
+    CastBatch& batch = batches_.emplace_back();
+    batch.comm = casts.key(b).comm;
+    batch.stream = casts.key(b).stream;
+    batch.average = casts.key(b).average;
+    batch.elements = casts.elements(b);
+    for (int member : casts.members(b)) batch.members.push_back(cast_calls[member]);
     need[{batch.comm, batch.stream}] += round256(batch.elements * sizeof(std::uint16_t));
   }
   return need;
