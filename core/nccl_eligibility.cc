@@ -46,12 +46,14 @@ std::uint64_t nccl_elem_bytes(NcclElem elem) {
   return 0;
 }
 
-NcclVerdict classify_nccl(const NcclCallFacts& facts, const Settings& settings,
-                          const compressors::Compressor* compressor) {
+ReductionVerdict classify_nccl(const NcclCallFacts& facts, const Settings& settings,
+                               const compressors::Compressor* compressor) {
   using compressors::DeviceKernels;
   const NcclElem elem = nccl_elem(facts.datatype);
   const std::uint64_t bytes = facts.count * nccl_elem_bytes(elem);
-  auto pass = [](const char* reason) { return NcclVerdict{NcclPath::pass_through, false, reason}; };
+  auto pass = [](const char* reason) {
+    return ReductionVerdict{ReductionPath::pass_through, false, reason};
+  };
   if (!compressor) return pass("compressor none");
   const DeviceKernels kernels = compressor->device_kernels();
   if (kernels == DeviceKernels::none) return pass("no GPU kernel for this compressor");
@@ -66,11 +68,12 @@ NcclVerdict classify_nccl(const NcclCallFacts& facts, const Settings& settings,
   if (!facts.blocking_comm || facts.comm_size < 1) return pass("communicator");
   // Payload indices are uint32.
   if (kernels == DeviceKernels::topk && facts.count > 0xffffffffull) return pass("size");
-  const NcclPath path = kernels == DeviceKernels::topk ? NcclPath::topk : NcclPath::cast;
-  return NcclVerdict{path, facts.op == kNcclAvg, ""};
+  const ReductionPath path =
+      kernels == DeviceKernels::topk ? ReductionPath::topk : ReductionPath::cast;
+  return ReductionVerdict{path, facts.op == kNcclAvg, ""};
 }
 
-NcclVerdict classify_nccl(const NcclCallFacts& facts, const Settings& settings) {
+ReductionVerdict classify_nccl(const NcclCallFacts& facts, const Settings& settings) {
   return classify_nccl(facts, settings, compressor_named(settings.compressor, settings).get());
 }
 

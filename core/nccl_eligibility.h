@@ -9,6 +9,7 @@
 
 #include "compressors/compressor.h"
 #include "core/settings.h"
+#include "scheduler/group_deferral.h"
 
 namespace slimreduce {
 
@@ -60,21 +61,13 @@ struct NcclCallFacts {
   bool coll_config = false;     // a per-call config that asks NCCL for something
 };
 
-enum class NcclPath { pass_through, cast, topk };
-
-struct NcclVerdict {
-  NcclPath path = NcclPath::pass_through;
-  bool average = false;  // ncclAvg: divide by the rank count once, after the sum
-  const char* reason = "";
-};
-
 // What to do with one ncclAllReduce under `compressor` (nullptr: "none"),
 // which says what GPU kernels it has. Later steps may still pass an eligible
 // call through (warm-up, residual cap, graph capture without workspace); they
 // too decide from call history only.
-NcclVerdict classify_nccl(const NcclCallFacts& facts, const Settings& settings,
-                          const compressors::Compressor* compressor);
+ReductionVerdict classify_nccl(const NcclCallFacts& facts, const Settings& settings,
+                               const compressors::Compressor* compressor);
 // The same, with the compressor the settings name (made through the registry).
-NcclVerdict classify_nccl(const NcclCallFacts& facts, const Settings& settings);
+ReductionVerdict classify_nccl(const NcclCallFacts& facts, const Settings& settings);
 
 }  // namespace slimreduce

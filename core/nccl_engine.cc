@@ -25,7 +25,7 @@ static_assert(kNcclSuccess == ncclSuccess && kNcclInProgress == ncclInProgress &
 static_assert(kNcclConfigUndefInt == NCCL_CONFIG_UNDEF_INT);
 
 // NCCL keeps its group depth per thread; so do we.
-thread_local NcclGroup group;
+thread_local GroupDeferral group;
 // Blocking communicators this thread created inside its open group: NCCL
 // initializes them at the outermost ncclGroupEnd, and only then can they say
 // their shape.
@@ -33,8 +33,8 @@ thread_local std::vector<ncclComm_t> created_in_group;
 
 }  // namespace
 
-// The NCCL and CUDA work of one group (or one call), for NcclGroup to drive.
-class NcclEngine::Actions : public GroupActions {
+// The NCCL and CUDA work of one group (or one call), for GroupDeferral to drive.
+class NcclEngine::Actions : public PlanActions {
  public:
   explicit Actions(NcclEngine& engine) : engine_(engine), plan_(engine.current_compressor()) {}
 
@@ -49,8 +49,8 @@ class NcclEngine::Actions : public GroupActions {
 #endif
   }
 
-  void count_pass_through(const NcclCall& c) override { engine_.count_pass_through(c); }
-  int pass_through(const NcclCall& c) override {
+  void count_pass_through(const Reduction& c) override { engine_.count_pass_through(c); }
+  int pass_through(const Reduction& c) override {
     if (c.coll_config) {
       return real::call(real::api().all_reduce_config, c.sendbuff, c.recvbuff,
                         static_cast<size_t>(c.count), static_cast<ncclDataType_t>(c.datatype),
@@ -63,19 +63,19 @@ class NcclEngine::Actions : public GroupActions {
                       static_cast<ncclComm_t>(c.comm), static_cast<cudaStream_t>(c.stream));
   }
 
-  int begin(std::vector<NcclCall>& held) override {
-    for (const NcclCall& c : held) plan_.calls.emplace_back().call = c;
+  int begin(std::vector<Reduction>& held) override {
+    for (const Reduction& c : held) plan_.calls.emplace_back().call = c;
     if (const ncclResult_t rc = engine_.plan(plan_); rc != ncclSuccess) return rc;
     return plan_.compress();
   }
-  int issue(std::vector<NcclCall>&) override { return plan_.collectives(); }
-  int finish(std::vector<NcclCall>&) override { return plan_.finish(); }
+  int issue(std::vector<Reduction>&) override { return plan_.collectives(); }
+  int finish(std::vector<Reduction>&) override { return plan_.finish(); }
 
   // A host wait, only when a non-blocking communicator we did not see in the
   // group made the real end return early: NCCL requires it before further use.
-  int wait_ready(std::vector<NcclCall>& held) override {
+  int wait_ready(std::vector<Reduction>& held) override {
     std::set<void*> comms;
-    for (const NcclCall& c : held) comms.insert(c.comm);
+    for (const Reduction& c : held) comms.insert(c.comm);
     for (void* comm : comms) {
       ncclResult_t state = ncclInProgress;
       while (state == ncclInProgress) {
@@ -213,7 +213,7 @@ void NcclEngine::comm_facts(ncclComm_t comm, NcclCallFacts& facts) const {
   facts.comm_size = found->second->size;
 }
 
-NcclCallFacts NcclEngine::facts_of(const NcclCall& call,
+NcclCallFacts NcclEngine::facts_of(const Reduction& call,
                                    const compressors::Compressor* compressor) {
   NcclCallFacts facts;
   facts.datatype = call.datatype;
@@ -229,7 +229,7 @@ NcclCallFacts NcclEngine::facts_of(const NcclCall& call,
   }
   // The pointer check is the one CUDA call here: only for a call otherwise eligible.
   facts.device_buffers = true;
-  if (classify_nccl(facts, settings_, compressor).path != NcclPath::pass_through) {
+  if (classify_nccl(facts, settings_, compressor).path != ReductionPath::pass_through) {
     facts.device_buffers = is_device_memory(call.sendbuff) && is_device_memory(call.recvbuff);
   }
   return facts;
@@ -238,16 +238,15 @@ NcclCallFacts NcclEngine::facts_of(const NcclCall& call,
 ncclResult_t NcclEngine::all_reduce(const void* sendbuff, void* recvbuff, size_t count,
                                     ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                     cudaStream_t stream, const ncclCollConfig_t* coll_config) {
-  NcclCall call{
-      sendbuff, recvbuff, count,        static_cast<int>(datatype), static_cast<int>(op), comm,
-      stream,   nullptr,  NcclVerdict{}};
+  Reduction call{sendbuff, recvbuff, count,   static_cast<int>(datatype), static_cast<int>(op),
+                 comm,     stream,   nullptr, ReductionVerdict{}};
   // A config that leaves every choice to NCCL makes the plain call (nccl.h).
   if (!nccl_coll_config_plain(coll_config)) call.coll_config = coll_config;
   const std::shared_ptr<compressors::Compressor> compressor = current_compressor();
   const NcclCallFacts facts = facts_of(call, compressor.get());
   call.verdict = classify_nccl(facts, settings_, compressor.get());
   Actions actions(*this);
-  if (call.verdict.path == NcclPath::pass_through) {
+  if (call.verdict.path == ReductionPath::pass_through) {
     return static_cast<ncclResult_t>(group.pass_through(call, facts.blocking_comm, actions));
   }
   return static_cast<ncclResult_t>(group.eligible(call, actions));
@@ -284,7 +283,7 @@ ncclResult_t NcclEngine::group_simulate_end(ncclSimInfo_t* sim_info) {
 // error feedback off, never the path.
 int NcclEngine::decide(CallPlan& p, bool capturing) {
   if (!p.comm || !p.comm->blocking || p.comm->size < 1) return 0;
-  const NcclCall& c = p.call;
+  const Reduction& c = p.call;
   const Decision decision = decision_.decide(error_feedback_, p.comm->id, c.count,
                                              static_cast<std::uint64_t>(c.datatype));
   if (decision != Decision::compress) {
@@ -378,7 +377,7 @@ void NcclEngine::warn_no_residual_in_graph() {
            "each call once before capture (counted as residual cap reached)");
 }
 
-void NcclEngine::count_pass_through(const NcclCall& call) {
+void NcclEngine::count_pass_through(const Reduction& call) {
   const std::uint64_t bytes = call.count * nccl_type_bytes(call.datatype);
   NcclCallFacts facts;
   comm_facts(static_cast<ncclComm_t>(call.comm), facts);

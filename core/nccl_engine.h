@@ -18,11 +18,12 @@
 #include "core/counters.h"
 #include "core/decision.h"
 #include "core/nccl_cuda.h"
-#include "core/nccl_group.h"
+#include "core/nccl_eligibility.h"
 #include "core/nccl_memory.h"
 #include "core/nccl_plan.h"
 #include "core/residuals.h"
 #include "core/settings.h"
+#include "scheduler/group_deferral.h"
 
 namespace slimreduce {
 
@@ -77,13 +78,13 @@ class NcclEngine {
   void shape(ncclComm_t comm);
   void shape_created_in_group();
   void comm_facts(ncclComm_t comm, NcclCallFacts& facts) const;
-  NcclCallFacts facts_of(const NcclCall& call, const compressors::Compressor* compressor);
+  NcclCallFacts facts_of(const Reduction& call, const compressors::Compressor* compressor);
   ncclResult_t plan(GroupPlan& plan);
   ncclResult_t plan_memory(GroupPlan& plan);
   int decide(CallPlan& p, bool capturing);
   // The compressor in effect (nullptr: none), held by whoever runs a call with it.
   std::shared_ptr<compressors::Compressor> current_compressor() const;
-  void count_pass_through(const NcclCall& call);
+  void count_pass_through(const Reduction& call);
   void warn_no_residual_in_graph();  // under mutex_
 
   Settings settings_;

@@ -33,7 +33,7 @@ kernels::TopkValues topk_values(bool fp16) {
   return fp16 ? kernels::TopkValues::fp16 : kernels::TopkValues::fp32;
 }
 
-cudaStream_t stream_of(const NcclCall& call) { return static_cast<cudaStream_t>(call.stream); }
+cudaStream_t stream_of(const Reduction& call) { return static_cast<cudaStream_t>(call.stream); }
 
 // A topk region: [select scratch | payload | gathered payloads | accumulate scratch].
 struct TopkRegion {
@@ -124,12 +124,12 @@ std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> GroupPlan::layout
     CallPlan& p = calls[i];
     if (!p.compressed) continue;
     const auto key = std::make_pair(p.comm.get(), stream_of(p.call));
-    if (p.call.verdict.path == NcclPath::topk) {
+    if (p.call.verdict.path == ReductionPath::topk) {
       const compressors::TopkForm form = gathered().topk_form(p.call.count);
       p.k = form.k;
       p.fp16_values = form.fp16_values;
-      p.stride = cuda::topk_payload_stride(
-          kernels::topk_payload_bytes(p.k, topk_values(p.fp16_values)));
+      p.stride =
+          cuda::topk_payload_stride(kernels::topk_payload_bytes(p.k, topk_values(p.fp16_values)));
       need[key] += topk_region_bytes(p);
       continue;
     }
@@ -160,7 +160,7 @@ void GroupPlan::assign(NcclCommState* comm, cudaStream_t stream, std::byte* base
   }
   for (CallPlan& p : calls) {
     if (!p.compressed || p.comm.get() != comm || stream_of(p.call) != stream) continue;
-    if (p.call.verdict.path != NcclPath::topk) continue;
+    if (p.call.verdict.path != ReductionPath::topk) continue;
     p.region = base;
     base += topk_region_bytes(p);
   }
@@ -173,7 +173,7 @@ void GroupPlan::pass_through_on(NcclCommState* comm, cudaStream_t stream) {
 }
 
 double GroupPlan::wire_sent(const CallPlan& p) const {
-  if (p.call.verdict.path == NcclPath::topk)
+  if (p.call.verdict.path == ReductionPath::topk)
     return ring_allgather_wire_bytes(p.stride, p.comm->size);
   return ring_allreduce_wire_bytes(p.call.count * sizeof(std::uint16_t), p.comm->size);
 }
@@ -194,7 +194,7 @@ ncclResult_t GroupPlan::compress() {
     if (rc != ncclSuccess) return rc;
   }
   for (const CallPlan& p : calls) {
-    if (!p.compressed || p.call.verdict.path != NcclPath::topk) continue;
+    if (!p.compressed || p.call.verdict.path != ReductionPath::topk) continue;
     const TopkRegion r = topk_region(p);
     const ncclResult_t rc = launch_on(p.comm->device, [&] {
       return cuda::topk_select(elem_of(p.call.datatype), p.call.sendbuff, p.residual, p.call.count,
@@ -211,14 +211,14 @@ ncclResult_t GroupPlan::compress() {
 // itself, and allgathers the top-k payloads at their padded stride.
 ncclResult_t GroupPlan::collectives() {
   for (CallPlan& p : calls) {
-    const NcclCall& c = p.call;
+    const Reduction& c = p.call;
     auto comm = static_cast<ncclComm_t>(c.comm);
     ncclResult_t rc = ncclSuccess;
     if (!p.compressed) {
       rc = real::call(real::api().all_reduce, c.sendbuff, c.recvbuff, static_cast<size_t>(c.count),
                       static_cast<ncclDataType_t>(c.datatype), static_cast<ncclRedOp_t>(c.op), comm,
                       stream_of(c));
-    } else if (c.verdict.path == NcclPath::topk) {
+    } else if (c.verdict.path == ReductionPath::topk) {
       const TopkRegion r = topk_region(p);
       backends::NcclTransport transport(comm, p.comm->rank, p.comm->size, stream_of(c));
       algorithms::GatheredAllreduce gather(transport, gathered(), p.call.count, p.stride, r.payload,
@@ -253,7 +253,7 @@ ncclResult_t GroupPlan::finish() {
     if (rc != ncclSuccess) return rc;
   }
   for (const CallPlan& p : calls) {
-    if (!p.compressed || p.call.verdict.path != NcclPath::topk) continue;
+    if (!p.compressed || p.call.verdict.path != ReductionPath::topk) continue;
     const TopkRegion r = topk_region(p);
     const int divisor = p.call.verdict.average ? p.comm->size : 1;
     const ncclResult_t rc = launch_on(p.comm->device, [&] {

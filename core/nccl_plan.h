@@ -16,9 +16,10 @@
 #include <vector>
 
 #include "compressors/compressor.h"
-#include "core/nccl_group.h"
+#include "core/nccl_eligibility.h"
 #include "core/nccl_memory.h"
 #include "kernels/cuda/kernels.h"
+#include "scheduler/group_deferral.h"
 
 namespace slimreduce {
 
@@ -48,7 +49,7 @@ struct NcclCommState {
 };
 
 struct CallPlan {
-  NcclCall call;
+  Reduction call;
   std::shared_ptr<NcclCommState> comm;  // kept alive while the plan runs
   bool compressed = false;              // false: issued unchanged, in its place
   float* residual = nullptr;

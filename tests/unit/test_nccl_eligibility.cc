@@ -27,24 +27,25 @@ NcclCallFacts eligible_facts() {
 }
 
 TEST(NcclEligibility, Fp32SumOnDeviceIsCompressedByEveryCompressor) {
-  EXPECT_EQ(classify_nccl(eligible_facts(), with_compressor("fp16")).path, NcclPath::cast);
-  EXPECT_EQ(classify_nccl(eligible_facts(), with_compressor("bf16")).path, NcclPath::cast);
-  EXPECT_EQ(classify_nccl(eligible_facts(), with_compressor("topk")).path, NcclPath::topk);
+  EXPECT_EQ(classify_nccl(eligible_facts(), with_compressor("fp16")).path, ReductionPath::cast);
+  EXPECT_EQ(classify_nccl(eligible_facts(), with_compressor("bf16")).path, ReductionPath::cast);
+  EXPECT_EQ(classify_nccl(eligible_facts(), with_compressor("topk")).path, ReductionPath::topk);
   EXPECT_FALSE(classify_nccl(eligible_facts(), with_compressor("fp16")).average);
 }
 
 TEST(NcclEligibility, CompressorNoneAndUnknownPassThrough) {
-  EXPECT_EQ(classify_nccl(eligible_facts(), with_compressor("none")).path, NcclPath::pass_through);
+  EXPECT_EQ(classify_nccl(eligible_facts(), with_compressor("none")).path,
+            ReductionPath::pass_through);
   // A compressor registered later with no GPU kernel yet is not guessed at.
   EXPECT_EQ(classify_nccl(eligible_facts(), with_compressor("powersgd")).path,
-            NcclPath::pass_through);
+            ReductionPath::pass_through);
 }
 
 TEST(NcclEligibility, AvgIsCompressedAndDividedOnce) {
   NcclCallFacts facts = eligible_facts();
   facts.op = kNcclAvg;
-  const NcclVerdict verdict = classify_nccl(facts, with_compressor("bf16"));
-  EXPECT_EQ(verdict.path, NcclPath::cast);
+  const ReductionVerdict verdict = classify_nccl(facts, with_compressor("bf16"));
+  EXPECT_EQ(verdict.path, ReductionPath::cast);
   EXPECT_TRUE(verdict.average);
 }
 
@@ -52,7 +53,8 @@ TEST(NcclEligibility, OtherOpsPassThroughPreMulSumToo) {
   for (int op : {1, 2, 3, 5, 6, 1000}) {  // prod, max, min, the first PreMulSum handles
     NcclCallFacts facts = eligible_facts();
     facts.op = op;
-    EXPECT_EQ(classify_nccl(facts, with_compressor("fp16")).path, NcclPath::pass_through) << op;
+    EXPECT_EQ(classify_nccl(facts, with_compressor("fp16")).path, ReductionPath::pass_through)
+        << op;
   }
 }
 
@@ -60,9 +62,9 @@ TEST(NcclEligibility, SixteenBitFloatsOnlyForTopk) {
   for (int type : {kNcclFloat16, kNcclBfloat16}) {
     NcclCallFacts facts = eligible_facts();
     facts.datatype = type;
-    EXPECT_EQ(classify_nccl(facts, with_compressor("fp16")).path, NcclPath::pass_through);
-    EXPECT_EQ(classify_nccl(facts, with_compressor("bf16")).path, NcclPath::pass_through);
-    EXPECT_EQ(classify_nccl(facts, with_compressor("topk")).path, NcclPath::topk);
+    EXPECT_EQ(classify_nccl(facts, with_compressor("fp16")).path, ReductionPath::pass_through);
+    EXPECT_EQ(classify_nccl(facts, with_compressor("bf16")).path, ReductionPath::pass_through);
+    EXPECT_EQ(classify_nccl(facts, with_compressor("topk")).path, ReductionPath::topk);
   }
 }
 
@@ -70,50 +72,51 @@ TEST(NcclEligibility, OtherTypesPassThrough) {
   for (int type : {0, 1, 2, 3, 4, 5, 8, 10, 11, 12, -1}) {  // ints, fp64, fp8, bogus
     NcclCallFacts facts = eligible_facts();
     facts.datatype = type;
-    EXPECT_EQ(classify_nccl(facts, with_compressor("topk")).path, NcclPath::pass_through) << type;
+    EXPECT_EQ(classify_nccl(facts, with_compressor("topk")).path, ReductionPath::pass_through)
+        << type;
   }
 }
 
 TEST(NcclEligibility, MinBytesCountsTheCallersElementSize) {
   NcclCallFacts facts = eligible_facts();
   facts.count = 16384;  // 64 KiB of fp32
-  EXPECT_EQ(classify_nccl(facts, with_compressor("fp16")).path, NcclPath::cast);
+  EXPECT_EQ(classify_nccl(facts, with_compressor("fp16")).path, ReductionPath::cast);
   facts.count = 16383;
-  EXPECT_EQ(classify_nccl(facts, with_compressor("fp16")).path, NcclPath::pass_through);
+  EXPECT_EQ(classify_nccl(facts, with_compressor("fp16")).path, ReductionPath::pass_through);
   facts.datatype = kNcclBfloat16;
   facts.count = 32768;  // 64 KiB of bf16
-  EXPECT_EQ(classify_nccl(facts, with_compressor("topk")).path, NcclPath::topk);
+  EXPECT_EQ(classify_nccl(facts, with_compressor("topk")).path, ReductionPath::topk);
   facts.count = 32767;
-  EXPECT_EQ(classify_nccl(facts, with_compressor("topk")).path, NcclPath::pass_through);
+  EXPECT_EQ(classify_nccl(facts, with_compressor("topk")).path, ReductionPath::pass_through);
 }
 
 TEST(NcclEligibility, EmptyCallsPassThroughEvenWithNoMinimum) {
   NcclCallFacts facts = eligible_facts();
   facts.count = 0;
-  EXPECT_EQ(classify_nccl(facts, with_compressor("fp16", 0)).path, NcclPath::pass_through);
+  EXPECT_EQ(classify_nccl(facts, with_compressor("fp16", 0)).path, ReductionPath::pass_through);
 }
 
 TEST(NcclEligibility, HostBuffersPassThrough) {
   NcclCallFacts facts = eligible_facts();
   facts.device_buffers = false;
-  EXPECT_EQ(classify_nccl(facts, with_compressor("fp16")).path, NcclPath::pass_through);
+  EXPECT_EQ(classify_nccl(facts, with_compressor("fp16")).path, ReductionPath::pass_through);
 }
 
 TEST(NcclEligibility, NonBlockingOrUnknownCommunicatorsPassThrough) {
   NcclCallFacts facts = eligible_facts();
   facts.blocking_comm = false;
-  EXPECT_EQ(classify_nccl(facts, with_compressor("fp16")).path, NcclPath::pass_through);
+  EXPECT_EQ(classify_nccl(facts, with_compressor("fp16")).path, ReductionPath::pass_through);
   facts = eligible_facts();
   facts.comm_size = 0;
-  EXPECT_EQ(classify_nccl(facts, with_compressor("topk")).path, NcclPath::pass_through);
+  EXPECT_EQ(classify_nccl(facts, with_compressor("topk")).path, ReductionPath::pass_through);
 }
 
 TEST(NcclEligibility, APerCallConfigThatAsksForAnythingPassesThrough) {
   NcclCallFacts facts = eligible_facts();
   facts.coll_config = true;
   for (const char* name : {"fp16", "bf16", "topk"}) {
-    const NcclVerdict verdict = classify_nccl(facts, with_compressor(name));
-    EXPECT_EQ(verdict.path, NcclPath::pass_through) << name;
+    const ReductionVerdict verdict = classify_nccl(facts, with_compressor(name));
+    EXPECT_EQ(verdict.path, ReductionPath::pass_through) << name;
     EXPECT_STREQ(verdict.reason, "per-call config") << name;
   }
 }
@@ -121,8 +124,8 @@ TEST(NcclEligibility, APerCallConfigThatAsksForAnythingPassesThrough) {
 TEST(NcclEligibility, TopkNeedsUint32Indices) {
   NcclCallFacts facts = eligible_facts();
   facts.count = 0x100000000ull;
-  EXPECT_EQ(classify_nccl(facts, with_compressor("topk")).path, NcclPath::pass_through);
-  EXPECT_EQ(classify_nccl(facts, with_compressor("fp16")).path, NcclPath::cast);
+  EXPECT_EQ(classify_nccl(facts, with_compressor("topk")).path, ReductionPath::pass_through);
+  EXPECT_EQ(classify_nccl(facts, with_compressor("fp16")).path, ReductionPath::cast);
 }
 
 TEST(NcclEligibility, ElementSizes) {
@@ -193,7 +196,7 @@ TEST(NcclShapeRule, ZeroRanksMeansAskAgainLater) {
   // Until then its calls pass through.
   NcclCallFacts facts = eligible_facts();
   facts.comm_size = 0;
-  EXPECT_EQ(classify_nccl(facts, with_compressor("fp16")).path, NcclPath::pass_through);
+  EXPECT_EQ(classify_nccl(facts, with_compressor("fp16")).path, ReductionPath::pass_through);
 }
 
 }  // namespace

@@ -1,11 +1,11 @@
-#include "core/nccl_group.h"
+#include "scheduler/group_deferral.h"
 
 #include <new>
 #include <utility>
 
 namespace slimreduce {
 
-int NcclGroup::start(GroupActions& actions) {
+int GroupDeferral::start(PlanActions& actions) {
   const int rc = actions.real_group_start();
   if (rc == kNcclSuccess) {
     if (depth_ == 0) {
@@ -18,8 +18,8 @@ int NcclGroup::start(GroupActions& actions) {
   return rc;
 }
 
-bool NcclGroup::leave(std::vector<NcclCall>& held, std::vector<NcclCall>& uncounted,
-                      bool& tainted) {
+bool GroupDeferral::leave(std::vector<Reduction>& held, std::vector<Reduction>& uncounted,
+                          bool& tainted) {
   if (depth_ == 0 || --depth_ > 0) return false;
   held = std::exchange(held_, {});
   uncounted = std::exchange(uncounted_, {});
@@ -27,32 +27,32 @@ bool NcclGroup::leave(std::vector<NcclCall>& held, std::vector<NcclCall>& uncoun
   return true;
 }
 
-int NcclGroup::end(GroupActions& actions) {
-  std::vector<NcclCall> held, uncounted;
+int GroupDeferral::end(PlanActions& actions) {
+  std::vector<Reduction> held, uncounted;
   bool tainted = false;
   // Unbalanced, or an inner end: the real library answers and keeps its depth.
   if (!leave(held, uncounted, tainted)) return actions.real_group_end();
   const int rc = held.empty() ? actions.real_group_end() : run(held, tainted, actions);
   // After the real end: a communicator made in the group can say its size now.
-  for (const NcclCall& call : uncounted) actions.count_pass_through(call);
+  for (const Reduction& call : uncounted) actions.count_pass_through(call);
   return rc;
 }
 
-int NcclGroup::simulate_end(void* sim_info, GroupActions& actions) {
-  std::vector<NcclCall> held, uncounted;
+int GroupDeferral::simulate_end(void* sim_info, PlanActions& actions) {
+  std::vector<Reduction> held, uncounted;
   bool tainted = false;
   if (!leave(held, uncounted, tainted)) return actions.real_group_simulate_end(sim_info);
   // Nothing of a simulated group runs: the held calls go to NCCL as the caller
   // made them, for it to estimate and discard with the rest; none is counted.
   int rc = kNcclSuccess;
-  for (const NcclCall& call : held) {
+  for (const Reduction& call : held) {
     if (rc == kNcclSuccess) rc = actions.pass_through(call);
   }
   const int end_rc = actions.real_group_simulate_end(sim_info);
   return rc != kNcclSuccess ? rc : end_rc;
 }
 
-int NcclGroup::pass_through(const NcclCall& call, bool blocking_comm, GroupActions& actions) {
+int GroupDeferral::pass_through(const Reduction& call, bool blocking_comm, PlanActions& actions) {
   if (depth_ > 0) {
     if (!blocking_comm) tainted_ = true;
     uncounted_.push_back(call);  // a simulated end would discard it
@@ -62,7 +62,7 @@ int NcclGroup::pass_through(const NcclCall& call, bool blocking_comm, GroupActio
   return actions.pass_through(call);
 }
 
-int NcclGroup::eligible(const NcclCall& call, GroupActions& actions) {
+int GroupDeferral::eligible(const Reduction& call, PlanActions& actions) {
   if (depth_ > 0) {
     held_.push_back(call);
     return kNcclSuccess;
@@ -70,11 +70,11 @@ int NcclGroup::eligible(const NcclCall& call, GroupActions& actions) {
   // A group of one: the collective and the kernels around it in one place.
   const int rc = actions.real_group_start();
   if (rc != kNcclSuccess) return rc;
-  std::vector<NcclCall> held{call};
+  std::vector<Reduction> held{call};
   return run(held, false, actions);
 }
 
-int NcclGroup::run(std::vector<NcclCall>& held, bool tainted, GroupActions& actions) {
+int GroupDeferral::run(std::vector<Reduction>& held, bool tainted, PlanActions& actions) {
   bool closed = false;
   int rc = kNcclSuccess;
   try {
@@ -89,11 +89,11 @@ int NcclGroup::run(std::vector<NcclCall>& held, bool tainted, GroupActions& acti
 }
 
 // Inside the open real group (depth 1): enqueue, close, then finish.
-int NcclGroup::run_open(std::vector<NcclCall>& held, bool tainted, GroupActions& actions,
-                        bool& closed) {
+int GroupDeferral::run_open(std::vector<Reduction>& held, bool tainted, PlanActions& actions,
+                            bool& closed) {
   int rc = kNcclSuccess;
   if (tainted) {
-    for (const NcclCall& call : held) {
+    for (const Reduction& call : held) {
       if (rc != kNcclSuccess) break;
       actions.count_pass_through(call);
       rc = actions.pass_through(call);

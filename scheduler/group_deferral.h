@@ -1,19 +1,27 @@
-// Group deferral for ncclAllReduce (design invariant 4): inside
+// The scheduler's deferral of the reductions handed over before a wait: today
+// NCCL groups (next, MPI_Iallreduce batches). For ncclAllReduce (design invariant 4): inside
 // ncclGroupStart/End an eligible call is held, and nothing of it is enqueued
 // before the outermost ncclGroupEnd; there its compress kernels, its
 // collectives (inside the still-open real group) and, once the real group has
 // ended, its finishing kernels are enqueued, in call order. A call outside any
 // group runs the same way as a group of one. Pure logic: the NCCL and CUDA
-// work is behind GroupActions, so tests drive it with fakes. One instance per
+// work is behind PlanActions, so tests drive it with fakes. One instance per
 // thread, as NCCL keeps its group depth per thread.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "core/nccl_eligibility.h"
-
 namespace slimreduce {
+
+// How a reduction travels, as the runtime's policy decided from its arguments alone.
+enum class ReductionPath { pass_through, cast, topk };
+
+struct ReductionVerdict {
+  ReductionPath path = ReductionPath::pass_through;
+  bool average = false;  // ncclAvg: divide by the rank count once, after the sum
+  const char* reason = "";
+};
 
 // ncclResult_t values the logic tells apart.
 inline constexpr int kNcclSuccess = 0;
@@ -23,7 +31,7 @@ inline constexpr int kNcclInProgress = 7;
 
 // The caller's ncclAllReduce, its arguments as opaque values (no NCCL header
 // here), and what classify_nccl said of it.
-struct NcclCall {
+struct Reduction {
   const void* sendbuff = nullptr;
   void* recvbuff = nullptr;
   std::uint64_t count = 0;
@@ -34,42 +42,42 @@ struct NcclCall {
   // ncclAllReduceConfig's config when it asks NCCL for anything (the call
   // then passes through, config and all); null for a plain call.
   const void* coll_config = nullptr;
-  NcclVerdict verdict;
+  ReductionVerdict verdict;
 };
 
 // What the logic drives. Each returns an ncclResult_t value.
-class GroupActions {
+class PlanActions {
  public:
-  virtual ~GroupActions() = default;
+  virtual ~PlanActions() = default;
   virtual int real_group_start() = 0;
   virtual int real_group_end() = 0;
   // ncclGroupSimulateEnd(sim_info): NCCL ends the group without running it.
   virtual int real_group_simulate_end(void* sim_info) = 0;
   // The caller's call, unchanged (inside the open real group, if any).
-  virtual int pass_through(const NcclCall& call) = 0;
+  virtual int pass_through(const Reduction& call) = 0;
   // Counts a call that ran unchanged (a simulated group's calls never run:
   // they are not counted).
-  virtual void count_pass_through(const NcclCall& call) = 0;
+  virtual void count_pass_through(const Reduction& call) = 0;
   // Plans the held calls (workspace, residuals; any it now passes through, it
   // issues unchanged later, in order) and enqueues their compress kernels.
-  virtual int begin(std::vector<NcclCall>& held) = 0;
+  virtual int begin(std::vector<Reduction>& held) = 0;
   // Issues the collectives of the held calls, in call order.
-  virtual int issue(std::vector<NcclCall>& held) = 0;
+  virtual int issue(std::vector<Reduction>& held) = 0;
   // The real group ended with ncclInProgress (a non-blocking communicator in
   // it): waits until the held calls' communicators are ready.
-  virtual int wait_ready(std::vector<NcclCall>& held) = 0;
+  virtual int wait_ready(std::vector<Reduction>& held) = 0;
   // Enqueues the finishing kernels (decompress, accumulate).
-  virtual int finish(std::vector<NcclCall>& held) = 0;
+  virtual int finish(std::vector<Reduction>& held) = 0;
 };
 
-class NcclGroup {
+class GroupDeferral {
  public:
-  int start(GroupActions& actions);
-  int end(GroupActions& actions);
+  int start(PlanActions& actions);
+  int end(PlanActions& actions);
   // ncclGroupSimulateEnd: NCCL lowers its depth as for an end and, at the
   // outermost level, estimates the group's calls and discards them. So that
   // it estimates the real calls, the held ones go to it unchanged first.
-  int simulate_end(void* sim_info, GroupActions& actions);
+  int simulate_end(void* sim_info, PlanActions& actions);
   bool in_group() const { return depth_ > 0; }
   int depth() const { return depth_; }
 
@@ -77,24 +85,24 @@ class NcclGroup {
   // communicator that may not block (non-blocking or unknown) makes the whole
   // group pass through, held calls too: such a group's end may return before
   // its collectives are enqueued, and nothing may be enqueued after them then.
-  int pass_through(const NcclCall& call, bool blocking_comm, GroupActions& actions);
+  int pass_through(const Reduction& call, bool blocking_comm, PlanActions& actions);
   // An eligible call: held until the outermost end, or run now outside a group.
-  int eligible(const NcclCall& call, GroupActions& actions);
+  int eligible(const Reduction& call, PlanActions& actions);
 
  private:
   // Runs held calls inside the open real group and closes it, whatever
   // happens: an exception (bad_alloc in planning) must not leave NCCL's group
   // open, or every later call on the thread would wait for an end.
-  int run(std::vector<NcclCall>& held, bool tainted, GroupActions& actions);
-  int run_open(std::vector<NcclCall>& held, bool tainted, GroupActions& actions, bool& closed);
+  int run(std::vector<Reduction>& held, bool tainted, PlanActions& actions);
+  int run_open(std::vector<Reduction>& held, bool tainted, PlanActions& actions, bool& closed);
   // Lowers our depth for an outermost end: the held calls, the passed-through
   // calls not counted yet, and the taint, taken.
-  bool leave(std::vector<NcclCall>& held, std::vector<NcclCall>& uncounted, bool& tainted);
+  bool leave(std::vector<Reduction>& held, std::vector<Reduction>& uncounted, bool& tainted);
 
   int depth_ = 0;
   bool tainted_ = false;
-  std::vector<NcclCall> held_;
-  std::vector<NcclCall> uncounted_;  // passed through in the group: counted at its real end
+  std::vector<Reduction> held_;
+  std::vector<Reduction> uncounted_;  // passed through in the group: counted at its real end
 };
 
 }  // namespace slimreduce

@@ -10,33 +10,33 @@
 #include <thread>
 #include <vector>
 
-#include "core/nccl_group.h"
+#include "scheduler/group_deferral.h"
 
 namespace slimreduce {
 namespace {
 
-class Recorder : public GroupActions {
+class Recorder : public PlanActions {
  public:
   int real_group_start() override { return note("start", start_rc); }
   int real_group_end() override { return note("end", end_rc); }
-  int pass_through(const NcclCall& call) override { return note("pass:" + name(call), 0); }
-  void count_pass_through(const NcclCall& call) override {
+  int pass_through(const Reduction& call) override { return note("pass:" + name(call), 0); }
+  void count_pass_through(const Reduction& call) override {
     if (!counted.empty()) counted += ' ';
     counted += name(call);
   }
   int real_group_simulate_end(void*) override { return note("simulate", simulate_rc); }
-  int begin(std::vector<NcclCall>& held) override {
+  int begin(std::vector<Reduction>& held) override {
     note("begin" + names(held), 0);
     if (throw_in_begin) throw std::bad_alloc();
     return begin_rc;
   }
-  int issue(std::vector<NcclCall>& held) override {
+  int issue(std::vector<Reduction>& held) override {
     note("issue" + names(held), 0);
     if (throw_in_issue) throw std::runtime_error("issue");
     return 0;
   }
-  int wait_ready(std::vector<NcclCall>& held) override { return note("wait" + names(held), 0); }
-  int finish(std::vector<NcclCall>& held) override { return note("finish" + names(held), 0); }
+  int wait_ready(std::vector<Reduction>& held) override { return note("wait" + names(held), 0); }
+  int finish(std::vector<Reduction>& held) override { return note("finish" + names(held), 0); }
 
   std::string log() const {
     std::string out;
@@ -58,38 +58,38 @@ class Recorder : public GroupActions {
     entries.push_back(what);
     return rc;
   }
-  static std::string name(const NcclCall& call) { return std::to_string(call.count); }
-  static std::string names(const std::vector<NcclCall>& calls) {
+  static std::string name(const Reduction& call) { return std::to_string(call.count); }
+  static std::string names(const std::vector<Reduction>& calls) {
     std::string out;
-    for (const NcclCall& call : calls) out.append(":").append(name(call));
+    for (const Reduction& call : calls) out.append(":").append(name(call));
     return out;
   }
 };
 
-NcclCall call(std::uint64_t id) {
-  NcclCall c;
+Reduction call(std::uint64_t id) {
+  Reduction c;
   c.count = id;  // the count names the call in the log
-  c.verdict.path = NcclPath::cast;
+  c.verdict.path = ReductionPath::cast;
   return c;
 }
 
-TEST(NcclGroup, ACallOutsideAGroupRunsAsAGroupOfOne) {
-  NcclGroup group;
+TEST(GroupDeferral, ACallOutsideAGroupRunsAsAGroupOfOne) {
+  GroupDeferral group;
   Recorder actions;
   EXPECT_EQ(group.eligible(call(1), actions), kNcclSuccess);
   EXPECT_EQ(actions.log(), "start begin:1 issue:1 end finish:1");
   EXPECT_FALSE(group.in_group());
 }
 
-TEST(NcclGroup, PassThroughOutsideAGroupIsForwardedAlone) {
-  NcclGroup group;
+TEST(GroupDeferral, PassThroughOutsideAGroupIsForwardedAlone) {
+  GroupDeferral group;
   Recorder actions;
   EXPECT_EQ(group.pass_through(call(7), false, actions), kNcclSuccess);
   EXPECT_EQ(actions.log(), "pass:7");
 }
 
-TEST(NcclGroup, NothingIsEnqueuedBeforeTheOutermostEnd) {
-  NcclGroup group;
+TEST(GroupDeferral, NothingIsEnqueuedBeforeTheOutermostEnd) {
+  GroupDeferral group;
   Recorder actions;
   group.start(actions);
   group.eligible(call(1), actions);
@@ -105,16 +105,16 @@ TEST(NcclGroup, NothingIsEnqueuedBeforeTheOutermostEnd) {
   EXPECT_FALSE(group.in_group());
 }
 
-TEST(NcclGroup, AnEmptyGroupOnlyForwards) {
-  NcclGroup group;
+TEST(GroupDeferral, AnEmptyGroupOnlyForwards) {
+  GroupDeferral group;
   Recorder actions;
   group.start(actions);
   group.end(actions);
   EXPECT_EQ(actions.log(), "start end");
 }
 
-TEST(NcclGroup, ANonBlockingCommunicatorInTheGroupPassesEverythingThrough) {
-  NcclGroup group;
+TEST(GroupDeferral, ANonBlockingCommunicatorInTheGroupPassesEverythingThrough) {
+  GroupDeferral group;
   Recorder actions;
   group.start(actions);
   group.eligible(call(1), actions);
@@ -130,8 +130,8 @@ TEST(NcclGroup, ANonBlockingCommunicatorInTheGroupPassesEverythingThrough) {
   EXPECT_EQ(actions.log(), "start begin:4 issue:4 end finish:4");
 }
 
-TEST(NcclGroup, AFailedBeginStillClosesTheRealGroupAndFinishesNothing) {
-  NcclGroup group;
+TEST(GroupDeferral, AFailedBeginStillClosesTheRealGroupAndFinishesNothing) {
+  GroupDeferral group;
   Recorder actions;
   actions.begin_rc = 1;  // ncclUnhandledCudaError
   group.start(actions);
@@ -141,8 +141,8 @@ TEST(NcclGroup, AFailedBeginStillClosesTheRealGroupAndFinishesNothing) {
   EXPECT_FALSE(group.in_group());
 }
 
-TEST(NcclGroup, AFailedRealEndIsReturnedAndFinishesNothing) {
-  NcclGroup group;
+TEST(GroupDeferral, AFailedRealEndIsReturnedAndFinishesNothing) {
+  GroupDeferral group;
   Recorder actions;
   actions.end_rc = 6;  // ncclRemoteError
   EXPECT_EQ(group.eligible(call(1), actions), 6);
@@ -152,16 +152,16 @@ TEST(NcclGroup, AFailedRealEndIsReturnedAndFinishesNothing) {
 // The caller's own call on a non-blocking communicator in the group can make
 // the end return early: we wait for ours before finishing, and ncclInProgress
 // still reaches the caller, who must poll its communicators.
-TEST(NcclGroup, AnEndInProgressWaitsBeforeFinishingAndSaysSo) {
-  NcclGroup group;
+TEST(GroupDeferral, AnEndInProgressWaitsBeforeFinishingAndSaysSo) {
+  GroupDeferral group;
   Recorder actions;
   actions.end_rc = kNcclInProgress;
   EXPECT_EQ(group.eligible(call(1), actions), kNcclInProgress);
   EXPECT_EQ(actions.log(), "start begin:1 issue:1 end wait:1 finish:1");
 }
 
-TEST(NcclGroup, AFailedStartLeavesTheDepthAlone) {
-  NcclGroup group;
+TEST(GroupDeferral, AFailedStartLeavesTheDepthAlone) {
+  GroupDeferral group;
   Recorder actions;
   actions.start_rc = 5;  // ncclInvalidUsage
   EXPECT_EQ(group.start(actions), 5);
@@ -170,16 +170,16 @@ TEST(NcclGroup, AFailedStartLeavesTheDepthAlone) {
   EXPECT_EQ(actions.log(), "start start");
 }
 
-TEST(NcclGroup, AnUnbalancedEndIsAnsweredByTheRealLibrary) {
-  NcclGroup group;
+TEST(GroupDeferral, AnUnbalancedEndIsAnsweredByTheRealLibrary) {
+  GroupDeferral group;
   Recorder actions;
   actions.end_rc = 5;
   EXPECT_EQ(group.end(actions), 5);
   EXPECT_EQ(group.depth(), 0);
 }
 
-TEST(NcclGroup, HeldCallsKeepTheirOrder) {
-  NcclGroup group;
+TEST(GroupDeferral, HeldCallsKeepTheirOrder) {
+  GroupDeferral group;
   Recorder actions;
   group.start(actions);
   for (std::uint64_t id = 10; id > 0; --id) group.eligible(call(id), actions);
@@ -187,9 +187,9 @@ TEST(NcclGroup, HeldCallsKeepTheirOrder) {
   EXPECT_EQ(actions.entries[1], "begin:10:9:8:7:6:5:4:3:2:1");
 }
 
-TEST(NcclGroup, EachThreadHasItsOwnGroup) {
-  // As NCCL keeps its group depth per thread, the engine keeps one NcclGroup per thread.
-  thread_local NcclGroup group;
+TEST(GroupDeferral, EachThreadHasItsOwnGroup) {
+  // As NCCL keeps its group depth per thread, the engine keeps one GroupDeferral per thread.
+  thread_local GroupDeferral group;
   Recorder main_actions;
   group.start(main_actions);
   bool other_in_group = true;
@@ -199,9 +199,9 @@ TEST(NcclGroup, EachThreadHasItsOwnGroup) {
   group.end(main_actions);
 }
 
-TEST(NcclGroup, AnExceptionInPlanningClosesTheRealGroup) {
+TEST(GroupDeferral, AnExceptionInPlanningClosesTheRealGroup) {
   // Left open, NCCL would hold every later call of the thread for an end.
-  NcclGroup group;
+  GroupDeferral group;
   Recorder actions;
   actions.throw_in_begin = true;
   group.start(actions);
@@ -215,16 +215,16 @@ TEST(NcclGroup, AnExceptionInPlanningClosesTheRealGroup) {
   EXPECT_EQ(actions.log(), "start begin:2 issue:2 end finish:2");
 }
 
-TEST(NcclGroup, AnExceptionOutsideAGroupClosesItsGroupOfOne) {
-  NcclGroup group;
+TEST(GroupDeferral, AnExceptionOutsideAGroupClosesItsGroupOfOne) {
+  GroupDeferral group;
   Recorder actions;
   actions.throw_in_issue = true;
   EXPECT_EQ(group.eligible(call(1), actions), kNcclInternalError);
   EXPECT_EQ(actions.log(), "start begin:1 issue:1 end");
 }
 
-TEST(NcclGroup, ASimulatedEndHandsTheHeldCallsToNcclUnchanged) {
-  NcclGroup group;
+TEST(GroupDeferral, ASimulatedEndHandsTheHeldCallsToNcclUnchanged) {
+  GroupDeferral group;
   Recorder actions;
   group.start(actions);
   group.eligible(call(1), actions);
@@ -241,8 +241,8 @@ TEST(NcclGroup, ASimulatedEndHandsTheHeldCallsToNcclUnchanged) {
   EXPECT_EQ(actions.log(), "start begin:3 issue:3 end finish:3");
 }
 
-TEST(NcclGroup, ASimulatedEndClearsTheTaint) {
-  NcclGroup group;
+TEST(GroupDeferral, ASimulatedEndClearsTheTaint) {
+  GroupDeferral group;
   Recorder actions;
   group.start(actions);
   group.pass_through(call(1), false, actions);
@@ -254,8 +254,8 @@ TEST(NcclGroup, ASimulatedEndClearsTheTaint) {
   EXPECT_EQ(actions.log(), "start begin:2 issue:2 end finish:2");
 }
 
-TEST(NcclGroup, AnUnbalancedSimulatedEndIsAnsweredByTheRealLibrary) {
-  NcclGroup group;
+TEST(GroupDeferral, AnUnbalancedSimulatedEndIsAnsweredByTheRealLibrary) {
+  GroupDeferral group;
   Recorder actions;
   actions.simulate_rc = 5;  // ncclInvalidUsage
   EXPECT_EQ(group.simulate_end(nullptr, actions), 5);
@@ -266,8 +266,8 @@ TEST(NcclGroup, AnUnbalancedSimulatedEndIsAnsweredByTheRealLibrary) {
 // A pass-through call is counted when it has run: at once outside a group, at
 // the outermost real end inside one. A simulated group runs nothing and
 // counts nothing; a tainted group counts its held calls as they pass through.
-TEST(NcclGroup, PassThroughCallsAreCountedWhenTheyRun) {
-  NcclGroup group;
+TEST(GroupDeferral, PassThroughCallsAreCountedWhenTheyRun) {
+  GroupDeferral group;
   Recorder actions;
   group.pass_through(call(1), true, actions);
   EXPECT_EQ(actions.counted, "1");
@@ -280,8 +280,8 @@ TEST(NcclGroup, PassThroughCallsAreCountedWhenTheyRun) {
   EXPECT_EQ(actions.counted, "1 2");
 }
 
-TEST(NcclGroup, ASimulatedGroupCountsNothing) {
-  NcclGroup group;
+TEST(GroupDeferral, ASimulatedGroupCountsNothing) {
+  GroupDeferral group;
   Recorder actions;
   group.start(actions);
   group.pass_through(call(1), true, actions);
@@ -294,8 +294,8 @@ TEST(NcclGroup, ASimulatedGroupCountsNothing) {
   EXPECT_EQ(actions.counted, "");
 }
 
-TEST(NcclGroup, ATaintedGroupCountsItsHeldCallsAsTheyPassThrough) {
-  NcclGroup group;
+TEST(GroupDeferral, ATaintedGroupCountsItsHeldCallsAsTheyPassThrough) {
+  GroupDeferral group;
   Recorder actions;
   group.start(actions);
   group.eligible(call(1), actions);
