@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The layers' dependencies point one way (docs/architecture.md):
+#   interpose -> core -> scheduler -> fusion, algorithms -> compressors -> kernels
+#   core -> backends -> kernels; algorithms see only backends/transport.h and status.h.
+# A project include that points the wrong way fails the build (this runs as a
+# build step) with the file, the line and the rule it breaks.
+set -euo pipefail
+root="${1:-$(dirname "${BASH_SOURCE[0]}")/..}"
+cd "$root"
+
+# folder: the folders (or files) its sources may include from, itself included.
+declare -A allowed=(
+  [kernels]="kernels/"
+  [compressors]="compressors/ kernels/"
+  [backends]="backends/ kernels/"
+  [algorithms]="algorithms/ compressors/ kernels/ backends/transport.h backends/status.h"
+  [fusion]="fusion/ kernels/"
+  [scheduler]="scheduler/ fusion/ algorithms/ compressors/ kernels/ backends/transport.h backends/status.h"
+  [core]="core/ scheduler/ fusion/ algorithms/ compressors/ kernels/ backends/"
+)
+
+bad=0
+for folder in "${!allowed[@]}"; do
+  while IFS=: read -r file line include; do
+    target=$(sed -E 's/.*#include "([^"]+)".*/\1/' <<<"$include")
+    case "$target" in */*) ;; *) continue ;; esac  # a header beside the file
+    ok=0
+    for prefix in ${allowed[$folder]}; do
+      if [[ "$target" == "$prefix"* ]]; then ok=1; break; fi
+    done
+    if [ $ok -eq 0 ]; then
+      echo "$file:$line: $folder/ may not include \"$target\" (allowed: ${allowed[$folder]})"
+      bad=1
+    fi
+  done < <(grep -rn --include='*.h' --include='*.cc' --include='*.cu' --include='*.cuh' \
+             '^#include "' "$folder" || true)
+done
+exit $bad
