@@ -26,7 +26,7 @@ class CastRing {
                                 std::size_t count) {
     return count * compressor.wire_element_bytes();
   }
-  // The ring's receive buffer: one chunk (none when the backend sums natively).
+  // The ring's receive buffer: one chunk (unused where the backend sums natively).
   static std::size_t scratch_bytes(const compressors::SummableCompressor& compressor,
                                    std::size_t count, int ranks);
 
