@@ -3,6 +3,7 @@
 
 #include "compressors/registry.h"
 #include "kernels/cast.h"
+#include "kernels/device.h"
 
 namespace slimreduce::compressors {
 namespace {
@@ -32,6 +33,25 @@ class CastCompressor final : public SummableCompressor {
     kernels::decompress(format_, static_cast<const std::uint16_t*>(in), out, n);
   }
   std::optional<HalfFormat> native_format() const override { return format_; }
+
+  int device_compress(const float* in, float* residual, std::size_t n, void* wire,
+                      void* stream) const override {
+    return kernels::device::cast_compress(format_, in, residual, static_cast<std::uint16_t*>(wire),
+                                          n, stream);
+  }
+  int device_decompress(const void* wire, float* out, std::size_t n, int divisor,
+                        void* stream) const override {
+    return kernels::device::cast_decompress(format_, static_cast<const std::uint16_t*>(wire), out,
+                                            n, divisor, stream);
+  }
+  int device_pack(const kernels::PackItem* items, int count, void* fused,
+                  void* stream) const override {
+    return kernels::device::pack_batch(format_, items, count, fused, stream);
+  }
+  int device_unpack(const void* fused, const kernels::UnpackItem* items, int count, int divisor,
+                    void* stream) const override {
+    return kernels::device::unpack_batch(format_, fused, items, count, divisor, stream);
+  }
 
  private:
   HalfFormat format_;

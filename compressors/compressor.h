@@ -9,6 +9,14 @@
 // sent + residual == in + old_residual (in fp32, element by element), where
 // sent is what the receivers will decode. core/ owns the residual memory
 // (keys, caps, resets), so error feedback wraps any compressor.
+//
+// Host and device entry points: each compressor has both, in its one file.
+// The device ones (device_*) have the host ones' semantics, bit for bit, on
+// device memory: they only enqueue work on `stream` (a cudaStream_t), with no
+// host wait and no allocation (so they are safe under CUDA-graph capture), and
+// return the launch's CUDA error (0: enqueued). A compressor without device
+// kernels keeps the defaults (device_kernels() none): its calls on device
+// buffers are staged through the host entry points (MPI) or pass through (NCCL).
 #pragma once
 
 #include <cstddef>
@@ -19,23 +27,22 @@
 #include <string_view>
 
 #include "kernels/cast.h"
+#include "kernels/device.h"
+#include "kernels/pack.h"
 
 namespace slimreduce::compressors {
 
 enum class Aggregation { summable, gathered };
 
-// The GPU kernels (kernels/cuda/) that can carry a compressor's wire on device
-// buffers: the 16-bit casts (the format is native_format()), or exact top-k
-// (its parameters from topk_form()). none: the device paths stage the call
-// through the host entry points, or pass it through (NCCL). The paths ask this,
+// Which device entry points a compressor has, and so what its device paths
+// can take: none; 16-bit casts of fp32 inputs (a summable compressor's
+// device_pack / device_unpack, device_compress / device_decompress); a
+// selection that also reads fp16 and bf16 inputs, up to 2^32 - 1 values (a
+// gathered compressor's device_compress / device_finish). The paths ask this,
 // never a compressor's name: the registry is the only place that knows names.
 enum class DeviceKernels { none, cast16, topk };
 
-// Top-k's kernel parameters for n values: k entries, values as fp16 or fp32.
-struct TopkForm {
-  std::size_t k = 0;
-  bool fp16_values = false;
-};
+using kernels::device::Elem;
 
 class Compressor {
  public:
@@ -63,6 +70,19 @@ class SummableCompressor : public Compressor {
   // itself (NCCL's ncclFloat16, ncclBfloat16) with the same meaning as
   // accumulate(); none otherwise.
   virtual std::optional<kernels::HalfFormat> native_format() const { return std::nullopt; }
+
+  // Device: compress() of fp32 `in` into n wire elements.
+  virtual int device_compress(const float* in, float* residual, std::size_t n, void* wire,
+                              void* stream) const;
+  // Device: decompress(), each value divided by divisor (>= 1; 1 divides nothing).
+  virtual int device_decompress(const void* wire, float* out, std::size_t n, int divisor,
+                                void* stream) const;
+  // Device: compress() of many tensors into one fused wire buffer (kernels/pack.h's
+  // items), and its decompress() back out, divided by divisor.
+  virtual int device_pack(const kernels::PackItem* items, int count, void* fused,
+                          void* stream) const;
+  virtual int device_unpack(const void* fused, const kernels::UnpackItem* items, int count,
+                            int divisor, void* stream) const;
 };
 
 class GatheredCompressor : public Compressor {
@@ -70,11 +90,21 @@ class GatheredCompressor : public Compressor {
   Aggregation aggregation() const final { return Aggregation::gathered; }
   // dense[i] += the value the payload holds for i (payload of n values).
   virtual void accumulate(const void* payload, std::size_t n, float* dense) const = 0;
-  // With DeviceKernels::topk: the kernels' parameters for n values.
-  virtual TopkForm topk_form(std::size_t n) const {
-    (void)n;
-    return {};
-  }
+
+  // Device: where payloads sit in device memory, compressed_bytes(n) padded so
+  // that gathered payloads stay aligned for device_finish. The bytes that go
+  // on the wire are still compressed_bytes(n): the host's payload exactly.
+  virtual std::size_t device_slot_bytes(std::size_t n) const { return compressed_bytes(n); }
+  // Device: compress() of `in` (fp32, fp16 or bf16) into a slot, with scratch
+  // of device_compress_scratch_bytes(n).
+  virtual std::size_t device_compress_scratch_bytes(std::size_t n) const;
+  virtual int device_compress(Elem in_type, const void* in, float* residual, std::size_t n,
+                              void* slot, void* scratch, void* stream);
+  // Device: out = the `ranks` gathered slots added in rank order into zeros,
+  // divided by divisor, written as out_type; scratch of device_finish_scratch_bytes.
+  virtual std::size_t device_finish_scratch_bytes(std::size_t n, int ranks) const;
+  virtual int device_finish(const void* gathered, int ranks, std::size_t n, Elem out_type,
+                            void* out, int divisor, void* scratch, void* stream) const;
 };
 
 // What a compressor may be configured with (filled from the settings by core/).

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "compressors/registry.h"
+#include "kernels/device.h"
 #include "kernels/topk.h"
 
 namespace slimreduce::compressors {
@@ -21,9 +22,6 @@ class TopkCompressor final : public GatheredCompressor {
   // Without it, what is not sent is lost for good (Deep Gradient Compression).
   bool default_error_feedback() const override { return true; }
   DeviceKernels device_kernels() const override { return DeviceKernels::topk; }
-  TopkForm topk_form(std::size_t n) const override {
-    return {kernels::topk_count(n, ratio_), values_ == kernels::TopkValues::fp16};
-  }
   std::size_t compressed_bytes(std::size_t n) const override {
     return kernels::topk_payload_bytes(kernels::topk_count(n, ratio_), values_);
   }
@@ -36,7 +34,31 @@ class TopkCompressor final : public GatheredCompressor {
     kernels::topk_accumulate(payload, kernels::topk_count(n, ratio_), values_, dense);
   }
 
+  // The payload padded to 16 bytes: every rank's uint32 indices stay aligned.
+  std::size_t device_slot_bytes(std::size_t n) const override {
+    return kernels::topk_payload_stride(compressed_bytes(n));
+  }
+  std::size_t device_compress_scratch_bytes(std::size_t n) const override {
+    return kernels::device::topk_select_scratch_bytes(n);
+  }
+  int device_compress(Elem in_type, const void* in, float* residual, std::size_t n, void* slot,
+                      void* scratch, void* stream) override {
+    return kernels::device::topk_select(in_type, in, residual, n, kernels::topk_count(n, ratio_),
+                                        fp16_values(), slot, device_slot_bytes(n), scratch, stream);
+  }
+  std::size_t device_finish_scratch_bytes(std::size_t n, int ranks) const override {
+    return kernels::device::topk_accumulate_scratch_bytes(n, ranks);
+  }
+  int device_finish(const void* gathered, int ranks, std::size_t n, Elem out_type, void* out,
+                    int divisor, void* scratch, void* stream) const override {
+    return kernels::device::topk_accumulate(gathered, device_slot_bytes(n), ranks,
+                                            kernels::topk_count(n, ratio_), fp16_values(), n,
+                                            out_type, out, divisor, scratch, stream);
+  }
+
  private:
+  bool fp16_values() const { return values_ == kernels::TopkValues::fp16; }
+
   // Scratch for one call at a time: threads compressing at once (each on its
   // own communicator, under MPI_THREAD_MULTIPLE) each lease their own, and
   // the lock is held only to take or give one back, never while selecting.

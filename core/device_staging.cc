@@ -1,21 +1,6 @@
 #include "core/device_staging.h"
 
-#include "kernels/topk.h"
-
 namespace slimreduce::device_staging {
-
-TopkWire topk_wire(const compressors::TopkForm& form) {
-  TopkWire wire;
-  wire.k = form.k;
-  wire.payload = kernels::topk_payload_bytes(
-      wire.k, form.fp16_values ? kernels::TopkValues::fp16 : kernels::TopkValues::fp32);
-  wire.stride = kernels::topk_payload_stride(wire.payload);
-  return wire;
-}
-
-TopkWire topk_wire(std::size_t n, double ratio, bool fp16_values) {
-  return topk_wire({kernels::topk_count(n, ratio), fp16_values});
-}
 
 GatherCopy gather_copy_for(std::size_t payload, std::size_t stride, std::size_t max_pitch) {
   if (stride == payload) return GatherCopy::contiguous;
@@ -62,12 +47,9 @@ void forget_key(std::uint64_t, const void*) {}
 #include "core/counters.h"
 #include "core/nccl_cuda.h"
 #include "core/residuals.h"
-#include "kernels/cuda/kernels.h"
 
 namespace slimreduce::device_staging {
 namespace {
-
-namespace cuda = kernels::cuda;
 
 // ---- memory that grows and stays ---------------------------------------------
 
@@ -139,6 +121,8 @@ int check(cudaError_t rc) {
   cudaGetLastError();
   return MPI_ERR_OTHER;
 }
+// A compressor's device entry point answers a cudaError_t as an int.
+int check(int rc) { return check(static_cast<cudaError_t>(rc)); }
 
 // ---- one call ---------------------------------------------------------------
 
@@ -154,9 +138,10 @@ struct Job {
 
 int sync(const Job& job) { return check(cudaStreamSynchronize(job.stream())); }
 
-// The cast kernels on the device, the ring (algorithms/cast_ring.h) on the
-// compressed elements in pinned memory, with the real compressor's adds.
-int staged_cast(const Job& job, cuda::Elem format, double* wire_sent) {
+// The compressor's device entry points on the device, the ring
+// (algorithms/cast_ring.h) on the compressed elements in pinned memory, with
+// the compressor's host adds.
+int staged_cast(const Job& job, double* wire_sent) {
   using algorithms::CastRing;
   auto& compressor = static_cast<compressors::SummableCompressor&>(job.compressor);
   const std::size_t n = job.call.count;
@@ -166,9 +151,7 @@ int staged_cast(const Job& job, cuda::Elem format, double* wire_sent) {
   std::byte* scratch =
       job.state.scratch(CastRing::scratch_bytes(compressor, n, job.transport.size()));
   if (!wire || !staged) return MPI_ERR_NO_MEM;
-  auto* wire16 = reinterpret_cast<std::uint16_t*>(wire);
-  int rc =
-      check(cuda::cast_compress(format, job.call.input, job.residual, wire16, n, job.stream()));
+  int rc = check(compressor.device_compress(job.call.input, job.residual, n, wire, job.stream()));
   if (rc == MPI_SUCCESS)
     rc = check(cudaMemcpyAsync(staged, wire, bytes, cudaMemcpyDeviceToHost, job.stream()));
   if (rc == MPI_SUCCESS) rc = sync(job);
@@ -178,7 +161,7 @@ int staged_cast(const Job& job, cuda::Elem format, double* wire_sent) {
   *wire_sent = ring.wire_sent();
   rc = check(cudaMemcpyAsync(wire, staged, bytes, cudaMemcpyHostToDevice, job.stream()));
   if (rc == MPI_SUCCESS) {
-    rc = check(cuda::cast_decompress(format, wire16, job.call.output, n, 1, job.stream()));
+    rc = check(compressor.device_decompress(wire, job.call.output, n, 1, job.stream()));
   }
   return rc == MPI_SUCCESS ? sync(job) : rc;
 }
@@ -209,34 +192,34 @@ int gathered_to_device(const Job& job, std::byte* gathered, const std::byte* pac
   return MPI_SUCCESS;
 }
 
-int staged_topk(const Job& job, const TopkWire& topk, bool fp16_values, double* wire_sent) {
+int staged_topk(const Job& job, double* wire_sent) {
+  auto& compressor = static_cast<compressors::GatheredCompressor&>(job.compressor);
   Workspace& s = job.device;
   const std::size_t n = job.call.count;
   const int ranks = job.state.size();
-  const std::size_t k = topk.k, payload = topk.payload, stride = topk.stride;
-  const std::size_t scratch_bytes =
-      std::max(cuda::topk_select_scratch_bytes(n), cuda::topk_accumulate_scratch_bytes(n, ranks));
+  // On the wire, exactly the host path's payload; on the device, padded slots.
+  const std::size_t payload = compressor.compressed_bytes(n);
+  const std::size_t stride = compressor.device_slot_bytes(n);
+  const std::size_t scratch_bytes = std::max(compressor.device_compress_scratch_bytes(n),
+                                             compressor.device_finish_scratch_bytes(n, ranks));
   std::byte* scratch = grow(job.device.scratch, scratch_bytes, false);
   std::byte* dpayload = grow(job.device.wire, stride, false);
   std::byte* gathered = grow(job.device.gathered, stride * ranks, false);
   std::byte* in = grow(s.host_in, payload, true);
   std::byte* out = grow(s.host_out, payload * ranks, true);
   if (!scratch || !dpayload || !gathered || !in || !out) return MPI_ERR_NO_MEM;
-  int rc = check(cuda::topk_select(cuda::Elem::fp32, job.call.input, job.residual, n, k,
-                                   fp16_values, dpayload, stride, scratch, job.stream()));
+  int rc = check(compressor.device_compress(compressors::Elem::fp32, job.call.input, job.residual,
+                                            n, dpayload, scratch, job.stream()));
   if (rc == MPI_SUCCESS)
     rc = check(cudaMemcpyAsync(in, dpayload, payload, cudaMemcpyDeviceToHost, job.stream()));
   if (rc == MPI_SUCCESS) rc = sync(job);
   if (rc != MPI_SUCCESS) return rc;
-  // The same bytes on the wire as the host path: payloads of exactly `payload` bytes.
-  algorithms::GatheredAllreduce gather(
-      job.transport, static_cast<compressors::GatheredCompressor&>(job.compressor), n, payload, in,
-      out);
+  algorithms::GatheredAllreduce gather(job.transport, compressor, n, payload, in, out);
   if ((rc = backends::mpi_code(gather.communicate())) != MPI_SUCCESS) return rc;
   rc = gathered_to_device(job, gathered, out, payload, stride, ranks);
   if (rc == MPI_SUCCESS) {
-    rc = check(cuda::topk_accumulate(gathered, stride, ranks, k, fp16_values, n, cuda::Elem::fp32,
-                                     job.call.output, 1, scratch, job.stream()));
+    rc = check(compressor.device_finish(gathered, ranks, n, compressors::Elem::fp32,
+                                        job.call.output, 1, scratch, job.stream()));
   }
   if (rc == MPI_SUCCESS) rc = sync(job);
   if (rc == MPI_SUCCESS) *wire_sent = gather.wire_sent();
@@ -345,48 +328,28 @@ Residual residual_for(const AllreduceCall& call, CommState& state, cudaStream_t 
   return slot;
 }
 
-// How a call runs: on the GPU with the compressor's kernels (cast or top-k),
-// or staged through the host algorithm (a compressor without kernels, a host
-// buffer on one side, or a top-k beyond 32-bit indices).
-struct Route {
-  compressors::DeviceKernels path = compressors::DeviceKernels::none;
-  TopkWire sizes;  // of the top-k route
-  bool fp16_values = false;
-};
-
-Route route_of(const AllreduceCall& call, const compressors::Compressor& compressor) {
+// How a call runs: on the GPU through the compressor's device entry points
+// (DeviceKernels cast16 or topk), or staged through its host algorithm
+// (DeviceKernels::none: a compressor without them, a host buffer on one
+// side, buffers on two GPUs, or a top-k beyond 32-bit indices).
+compressors::DeviceKernels route_of(const AllreduceCall& call,
+                                    const compressors::Compressor& compressor) {
   using compressors::DeviceKernels;
-  Route route;
-  if (!is_device_pointer(call.input) || !is_device_pointer(call.output)) return route;
+  if (!is_device_pointer(call.input) || !is_device_pointer(call.output)) return DeviceKernels::none;
   // Buffers on two GPUs: our kernels run on one and could not reach the other
   // (without peer access, an illegal address that ends the context).
-  if (call.input != call.output && device_of(call.input) != device_of(call.output)) return route;
-  const std::size_t n = call.count;
-  switch (compressor.device_kernels()) {
-    case DeviceKernels::cast16:
-      if (compressor.compressed_bytes(n) == n * sizeof(std::uint16_t))
-        route.path = DeviceKernels::cast16;
-      break;
-    case DeviceKernels::topk: {
-      const auto form =
-          static_cast<const compressors::GatheredCompressor&>(compressor).topk_form(n);
-      route.fp16_values = form.fp16_values;
-      route.sizes = topk_wire(form);
-      if (n <= 0xffffffffull && form.k > 0 && compressor.compressed_bytes(n) == route.sizes.payload)
-        route.path = DeviceKernels::topk;
-      break;
-    }
-    case DeviceKernels::none:
-      break;
-  }
-  return route;
+  if (call.input != call.output && device_of(call.input) != device_of(call.output))
+    return DeviceKernels::none;
+  const DeviceKernels kernels = compressor.device_kernels();
+  if (kernels == DeviceKernels::topk && call.count > 0xffffffffull) return DeviceKernels::none;
+  return kernels;
 }
 
 }  // namespace
 
 bool keeps_residual_on_device(const AllreduceCall& call,
                               const compressors::Compressor& compressor) {
-  return route_of(call, compressor).path != compressors::DeviceKernels::none;
+  return route_of(call, compressor) != compressors::DeviceKernels::none;
 }
 
 namespace {
@@ -410,19 +373,15 @@ int allreduce(const AllreduceCall& call, compressors::Compressor& compressor, Co
               backends::Transport& transport, bool error_feedback, double* wire_sent) {
   using compressors::DeviceKernels;
   return on_leased_workspace(call, [&](Workspace& workspace) {
-    const Route route = route_of(call, compressor);
+    const DeviceKernels route = route_of(call, compressor);
     Job job{call, compressor, state, transport, workspace, nullptr};
-    if (route.path == DeviceKernels::none) return staged_host(job, wire_sent);
+    if (route == DeviceKernels::none) return staged_host(job, wire_sent);
     Residual residual;  // held to the end of the call
     if (error_feedback) {
       if (!(residual = residual_for(call, state, job.stream()))) return MPI_ERR_NO_MEM;
       job.residual = reinterpret_cast<float*>(residual->ptr.get());
     }
-    if (route.path == DeviceKernels::topk)
-      return staged_topk(job, route.sizes, route.fp16_values, wire_sent);
-    const auto& summable = static_cast<const compressors::SummableCompressor&>(compressor);
-    const bool bf16 = summable.native_format() == kernels::HalfFormat::bf16;
-    return staged_cast(job, bf16 ? cuda::Elem::bf16 : cuda::Elem::fp16, wire_sent);
+    return route == DeviceKernels::topk ? staged_topk(job, wire_sent) : staged_cast(job, wire_sent);
   });
 }
 

@@ -62,19 +62,6 @@ void forget_key(std::uint64_t comm_id, const void* output);
 
 // ---- the arithmetic of the GPU top-k route (every build, so tests check it) ----
 
-// One rank's top-k payload for n elements: k = kernels::topk_count(n, ratio);
-// `payload` is what the rank hands to MPI, exactly the host path's
-// compressed_bytes(n) (host- and device-buffer ranks gather the same bytes);
-// `stride` is where payloads sit on the device: padded to 16 bytes, so every
-// rank's uint32 indices stay aligned for topk_accumulate.
-struct TopkWire {
-  std::size_t k = 0;
-  std::size_t payload = 0;
-  std::size_t stride = 0;
-};
-TopkWire topk_wire(const compressors::TopkForm& form);
-TopkWire topk_wire(std::size_t n, double ratio, bool fp16_values);
-
 // How the gathered payloads (packed at `payload` bytes in pinned memory) go
 // to the device at `stride` bytes: one copy when nothing is padded, one 2D
 // copy while the stride fits the device's largest pitch (cudaDevAttrMaxPitch,

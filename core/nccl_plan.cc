@@ -8,29 +8,23 @@
 #include "core/counters.h"
 #include "core/nccl_cuda.h"
 #include "fusion/layout.h"
-#include "kernels/topk.h"
 
 namespace slimreduce {
 namespace {
 
-namespace cuda = kernels::cuda;
 namespace real = backends::nccl;
 
 constexpr std::size_t round256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
-cuda::Elem elem_of(int datatype) {
+compressors::Elem elem_of(int datatype) {
   switch (nccl_elem(datatype)) {
     case NcclElem::fp16:
-      return cuda::Elem::fp16;
+      return compressors::Elem::fp16;
     case NcclElem::bf16:
-      return cuda::Elem::bf16;
+      return compressors::Elem::bf16;
     default:
-      return cuda::Elem::fp32;
+      return compressors::Elem::fp32;
   }
-}
-
-kernels::TopkValues topk_values(bool fp16) {
-  return fp16 ? kernels::TopkValues::fp16 : kernels::TopkValues::fp32;
 }
 
 cudaStream_t stream_of(const Reduction& call) { return static_cast<cudaStream_t>(call.stream); }
@@ -46,7 +40,7 @@ struct TopkRegion {
 TopkRegion topk_region(const CallPlan& p) {
   TopkRegion r;
   r.scratch = p.region;
-  r.payload = r.scratch + round256(cuda::topk_select_scratch_bytes(p.call.count));
+  r.payload = r.scratch + round256(p.select_scratch);
   r.gathered = r.payload + round256(p.stride);
   r.accumulate = r.gathered + round256(p.stride * p.comm->size);
   return r;
@@ -58,8 +52,7 @@ template <typename Launch>
 ncclResult_t launch_on(int device, Launch&& launch) {
   DeviceGuard guard(device);
   if (!guard.ok()) return ncclUnhandledCudaError;
-  const cudaError_t rc = launch();
-  return rc == cudaSuccess ? ncclSuccess : nccl_error(rc);
+  return nccl_error(static_cast<cudaError_t>(launch()));
 }
 
 }  // namespace
@@ -95,17 +88,9 @@ std::size_t nccl_type_bytes(int datatype) {
   }
 }
 
-// The cast batches' 16-bit format: the compressor's own wire format.
-cuda::Elem GroupPlan::half() const {
-  const auto& summable = static_cast<const compressors::SummableCompressor&>(*compressor_);
-  return summable.native_format() == kernels::HalfFormat::bf16 ? cuda::Elem::bf16
-                                                               : cuda::Elem::fp16;
-}
-
 std::size_t GroupPlan::topk_region_bytes(const CallPlan& p) const {
-  return round256(cuda::topk_select_scratch_bytes(p.call.count)) + round256(p.stride) +
-         round256(p.stride * p.comm->size) +
-         round256(cuda::topk_accumulate_scratch_bytes(p.call.count, p.comm->size));
+  return round256(p.select_scratch) + round256(p.stride) + round256(p.stride * p.comm->size) +
+         round256(gathered().device_finish_scratch_bytes(p.call.count, p.comm->size));
 }
 
 std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> GroupPlan::layout() {
@@ -125,11 +110,8 @@ std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> GroupPlan::layout
     if (!p.compressed) continue;
     const auto key = std::make_pair(p.comm.get(), stream_of(p.call));
     if (p.call.verdict.path == ReductionPath::topk) {
-      const compressors::TopkForm form = gathered().topk_form(p.call.count);
-      p.k = form.k;
-      p.fp16_values = form.fp16_values;
-      p.stride =
-          cuda::topk_payload_stride(kernels::topk_payload_bytes(p.k, topk_values(p.fp16_values)));
+      p.stride = gathered().device_slot_bytes(p.call.count);
+      p.select_scratch = gathered().device_compress_scratch_bytes(p.call.count);
       need[key] += topk_region_bytes(p);
       continue;
     }
@@ -178,18 +160,19 @@ double GroupPlan::wire_sent(const CallPlan& p) const {
   return ring_allreduce_wire_bytes(p.call.count * sizeof(std::uint16_t), p.comm->size);
 }
 
+// The compressor's device entry points, on the call's device and stream.
 ncclResult_t GroupPlan::compress() {
   for (const CastBatch& batch : batches_) {
-    std::vector<cuda::PackItem> items;
+    std::vector<kernels::PackItem> items;
     for (int i : batch.members) {
       const CallPlan& p = calls[i];
       const std::size_t count = p.call.count;
       items.push_back({static_cast<const float*>(p.call.sendbuff), p.residual, count, p.offset,
-                       cuda::fusion_align(count) - count});
+                       kernels::fusion_align(count) - count});
     }
     const ncclResult_t rc = launch_on(batch.comm->device, [&] {
-      return cuda::pack_batch(half(), items.data(), static_cast<int>(items.size()), batch.fused,
-                              batch.stream);
+      return summable().device_pack(items.data(), static_cast<int>(items.size()), batch.fused,
+                                    batch.stream);
     });
     if (rc != ncclSuccess) return rc;
   }
@@ -197,9 +180,8 @@ ncclResult_t GroupPlan::compress() {
     if (!p.compressed || p.call.verdict.path != ReductionPath::topk) continue;
     const TopkRegion r = topk_region(p);
     const ncclResult_t rc = launch_on(p.comm->device, [&] {
-      return cuda::topk_select(elem_of(p.call.datatype), p.call.sendbuff, p.residual, p.call.count,
-                               p.k, p.fp16_values, r.payload, p.stride, r.scratch,
-                               stream_of(p.call));
+      return gathered().device_compress(elem_of(p.call.datatype), p.call.sendbuff, p.residual,
+                                        p.call.count, r.payload, r.scratch, stream_of(p.call));
     });
     if (rc != ncclSuccess) return rc;
   }
@@ -228,9 +210,7 @@ ncclResult_t GroupPlan::collectives() {
       // The batch's one collective goes where its first call was: the same place on every rank.
       batch.issued = true;
       backends::NcclTransport transport(comm, p.comm->rank, p.comm->size, batch.stream);
-      algorithms::CastRing ring(transport,
-                                static_cast<compressors::SummableCompressor&>(*compressor_),
-                                batch.elements, batch.fused, nullptr);
+      algorithms::CastRing ring(transport, summable(), batch.elements, batch.fused, nullptr);
       rc = backends::nccl_code(ring.communicate());
     }
     if (rc != ncclSuccess) return rc;
@@ -240,15 +220,15 @@ ncclResult_t GroupPlan::collectives() {
 
 ncclResult_t GroupPlan::finish() {
   for (const CastBatch& batch : batches_) {
-    std::vector<cuda::UnpackItem> items;
+    std::vector<kernels::UnpackItem> items;
     for (int i : batch.members) {
       const CallPlan& p = calls[i];
       items.push_back({static_cast<float*>(p.call.recvbuff), p.call.count, p.offset});
     }
     const int divisor = batch.average ? batch.comm->size : 1;
     const ncclResult_t rc = launch_on(batch.comm->device, [&] {
-      return cuda::unpack_batch(half(), batch.fused, items.data(), static_cast<int>(items.size()),
-                                divisor, batch.stream);
+      return summable().device_unpack(batch.fused, items.data(), static_cast<int>(items.size()),
+                                      divisor, batch.stream);
     });
     if (rc != ncclSuccess) return rc;
   }
@@ -257,9 +237,9 @@ ncclResult_t GroupPlan::finish() {
     const TopkRegion r = topk_region(p);
     const int divisor = p.call.verdict.average ? p.comm->size : 1;
     const ncclResult_t rc = launch_on(p.comm->device, [&] {
-      return cuda::topk_accumulate(r.gathered, p.stride, p.comm->size, p.k, p.fp16_values,
-                                   p.call.count, elem_of(p.call.datatype), p.call.recvbuff, divisor,
-                                   r.accumulate, stream_of(p.call));
+      return gathered().device_finish(r.gathered, p.comm->size, p.call.count,
+                                      elem_of(p.call.datatype), p.call.recvbuff, divisor,
+                                      r.accumulate, stream_of(p.call));
     });
     if (rc != ncclSuccess) return rc;
   }

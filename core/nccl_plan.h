@@ -18,7 +18,7 @@
 #include "compressors/compressor.h"
 #include "core/nccl_eligibility.h"
 #include "core/nccl_memory.h"
-#include "kernels/cuda/kernels.h"
+#include "kernels/pack.h"
 #include "scheduler/group_deferral.h"
 
 namespace slimreduce {
@@ -59,10 +59,9 @@ struct CallPlan {
   enum class Missing { none, no_room, in_graph } residual_missing = Missing::none;
   int batch = -1;  // cast: its fusion batch
   std::size_t offset = 0;
-  std::size_t k = 0;  // top-k
-  bool fp16_values = false;
-  std::size_t stride = 0;
-  std::byte* region = nullptr;  // top-k: scratch, payload, gathered, accumulate scratch
+  std::size_t stride = 0;          // top-k: the payload's slot (device_slot_bytes)
+  std::size_t select_scratch = 0;  // top-k: device_compress's scratch
+  std::byte* region = nullptr;     // top-k: scratch, payload, gathered, accumulate scratch
 };
 
 struct CastBatch {
@@ -105,7 +104,9 @@ class GroupPlan {
   compressors::GatheredCompressor& gathered() const {
     return static_cast<compressors::GatheredCompressor&>(*compressor_);
   }
-  kernels::cuda::Elem half() const;
+  compressors::SummableCompressor& summable() const {
+    return static_cast<compressors::SummableCompressor&>(*compressor_);
+  }
 
   std::shared_ptr<compressors::Compressor> compressor_;
   std::vector<CastBatch> batches_;

@@ -1,0 +1,34 @@
+// The defaults of the device entry points: a compressor without device
+// kernels (DeviceKernels::none) is never asked for them; if it were, it
+// answers kNoDevice and enqueues nothing.
+#include "compressors/compressor.h"
+
+namespace slimreduce::compressors {
+
+using kernels::device::kNoDevice;
+
+int SummableCompressor::device_compress(const float*, float*, std::size_t, void*, void*) const {
+  return kNoDevice;
+}
+int SummableCompressor::device_decompress(const void*, float*, std::size_t, int, void*) const {
+  return kNoDevice;
+}
+int SummableCompressor::device_pack(const kernels::PackItem*, int, void*, void*) const {
+  return kNoDevice;
+}
+int SummableCompressor::device_unpack(const void*, const kernels::UnpackItem*, int, int,
+                                      void*) const {
+  return kNoDevice;
+}
+std::size_t GatheredCompressor::device_compress_scratch_bytes(std::size_t) const { return 0; }
+int GatheredCompressor::device_compress(Elem, const void*, float*, std::size_t, void*, void*,
+                                        void*) {
+  return kNoDevice;
+}
+std::size_t GatheredCompressor::device_finish_scratch_bytes(std::size_t, int) const { return 0; }
+int GatheredCompressor::device_finish(const void*, int, std::size_t, Elem, void*, int, void*,
+                                      void*) const {
+  return kNoDevice;
+}
+
+}  // namespace slimreduce::compressors

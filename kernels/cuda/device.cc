@@ -1,0 +1,60 @@
+// The compressors' device entry points (kernels/device.h) over the CUDA
+// kernels (kernels/cuda/kernels.h): the types translated, nothing else.
+#include "kernels/device.h"
+
+#include "kernels/cuda/kernels.h"
+
+namespace slimreduce::kernels::device {
+namespace {
+
+cuda::Elem elem(Elem e) {
+  switch (e) {
+    case Elem::fp16:
+      return cuda::Elem::fp16;
+    case Elem::bf16:
+      return cuda::Elem::bf16;
+    case Elem::fp32:
+      break;
+  }
+  return cuda::Elem::fp32;
+}
+cuda::Elem half(HalfFormat format) {
+  return format == HalfFormat::bf16 ? cuda::Elem::bf16 : cuda::Elem::fp16;
+}
+cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
+
+}  // namespace
+
+int cast_compress(HalfFormat format, const float* in, float* residual, std::uint16_t* out,
+                  std::size_t n, void* stream) {
+  return cuda::cast_compress(half(format), in, residual, out, n, as_stream(stream));
+}
+int cast_decompress(HalfFormat format, const std::uint16_t* in, float* out, std::size_t n,
+                    int divisor, void* stream) {
+  return cuda::cast_decompress(half(format), in, out, n, divisor, as_stream(stream));
+}
+int pack_batch(HalfFormat format, const PackItem* items, int count, void* fused, void* stream) {
+  return cuda::pack_batch(half(format), items, count, fused, as_stream(stream));
+}
+int unpack_batch(HalfFormat format, const void* fused, const UnpackItem* items, int count,
+                 int divisor, void* stream) {
+  return cuda::unpack_batch(half(format), fused, items, count, divisor, as_stream(stream));
+}
+std::size_t topk_select_scratch_bytes(std::size_t n) { return cuda::topk_select_scratch_bytes(n); }
+int topk_select(Elem in_type, const void* in, float* residual, std::size_t n, std::size_t k,
+                bool fp16_values, void* payload, std::size_t payload_stride, void* scratch,
+                void* stream) {
+  return cuda::topk_select(elem(in_type), in, residual, n, k, fp16_values, payload, payload_stride,
+                           scratch, as_stream(stream));
+}
+std::size_t topk_accumulate_scratch_bytes(std::size_t n, int ranks) {
+  return cuda::topk_accumulate_scratch_bytes(n, ranks);
+}
+int topk_accumulate(const void* gathered, std::size_t payload_stride, int ranks, std::size_t k,
+                    bool fp16_values, std::size_t n, Elem out_type, void* out, int divisor,
+                    void* scratch, void* stream) {
+  return cuda::topk_accumulate(gathered, payload_stride, ranks, k, fp16_values, n, elem(out_type),
+                               out, divisor, scratch, as_stream(stream));
+}
+
+}  // namespace slimreduce::kernels::device

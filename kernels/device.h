@@ -1,0 +1,46 @@
+// The GPU kernels (kernels/cuda/kernels.h) as the compressors' device entry
+// points call them, declared in every build: streams as void* (a
+// cudaStream_t), results as int (a cudaError_t; 0 when all was enqueued). A
+// CUDA build implements them over the kernels (kernels/cuda/device.cc); a
+// CPU-only build links kernels/no_device.cc, whose entry points enqueue
+// nothing and answer kNoDevice (never reached there: no pointer is a device
+// pointer and there is no NCCL). So each compressor keeps its host and device
+// entry points in one file, with no CUDA header and no build switch.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cast.h"
+#include "kernels/pack.h"
+
+namespace slimreduce::kernels::device {
+
+// What a CPU-only build answers (cudaErrorNoDevice's value).
+inline constexpr int kNoDevice = 100;
+
+// The element type of a tensor a kernel reads or writes.
+enum class Elem { fp32, fp16, bf16 };
+
+// Twins of kernels::compress and of decompress with a divisor (kernels/cast.h).
+int cast_compress(HalfFormat format, const float* in, float* residual, std::uint16_t* out,
+                  std::size_t n, void* stream);
+int cast_decompress(HalfFormat format, const std::uint16_t* in, float* out, std::size_t n,
+                    int divisor, void* stream);
+// Twins of kernels::pack_batch / unpack_batch (kernels/pack.h) on a 16-bit buffer.
+int pack_batch(HalfFormat format, const PackItem* items, int count, void* fused, void* stream);
+int unpack_batch(HalfFormat format, const void* fused, const UnpackItem* items, int count,
+                 int divisor, void* stream);
+
+// Exact top-k, twin of kernels::topk_compress / topk_accumulate (kernels/cuda/kernels.h
+// says more: payloads padded to kernels::topk_payload_stride, fp16 or bf16 inputs).
+std::size_t topk_select_scratch_bytes(std::size_t n);
+int topk_select(Elem in_type, const void* in, float* residual, std::size_t n, std::size_t k,
+                bool fp16_values, void* payload, std::size_t payload_stride, void* scratch,
+                void* stream);
+std::size_t topk_accumulate_scratch_bytes(std::size_t n, int ranks);
+int topk_accumulate(const void* gathered, std::size_t payload_stride, int ranks, std::size_t k,
+                    bool fp16_values, std::size_t n, Elem out_type, void* out, int divisor,
+                    void* scratch, void* stream);
+
+}  // namespace slimreduce::kernels::device

@@ -1,0 +1,28 @@
+// The device entry points of a CPU-only build (kernels/device.h): there is no
+// stream to enqueue on, so each answers kNoDevice. Never reached: without
+// CUDA no pointer is a device pointer, and there is no NCCL to intercept.
+// kernels/CMakeLists.txt builds it only when the GPU path is off.
+#include "kernels/device.h"
+
+namespace slimreduce::kernels::device {
+
+int cast_compress(HalfFormat, const float*, float*, std::uint16_t*, std::size_t, void*) {
+  return kNoDevice;
+}
+int cast_decompress(HalfFormat, const std::uint16_t*, float*, std::size_t, int, void*) {
+  return kNoDevice;
+}
+int pack_batch(HalfFormat, const PackItem*, int, void*, void*) { return kNoDevice; }
+int unpack_batch(HalfFormat, const void*, const UnpackItem*, int, int, void*) { return kNoDevice; }
+std::size_t topk_select_scratch_bytes(std::size_t) { return 0; }
+int topk_select(Elem, const void*, float*, std::size_t, std::size_t, bool, void*, std::size_t,
+                void*, void*) {
+  return kNoDevice;
+}
+std::size_t topk_accumulate_scratch_bytes(std::size_t, int) { return 0; }
+int topk_accumulate(const void*, std::size_t, int, std::size_t, bool, std::size_t, Elem, void*, int,
+                    void*, void*) {
+  return kNoDevice;
+}
+
+}  // namespace slimreduce::kernels::device
