@@ -115,14 +115,16 @@ Staging& staging() {
   return *s;
 }
 
-// A failed CUDA step: the caller sees an MPI error, never a wrong result.
-int check(cudaError_t rc) {
-  if (rc == cudaSuccess) return MPI_SUCCESS;
+// A failed CUDA step, as a Status (the error cleared, so it never reaches a
+// later check): the caller sees an MPI error (backends::mpi_code), never a
+// wrong result.
+Status cuda_status(cudaError_t rc) {
+  if (rc == cudaSuccess) return {};
   cudaGetLastError();
-  return MPI_ERR_OTHER;
+  return Status::cuda(rc);
 }
 // A compressor's device entry point answers a cudaError_t as an int.
-int check(int rc) { return check(static_cast<cudaError_t>(rc)); }
+Status cuda_status(int rc) { return cuda_status(static_cast<cudaError_t>(rc)); }
 
 // ---- one call ---------------------------------------------------------------
 
@@ -136,12 +138,12 @@ struct Job {
   cudaStream_t stream() const { return device.stream.get(); }
 };
 
-int sync(const Job& job) { return check(cudaStreamSynchronize(job.stream())); }
+Status sync(const Job& job) { return cuda_status(cudaStreamSynchronize(job.stream())); }
 
 // The compressor's device entry points on the device, the ring
 // (algorithms/cast_ring.h) on the compressed elements in pinned memory, with
 // the compressor's host adds.
-int staged_cast(const Job& job, double* wire_sent) {
+Status staged_cast(const Job& job, double* wire_sent) {
   using algorithms::CastRing;
   auto& compressor = static_cast<compressors::SummableCompressor&>(job.compressor);
   const std::size_t n = job.call.count;
@@ -150,25 +152,25 @@ int staged_cast(const Job& job, double* wire_sent) {
   std::byte* staged = grow(job.device.host_in, bytes, true);
   std::byte* scratch =
       job.state.scratch(CastRing::scratch_bytes(compressor, n, job.transport.size()));
-  if (!wire || !staged) return MPI_ERR_NO_MEM;
-  int rc = check(compressor.device_compress(job.call.input, job.residual, n, wire, job.stream()));
-  if (rc == MPI_SUCCESS)
-    rc = check(cudaMemcpyAsync(staged, wire, bytes, cudaMemcpyDeviceToHost, job.stream()));
-  if (rc == MPI_SUCCESS) rc = sync(job);
-  if (rc != MPI_SUCCESS) return rc;
+  if (!wire || !staged) return Status::no_memory();
+  SLIMREDUCE_TRY(
+      cuda_status(compressor.device_compress(job.call.input, job.residual, n, wire, job.stream())));
+  SLIMREDUCE_TRY(
+      cuda_status(cudaMemcpyAsync(staged, wire, bytes, cudaMemcpyDeviceToHost, job.stream())));
+  SLIMREDUCE_TRY(sync(job));
   CastRing ring(job.transport, compressor, n, staged, scratch);
-  if ((rc = backends::mpi_code(ring.communicate())) != MPI_SUCCESS) return rc;
+  SLIMREDUCE_TRY(ring.communicate());
   *wire_sent = ring.wire_sent();
-  rc = check(cudaMemcpyAsync(wire, staged, bytes, cudaMemcpyHostToDevice, job.stream()));
-  if (rc == MPI_SUCCESS) {
-    rc = check(compressor.device_decompress(wire, job.call.output, n, 1, job.stream()));
-  }
-  return rc == MPI_SUCCESS ? sync(job) : rc;
+  SLIMREDUCE_TRY(
+      cuda_status(cudaMemcpyAsync(wire, staged, bytes, cudaMemcpyHostToDevice, job.stream())));
+  SLIMREDUCE_TRY(
+      cuda_status(compressor.device_decompress(wire, job.call.output, n, 1, job.stream())));
+  return sync(job);
 }
 
 // The gathered payloads from pinned memory (packed) to the device (strided).
-int gathered_to_device(const Job& job, std::byte* gathered, const std::byte* packed,
-                       std::size_t payload, std::size_t stride, int ranks) {
+Status gathered_to_device(const Job& job, std::byte* gathered, const std::byte* packed,
+                          std::size_t payload, std::size_t stride, int ranks) {
   int max_pitch = 0;
   if (cudaDeviceGetAttribute(&max_pitch, cudaDevAttrMaxPitch, job.device.device) != cudaSuccess) {
     cudaGetLastError();
@@ -176,23 +178,22 @@ int gathered_to_device(const Job& job, std::byte* gathered, const std::byte* pac
   }
   switch (gather_copy_for(payload, stride, static_cast<std::size_t>(std::max(max_pitch, 0)))) {
     case GatherCopy::contiguous:
-      return check(
+      return cuda_status(
           cudaMemcpyAsync(gathered, packed, payload * ranks, cudaMemcpyHostToDevice, job.stream()));
     case GatherCopy::pitched:
-      return check(cudaMemcpy2DAsync(gathered, stride, packed, payload, payload, ranks,
-                                     cudaMemcpyHostToDevice, job.stream()));
+      return cuda_status(cudaMemcpy2DAsync(gathered, stride, packed, payload, payload, ranks,
+                                           cudaMemcpyHostToDevice, job.stream()));
     case GatherCopy::per_rank:
       break;
   }
   for (int r = 0; r < ranks; ++r) {
-    const int rc = check(cudaMemcpyAsync(gathered + stride * r, packed + payload * r, payload,
-                                         cudaMemcpyHostToDevice, job.stream()));
-    if (rc != MPI_SUCCESS) return rc;
+    SLIMREDUCE_TRY(cuda_status(cudaMemcpyAsync(gathered + stride * r, packed + payload * r, payload,
+                                               cudaMemcpyHostToDevice, job.stream())));
   }
-  return MPI_SUCCESS;
+  return {};
 }
 
-int staged_topk(const Job& job, double* wire_sent) {
+Status staged_topk(const Job& job, double* wire_sent) {
   auto& compressor = static_cast<compressors::GatheredCompressor&>(job.compressor);
   Workspace& s = job.device;
   const std::size_t n = job.call.count;
@@ -207,50 +208,44 @@ int staged_topk(const Job& job, double* wire_sent) {
   std::byte* gathered = grow(job.device.gathered, stride * ranks, false);
   std::byte* in = grow(s.host_in, payload, true);
   std::byte* out = grow(s.host_out, payload * ranks, true);
-  if (!scratch || !dpayload || !gathered || !in || !out) return MPI_ERR_NO_MEM;
-  int rc = check(compressor.device_compress(compressors::Elem::fp32, job.call.input, job.residual,
-                                            n, dpayload, scratch, job.stream()));
-  if (rc == MPI_SUCCESS)
-    rc = check(cudaMemcpyAsync(in, dpayload, payload, cudaMemcpyDeviceToHost, job.stream()));
-  if (rc == MPI_SUCCESS) rc = sync(job);
-  if (rc != MPI_SUCCESS) return rc;
+  if (!scratch || !dpayload || !gathered || !in || !out) return Status::no_memory();
+  SLIMREDUCE_TRY(cuda_status(compressor.device_compress(
+      compressors::Elem::fp32, job.call.input, job.residual, n, dpayload, scratch, job.stream())));
+  SLIMREDUCE_TRY(
+      cuda_status(cudaMemcpyAsync(in, dpayload, payload, cudaMemcpyDeviceToHost, job.stream())));
+  SLIMREDUCE_TRY(sync(job));
   algorithms::GatheredAllreduce gather(job.transport, compressor, n, payload, in, out);
-  if ((rc = backends::mpi_code(gather.communicate())) != MPI_SUCCESS) return rc;
-  rc = gathered_to_device(job, gathered, out, payload, stride, ranks);
-  if (rc == MPI_SUCCESS) {
-    rc = check(compressor.device_finish(gathered, ranks, n, compressors::Elem::fp32,
-                                        job.call.output, 1, scratch, job.stream()));
-  }
-  if (rc == MPI_SUCCESS) rc = sync(job);
-  if (rc == MPI_SUCCESS) *wire_sent = gather.wire_sent();
-  return rc;
+  SLIMREDUCE_TRY(gather.communicate());
+  SLIMREDUCE_TRY(gathered_to_device(job, gathered, out, payload, stride, ranks));
+  SLIMREDUCE_TRY(cuda_status(compressor.device_finish(gathered, ranks, n, compressors::Elem::fp32,
+                                                      job.call.output, 1, scratch, job.stream())));
+  SLIMREDUCE_TRY(sync(job));
+  *wire_sent = gather.wire_sent();
+  return {};
 }
 
 // The call's fp32 values through pinned memory: copied in, `reduce(in, out)`
 // on the host copies, the result copied back out.
 template <class Reduce>
-int through_host(Workspace& s, const AllreduceCall& call, Reduce&& reduce) {
+Status through_host(Workspace& s, const AllreduceCall& call, Reduce&& reduce) {
   const std::size_t bytes = call.count * sizeof(float);
   std::byte* in = grow(s.host_in, bytes, true);
   std::byte* out = grow(s.host_out, bytes, true);
-  if (!in || !out) return MPI_ERR_NO_MEM;
+  if (!in || !out) return Status::no_memory();
   cudaStream_t stream = s.stream.get();
-  int rc = check(cudaMemcpyAsync(in, call.input, bytes, cudaMemcpyDefault, stream));
-  if (rc == MPI_SUCCESS) rc = check(cudaStreamSynchronize(stream));
-  if (rc != MPI_SUCCESS) return rc;
-  rc = reduce(reinterpret_cast<const float*>(in), reinterpret_cast<float*>(out));
-  if (rc != MPI_SUCCESS) return rc;
-  rc = check(cudaMemcpyAsync(call.output, out, bytes, cudaMemcpyDefault, stream));
-  return rc == MPI_SUCCESS ? check(cudaStreamSynchronize(stream)) : rc;
+  SLIMREDUCE_TRY(cuda_status(cudaMemcpyAsync(in, call.input, bytes, cudaMemcpyDefault, stream)));
+  SLIMREDUCE_TRY(cuda_status(cudaStreamSynchronize(stream)));
+  SLIMREDUCE_TRY(reduce(reinterpret_cast<const float*>(in), reinterpret_cast<float*>(out)));
+  SLIMREDUCE_TRY(cuda_status(cudaMemcpyAsync(call.output, out, bytes, cudaMemcpyDefault, stream)));
+  return cuda_status(cudaStreamSynchronize(stream));
 }
 
 // Any other compressor (or a host buffer on one side): fp32 through pinned
 // memory and the host algorithm, with the engine's host residual.
-int staged_host(const Job& job, double* wire_sent) {
+Status staged_host(const Job& job, double* wire_sent) {
   return through_host(job.device, job.call, [&](const float* in, float* out) {
     const AllreduceCall host{in, out, job.call.count, job.call.residual};
-    return backends::mpi_code(
-        host_allreduce(host, job.compressor, job.transport, job.state, wire_sent));
+    return host_allreduce(host, job.compressor, job.transport, job.state, wire_sent);
   });
 }
 
@@ -357,13 +352,13 @@ namespace {
 // Runs `body` with a workspace leased on the device of the call's device
 // buffer (the input's, else the output's), made current for the call.
 template <class Body>
-int on_leased_workspace(const AllreduceCall& call, Body&& body) {
+Status on_leased_workspace(const AllreduceCall& call, Body&& body) {
   const int device = device_of(is_device_pointer(call.input) ? call.input : call.output);
-  if (device < 0) return MPI_ERR_BUFFER;
+  if (device < 0) return Status::mpi(MPI_ERR_BUFFER);
   DeviceGuard guard(device);
-  if (!guard.ok()) return MPI_ERR_OTHER;
+  if (!guard.ok()) return Status::cuda(cudaErrorInvalidDevice);
   Lease lease(device);
-  if (!lease.get()) return MPI_ERR_OTHER;
+  if (!lease.get()) return Status::cuda(cudaErrorUnknown);  // no stream could be made
   return body(*lease.get());
 }
 
@@ -372,29 +367,30 @@ int on_leased_workspace(const AllreduceCall& call, Body&& body) {
 int allreduce(const AllreduceCall& call, compressors::Compressor& compressor, CommState& state,
               backends::Transport& transport, bool error_feedback, double* wire_sent) {
   using compressors::DeviceKernels;
-  return on_leased_workspace(call, [&](Workspace& workspace) {
+  return backends::mpi_code(on_leased_workspace(call, [&](Workspace& workspace) {
     const DeviceKernels route = route_of(call, compressor);
     Job job{call, compressor, state, transport, workspace, nullptr};
     if (route == DeviceKernels::none) return staged_host(job, wire_sent);
     Residual residual;  // held to the end of the call
     if (error_feedback) {
-      if (!(residual = residual_for(call, state, job.stream()))) return MPI_ERR_NO_MEM;
+      if (!(residual = residual_for(call, state, job.stream()))) return Status::no_memory();
       job.residual = reinterpret_cast<float*>(residual->ptr.get());
     }
     return route == DeviceKernels::topk ? staged_topk(job, wire_sent) : staged_cast(job, wire_sent);
-  });
+  }));
 }
 
 int passed_through_allreduce(const AllreduceCall& call, MPI_Datatype datatype, MPI_Op op,
                              MPI_Comm comm, int* mpi_rc) {
   *mpi_rc = MPI_SUCCESS;
-  const int rc = on_leased_workspace(call, [&](Workspace& workspace) {
+  const Status status = on_leased_workspace(call, [&](Workspace& workspace) {
     return through_host(workspace, call, [&](const float* in, float* out) {
-      return *mpi_rc = backends::mpi::allreduce(in, out, static_cast<int>(call.count), datatype, op,
-                                                comm);
+      *mpi_rc = backends::mpi::allreduce(in, out, static_cast<int>(call.count), datatype, op, comm);
+      return Status::mpi(*mpi_rc);
     });
   });
-  return *mpi_rc != MPI_SUCCESS ? MPI_SUCCESS : rc;  // MPI's own error: MPI raised it
+  // MPI's own error: MPI raised it on comm already.
+  return *mpi_rc != MPI_SUCCESS ? MPI_SUCCESS : backends::mpi_code(status);
 }
 
 void forget_communicator(std::uint64_t comm_id) {
