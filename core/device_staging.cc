@@ -17,16 +17,12 @@ bool keeps_residual_on_device(const AllreduceCall&, const compressors::Compresso
   return false;
 }
 int allreduce(const AllreduceCall&, compressors::Compressor&, CommState&, backends::Transport&,
-              bool, double*) {
+              ResidualSlot*, double*) {
   return MPI_ERR_INTERN;  // unreachable: no pointer is a device pointer here
 }
 int passed_through_allreduce(const AllreduceCall&, MPI_Datatype, MPI_Op, MPI_Comm, int*) {
   return MPI_ERR_INTERN;  // unreachable, as allreduce
 }
-void forget_communicator(std::uint64_t) {}
-void forget_all() {}
-void forget_key(std::uint64_t, const void*) {}
-
 }  // namespace slimreduce::device_staging
 
 #else  // SLIMREDUCE_HAVE_CUDA
@@ -100,13 +96,11 @@ struct Workspace {
   PinnedBuffer host_in, host_out;
 };
 
-// Shared: a call keeps its residual alive while forget_* drops the key.
-using Residual = std::shared_ptr<DeviceBuffer>;
-
 struct Staging {
-  std::mutex mutex;  // guards the containers only; never held across MPI
+  std::mutex mutex;  // guards the idle workspaces only; never held across MPI
   std::vector<std::unique_ptr<Workspace> > idle;
-  std::map<ResidualKey, Residual> residuals;
+  // Device residuals live in the engine's residual store; this makes them.
+  CudaAllocator residual_memory;
 };
 
 // Never destroyed: at exit the CUDA runtime may be gone before our statics.
@@ -306,23 +300,6 @@ class Lease {
   std::unique_ptr<Workspace> workspace_;
 };
 
-// The device residual of the call's key: zeroed when made or reshaped.
-Residual residual_for(const AllreduceCall& call, CommState& state, cudaStream_t stream) {
-  Staging& s = staging();
-  std::lock_guard lock(s.mutex);
-  Residual& slot = s.residuals[{state.id(), call.output}];
-  const std::size_t bytes = call.count * sizeof(float);
-  if (slot && slot->bytes == bytes && slot->ptr) return slot;
-  slot = std::make_shared<DeviceBuffer>();
-  std::byte* fresh = grow(*slot, bytes, false);
-  if (!fresh || cudaMemsetAsync(fresh, 0, bytes, stream) != cudaSuccess) {
-    cudaGetLastError();
-    slot.reset();
-    return nullptr;
-  }
-  return slot;
-}
-
 // How a call runs: on the GPU through the compressor's device entry points
 // (DeviceKernels cast16 or topk), or staged through its host algorithm
 // (DeviceKernels::none: a compressor without them, a host buffer on one
@@ -365,16 +342,15 @@ Status on_leased_workspace(const AllreduceCall& call, Body&& body) {
 }  // namespace
 
 int allreduce(const AllreduceCall& call, compressors::Compressor& compressor, CommState& state,
-              backends::Transport& transport, bool error_feedback, double* wire_sent) {
+              backends::Transport& transport, ResidualSlot* residual, double* wire_sent) {
   using compressors::DeviceKernels;
   return backends::mpi_code(on_leased_workspace(call, [&](Workspace& workspace) {
     const DeviceKernels route = route_of(call, compressor);
     Job job{call, compressor, state, transport, workspace, nullptr};
     if (route == DeviceKernels::none) return staged_host(job, wire_sent);
-    Residual residual;  // held to the end of the call
-    if (error_feedback) {
-      if (!(residual = residual_for(call, state, job.stream()))) return Status::no_memory();
-      job.residual = reinterpret_cast<float*>(residual->ptr.get());
+    if (residual && residual->feeds_back) {
+      job.residual = residual->device_residual(staging().residual_memory, job.stream());
+      if (!job.residual) return Status::no_memory();
     }
     return route == DeviceKernels::topk ? staged_topk(job, wire_sent) : staged_cast(job, wire_sent);
   }));
@@ -391,27 +367,6 @@ int passed_through_allreduce(const AllreduceCall& call, MPI_Datatype datatype, M
   });
   // MPI's own error: MPI raised it on comm already.
   return *mpi_rc != MPI_SUCCESS ? MPI_SUCCESS : backends::mpi_code(status);
-}
-
-void forget_communicator(std::uint64_t comm_id) {
-  Staging& s = staging();
-  std::lock_guard lock(s.mutex);
-  for (auto it = s.residuals.lower_bound({comm_id, nullptr});
-       it != s.residuals.end() && it->first.comm_id == comm_id;) {
-    it = s.residuals.erase(it);
-  }
-}
-
-void forget_all() {
-  Staging& s = staging();
-  std::lock_guard lock(s.mutex);
-  s.residuals.clear();
-}
-
-void forget_key(std::uint64_t comm_id, const void* output) {
-  Staging& s = staging();
-  std::lock_guard lock(s.mutex);
-  s.residuals.erase({comm_id, output});
 }
 
 }  // namespace slimreduce::device_staging

@@ -14,6 +14,7 @@
 #include "compressors/compressor.h"
 #include "core/comm_state.h"
 #include "core/host_allreduce.h"
+#include "core/residuals.h"
 
 namespace slimreduce::device_staging {
 
@@ -29,17 +30,18 @@ bool is_device_pointer(const void* ptr);
 bool keeps_residual_on_device(const AllreduceCall& call, const compressors::Compressor& compressor);
 
 // One compressed allreduce of the call (fp32 values; input and output may be
-// device memory), over `transport` (the communicator behind `state`), with error feedback
-// when error_feedback is set: on the GPU the residual lives on the device,
-// keyed (state.id(), call.output), zeroed when made or when call.count
-// changes; staged through the host it is call.residual. Returns an MPI error
+// device memory), over `transport` (the communicator behind `state`), with
+// error feedback when `residual` (the key's slot in the engine's one residual
+// store) feeds back: on the GPU the residual is the slot's device memory, made
+// zeroed on first use and freed with the slot; staged through the host it is
+// call.residual (the slot's host memory). Returns an MPI error
 // code; *wire_sent gets the bytes this rank handed to MPI. Synchronous, like
 // the MPI call: the result is in call.output on return. Our stream is a
 // blocking one, so it also starts after work the caller left queued on the
 // legacy default stream. Buffers on two different GPUs are staged through the
 // host. No lock is held while MPI runs (each call leases its own staging).
 int allreduce(const AllreduceCall& call, compressors::Compressor& compressor, CommState& state,
-              backends::Transport& transport, bool error_feedback, double* wire_sent);
+              backends::Transport& transport, ResidualSlot* residual, double* wire_sent);
 
 // An eligible call the engine passes through uncompressed (warm-up, a tensor
 // larger than the residual cap) with device memory on either side: its fp32
@@ -50,15 +52,6 @@ int allreduce(const AllreduceCall& call, compressors::Compressor& compressor, Co
 // PMPI_Allreduce returned (MPI raised any error of it on comm itself).
 int passed_through_allreduce(const AllreduceCall& call, MPI_Datatype datatype, MPI_Op op,
                              MPI_Comm comm, int* mpi_rc);
-
-// Drops the device residuals of a communicator (from Engine::forget) or of
-// all (from Engine::use_compressor). A call still running keeps its own until
-// it returns.
-void forget_communicator(std::uint64_t comm_id);
-void forget_all();
-// Drops one key's device residual: the engine reset the key's slot (its count
-// or datatype changed), and the device residual follows the same rule.
-void forget_key(std::uint64_t comm_id, const void* output);
 
 // ---- the arithmetic of the GPU top-k route (every build, so tests check it) ----
 

@@ -63,7 +63,12 @@ Engine::Engine(Settings settings)
 }
 
 // The tallies go with the engine: no call may find them after this.
-Engine::~Engine() { instance_.tally_board = 0; }
+// At exit: the CUDA runtime may be gone before the engine, so device
+// residuals are left unfreed rather than freed into a runtime that is not there.
+Engine::~Engine() {
+  instance_.tally_board = 0;
+  residuals_.abandon_device_memory();
+}
 
 bool Engine::set_topk_ratio(double ratio) {
   if (!(ratio > 0.0 && ratio <= 1.0)) return false;
@@ -83,7 +88,6 @@ bool Engine::use_compressor(const std::string& name) {
   // What one compressor left behind means nothing to another.
   residuals_ = ResidualStore(settings_.ef_max_bytes);
   decision_ = CompressionDecision(settings_.ef_max_bytes, settings_.warmup_steps);
-  device_staging::forget_all();
   return true;
 }
 
@@ -130,14 +134,14 @@ void Engine::forget(CommState* state) {
     std::lock_guard lock(mutex_);
     auto found = comms_.find(state);
     if (found == comms_.end()) return;
+    // Its device residuals too: the MPI device path's calls are synchronous,
+    // so no work of ours still uses them.
     residuals_.forget_communicator(state->id());
     decision_.forget_communicator(state->id());
     gone = std::move(found->second);
     comms_.erase(found);
   }
-  // Outside the lock: freeing the private duplicate calls into MPI, and the
-  // device residuals' release may wait for the GPU.
-  device_staging::forget_communicator(gone->id());
+  // `gone` is dropped outside the lock: freeing the private duplicate calls into MPI.
 }
 
 namespace {
@@ -178,15 +182,13 @@ void Engine::count_pass_through(std::uint64_t bytes, int ranks, std::uint64_t Co
 }
 
 ResidualSlot* Engine::residual_for(const ResidualKey& key, std::size_t count,
-                                   std::uint64_t datatype_tag, bool device) {
+                                   std::uint64_t datatype_tag) {
   const std::uint64_t resets_before = residuals_.resets();
   ResidualSlot* slot = residuals_.find_or_create(key, count, datatype_tag, error_feedback_);
   if (residuals_.resets() != resets_before) {
     Counters reset;
     reset.ef_resets = 1;
     board_.add(reset);
-    // The key's device residual (if the GPU keeps it) resets with the slot.
-    if (device) device_staging::forget_key(key.comm_id, key.buffer);
   }
   return slot;
 }
@@ -202,7 +204,7 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
                       device_staging::is_device_pointer(call.output);
   const bool residual_on_device =
       device && device_staging::keeps_residual_on_device(call, *compressor_);
-  bool feeds_back = false;
+  ResidualSlot* slot = nullptr;
   bool no_room = false;  // error feedback wanted, but the cap is reached: none for this call
   std::uint64_t Counters::*passes_because = nullptr;  // set: passed through, for this reason
   {
@@ -214,9 +216,9 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
     if (!passes_because) {
       // The residual: local, keyed by our buffer address. A missing one (no
       // room under the cap) means no error feedback, never another path.
-      ResidualSlot* slot = residual_for({state.id(), recvbuf}, call.count, datatype_tag, device);
+      // One store for host and device residuals: the device path takes the slot's device memory.
+      slot = residual_for({state.id(), recvbuf}, call.count, datatype_tag);
       no_room = slot == nullptr;
-      feeds_back = slot && slot->feeds_back;
       if (slot && !residual_on_device) call.residual = slot->host_residual();
     }
   }
@@ -237,9 +239,8 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
   double wire_sent = 0;
   // Device buffers: compressed on the GPU, only the compressed bytes staged through the host.
   const int rc =
-      device
-          ? device_staging::allreduce(call, *compressor_, state, transport, feeds_back, &wire_sent)
-          : backends::mpi_code(host_allreduce(call, *compressor_, transport, state, &wire_sent));
+      device ? device_staging::allreduce(call, *compressor_, state, transport, slot, &wire_sent)
+             : backends::mpi_code(host_allreduce(call, *compressor_, transport, state, &wire_sent));
   if (rc != MPI_SUCCESS) return raise(comm, rc, "MPI_Allreduce (compressed)");
   Counters delta;
   delta.count_compressed(bytes, state.size(), wire_sent);

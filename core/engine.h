@@ -91,8 +91,7 @@ class Engine {
                     MPI_Comm comm, CommState& state);
   // The key's residual slot (nullptr: no room under the cap), counting a
   // reset. Under mutex_.
-  ResidualSlot* residual_for(const ResidualKey& key, std::size_t count, std::uint64_t datatype_tag,
-                             bool device);
+  ResidualSlot* residual_for(const ResidualKey& key, std::size_t count, std::uint64_t datatype_tag);
   void log_settings() const;
   // Warns once, at the report, when error feedback kept losing its residuals.
   void warn_about_resets() const;

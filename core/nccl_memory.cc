@@ -4,27 +4,6 @@
 
 namespace slimreduce {
 
-DeviceBlock& DeviceBlock::operator=(DeviceBlock&& other) noexcept {
-  if (this != &other) {
-    release(nullptr);
-    allocator_ = std::exchange(other.allocator_, nullptr);
-    ptr_ = std::exchange(other.ptr_, nullptr);
-    bytes_ = std::exchange(other.bytes_, 0);
-  }
-  return *this;
-}
-
-void DeviceBlock::release(void* stream) {
-  if (ptr_ && allocator_) allocator_->release(ptr_, stream);
-  ptr_ = nullptr;
-  bytes_ = 0;
-}
-
-void DeviceBlock::abandon() {
-  ptr_ = nullptr;
-  bytes_ = 0;
-}
-
 void release_after_device_wait(std::vector<DeviceBlock>& blocks, const std::vector<int>& devices,
                                DeviceAllocator& allocator) {
   if (blocks.empty()) return;

@@ -33,6 +33,10 @@ void ResidualStore::forget_communicator(std::uint64_t comm_id) {
   }
 }
 
+void ResidualStore::abandon_device_memory() {
+  for (auto& [key, slot] : slots_) slot.device.abandon();
+}
+
 bool WarmupCounter::warming_up(std::uint64_t comm_id, std::size_t count,
                                std::uint64_t datatype_tag) {
   if (steps_ == 0) return false;

@@ -18,6 +18,8 @@
 #include <map>
 #include <vector>
 
+#include "core/device_memory.h"
+
 namespace slimreduce {
 
 struct ResidualKey {
@@ -37,11 +39,26 @@ struct ResidualSlot {
   // The host residual, made zeroed on first use: a key whose residual lives
   // on the GPU never needs it.
   std::vector<float> residual;
+  // The device residual (the MPI path's device buffers), made zeroed on first
+  // use; freed with the slot, when its key resets or its communicator goes.
+  DeviceBlock device;
 
   // The host residual, or nullptr when error feedback is off.
   float* host_residual() {
     if (feeds_back && residual.empty()) residual.assign(count, 0.0f);
     return residual.empty() ? nullptr : residual.data();
+  }
+  // The device residual, zeroed by work on `stream` when made; nullptr when
+  // error feedback is off or no device memory could be had.
+  float* device_residual(DeviceAllocator& allocator, void* stream) {
+    if (!feeds_back) return nullptr;
+    if (!device.get()) {
+      const std::size_t bytes = count * sizeof(float);
+      if (void* made = allocator.allocate(bytes, stream, true)) {
+        device = DeviceBlock(&allocator, made, bytes);
+      }
+    }
+    return static_cast<float*>(device.get());
   }
   std::uint64_t held_bytes() const { return feeds_back ? std::uint64_t{count} * sizeof(float) : 0; }
 };
@@ -57,6 +74,9 @@ class ResidualStore {
                                std::uint64_t datatype_tag, bool want_residual);
 
   void forget_communicator(std::uint64_t comm_id);
+  // Leaves every slot's device memory unfreed: at exit, when the CUDA
+  // runtime may already be gone (a leak beats a crash of a finished job).
+  void abandon_device_memory();
   std::uint64_t bytes_held() const { return bytes_held_; }
   // How many times a key came back with another shape and lost its residual.
   std::uint64_t resets() const { return resets_; }

@@ -2,7 +2,9 @@
 // accounting and the report's text.
 #include <gtest/gtest.h>
 
+#include <list>
 #include <thread>
+#include <vector>
 
 #include "core/compressor_choice.h"
 #include "core/counters.h"
@@ -93,6 +95,64 @@ TEST(Residuals, HostMemoryIsMadeOnlyWhenAsked) {
   ResidualSlot* off = store.find_or_create({2, &b}, 100, 0, false);
   ASSERT_NE(off, nullptr);
   EXPECT_EQ(off->host_residual(), nullptr) << "no error feedback, no residual";
+}
+
+// Host memory standing in for the device: counts what is made and freed.
+class CountingAllocator : public DeviceAllocator {
+ public:
+  void* allocate(std::size_t bytes, void*, bool zeroed) override {
+    if (fail) return nullptr;
+    blocks.emplace_back(bytes / sizeof(float), zeroed ? 0.0f : 1.0f);
+    ++made;
+    return blocks.back().data();
+  }
+  void release(void*, void*) override { ++freed; }
+  bool wait_device(int) override { return true; }
+  std::list<std::vector<float>> blocks;  // stable addresses; kept, so an abandoned one stays valid
+  int made = 0;
+  int freed = 0;
+  bool fail = false;
+};
+
+// One store for host and device residuals: the MPI device path's residual is
+// the key's slot's device memory, made zeroed once, freed when the key resets
+// or its communicator goes, and never freed at exit.
+TEST(Residuals, TheDeviceResidualLivesAndDiesWithItsSlot) {
+  CountingAllocator device;
+  ResidualStore store(1 << 20);
+  int a = 0;
+  ResidualSlot* slot = store.find_or_create({1, &a}, 100, 0, true);
+  ASSERT_NE(slot, nullptr);
+  float* residual = slot->device_residual(device, nullptr);
+  ASSERT_NE(residual, nullptr);
+  EXPECT_EQ(residual[99], 0.0f) << "made zeroed";
+  EXPECT_EQ(slot->device_residual(device, nullptr), residual) << "made once";
+  EXPECT_EQ(slot->host_residual() != nullptr, true) << "the host side is separate";
+  EXPECT_EQ(store.bytes_held(), 400u) << "counted once against the cap";
+  store.find_or_create({1, &a}, 200, 0, true);  // the key reset: another tensor
+  EXPECT_EQ(device.freed, 1);
+  ResidualSlot* again = store.find_or_create({1, &a}, 200, 0, true);
+  again->device_residual(device, nullptr);
+  EXPECT_EQ(device.made, 2) << "a fresh zeroed residual for the new shape";
+  store.forget_communicator(1);
+  EXPECT_EQ(device.freed, 2);
+  ResidualSlot* kept = store.find_or_create({2, &a}, 10, 0, true);
+  kept->device_residual(device, nullptr);
+  store.abandon_device_memory();
+  store.forget_communicator(2);
+  EXPECT_EQ(device.freed, 2) << "abandoned at exit: never freed";
+}
+
+TEST(Residuals, NoDeviceResidualWithoutFeedbackOrMemory) {
+  CountingAllocator device;
+  ResidualStore store(1 << 20);
+  int a = 0, b = 0;
+  EXPECT_EQ(store.find_or_create({1, &a}, 100, 0, false)->device_residual(device, nullptr),
+            nullptr);
+  EXPECT_EQ(device.made, 0);
+  device.fail = true;
+  EXPECT_EQ(store.find_or_create({1, &b}, 100, 0, true)->device_residual(device, nullptr), nullptr)
+      << "out of device memory: the caller fails the call";
 }
 
 // The one decision of every path: the cap reads the count alone (what a
