@@ -15,12 +15,13 @@
 
 #include <cstddef>
 
+#include "algorithms/phases.h"
 #include "backends/transport.h"
 #include "compressors/compressor.h"
 
 namespace slimreduce::algorithms {
 
-class CastRing {
+class CastRing : public Phases<CastRing> {
  public:
   static std::size_t wire_bytes(const compressors::SummableCompressor& compressor,
                                 std::size_t count) {
@@ -47,12 +48,6 @@ class CastRing {
   Status communicate();
   // Host entry point: output = decode(wire).
   void finish(float* output) const { compressor_.decompress(wire_, output, count_); }
-  Status run(const float* input, float* residual, float* output) {
-    compress(input, residual);
-    SLIMREDUCE_TRY(communicate());
-    finish(output);
-    return {};
-  }
 
   // Bytes this rank hands to the transport (a ring's 2(n-1)/n of the wire).
   double wire_sent() const;

@@ -13,12 +13,13 @@
 
 #include <cstddef>
 
+#include "algorithms/phases.h"
 #include "backends/transport.h"
 #include "compressors/compressor.h"
 
 namespace slimreduce::algorithms {
 
-class GatheredAllreduce {
+class GatheredAllreduce : public Phases<GatheredAllreduce> {
  public:
   // payload: slot_bytes bytes; gathered: slot_bytes x ranks bytes.
   GatheredAllreduce(backends::Transport& transport, compressors::GatheredCompressor& compressor,
@@ -39,12 +40,6 @@ class GatheredAllreduce {
   Status communicate() { return transport_.allgather(payload_, slot_bytes_, gathered_); }
   // Host entry point: output = the payloads added in rank order into zeros.
   void finish(float* output) const;
-  Status run(const float* input, float* residual, float* output) {
-    compress(input, residual);
-    SLIMREDUCE_TRY(communicate());
-    finish(output);
-    return {};
-  }
 
   // Bytes this rank hands to the transport (a ring allgather of one slot).
   double wire_sent() const;

@@ -13,12 +13,7 @@ namespace slimreduce::backends {
 class MpiTransport final : public Transport {
  public:
   MpiTransport(MPI_Comm comm, int rank, int size, MemoryKind memory = MemoryKind::host)
-      : comm_(comm), rank_(rank), size_(size), memory_(memory) {}
-
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  MemoryKind memory() const override { return memory_; }
-  Execution execution() const override { return Execution::blocking; }
+      : Transport(rank, size, memory, Execution::blocking), comm_(comm) {}
 
   Status sendrecv(const void* send, std::size_t send_bytes, int dest, void* recv,
                   std::size_t recv_bytes, int source) override;
@@ -26,9 +21,6 @@ class MpiTransport final : public Transport {
 
  private:
   MPI_Comm comm_;
-  int rank_;
-  int size_;
-  MemoryKind memory_;
 };
 
 // The MPI error code a caller gets for a status of any domain.

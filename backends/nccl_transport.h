@@ -14,12 +14,9 @@ namespace slimreduce::backends {
 class NcclTransport final : public Transport {
  public:
   NcclTransport(ncclComm_t comm, int rank, int size, cudaStream_t stream)
-      : comm_(comm), rank_(rank), size_(size), stream_(stream) {}
-
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  MemoryKind memory() const override { return MemoryKind::device; }
-  Execution execution() const override { return Execution::stream_ordered; }
+      : Transport(rank, size, MemoryKind::device, Execution::stream_ordered),
+        comm_(comm),
+        stream_(stream) {}
 
   // Not resolved yet: no algorithm on this transport uses point-to-point
   // (casts are summed natively, top-k payloads allgathered). Answers internal.
@@ -31,8 +28,6 @@ class NcclTransport final : public Transport {
 
  private:
   ncclComm_t comm_;
-  int rank_;
-  int size_;
   cudaStream_t stream_;
 };
 

@@ -28,12 +28,14 @@ enum class Execution { blocking, stream_ordered };
 
 class Transport {
  public:
+  Transport(int rank, int size, MemoryKind memory, Execution execution)
+      : rank_(rank), size_(size), memory_(memory), execution_(execution) {}
   virtual ~Transport() = default;
 
-  virtual int rank() const = 0;
-  virtual int size() const = 0;
-  virtual MemoryKind memory() const = 0;
-  virtual Execution execution() const = 0;
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  MemoryKind memory() const { return memory_; }
+  Execution execution() const { return execution_; }
 
   // Sends send_bytes to rank dest while receiving recv_bytes from rank source.
   virtual Status sendrecv(const void* send, std::size_t send_bytes, int dest, void* recv,
@@ -52,6 +54,12 @@ class Transport {
     (void)inout, (void)n, (void)format;
     return Status::internal();
   }
+
+ private:
+  int rank_;
+  int size_;
+  MemoryKind memory_;
+  Execution execution_;
 };
 
 }  // namespace slimreduce::backends
