@@ -1,5 +1,5 @@
 // Device memory as the state that owns it sees it: an allocator interface
-// (the CUDA one is core/nccl_cuda.h's CudaAllocator; tests use host memory)
+// (the CUDA one is core/cuda_support.h's CudaAllocator; tests use host memory)
 // and a block that frees itself. Pure logic, no CUDA header: the residual
 // store (core/residuals.h) and the NCCL path's memory (core/nccl_memory.h)
 // hold device memory through it on any build.

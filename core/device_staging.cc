@@ -41,7 +41,7 @@ int passed_through_allreduce(const AllreduceCall&, MPI_Datatype, MPI_Op, MPI_Com
 #include "backends/mpi_backend.h"
 #include "backends/mpi_transport.h"
 #include "core/counters.h"
-#include "core/nccl_cuda.h"
+#include "core/cuda_support.h"
 #include "core/residuals.h"
 
 namespace slimreduce::device_staging {
@@ -89,7 +89,7 @@ struct StreamDelete {
 // runs: with MPI_THREAD_MULTIPLE, two threads reaching two communicators in
 // different orders on two ranks would otherwise wait for each other forever
 // (each rank's lock held by the call the other rank has not reached).
-struct Workspace {
+struct StagingSpace {
   int device = -1;
   std::unique_ptr<CUstream_st, StreamDelete> stream;
   DeviceBuffer wire, scratch, gathered;
@@ -98,7 +98,7 @@ struct Workspace {
 
 struct Staging {
   std::mutex mutex;  // guards the idle workspaces only; never held across MPI
-  std::vector<std::unique_ptr<Workspace> > idle;
+  std::vector<std::unique_ptr<StagingSpace> > idle;
   // Device residuals live in the engine's residual store; this makes them.
   CudaAllocator residual_memory;
 };
@@ -122,22 +122,22 @@ Status cuda_status(int rc) { return cuda_status(static_cast<cudaError_t>(rc)); }
 
 // ---- one call ---------------------------------------------------------------
 
-struct Job {
+struct StagedCall {
   const AllreduceCall& call;
   compressors::Compressor& compressor;
   CommState& state;
   backends::Transport& transport;  // the MPI transport, over pinned host memory here
-  Workspace& device;
+  StagingSpace& device;
   float* residual;  // device, or nullptr
   cudaStream_t stream() const { return device.stream.get(); }
 };
 
-Status sync(const Job& job) { return cuda_status(cudaStreamSynchronize(job.stream())); }
+Status sync(const StagedCall& job) { return cuda_status(cudaStreamSynchronize(job.stream())); }
 
 // The compressor's device entry points on the device, the ring
 // (algorithms/cast_ring.h) on the compressed elements in pinned memory, with
 // the compressor's host adds.
-Status staged_cast(const Job& job, double* wire_sent) {
+Status staged_cast(const StagedCall& job, double* wire_sent) {
   using algorithms::CastRing;
   auto& compressor = static_cast<compressors::SummableCompressor&>(job.compressor);
   const std::size_t n = job.call.count;
@@ -163,7 +163,7 @@ Status staged_cast(const Job& job, double* wire_sent) {
 }
 
 // The gathered payloads from pinned memory (packed) to the device (strided).
-Status gathered_to_device(const Job& job, std::byte* gathered, const std::byte* packed,
+Status gathered_to_device(const StagedCall& job, std::byte* gathered, const std::byte* packed,
                           std::size_t payload, std::size_t stride, int ranks) {
   int max_pitch = 0;
   if (cudaDeviceGetAttribute(&max_pitch, cudaDevAttrMaxPitch, job.device.device) != cudaSuccess) {
@@ -187,9 +187,9 @@ Status gathered_to_device(const Job& job, std::byte* gathered, const std::byte* 
   return {};
 }
 
-Status staged_topk(const Job& job, double* wire_sent) {
+Status staged_topk(const StagedCall& job, double* wire_sent) {
   auto& compressor = static_cast<compressors::GatheredCompressor&>(job.compressor);
-  Workspace& s = job.device;
+  StagingSpace& s = job.device;
   const std::size_t n = job.call.count;
   const int ranks = job.state.size();
   // On the wire, exactly the host path's payload; on the device, padded slots.
@@ -221,7 +221,7 @@ Status staged_topk(const Job& job, double* wire_sent) {
 // The call's fp32 values through pinned memory: copied in, `reduce(in, out)`
 // on the host copies, the result copied back out.
 template <class Reduce>
-Status through_host(Workspace& s, const AllreduceCall& call, Reduce&& reduce) {
+Status through_host(StagingSpace& s, const AllreduceCall& call, Reduce&& reduce) {
   const std::size_t bytes = call.count * sizeof(float);
   std::byte* in = grow(s.host_in, bytes, true);
   std::byte* out = grow(s.host_out, bytes, true);
@@ -236,7 +236,7 @@ Status through_host(Workspace& s, const AllreduceCall& call, Reduce&& reduce) {
 
 // Any other compressor (or a host buffer on one side): fp32 through pinned
 // memory and the host algorithm, with the engine's host residual.
-Status staged_host(const Job& job, double* wire_sent) {
+Status staged_host(const StagedCall& job, double* wire_sent) {
   return through_host(job.device, job.call, [&](const float* in, float* out) {
     const AllreduceCall host{in, out, job.call.count, job.call.residual};
     return host_allreduce(host, job.compressor, job.transport, job.state, wire_sent);
@@ -268,7 +268,7 @@ class Lease {
         }
       }
     }
-    auto fresh = std::make_unique<Workspace>();
+    auto fresh = std::make_unique<StagingSpace>();
     fresh->device = device;
     cudaStream_t stream = nullptr;
     // A blocking stream (not cudaStreamNonBlocking): it starts after the work
@@ -294,10 +294,10 @@ class Lease {
   }
   Lease(const Lease&) = delete;
   Lease& operator=(const Lease&) = delete;
-  Workspace* get() const { return workspace_.get(); }
+  StagingSpace* get() const { return workspace_.get(); }
 
  private:
-  std::unique_ptr<Workspace> workspace_;
+  std::unique_ptr<StagingSpace> workspace_;
 };
 
 // How a call runs: on the GPU through the compressor's device entry points
@@ -344,9 +344,9 @@ Status on_leased_workspace(const AllreduceCall& call, Body&& body) {
 int allreduce(const AllreduceCall& call, compressors::Compressor& compressor, CommState& state,
               backends::Transport& transport, ResidualSlot* residual, double* wire_sent) {
   using compressors::DeviceKernels;
-  return backends::mpi_code(on_leased_workspace(call, [&](Workspace& workspace) {
+  return backends::mpi_code(on_leased_workspace(call, [&](StagingSpace& workspace) {
     const DeviceKernels route = route_of(call, compressor);
-    Job job{call, compressor, state, transport, workspace, nullptr};
+    StagedCall job{call, compressor, state, transport, workspace, nullptr};
     if (route == DeviceKernels::none) return staged_host(job, wire_sent);
     if (residual && residual->feeds_back) {
       job.residual = residual->device_residual(staging().residual_memory, job.stream());
@@ -359,7 +359,7 @@ int allreduce(const AllreduceCall& call, compressors::Compressor& compressor, Co
 int passed_through_allreduce(const AllreduceCall& call, MPI_Datatype datatype, MPI_Op op,
                              MPI_Comm comm, int* mpi_rc) {
   *mpi_rc = MPI_SUCCESS;
-  const Status status = on_leased_workspace(call, [&](Workspace& workspace) {
+  const Status status = on_leased_workspace(call, [&](StagingSpace& workspace) {
     return through_host(workspace, call, [&](const float* in, float* out) {
       *mpi_rc = backends::mpi::allreduce(in, out, static_cast<int>(call.count), datatype, op, comm);
       return Status::mpi(*mpi_rc);

@@ -34,9 +34,9 @@ thread_local std::vector<ncclComm_t> created_in_group;
 }  // namespace
 
 // The NCCL and CUDA work of one group (or one call), for GroupDeferral to drive.
-class NcclEngine::Actions : public PlanActions {
+class NcclEngine::PlanRunner : public PlanActions {
  public:
-  explicit Actions(NcclEngine& engine) : engine_(engine), plan_(engine.current_compressor()) {}
+  explicit PlanRunner(NcclEngine& engine) : engine_(engine), plan_(engine.current_compressor()) {}
 
   int real_group_start() override { return real::call(real::api().group_start); }
   int real_group_end() override { return real::call(real::api().group_end); }
@@ -132,7 +132,7 @@ void NcclEngine::comm_created(ncclComm_t comm, ncclResult_t rc, const ncclConfig
              state->blocking ? "blocking" : "non-blocking: passed through");
     replaced = std::exchange(comms_[comm], state);
     if (replaced) {
-      residuals_.take_communicator(replaced->id, replaced->leftovers);
+      residuals_.take_communicator(replaced->id, replaced->orphaned_residuals);
       decision_.forget_communicator(replaced->id);
     }
   }
@@ -192,7 +192,7 @@ void NcclEngine::comm_gone(ncclComm_t comm, bool aborted) {
     gone = std::move(found->second);
     comms_.erase(found);
     // Its residuals stay with it: a plan on another thread may still use them.
-    residuals_.take_communicator(gone->id, gone->leftovers);
+    residuals_.take_communicator(gone->id, gone->orphaned_residuals);
     decision_.forget_communicator(gone->id);
   }
   // Dropped outside the lock: unless a plan still holds it, its device memory
@@ -245,7 +245,7 @@ ncclResult_t NcclEngine::all_reduce(const void* sendbuff, void* recvbuff, size_t
   const std::shared_ptr<compressors::Compressor> compressor = current_compressor();
   const NcclCallFacts facts = facts_of(call, compressor.get());
   call.verdict = classify_nccl(facts, settings_, compressor.get());
-  Actions actions(*this);
+  PlanRunner actions(*this);
   if (call.verdict.path == ReductionPath::pass_through) {
     return static_cast<ncclResult_t>(group.pass_through(call, facts.blocking_comm, actions));
   }
@@ -253,12 +253,12 @@ ncclResult_t NcclEngine::all_reduce(const void* sendbuff, void* recvbuff, size_t
 }
 
 ncclResult_t NcclEngine::group_start() {
-  Actions actions(*this);
+  PlanRunner actions(*this);
   return static_cast<ncclResult_t>(group.start(actions));
 }
 
 ncclResult_t NcclEngine::group_end() {
-  Actions actions(*this);
+  PlanRunner actions(*this);
   const auto rc = static_cast<ncclResult_t>(group.end(actions));
   shape_created_in_group();
   return rc;
@@ -266,7 +266,7 @@ ncclResult_t NcclEngine::group_end() {
 
 #if SLIMREDUCE_NCCL_HAS_SIMULATE_END
 ncclResult_t NcclEngine::group_simulate_end(ncclSimInfo_t* sim_info) {
-  Actions actions(*this);
+  PlanRunner actions(*this);
   const auto rc = static_cast<ncclResult_t>(group.simulate_end(sim_info, actions));
   // A simulated group runs nothing, its communicator inits included: they are
   // not asked here (their handles may be gone); a later call asks them.
@@ -275,20 +275,22 @@ ncclResult_t NcclEngine::group_simulate_end(ncclSimInfo_t* sim_info) {
 }
 #endif
 
-// 1 compress, 0 pass through (warm-up, a tensor larger than the residual
-// cap), -1 no device memory. Under mutex_. Warm-up and the cap's size test
+// Whether the planned call is compressed, passed through (warm-up, a tensor
+// larger than the residual cap) or cannot run (no device memory for its
+// residual): p.compressed and its residual set. Under mutex_. Warm-up and the cap's size test
 // read the call and the calls before it, as every rank does; the residual
 // store's keys are this rank's buffer addresses, so a missing residual (no
 // room under the cap, or none can be made during graph capture) only turns
 // error feedback off, never the path.
-int NcclEngine::decide(CallPlan& p, bool capturing) {
-  if (!p.comm || !p.comm->blocking || p.comm->size < 1) return 0;
+NcclEngine::Planned NcclEngine::decide(CallPlan& p, bool capturing) {
+  p.compressed = false;
+  if (!p.comm || !p.comm->blocking || p.comm->size < 1) return Planned::ok;
   const Reduction& c = p.call;
   const Decision decision = decision_.decide(error_feedback_, p.comm->id, c.count,
                                              static_cast<std::uint64_t>(c.datatype));
   if (decision != Decision::compress) {
     ++(counters_.*counted_as(decision));
-    return 0;
+    return Planned::ok;
   }
   NcclResidualSlot* slot = nullptr;
   DeviceGuard device(p.comm->device);
@@ -299,21 +301,22 @@ int NcclEngine::decide(CallPlan& p, bool capturing) {
     case NcclResidualStore::Status::over_cap:
       p.residual = nullptr;  // compressed all the same, without error feedback
       p.residual_missing = CallPlan::Missing::no_room;
-      return 1;
+      break;
     case NcclResidualStore::Status::not_now:
       // Capturing, and this key has no residual of its shape yet (capture
       // allocates nothing): captured compressed without error feedback.
       p.residual = nullptr;
       p.residual_missing = CallPlan::Missing::in_graph;
-      return 1;
+      break;
     case NcclResidualStore::Status::no_memory:
-      return -1;
+      return Planned::out_of_memory;
     case NcclResidualStore::Status::ok:
+      p.residual = static_cast<float*>(slot->residual.get());
+      if (capturing && p.residual) slot->captured = true;
       break;
   }
-  p.residual = static_cast<float*>(slot->residual.get());
-  if (capturing && p.residual) slot->captured = true;
-  return 1;
+  p.compressed = true;
+  return Planned::ok;
 }
 
 ncclResult_t NcclEngine::plan(GroupPlan& plan) {
@@ -321,9 +324,8 @@ ncclResult_t NcclEngine::plan(GroupPlan& plan) {
   for (CallPlan& p : plan.calls) {
     auto found = comms_.find(static_cast<ncclComm_t>(p.call.comm));
     p.comm = found == comms_.end() ? nullptr : found->second;
-    const int verdict = decide(p, is_capturing(static_cast<cudaStream_t>(p.call.stream)));
-    if (verdict < 0) return ncclSystemError;
-    p.compressed = verdict > 0;
+    if (decide(p, is_capturing(static_cast<cudaStream_t>(p.call.stream))) == Planned::out_of_memory)
+      return ncclSystemError;
   }
   if (const ncclResult_t rc = plan_memory(plan); rc != ncclSuccess) return rc;
   for (const CallPlan& p : plan.calls) {

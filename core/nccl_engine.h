@@ -16,8 +16,8 @@
 
 #include "backends/nccl_backend.h"
 #include "core/counters.h"
+#include "core/cuda_support.h"
 #include "core/decision.h"
-#include "core/nccl_cuda.h"
 #include "core/nccl_eligibility.h"
 #include "core/nccl_memory.h"
 #include "core/nccl_plan.h"
@@ -70,8 +70,8 @@ class NcclEngine {
   void write_report_at_exit();
 
  private:
-  class Actions;
-  friend class Actions;
+  class PlanRunner;
+  friend class PlanRunner;
 
   NcclModeFacts mode_facts(ncclResult_t rc, const ncclConfig_t* config, ncclComm_t parent) const;
   // Asks a blocking communicator its rank count, rank and device, once they mean something.
@@ -81,7 +81,8 @@ class NcclEngine {
   NcclCallFacts facts_of(const Reduction& call, const compressors::Compressor* compressor);
   ncclResult_t plan(GroupPlan& plan);
   ncclResult_t plan_memory(GroupPlan& plan);
-  int decide(CallPlan& p, bool capturing);
+  enum class Planned { ok, out_of_memory };
+  Planned decide(CallPlan& p, bool capturing);
   // The compressor in effect (nullptr: none), held by whoever runs a call with it.
   std::shared_ptr<compressors::Compressor> current_compressor() const;
   void count_pass_through(const Reduction& call);

@@ -6,7 +6,7 @@
 #include "backends/nccl_backend.h"
 #include "backends/nccl_transport.h"
 #include "core/counters.h"
-#include "core/nccl_cuda.h"
+#include "core/cuda_support.h"
 #include "fusion/layout.h"
 
 namespace slimreduce {
@@ -60,7 +60,7 @@ ncclResult_t launch_on(int device, Launch&& launch) {
 NcclCommState::~NcclCommState() {
   // Our kernels queued after NCCL's on the caller's stream (unpack,
   // accumulate, a graph's) may still use these: wait for the device first.
-  std::vector<DeviceBlock> blocks = std::move(leftovers);
+  std::vector<DeviceBlock> blocks = std::move(orphaned_residuals);
   for (auto& [stream, workspace] : workspaces) workspace.take_blocks(blocks);
   if (allocator) release_after_device_wait(blocks, {device}, *allocator);
 }

@@ -28,7 +28,7 @@ namespace slimreduce {
 // thread (PyTorch's watchdog) never frees it under a running plan. Its device
 // memory goes with the last holder, after a device-wide wait. rank, device
 // and size are set once, size last, under the engine's lock; so are the
-// workspaces and leftovers changed.
+// workspaces and orphaned_residuals changed.
 struct NcclCommState {
   NcclCommState() = default;
   NcclCommState(const NcclCommState&) = delete;
@@ -45,7 +45,7 @@ struct NcclCommState {
   bool blocking = false;  // created in blocking mode, seen by us
   DeviceAllocator* allocator = nullptr;
   std::map<cudaStream_t, Workspace> workspaces;  // under the engine's lock
-  std::vector<DeviceBlock> leftovers;            // its residuals, once it is gone
+  std::vector<DeviceBlock> orphaned_residuals;   // its residuals, once it is gone
 };
 
 struct CallPlan {

@@ -11,7 +11,7 @@ int GroupDeferral::start(PlanActions& actions) {
     if (depth_ == 0) {
       held_.clear();
       uncounted_.clear();
-      tainted_ = false;
+      whole_group_passes_ = false;
     }
     ++depth_;
   }
@@ -19,20 +19,20 @@ int GroupDeferral::start(PlanActions& actions) {
 }
 
 bool GroupDeferral::leave(std::vector<Reduction>& held, std::vector<Reduction>& uncounted,
-                          bool& tainted) {
+                          bool& whole_group_passes) {
   if (depth_ == 0 || --depth_ > 0) return false;
   held = std::exchange(held_, {});
   uncounted = std::exchange(uncounted_, {});
-  tainted = std::exchange(tainted_, false);
+  whole_group_passes = std::exchange(whole_group_passes_, false);
   return true;
 }
 
 int GroupDeferral::end(PlanActions& actions) {
   std::vector<Reduction> held, uncounted;
-  bool tainted = false;
+  bool whole_group_passes = false;
   // Unbalanced, or an inner end: the real library answers and keeps its depth.
-  if (!leave(held, uncounted, tainted)) return actions.real_group_end();
-  const int rc = held.empty() ? actions.real_group_end() : run(held, tainted, actions);
+  if (!leave(held, uncounted, whole_group_passes)) return actions.real_group_end();
+  const int rc = held.empty() ? actions.real_group_end() : run(held, whole_group_passes, actions);
   // After the real end: a communicator made in the group can say its size now.
   for (const Reduction& call : uncounted) actions.count_pass_through(call);
   return rc;
@@ -40,8 +40,8 @@ int GroupDeferral::end(PlanActions& actions) {
 
 int GroupDeferral::simulate_end(void* sim_info, PlanActions& actions) {
   std::vector<Reduction> held, uncounted;
-  bool tainted = false;
-  if (!leave(held, uncounted, tainted)) return actions.real_group_simulate_end(sim_info);
+  bool whole_group_passes = false;
+  if (!leave(held, uncounted, whole_group_passes)) return actions.real_group_simulate_end(sim_info);
   // Nothing of a simulated group runs: the held calls go to NCCL as the caller
   // made them, for it to estimate and discard with the rest; none is counted.
   int rc = kNcclSuccess;
@@ -54,7 +54,7 @@ int GroupDeferral::simulate_end(void* sim_info, PlanActions& actions) {
 
 int GroupDeferral::pass_through(const Reduction& call, bool blocking_comm, PlanActions& actions) {
   if (depth_ > 0) {
-    if (!blocking_comm) tainted_ = true;
+    if (!blocking_comm) whole_group_passes_ = true;
     uncounted_.push_back(call);  // a simulated end would discard it
   } else {
     actions.count_pass_through(call);
@@ -74,11 +74,12 @@ int GroupDeferral::eligible(const Reduction& call, PlanActions& actions) {
   return run(held, false, actions);
 }
 
-int GroupDeferral::run(std::vector<Reduction>& held, bool tainted, PlanActions& actions) {
+int GroupDeferral::run(std::vector<Reduction>& held, bool whole_group_passes,
+                       PlanActions& actions) {
   bool closed = false;
   int rc = kNcclSuccess;
   try {
-    return run_open(held, tainted, actions, closed);
+    return run_open(held, whole_group_passes, actions, closed);
   } catch (const std::bad_alloc&) {
     rc = kNcclSystemError;
   } catch (...) {
@@ -89,10 +90,10 @@ int GroupDeferral::run(std::vector<Reduction>& held, bool tainted, PlanActions& 
 }
 
 // Inside the open real group (depth 1): enqueue, close, then finish.
-int GroupDeferral::run_open(std::vector<Reduction>& held, bool tainted, PlanActions& actions,
-                            bool& closed) {
+int GroupDeferral::run_open(std::vector<Reduction>& held, bool whole_group_passes,
+                            PlanActions& actions, bool& closed) {
   int rc = kNcclSuccess;
-  if (tainted) {
+  if (whole_group_passes) {
     for (const Reduction& call : held) {
       if (rc != kNcclSuccess) break;
       actions.count_pass_through(call);

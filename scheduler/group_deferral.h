@@ -93,14 +93,16 @@ class GroupDeferral {
   // Runs held calls inside the open real group and closes it, whatever
   // happens: an exception (bad_alloc in planning) must not leave NCCL's group
   // open, or every later call on the thread would wait for an end.
-  int run(std::vector<Reduction>& held, bool tainted, PlanActions& actions);
-  int run_open(std::vector<Reduction>& held, bool tainted, PlanActions& actions, bool& closed);
+  int run(std::vector<Reduction>& held, bool whole_group_passes, PlanActions& actions);
+  int run_open(std::vector<Reduction>& held, bool whole_group_passes, PlanActions& actions,
+               bool& closed);
   // Lowers our depth for an outermost end: the held calls, the passed-through
-  // calls not counted yet, and the taint, taken.
-  bool leave(std::vector<Reduction>& held, std::vector<Reduction>& uncounted, bool& tainted);
+  // calls not counted yet, and whether the whole group passes through, taken.
+  bool leave(std::vector<Reduction>& held, std::vector<Reduction>& uncounted,
+             bool& whole_group_passes);
 
   int depth_ = 0;
-  bool tainted_ = false;
+  bool whole_group_passes_ = false;
   std::vector<Reduction> held_;
   std::vector<Reduction> uncounted_;  // passed through in the group: counted at its real end
 };

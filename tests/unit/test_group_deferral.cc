@@ -265,7 +265,7 @@ TEST(GroupDeferral, AnUnbalancedSimulatedEndIsAnsweredByTheRealLibrary) {
 
 // A pass-through call is counted when it has run: at once outside a group, at
 // the outermost real end inside one. A simulated group runs nothing and
-// counts nothing; a tainted group counts its held calls as they pass through.
+// counts nothing; a whole_group_passes group counts its held calls as they pass through.
 TEST(GroupDeferral, PassThroughCallsAreCountedWhenTheyRun) {
   GroupDeferral group;
   Recorder actions;

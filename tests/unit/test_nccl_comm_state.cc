@@ -40,7 +40,7 @@ std::shared_ptr<NcclCommState> state_with_memory(FakeAllocator& allocator) {
   state->device = 2;
   state->size = 4;
   state->workspaces[nullptr].ensure(100, nullptr, allocator);
-  state->leftovers.emplace_back(&allocator, allocator.allocate(400, nullptr, true), 400);
+  state->orphaned_residuals.emplace_back(&allocator, allocator.allocate(400, nullptr, true), 400);
   return state;
 }
 

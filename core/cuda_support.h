@@ -1,5 +1,6 @@
-// CUDA helpers of the NCCL path: pointer and capture checks, the current
-// device, and the stream-ordered allocator behind the workspace and residuals.
+// CUDA helpers of both device paths (NCCL, and MPI with device buffers):
+// pointer and capture checks, the current device, and the stream-ordered
+// allocator behind the workspaces and residuals.
 // Only with SLIMREDUCE_HAVE_CUDA. Only wait_device synchronizes the host
 // (communicator teardown, a compressor switch).
 #pragma once

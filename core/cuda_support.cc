@@ -1,5 +1,5 @@
 #ifdef SLIMREDUCE_HAVE_CUDA
-#include "core/nccl_cuda.h"
+#include "core/cuda_support.h"
 
 namespace slimreduce {
 
