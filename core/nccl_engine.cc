@@ -324,6 +324,12 @@ ncclResult_t NcclEngine::plan(GroupPlan& plan) {
   for (CallPlan& p : plan.calls) {
     auto found = comms_.find(static_cast<ncclComm_t>(p.call.comm));
     p.comm = found == comms_.end() ? nullptr : found->second;
+    // A compressor switched while the call was held (not supported, but never
+    // a wrong cast): the call passes through, as NCCL would run it.
+    if (!plan.carries(p.call.verdict.path)) {
+      p.compressed = false;
+      continue;
+    }
     if (decide(p, is_capturing(static_cast<cudaStream_t>(p.call.stream))) == Planned::out_of_memory)
       return ncclSystemError;
   }

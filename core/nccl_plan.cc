@@ -88,6 +88,14 @@ std::size_t nccl_type_bytes(int datatype) {
   }
 }
 
+bool GroupPlan::carries(ReductionPath path) const {
+  using compressors::DeviceKernels;
+  if (!compressor_) return false;
+  const DeviceKernels kernels = compressor_->device_kernels();
+  return (path == ReductionPath::cast && kernels == DeviceKernels::cast16) ||
+         (path == ReductionPath::topk && kernels == DeviceKernels::topk);
+}
+
 std::size_t GroupPlan::topk_region_bytes(const CallPlan& p) const {
   return round256(p.select_scratch) + round256(p.stride) + round256(p.stride * p.comm->size) +
          round256(gathered().device_finish_scratch_bytes(p.call.count, p.comm->size));

@@ -84,6 +84,9 @@ class GroupPlan {
 
   std::vector<CallPlan> calls;
 
+  // Whether the plan's compressor has the device entry points of `path`.
+  bool carries(ReductionPath path) const;
+
   // Lays the compressed calls out; returns the workspace bytes each
   // (communicator, stream) needs.
   std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> layout();

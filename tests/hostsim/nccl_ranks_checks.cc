@@ -49,6 +49,24 @@ void check_switch(Comm& world, float* const send[3], float* const recv[3],
   model = sim::Model(mode);
 }
 
+// The compressor switched while an eligible call is held in a group (the C
+// API says not to; a job may all the same): the call must not be carried by a
+// compressor of another kind, and passes through as NCCL would run it.
+void check_switch_in_group(Comm& world, float* send, float* recv, std::size_t n,
+                           cudaStream_t stream) {
+  if (mode.compressor == "none") return;
+  const char* other = mode.topk ? "fp16" : "topk";
+  Call c = prepare(world, send, recv, n, ncclFloat32, ncclSum, stream);
+  c.model.passes_through = true;
+  NCCL_OK(ncclGroupStart());
+  issue(c);
+  CHECK(slimreduce_set_compressor(other) == 0, "slimreduce_set_compressor");
+  NCCL_OK(ncclGroupEnd());
+  verify("a call held while the compressor switched kind: passed through", c);
+  CHECK(slimreduce_set_compressor(mode.compressor.c_str()) == 0, "slimreduce_set_compressor");
+  model = sim::Model(mode);  // the switches dropped every residual and warm-up count
+}
+
 // A non-blocking communicator: its calls pass through, and so do the others
 // of a group that holds one. The caller's own call on it (an allgather) in a
 // group with an eligible call: that call is compressed, and the group end

@@ -80,6 +80,8 @@ void reduce_on(Comm& comm, const std::string& what, float* send, float* recv, st
 
 // The checks beyond the buckets (nccl_ranks_checks.cc).
 void check_simulated_group(Comm& world, float* send, float* recv, cudaStream_t stream);
+void check_switch_in_group(Comm& world, float* send, float* recv, std::size_t n,
+                           cudaStream_t stream);
 void check_switch(Comm& world, float* const send[3], float* const recv[3],
                   const std::size_t sizes[3], cudaStream_t stream);
 void check_non_blocking(Comm& world, float* const send[3], float* const recv[3],
