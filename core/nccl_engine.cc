@@ -10,6 +10,7 @@
 
 #include "backends/nccl_backend.h"
 #include "backends/nccl_coll_config.h"
+#include "backends/nccl_transport.h"
 #include "core/compressor_choice.h"
 #include "core/log.h"
 
@@ -66,10 +67,10 @@ class NcclEngine::PlanRunner : public PlanActions {
   int begin(std::vector<Reduction>& held) override {
     for (const Reduction& c : held) plan_.calls.emplace_back().call = c;
     if (const ncclResult_t rc = engine_.plan(plan_); rc != ncclSuccess) return rc;
-    return plan_.compress();
+    return backends::nccl_code(plan_.compress());
   }
-  int issue(std::vector<Reduction>&) override { return plan_.collectives(); }
-  int finish(std::vector<Reduction>&) override { return plan_.finish(); }
+  int issue(std::vector<Reduction>&) override { return backends::nccl_code(plan_.collectives()); }
+  int finish(std::vector<Reduction>&) override { return backends::nccl_code(plan_.finish()); }
 
   // A host wait, only when a non-blocking communicator we did not see in the
   // group made the real end return early: NCCL requires it before further use.

@@ -49,10 +49,10 @@ TopkRegion topk_region(const CallPlan& p) {
 // Runs one kernel launch on `device` and turns failure into the NCCL code
 // the caller would get: every stage of a plan launches this way.
 template <typename Launch>
-ncclResult_t launch_on(int device, Launch&& launch) {
+Status launch_on(int device, Launch&& launch) {
   DeviceGuard guard(device);
-  if (!guard.ok()) return ncclUnhandledCudaError;
-  return nccl_error(static_cast<cudaError_t>(launch()));
+  if (!guard.ok()) return Status::cuda(cudaErrorInvalidDevice);
+  return Status::cuda(launch());
 }
 
 }  // namespace
@@ -169,7 +169,7 @@ double GroupPlan::wire_sent(const CallPlan& p) const {
 }
 
 // The compressor's device entry points, on the call's device and stream.
-ncclResult_t GroupPlan::compress() {
+Status GroupPlan::compress() {
   for (const CastBatch& batch : batches_) {
     std::vector<kernels::PackItem> items;
     for (int i : batch.members) {
@@ -178,55 +178,52 @@ ncclResult_t GroupPlan::compress() {
       items.push_back({static_cast<const float*>(p.call.sendbuff), p.residual, count, p.offset,
                        kernels::fusion_align(count) - count});
     }
-    const ncclResult_t rc = launch_on(batch.comm->device, [&] {
+    SLIMREDUCE_TRY(launch_on(batch.comm->device, [&] {
       return summable().device_pack(items.data(), static_cast<int>(items.size()), batch.fused,
                                     batch.stream);
-    });
-    if (rc != ncclSuccess) return rc;
+    }));
   }
   for (const CallPlan& p : calls) {
     if (!p.compressed || p.call.verdict.path != ReductionPath::topk) continue;
     const TopkRegion r = topk_region(p);
-    const ncclResult_t rc = launch_on(p.comm->device, [&] {
+    SLIMREDUCE_TRY(launch_on(p.comm->device, [&] {
       return gathered().device_compress(elem_of(p.call.datatype), p.call.sendbuff, p.residual,
                                         p.call.count, r.payload, r.scratch, stream_of(p.call));
-    });
-    if (rc != ncclSuccess) return rc;
+    }));
   }
-  return ncclSuccess;
+  return {};
 }
 
 // The collectives, in call order, through the same algorithm objects as the
 // MPI paths (their communicate phase): NCCL sums the casts' 16-bit elements
 // itself, and allgathers the top-k payloads at their padded stride.
-ncclResult_t GroupPlan::collectives() {
+Status GroupPlan::collectives() {
   for (CallPlan& p : calls) {
     const Reduction& c = p.call;
     auto comm = static_cast<ncclComm_t>(c.comm);
-    ncclResult_t rc = ncclSuccess;
     if (!p.compressed) {
-      rc = real::call(real::api().all_reduce, c.sendbuff, c.recvbuff, static_cast<size_t>(c.count),
-                      static_cast<ncclDataType_t>(c.datatype), static_cast<ncclRedOp_t>(c.op), comm,
-                      stream_of(c));
+      SLIMREDUCE_TRY(Status::nccl(real::call(real::api().all_reduce, c.sendbuff, c.recvbuff,
+                                             static_cast<size_t>(c.count),
+                                             static_cast<ncclDataType_t>(c.datatype),
+                                             static_cast<ncclRedOp_t>(c.op), comm, stream_of(c))));
     } else if (c.verdict.path == ReductionPath::topk) {
       const TopkRegion r = topk_region(p);
       backends::NcclTransport transport(comm, p.comm->rank, p.comm->size, stream_of(c));
       algorithms::GatheredAllreduce gather(transport, gathered(), p.call.count, p.stride, r.payload,
                                            r.gathered);
-      rc = backends::nccl_code(gather.communicate());
+      SLIMREDUCE_TRY(gather.communicate());
     } else if (CastBatch& batch = batches_[p.batch]; !batch.issued) {
       // The batch's one collective goes where its first call was: the same place on every rank.
       batch.issued = true;
       backends::NcclTransport transport(comm, p.comm->rank, p.comm->size, batch.stream);
       algorithms::CastRing ring(transport, summable(), batch.elements, batch.fused, nullptr);
-      rc = backends::nccl_code(ring.communicate());
+      SLIMREDUCE_TRY(ring.communicate());
     }
-    if (rc != ncclSuccess) return rc;
   }
-  return ncclSuccess;
+  return {};
 }
 
-ncclResult_t GroupPlan::finish() {
+Status GroupPlan::finish() {
   for (const CastBatch& batch : batches_) {
     std::vector<kernels::UnpackItem> items;
     for (int i : batch.members) {
@@ -234,24 +231,22 @@ ncclResult_t GroupPlan::finish() {
       items.push_back({static_cast<float*>(p.call.recvbuff), p.call.count, p.offset});
     }
     const int divisor = batch.average ? batch.comm->size : 1;
-    const ncclResult_t rc = launch_on(batch.comm->device, [&] {
+    SLIMREDUCE_TRY(launch_on(batch.comm->device, [&] {
       return summable().device_unpack(batch.fused, items.data(), static_cast<int>(items.size()),
                                       divisor, batch.stream);
-    });
-    if (rc != ncclSuccess) return rc;
+    }));
   }
   for (const CallPlan& p : calls) {
     if (!p.compressed || p.call.verdict.path != ReductionPath::topk) continue;
     const TopkRegion r = topk_region(p);
     const int divisor = p.call.verdict.average ? p.comm->size : 1;
-    const ncclResult_t rc = launch_on(p.comm->device, [&] {
+    SLIMREDUCE_TRY(launch_on(p.comm->device, [&] {
       return gathered().device_finish(r.gathered, p.comm->size, p.call.count,
                                       elem_of(p.call.datatype), p.call.recvbuff, divisor,
                                       r.accumulate, stream_of(p.call));
-    });
-    if (rc != ncclSuccess) return rc;
+    }));
   }
-  return ncclSuccess;
+  return {};
 }
 
 }  // namespace slimreduce

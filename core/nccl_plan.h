@@ -15,6 +15,7 @@
 #include <memory>
 #include <vector>
 
+#include "backends/status.h"
 #include "compressors/compressor.h"
 #include "core/nccl_eligibility.h"
 #include "core/nccl_memory.h"
@@ -98,9 +99,11 @@ class GroupPlan {
   // The bytes this rank hands to the transport for calls[i] (compressed).
   double wire_sent(const CallPlan& plan) const;
 
-  ncclResult_t compress();
-  ncclResult_t collectives();
-  ncclResult_t finish();
+  // Each phase's first failure, in the domain it came from (the runner turns
+  // it into the ncclResult_t the caller gets: backends::nccl_code).
+  Status compress();
+  Status collectives();
+  Status finish();
 
  private:
   std::size_t topk_region_bytes(const CallPlan& plan) const;
