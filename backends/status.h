@@ -1,8 +1,8 @@
 // The outcome of a step below the runtime, in the error domain it came from
 // (an MPI code, an ncclResult_t, a cudaError_t), so that one check macro
 // serves every backend and the runtime turns it into what the caller's
-// library would have returned (backends/mpi_backend.h: mpi_code;
-// backends/nccl_backend.h: nccl_code).
+// library would have returned (backends/mpi_transport.h: mpi_code;
+// backends/nccl_transport.h: nccl_code).
 #pragma once
 
 #include <cstdint>

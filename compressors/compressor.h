@@ -37,9 +37,10 @@ enum class Aggregation { summable, gathered };
 // Which device entry points a compressor has, and so what its device paths
 // can take: none; 16-bit casts of fp32 inputs (a summable compressor's
 // device_pack / device_unpack, device_compress / device_decompress); a
-// selection that also reads fp16 and bf16 inputs, up to 2^32 - 1 values (a
-// gathered compressor's device_compress / device_finish). The paths ask this,
-// never a compressor's name: the registry is the only place that knows names.
+// selection that also reads fp16 and bf16 inputs (a gathered compressor's
+// device_compress / device_finish), up to device_max_count() values. The paths
+// ask this, never a compressor's name: the registry is the only place that
+// knows names.
 enum class DeviceKernels { none, cast16, topk };
 
 using kernels::device::Elem;
@@ -52,6 +53,9 @@ class Compressor {
   // Whether SLIMREDUCE_ERROR_FEEDBACK defaults to on for this compressor.
   virtual bool default_error_feedback() const = 0;
   virtual DeviceKernels device_kernels() const { return DeviceKernels::none; }
+  // The largest count the device entry points take; a larger call is staged
+  // through the host entry points (MPI) or passes through (NCCL).
+  virtual std::uint64_t device_max_count() const { return UINT64_MAX; }
   // Bytes that compress() writes for n values (the payload of one rank).
   virtual std::size_t compressed_bytes(std::size_t n) const = 0;
   // residual == nullptr: no error feedback.

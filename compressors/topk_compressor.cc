@@ -22,6 +22,8 @@ class TopkCompressor final : public GatheredCompressor {
   // Without it, what is not sent is lost for good (Deep Gradient Compression).
   bool default_error_feedback() const override { return true; }
   DeviceKernels device_kernels() const override { return DeviceKernels::topk; }
+  // Payload indices are uint32.
+  std::uint64_t device_max_count() const override { return 0xffffffffull; }
   std::size_t compressed_bytes(std::size_t n) const override {
     return kernels::topk_payload_bytes(kernels::topk_count(n, ratio_), values_);
   }

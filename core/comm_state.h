@@ -30,8 +30,6 @@ class CommState {
   // Its error handler is MPI_ERRORS_RETURN. A failed dup has already been
   // reported to the caller's handler (MPI raises it on the caller's communicator).
   int private_comm(MPI_Comm* out);
-  // The private duplicate once private_comm(&out) succeeded; MPI_COMM_NULL before.
-  MPI_Comm private_comm() const { return private_comm_; }
   // Frees the private duplicate; before MPI_Finalize, or when the user frees theirs.
   void release();
 

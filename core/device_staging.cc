@@ -312,9 +312,8 @@ compressors::DeviceKernels route_of(const AllreduceCall& call,
   // (without peer access, an illegal address that ends the context).
   if (call.input != call.output && device_of(call.input) != device_of(call.output))
     return DeviceKernels::none;
-  const DeviceKernels kernels = compressor.device_kernels();
-  if (kernels == DeviceKernels::topk && call.count > 0xffffffffull) return DeviceKernels::none;
-  return kernels;
+  if (call.count > compressor.device_max_count()) return DeviceKernels::none;
+  return compressor.device_kernels();
 }
 
 }  // namespace

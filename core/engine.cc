@@ -234,8 +234,9 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
     return rc == MPI_SUCCESS ? mpi_rc : raise(comm, rc, "MPI_Allreduce (staged through the host)");
   }
   // A failed dup was raised on comm by MPI itself; everything after it is ours to raise.
-  if (MPI_Comm wire_comm; const int rc = state.private_comm(&wire_comm)) return rc;
-  backends::MpiTransport transport(state.private_comm(), state.rank(), state.size());
+  MPI_Comm wire_comm = MPI_COMM_NULL;
+  if (const int rc = state.private_comm(&wire_comm)) return rc;
+  backends::MpiTransport transport(wire_comm, state.rank(), state.size());
   double wire_sent = 0;
   // Device buffers: compressed on the GPU, only the compressed bytes staged through the host.
   const int rc =

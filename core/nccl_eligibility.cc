@@ -66,8 +66,7 @@ ReductionVerdict classify_nccl(const NcclCallFacts& facts, const Settings& setti
   if (facts.count == 0 || bytes < settings.min_bytes) return pass("size");
   if (!facts.device_buffers) return pass("host buffer");
   if (!facts.blocking_comm || facts.comm_size < 1) return pass("communicator");
-  // Payload indices are uint32.
-  if (kernels == DeviceKernels::topk && facts.count > 0xffffffffull) return pass("size");
+  if (facts.count > compressor->device_max_count()) return pass("size");
   const ReductionPath path =
       kernels == DeviceKernels::topk ? ReductionPath::topk : ReductionPath::cast;
   return ReductionVerdict{path, facts.op == kNcclAvg, ""};

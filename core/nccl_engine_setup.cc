@@ -25,10 +25,6 @@ std::atomic<NcclEngine*>& instance() {
   return engine;
 }
 
-bool error_feedback_for(const Settings& settings) {
-  return error_feedback_on(compressor_named(settings.compressor, settings).get(), settings);
-}
-
 int env_int(std::initializer_list<const char*> names, int fallback) {
   for (const char* name : names) {
     if (const char* value = std::getenv(name)) return std::atoi(value);
@@ -53,10 +49,10 @@ NcclEngine& NcclEngine::start(Settings settings) {
 
 NcclEngine::NcclEngine(Settings settings)
     : settings_(std::move(settings)),
-      error_feedback_(error_feedback_for(settings_)),
       compressor_(compressor_named(settings_.compressor, settings_)),
       residuals_(settings_.ef_max_bytes),
       decision_(settings_.ef_max_bytes, settings_.warmup_steps) {
+  error_feedback_ = error_feedback_on(compressor_.get(), settings_);
   log_line(settings_.log_level, LogLevel::info, env_int({"RANK", "OMPI_COMM_WORLD_RANK"}, 0),
            "nccl: compressor %s, error feedback %s, real NCCL: %s", settings_.compressor.c_str(),
            error_feedback_ ? "on" : "off", real::api().origin);
@@ -78,7 +74,7 @@ bool NcclEngine::use_compressor(const std::string& name) {
     std::lock_guard lock(mutex_);
     settings_.compressor = name;
     compressor_ = std::move(chosen);
-    error_feedback_ = error_feedback_for(settings_);
+    error_feedback_ = error_feedback_on(compressor_.get(), settings_);
     // What one compressor left behind means nothing to another.
     residuals_.take_all(dropped);
     decision_ = CompressionDecision(settings_.ef_max_bytes, settings_.warmup_steps);
