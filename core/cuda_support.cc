@@ -1,6 +1,8 @@
 #ifdef SLIMREDUCE_HAVE_CUDA
 #include "core/cuda_support.h"
 
+#include <memory>
+
 namespace slimreduce {
 
 bool is_device_memory(const void* ptr) {
@@ -86,6 +88,10 @@ void CudaAllocator::release(void* ptr, void* stream) {
                              ? cudaFree(ptr)
                              : cudaFreeAsync(ptr, static_cast<cudaStream_t>(stream));
   if (rc != cudaSuccess) cudaGetLastError();
+}
+
+std::unique_ptr<DeviceAllocator> make_device_allocator() {
+  return std::make_unique<CudaAllocator>();
 }
 
 }  // namespace slimreduce

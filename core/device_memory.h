@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <utility>
+#include <vector>
 
 namespace slimreduce {
 
@@ -24,6 +26,10 @@ class DeviceAllocator {
   // not wait (then nothing that work may use may be freed).
   virtual bool wait_device(int device) = 0;
 };
+
+// The allocator of the process's device memory: CUDA's on a CUDA build
+// (core/cuda_support.cc), nullptr on a CPU-only one (core/runtime.cc).
+std::unique_ptr<DeviceAllocator> make_device_allocator();
 
 // One allocation, freed at once when dropped (see release_after_device_wait).
 class DeviceBlock {
@@ -47,5 +53,12 @@ class DeviceBlock {
   void* ptr_ = nullptr;
   std::size_t bytes_ = 0;
 };
+
+// Frees blocks that work still queued on `devices` may use (our kernels after
+// an aborted communicator's, a compress kernel writing a residual): waits for
+// each device first; call it outside any lock. No blocks: no wait. Leaks them
+// when it cannot wait. Empties `blocks`.
+void release_after_device_wait(std::vector<DeviceBlock>& blocks, const std::vector<int>& devices,
+                               DeviceAllocator& allocator);
 
 }  // namespace slimreduce

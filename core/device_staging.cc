@@ -13,14 +13,19 @@ GatherCopy gather_copy_for(std::size_t payload, std::size_t stride, std::size_t 
 
 namespace slimreduce::device_staging {
 
+struct StagingSpace {  // nothing to stage without CUDA
+  int device = -1;
+};
+
 bool keeps_residual_on_device(const AllreduceCall&, const compressors::Compressor&) {
   return false;
 }
 int allreduce(const AllreduceCall&, compressors::Compressor&, CommState&, backends::Transport&,
-              ResidualSlot*, double*) {
+              ResidualSlot*, StagingPool&, double*) {
   return MPI_ERR_INTERN;  // unreachable: no pointer is a device pointer here
 }
-int passed_through_allreduce(const AllreduceCall&, MPI_Datatype, MPI_Op, MPI_Comm, int*) {
+int passed_through_allreduce(const AllreduceCall&, MPI_Datatype, MPI_Op, MPI_Comm, StagingPool&,
+                             int*) {
   return MPI_ERR_INTERN;  // unreachable, as allreduce
 }
 }  // namespace slimreduce::device_staging
@@ -84,11 +89,9 @@ struct StreamDelete {
   void operator()(CUstream_st* s) const { cudaStreamDestroy(s); }
 };
 
+}  // namespace
+
 // What one call needs: a stream of our own on its device and staging space.
-// A call leases one for its duration (Lease), so no lock is held while MPI
-// runs: with MPI_THREAD_MULTIPLE, two threads reaching two communicators in
-// different orders on two ranks would otherwise wait for each other forever
-// (each rank's lock held by the call the other rank has not reached).
 struct StagingSpace {
   int device = -1;
   std::unique_ptr<CUstream_st, StreamDelete> stream;
@@ -96,18 +99,7 @@ struct StagingSpace {
   PinnedBuffer host_in, host_out;
 };
 
-struct Staging {
-  std::mutex mutex;  // guards the idle workspaces only; never held across MPI
-  std::vector<std::unique_ptr<StagingSpace> > idle;
-  // Device residuals live in the engine's residual store; this makes them.
-  CudaAllocator residual_memory;
-};
-
-// Never destroyed: at exit the CUDA runtime may be gone before our statics.
-Staging& staging() {
-  static Staging* const s = std::make_unique<Staging>().release();
-  return *s;
-}
+namespace {
 
 // A failed CUDA step, as a Status (the error cleared, so it never reaches a
 // later check): the caller sees an MPI error (backends::mpi_code), never a
@@ -256,18 +248,9 @@ int device_of(const void* ptr) {
 // new one. Given back when the call ends.
 class Lease {
  public:
-  explicit Lease(int device) {
-    Staging& s = staging();
-    {
-      std::lock_guard lock(s.mutex);
-      for (auto it = s.idle.begin(); it != s.idle.end(); ++it) {
-        if ((*it)->device == device) {
-          workspace_ = std::move(*it);
-          s.idle.erase(it);
-          return;
-        }
-      }
-    }
+  Lease(StagingPool& pool, int device) : pool_(pool) {
+    workspace_ = pool.take(device);
+    if (workspace_) return;
     auto fresh = std::make_unique<StagingSpace>();
     fresh->device = device;
     cudaStream_t stream = nullptr;
@@ -283,20 +266,14 @@ class Lease {
     workspace_ = std::move(fresh);
   }
   ~Lease() {
-    if (!workspace_) return;
-    Staging& s = staging();
-    std::lock_guard lock(s.mutex);
-    try {
-      s.idle.push_back(std::move(workspace_));
-    } catch (...) {
-      workspace_.reset();  // no memory to keep it: let it go
-    }
+    if (workspace_) pool_.give_back(std::move(workspace_));
   }
   Lease(const Lease&) = delete;
   Lease& operator=(const Lease&) = delete;
   StagingSpace* get() const { return workspace_.get(); }
 
  private:
+  StagingPool& pool_;
   std::unique_ptr<StagingSpace> workspace_;
 };
 
@@ -328,12 +305,12 @@ namespace {
 // Runs `body` with a workspace leased on the device of the call's device
 // buffer (the input's, else the output's), made current for the call.
 template <class Body>
-Status on_leased_workspace(const AllreduceCall& call, Body&& body) {
+Status on_leased_workspace(const AllreduceCall& call, StagingPool& pool, Body&& body) {
   const int device = device_of(is_device_pointer(call.input) ? call.input : call.output);
   if (device < 0) return Status::mpi(MPI_ERR_BUFFER);
   DeviceGuard guard(device);
   if (!guard.ok()) return Status::cuda(cudaErrorInvalidDevice);
-  Lease lease(device);
+  Lease lease(pool, device);
   if (!lease.get()) return Status::cuda(cudaErrorUnknown);  // no stream could be made
   return body(*lease.get());
 }
@@ -341,14 +318,16 @@ Status on_leased_workspace(const AllreduceCall& call, Body&& body) {
 }  // namespace
 
 int allreduce(const AllreduceCall& call, compressors::Compressor& compressor, CommState& state,
-              backends::Transport& transport, ResidualSlot* residual, double* wire_sent) {
+              backends::Transport& transport, ResidualSlot* residual, StagingPool& pool,
+              double* wire_sent) {
   using compressors::DeviceKernels;
-  return backends::mpi_code(on_leased_workspace(call, [&](StagingSpace& workspace) {
+  return backends::mpi_code(on_leased_workspace(call, pool, [&](StagingSpace& workspace) {
     const DeviceKernels route = route_of(call, compressor);
     StagedCall job{call, compressor, state, transport, workspace, nullptr};
     if (route == DeviceKernels::none) return staged_host(job, wire_sent);
     if (residual && residual->feeds_back) {
-      job.residual = residual->device_residual(staging().residual_memory, job.stream());
+      if (!pool.residual_memory()) return Status::no_memory();
+      job.residual = residual->device_residual(*pool.residual_memory(), job.stream());
       if (!job.residual) return Status::no_memory();
     }
     return route == DeviceKernels::topk ? staged_topk(job, wire_sent) : staged_cast(job, wire_sent);
@@ -356,9 +335,9 @@ int allreduce(const AllreduceCall& call, compressors::Compressor& compressor, Co
 }
 
 int passed_through_allreduce(const AllreduceCall& call, MPI_Datatype datatype, MPI_Op op,
-                             MPI_Comm comm, int* mpi_rc) {
+                             MPI_Comm comm, StagingPool& pool, int* mpi_rc) {
   *mpi_rc = MPI_SUCCESS;
-  const Status status = on_leased_workspace(call, [&](StagingSpace& workspace) {
+  const Status status = on_leased_workspace(call, pool, [&](StagingSpace& workspace) {
     return through_host(workspace, call, [&](const float* in, float* out) {
       *mpi_rc = backends::mpi::allreduce(in, out, static_cast<int>(call.count), datatype, op, comm);
       return Status::mpi(*mpi_rc);
@@ -371,3 +350,33 @@ int passed_through_allreduce(const AllreduceCall& call, MPI_Datatype datatype, M
 }  // namespace slimreduce::device_staging
 
 #endif  // SLIMREDUCE_HAVE_CUDA
+
+// ---- the pool (every build: StagingSpace is complete above) --------------------
+
+namespace slimreduce::device_staging {
+
+StagingPool::StagingPool(DeviceAllocator* residual_memory) : residual_memory_(residual_memory) {}
+StagingPool::~StagingPool() = default;
+
+std::unique_ptr<StagingSpace> StagingPool::take(int device) {
+  std::lock_guard lock(mutex_);
+  for (auto it = idle_.begin(); it != idle_.end(); ++it) {
+    if ((*it)->device == device) {
+      std::unique_ptr<StagingSpace> space = std::move(*it);
+      idle_.erase(it);
+      return space;
+    }
+  }
+  return nullptr;
+}
+
+void StagingPool::give_back(std::unique_ptr<StagingSpace> space) {
+  std::lock_guard lock(mutex_);
+  try {
+    idle_.push_back(std::move(space));
+  } catch (...) {
+    // no memory to keep it: `space` lets it go
+  }
+}
+
+}  // namespace slimreduce::device_staging

@@ -9,14 +9,45 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
 
 #include "backends/transport.h"
 #include "compressors/compressor.h"
 #include "core/comm_state.h"
+#include "core/device_memory.h"
 #include "core/host_allreduce.h"
 #include "core/residuals.h"
 
 namespace slimreduce::device_staging {
+
+// A stream of our own and staging buffers on one device: what one call uses.
+struct StagingSpace;
+
+// The staging spaces kept between calls, owned by the MPI side: a call
+// leases one for its duration, so no lock is held while MPI runs (with
+// MPI_THREAD_MULTIPLE, two threads reaching two communicators in different
+// orders on two ranks would otherwise wait for each other forever).
+class StagingPool {
+ public:
+  // `residual_memory` makes the device residuals (the runtime's allocator).
+  explicit StagingPool(DeviceAllocator* residual_memory);
+  ~StagingPool();
+  StagingPool(const StagingPool&) = delete;
+  StagingPool& operator=(const StagingPool&) = delete;
+
+  DeviceAllocator* residual_memory() const { return residual_memory_; }
+  // An idle space of `device`, or nullptr (the caller makes one).
+  std::unique_ptr<StagingSpace> take(int device);
+  // A space a call is done with.
+  void give_back(std::unique_ptr<StagingSpace> space);
+
+ private:
+  DeviceAllocator* residual_memory_;
+  std::mutex mutex_;  // guards idle_ only; never held across MPI
+  std::vector<std::unique_ptr<StagingSpace>> idle_;
+};
 
 // Whether ptr is device memory (managed memory counts as host: the CPU reaches
 // it). A process that never loaded the CUDA driver gets false without any
@@ -39,9 +70,10 @@ bool keeps_residual_on_device(const AllreduceCall& call, const compressors::Comp
 // the MPI call: the result is in call.output on return. Our stream is a
 // blocking one, so it also starts after work the caller left queued on the
 // legacy default stream. Buffers on two different GPUs are staged through the
-// host. No lock is held while MPI runs (each call leases its own staging).
+// host. No lock is held while MPI runs (each call leases a space of `pool`).
 int allreduce(const AllreduceCall& call, compressors::Compressor& compressor, CommState& state,
-              backends::Transport& transport, ResidualSlot* residual, double* wire_sent);
+              backends::Transport& transport, ResidualSlot* residual, StagingPool& pool,
+              double* wire_sent);
 
 // An eligible call the engine passes through uncompressed (warm-up, a tensor
 // larger than the residual cap) with device memory on either side: its fp32
@@ -51,7 +83,7 @@ int allreduce(const AllreduceCall& call, compressors::Compressor& compressor, Co
 // (CUDA-side) failure, for the engine to raise; *mpi_rc gets what
 // PMPI_Allreduce returned (MPI raised any error of it on comm itself).
 int passed_through_allreduce(const AllreduceCall& call, MPI_Datatype datatype, MPI_Op op,
-                             MPI_Comm comm, int* mpi_rc);
+                             MPI_Comm comm, StagingPool& pool, int* mpi_rc);
 
 // ---- the arithmetic of the GPU top-k route (every build, so tests check it) ----
 

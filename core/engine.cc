@@ -3,19 +3,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 
 #include "backends/mpi_backend.h"
 #include "backends/mpi_transport.h"
-#include "core/compressor_choice.h"
 #include "core/decision.h"
 #include "core/device_staging.h"
 #include "core/eligibility.h"
 #include "core/host_allreduce.h"
 #include "core/log.h"
-#ifdef SLIMREDUCE_HAVE_CUDA
-#include "core/nccl_engine.h"
-#endif
 
 namespace slimreduce {
 namespace {
@@ -26,10 +21,6 @@ int on_comm_delete(MPI_Comm, int, void* attribute, void*) {
   return MPI_SUCCESS;
 }
 
-void report_at_exit() {
-  if (Engine* engine = Engine::get()) engine->write_report_at_exit();
-}
-
 // A predefined 4-byte float: C's float, or Fortran's REAL when it is 4 bytes wide.
 bool is_float32(MPI_Datatype datatype, int type_size) {
   return type_size == 4 && (datatype == MPI_FLOAT || datatype == MPI_REAL || datatype == MPI_REAL4);
@@ -37,67 +28,34 @@ bool is_float32(MPI_Datatype datatype, int type_size) {
 
 }  // namespace
 
-Settings Engine::load_settings() { return parse_settings(read_environment()); }
-
-Engine& Engine::start(Settings settings) {
-  if (!instance_.engine) {
-    instance_.engine = std::make_unique<Engine>(std::move(settings));
-    instance_.tally_board = instance_.engine->tallies_.id();
-    std::atexit(report_at_exit);
-  }
-  return *instance_.engine;
+Engine& Engine::start(Runtime& runtime) {
+  return static_cast<Engine&>(
+      runtime.attach(Side::mpi, [&runtime] { return std::make_unique<Engine>(runtime); }));
 }
 
-Engine::Engine(Settings settings)
-    : settings_(std::move(settings)),
-      residuals_(settings_.ef_max_bytes),
-      decision_(settings_.ef_max_bytes, settings_.warmup_steps) {
-  use_compressor(settings_.compressor);
+Engine::Engine(Runtime& runtime)
+    : runtime_(runtime),
+      staging_(std::make_unique<device_staging::StagingPool>(runtime.device_memory())),
+      rule_(eligibility_rule(runtime.settings())) {
   PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_comm_delete, &comm_keyval_, nullptr);
   if (int real_size = 0; PMPI_Type_size(MPI_REAL, &real_size) == MPI_SUCCESS && real_size == 4) {
     real32_ = MPI_REAL;
   }
   PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
   PMPI_Comm_size(MPI_COMM_WORLD, &world_size_);
-  log_settings();
+  runtime_.know_rank(world_rank_, world_size_, true);
+  Runtime::publish_tally_board(tallies_.id());
 }
 
 // The tallies go with the engine: no call may find them after this.
-// At exit: the CUDA runtime may be gone before the engine, so device
-// residuals are left unfreed rather than freed into a runtime that is not there.
 Engine::~Engine() {
-  instance_.tally_board = 0;
-  residuals_.abandon_device_memory();
+  if (Runtime::tally_board() == tallies_.id()) Runtime::publish_tally_board(0);
 }
 
-bool Engine::set_topk_ratio(double ratio) {
-  if (!(ratio > 0.0 && ratio <= 1.0)) return false;
-  settings_.topk_ratio = ratio;
-  return use_compressor(settings_.compressor);
-}
-
-bool Engine::use_compressor(const std::string& name) {
-  std::unique_ptr<compressors::Compressor> chosen = compressor_named(name, settings_);
-  if (name != "none" && !chosen) return false;
+void Engine::policy_changed(std::vector<int>&) {
   std::lock_guard lock(mutex_);
-  compressor_ = std::move(chosen);
-  settings_.compressor = name;
-  rule_ = eligibility_rule(settings_);
+  rule_ = eligibility_rule(runtime_.settings());
   tallies_.forget_communicators();  // their compress_from came from the old rule
-  error_feedback_ = error_feedback_on(compressor_.get(), settings_);
-  // What one compressor left behind means nothing to another.
-  residuals_ = ResidualStore(settings_.ef_max_bytes);
-  decision_ = CompressionDecision(settings_.ef_max_bytes, settings_.warmup_steps);
-  return true;
-}
-
-void Engine::log_settings() const {
-  if (world_rank_ != 0) return;
-  for (const auto& line : describe_settings(settings_)) {
-    log_line(settings_.log_level, LogLevel::info, world_rank_, "setting %s", line.c_str());
-  }
-  log_line(settings_.log_level, LogLevel::info, world_rank_, "error feedback %s",
-           error_feedback_ ? "on" : "off");
 }
 
 CommState* Engine::state_of(MPI_Comm comm) {
@@ -119,8 +77,9 @@ CommState* Engine::look_up_state(MPI_Comm comm) {
   int found = 0;
   if (PMPI_Comm_get_attr(comm, comm_keyval_, &attribute, &found) != MPI_SUCCESS) return nullptr;
   if (found) return static_cast<CommState*>(attribute);
+  const std::uint64_t id = runtime_.shared()->next_comm_id++;
   std::lock_guard lock(mutex_);
-  auto state = std::make_unique<CommState>(next_comm_id_++, comm);
+  auto state = std::make_unique<CommState>(id, comm);
   CommState* raw = state.get();
   if (PMPI_Comm_set_attr(comm, comm_keyval_, raw) != MPI_SUCCESS) return nullptr;
   comms_.emplace(raw, std::move(state));
@@ -134,13 +93,13 @@ void Engine::forget(CommState* state) {
     std::lock_guard lock(mutex_);
     auto found = comms_.find(state);
     if (found == comms_.end()) return;
-    // Its device residuals too: the MPI device path's calls are synchronous,
-    // so no work of ours still uses them.
-    residuals_.forget_communicator(state->id());
-    decision_.forget_communicator(state->id());
     gone = std::move(found->second);
     comms_.erase(found);
   }
+  // Its device residuals too, freed at once: the MPI device path's calls are
+  // synchronous, so no work of ours still uses them.
+  std::vector<DeviceBlock> freed_now;
+  runtime_.forget_communicator(gone->id(), freed_now);
   // `gone` is dropped outside the lock: freeing the private duplicate calls into MPI.
 }
 
@@ -178,19 +137,7 @@ void Engine::count_pass_through(std::uint64_t bytes, int ranks, std::uint64_t Co
   Counters delta;
   delta.count_pass_through(bytes, ranks);
   if (reason) ++(delta.*reason);
-  board_.add(delta);
-}
-
-ResidualSlot* Engine::residual_for(const ResidualKey& key, std::size_t count,
-                                   std::uint64_t datatype_tag) {
-  const std::uint64_t resets_before = residuals_.resets();
-  ResidualSlot* slot = residuals_.find_or_create(key, count, datatype_tag, error_feedback_);
-  if (residuals_.resets() != resets_before) {
-    Counters reset;
-    reset.ef_resets = 1;
-    board_.add(reset);
-  }
-  return slot;
+  runtime_.board(Side::mpi).add(delta);
 }
 
 int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
@@ -202,23 +149,29 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
   // (false at once on a CPU-only build, or in a process without CUDA).
   const bool device = device_staging::is_device_pointer(call.input) ||
                       device_staging::is_device_pointer(call.output);
-  const bool residual_on_device =
-      device && device_staging::keeps_residual_on_device(call, *compressor_);
+  std::uint64_t resets = 0;  // the key came back with another shape: its residual was dropped
+  Policy policy;             // held for the call: a switch meanwhile leaves its compressor alive
   ResidualSlot* slot = nullptr;
   bool no_room = false;  // error feedback wanted, but the cap is reached: none for this call
   std::uint64_t Counters::*passes_because = nullptr;  // set: passed through, for this reason
   {
-    std::lock_guard lock(mutex_);
+    Runtime::Locked shared = runtime_.shared();
+    policy = shared->policy;
     const auto datatype_tag = reinterpret_cast<std::uintptr_t>(datatype);
     // Whether to compress: from the arguments and the calls before, as on every rank.
-    passes_because =
-        counted_as(decision_.decide(error_feedback_, state.id(), call.count, datatype_tag));
+    passes_because = counted_as(
+        shared->decision.decide(policy.error_feedback, state.id(), call.count, datatype_tag));
     if (!passes_because) {
       // The residual: local, keyed by our buffer address. A missing one (no
       // room under the cap) means no error feedback, never another path.
       // One store for host and device residuals: the device path takes the slot's device memory.
-      slot = residual_for({state.id(), recvbuf}, call.count, datatype_tag);
+      const std::uint64_t resets_before = shared->residuals.resets();
+      slot = shared->residuals.find_or_create({state.id(), recvbuf}, call.count, datatype_tag,
+                                              policy.error_feedback);
+      resets = shared->residuals.resets() - resets_before;
       no_room = slot == nullptr;
+      const bool residual_on_device =
+          device && device_staging::keeps_residual_on_device(call, *policy.compressor);
       if (slot && !residual_on_device) call.residual = slot->host_residual();
     }
   }
@@ -230,7 +183,8 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
     // Device buffers too go to an MPI that may not read them: staged through the host.
     if (!device) return backends::mpi::allreduce(sendbuf, recvbuf, count, datatype, op, comm);
     int mpi_rc = MPI_SUCCESS;
-    const int rc = device_staging::passed_through_allreduce(call, datatype, op, comm, &mpi_rc);
+    const int rc =
+        device_staging::passed_through_allreduce(call, datatype, op, comm, *staging_, &mpi_rc);
     return rc == MPI_SUCCESS ? mpi_rc : raise(comm, rc, "MPI_Allreduce (staged through the host)");
   }
   // A failed dup was raised on comm by MPI itself; everything after it is ours to raise.
@@ -239,21 +193,24 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
   backends::MpiTransport transport(wire_comm, state.rank(), state.size());
   double wire_sent = 0;
   // Device buffers: compressed on the GPU, only the compressed bytes staged through the host.
+  compressors::Compressor& compressor = *policy.compressor;
   const int rc =
-      device ? device_staging::allreduce(call, *compressor_, state, transport, slot, &wire_sent)
-             : backends::mpi_code(host_allreduce(call, *compressor_, transport, state, &wire_sent));
+      device ? device_staging::allreduce(call, compressor, state, transport, slot, *staging_,
+                                         &wire_sent)
+             : backends::mpi_code(host_allreduce(call, compressor, transport, state, &wire_sent));
   if (rc != MPI_SUCCESS) return raise(comm, rc, "MPI_Allreduce (compressed)");
   Counters delta;
   delta.count_compressed(bytes, state.size(), wire_sent);
   delta.ef_cap_fallback = no_room ? 1 : 0;
-  board_.add(delta);
+  delta.ef_resets = resets;
+  runtime_.board(Side::mpi).add(delta);
   return MPI_SUCCESS;
 }
 
 int Engine::raise(MPI_Comm comm, int code, const char* what) {
   try {  // the line is a courtesy: out of memory, the handler still hears of the error
     const Engine* engine = get();
-    log_line(engine ? engine->settings_.log_level : LogLevel::error, LogLevel::error,
+    log_line(engine ? engine->runtime_.settings().log_level : LogLevel::error, LogLevel::error,
              engine ? engine->world_rank_ : 0, "%s failed in SlimReduce: %s", what,
              backends::mpi::error_text(code).c_str());
   } catch (...) {
@@ -272,101 +229,39 @@ int Engine::iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Dataty
   return backends::mpi::iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
 }
 
-Counters Engine::counters() const {
-  Counters total = board_.total();
-  total += tallies_.total();
-#ifdef SLIMREDUCE_HAVE_CUDA
-  // A job on both (Horovod: MPI control, NCCL data) gets one report with both.
-  if (const NcclEngine* nccl = NcclEngine::get()) total += nccl->counters();
-#endif
-  return total;
-}
-
 void Engine::finish() {
+  if (!runtime_.claim_report()) return;
   {
     std::lock_guard lock(mutex_);
-    if (reported_) return;
-    reported_ = true;
     for (auto& [raw, state] : comms_) state->release();
   }
-  warn_about_resets();
-  warn_about_cap();
-  const ReportContext context{world_rank_, world_size_, settings_.compressor};
-  if (settings_.report == "stderr") {
-    const Counters mine = counters();
-    double local[9] = {double(mine.intercepted),     double(mine.compressed),
-                       double(mine.passed_through),  double(mine.warmup),
-                       double(mine.ef_cap_fallback), double(mine.input_bytes),
-                       mine.wire_baseline,           mine.wire_sent,
-                       double(mine.ef_resets)};
-    double total[9] = {};
-    PMPI_Reduce(local, total, 9, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
-    if (world_rank_ == 0) {
-      const Counters sum{std::uint64_t(total[0]),
-                         std::uint64_t(total[1]),
-                         std::uint64_t(total[2]),
-                         std::uint64_t(total[3]),
-                         std::uint64_t(total[4]),
-                         std::uint64_t(total[5]),
-                         total[6],
-                         total[7],
-                         std::uint64_t(total[8])};
-      ReportContext summed = context;
-      summed.summed_over_ranks = true;
-      std::fputs(report_table(sum, summed).c_str(), stderr);
-    }
-  } else if (!settings_.report.empty()) {
-    write_json_report();
+  runtime_.warn_about_counters();
+  const ReportContext context = runtime_.report_context();
+  const Counters mine = runtime_.counters();  // the NCCL side's too: one report per job
+  if (runtime_.settings().report != "stderr") {
+    runtime_.write_report(mine, context);
+    return;
   }
-}
-
-void Engine::warn_about_cap() const {
-  const Counters mine = counters();
-  if (mine.ef_cap_fallback == 0) return;
-  log_line(settings_.log_level, LogLevel::warn, world_rank_,
-           "%llu calls went without error feedback: SLIMREDUCE_EF_MAX_BYTES (%llu bytes) was "
-           "reached (a tensor larger than it, or more keys than fit: new receive buffers each "
-           "step?); raise it, or reuse the buffers",
-           static_cast<unsigned long long>(mine.ef_cap_fallback),
-           static_cast<unsigned long long>(settings_.ef_max_bytes));
-}
-
-void Engine::warn_about_resets() const {
-  const Counters mine = counters();
-  // Error feedback only works if a residual key sees the same tensor call
-  // after call; a key whose count keeps changing throws its residual away.
-  if (mine.ef_resets == 0 || mine.ef_resets * 10 < mine.compressed) return;
-  log_line(settings_.log_level, LogLevel::warn, world_rank_,
-           "error-feedback residuals were reset %llu times in %llu compressed calls: a receive "
-           "buffer was reduced with changing counts (a fusion buffer?); see docs/horovod.md",
-           static_cast<unsigned long long>(mine.ef_resets),
-           static_cast<unsigned long long>(mine.compressed));
-}
-
-void Engine::write_report_at_exit() {
-  {
-    std::lock_guard lock(mutex_);
-    if (reported_) return;
-    reported_ = true;
-  }
-  // Without MPI_Finalize there is no MPI to sum over ranks: each rank speaks for itself.
-  if (settings_.report == "stderr") {
-    const ReportContext context{world_rank_, world_size_, settings_.compressor};
-    std::fputs(report_table(counters(), context).c_str(), stderr);
-  } else if (!settings_.report.empty()) {
-    write_json_report();
-  }
-}
-
-void Engine::write_json_report() {
-  const ReportContext context{world_rank_, world_size_, settings_.compressor};
-  const std::string path = settings_.report + "." + std::to_string(world_rank_) + ".json";
-  std::ofstream out(path);
-  out << report_json(counters(), context);
-  if (!out) {
-    log_line(settings_.log_level, LogLevel::error, world_rank_, "cannot write the report to %s",
-             path.c_str());
-  }
+  double local[9] = {double(mine.intercepted),     double(mine.compressed),
+                     double(mine.passed_through),  double(mine.warmup),
+                     double(mine.ef_cap_fallback), double(mine.input_bytes),
+                     mine.wire_baseline,           mine.wire_sent,
+                     double(mine.ef_resets)};
+  double total[9] = {};
+  PMPI_Reduce(local, total, 9, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+  if (world_rank_ != 0) return;
+  const Counters sum{std::uint64_t(total[0]),
+                     std::uint64_t(total[1]),
+                     std::uint64_t(total[2]),
+                     std::uint64_t(total[3]),
+                     std::uint64_t(total[4]),
+                     std::uint64_t(total[5]),
+                     total[6],
+                     total[7],
+                     std::uint64_t(total[8])};
+  ReportContext summed = context;
+  summed.summed_over_ranks = true;
+  runtime_.write_report(sum, summed);
 }
 
 }  // namespace slimreduce

@@ -1,37 +1,38 @@
-// The engine: the one instance that holds settings, per-communicator state,
-// residuals and counters, and decides what happens to each intercepted call.
+// The MPI side: what an intercepted MPI call meets first.
 #pragma once
 
 #include <mpi.h>
 
-#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 
-#include "compressors/compressor.h"
 #include "core/comm_state.h"
 #include "core/counters.h"
-#include "core/decision.h"
+#include "core/device_staging.h"
 #include "core/eligibility.h"
-#include "core/residuals.h"
-#include "core/settings.h"
+#include "core/runtime.h"
 #include "core/thread_tally.h"
 
 namespace slimreduce {
 
-class Engine {
+// The MPI side of the runtime (core/runtime.h): the communicators MPI
+// calls reach, the hot path of calls that pass through, and the work of a
+// compressed call. Settings, policy, decision, residuals and counters are the
+// runtime's.
+class Engine : public RuntimeSide {
  public:
-  // Reads and validates the settings; throws SettingsError. Call before MPI starts.
-  static Settings load_settings();
-  // Creates the instance once MPI is up. Idempotent.
-  static Engine& start(Settings settings);
-  // The instance, or nullptr before start() (a process that never uses MPI).
-  static Engine* get() { return instance_.engine.get(); }
+  // Attaches the MPI side to the runtime once MPI is up. Idempotent.
+  static Engine& start(Runtime& runtime);
+  // The MPI side, or nullptr before start() (a process that never uses MPI).
+  static Engine* get() {
+    Runtime* runtime = Runtime::get();
+    return runtime ? static_cast<Engine*>(runtime->side(Side::mpi)) : nullptr;
+  }
 
-  explicit Engine(Settings settings);
-  ~Engine();
+  explicit Engine(Runtime& runtime);
+  ~Engine() override;
 
   // The hot path of a call that passes through, which must cost next to
   // nothing: true when the call, on the communicator this thread used last,
@@ -41,7 +42,7 @@ class Engine {
   // Static: it reads no line of the engine object, only the thread's tally.
   static bool counted_pass_through(int count, MPI_Datatype datatype, MPI_Op op,
                                    MPI_Comm comm) noexcept {
-    ThreadTally* tally = TallyBoard::known_on(instance_.tally_board);
+    ThreadTally* tally = TallyBoard::known_on(Runtime::tally_board());
     if (!tally || tally->comm.load(std::memory_order_relaxed) != comm ||
         (datatype != tally->float_type && datatype != tally->real_type) || count < 0) {
       return false;
@@ -58,26 +59,20 @@ class Engine {
   int iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                  MPI_Comm comm, MPI_Request* request);
 
-  // Writes the report (once) and lets go of MPI resources; call before PMPI_Finalize.
+  // Writes the report (once, summed over ranks) and lets go of MPI
+  // resources; call before PMPI_Finalize.
   void finish();
-  // Writes the per-rank JSON if finish() never ran (the process exits without MPI_Finalize).
-  void write_report_at_exit();
-
-  // Switches the compressor ("none" included) and drops all residuals. Every
-  // rank must switch at the same point, with no call of its own in flight.
-  bool use_compressor(const std::string& name);
-  // Sets SLIMREDUCE_TOPK_RATIO's value for the calls that follow (same rule as
-  // use_compressor); false unless 0 < ratio <= 1.
-  bool set_topk_ratio(double ratio);
 
   // An error that no MPI call has reported to the caller yet (an exception
   // of ours, a failed compressed call): logged, then handed to comm's error
   // handler as the real call would have done. Returns code.
   static int raise(MPI_Comm comm, int code, const char* what);
 
-  const Settings& settings() const { return settings_; }
-  Counters counters() const;
   void forget(CommState* state);
+  // The runtime switched the compressor: the eligibility rule and every
+  // thread's hot-path threshold follow.
+  void policy_changed(std::vector<int>& devices) override;
+  Counters own_counters() const override { return tallies_.total(); }
 
  private:
   // The communicator's state. Most jobs reduce on one communicator call after
@@ -89,46 +84,26 @@ class Engine {
 
   int compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                     MPI_Comm comm, CommState& state);
-  // The key's residual slot (nullptr: no room under the cap), counting a
-  // reset. Under mutex_.
-  ResidualSlot* residual_for(const ResidualKey& key, std::size_t count, std::uint64_t datatype_tag);
-  void log_settings() const;
-  // Warns once, at the report, when error feedback kept losing its residuals.
-  void warn_about_resets() const;
-  // Warns once, at the report, when the residual cap turned error feedback off.
-  void warn_about_cap() const;
   // Counts a call that reached the real library as given; reason, if any, says why it
   // was not compressed (Counters::warmup or Counters::ef_cap_fallback).
   void count_pass_through(std::uint64_t bytes, int ranks,
                           std::uint64_t Counters::*reason = nullptr);
-  void write_json_report();
 
-  // The one engine of the process, and the number of its tally board (0
-  // while there is none), side by side so the hot path reads one line of ours.
-  struct Instance {
-    std::unique_ptr<Engine> engine;
-    std::uint64_t tally_board;  // static storage: zero until start()
-  };
-  static inline Instance instance_;
-
-  TallyBoard tallies_;    // plain pass-through calls and the last communicator, per thread
-  EligibilityRule rule_;  // from settings_, kept in step by use_compressor
+  Runtime& runtime_;
+  TallyBoard tallies_;  // plain pass-through calls and the last communicator, per thread
   MPI_Datatype real32_ = MPI_FLOAT;  // MPI_REAL when it is 4 bytes wide (the hot path's test)
-
-  Settings settings_;
-  std::unique_ptr<compressors::Compressor> compressor_;  // nullptr for "none"
-  bool error_feedback_ = false;
   int comm_keyval_ = MPI_KEYVAL_INVALID;
   int world_rank_ = 0;
   int world_size_ = 1;
+  // Pinned and device workspaces of calls on device buffers, kept between calls.
+  std::unique_ptr<device_staging::StagingPool> staging_;
+
+  // From the runtime's settings; changed only by policy_changed (a switch
+  // comes with no call in flight), read without a lock.
+  EligibilityRule rule_;
 
   mutable std::mutex mutex_;  // guards everything below
-  std::uint64_t next_comm_id_ = 1;
   std::map<CommState*, std::unique_ptr<CommState>> comms_;
-  ResidualStore residuals_;
-  CompressionDecision decision_;
-  CounterBoard board_;  // every call but a plain pass-through
-  bool reported_ = false;
 };
 
 }  // namespace slimreduce

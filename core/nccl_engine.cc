@@ -37,7 +37,8 @@ thread_local std::vector<ncclComm_t> created_in_group;
 // The NCCL and CUDA work of one group (or one call), for GroupDeferral to drive.
 class NcclEngine::PlanRunner : public PlanActions {
  public:
-  explicit PlanRunner(NcclEngine& engine) : engine_(engine), plan_(engine.current_compressor()) {}
+  explicit PlanRunner(NcclEngine& engine)
+      : engine_(engine), plan_(engine.runtime_.policy().compressor) {}
 
   int real_group_start() override { return real::call(real::api().group_start); }
   int real_group_end() override { return real::call(real::api().group_end); }
@@ -95,11 +96,6 @@ class NcclEngine::PlanRunner : public PlanActions {
   GroupPlan plan_;
 };
 
-std::shared_ptr<compressors::Compressor> NcclEngine::current_compressor() const {
-  std::lock_guard lock(mutex_);
-  return compressor_;
-}
-
 NcclModeFacts NcclEngine::mode_facts(ncclResult_t rc, const ncclConfig_t* config,
                                      ncclComm_t parent) const {
   NcclModeFacts facts;
@@ -122,20 +118,17 @@ void NcclEngine::comm_created(ncclComm_t comm, ncclResult_t rc, const ncclConfig
   if (!comm) return;
   auto state = std::make_shared<NcclCommState>();
   state->comm = comm;
-  state->allocator = &allocator_;
+  state->allocator = &device_memory_;
+  state->id = runtime_.shared()->next_comm_id++;
   std::shared_ptr<NcclCommState> replaced;  // a handle we never saw go: dropped outside the lock
   {
     std::lock_guard lock(mutex_);
     state->blocking = nccl_blocking_mode(mode_facts(rc, config, parent));
-    state->id = next_comm_id_++;
-    log_line(settings_.log_level, LogLevel::debug, report_rank_ < 0 ? 0 : report_rank_,
+    log_line(runtime_.settings().log_level, LogLevel::debug, first_rank_ < 0 ? 0 : first_rank_,
              "nccl: communicator %llu created, %s", static_cast<unsigned long long>(state->id),
              state->blocking ? "blocking" : "non-blocking: passed through");
     replaced = std::exchange(comms_[comm], state);
-    if (replaced) {
-      residuals_.take_communicator(replaced->id, replaced->orphaned_residuals);
-      decision_.forget_communicator(replaced->id);
-    }
+    if (replaced) runtime_.forget_communicator(replaced->id, replaced->orphaned_residuals);
   }
   if (!state->blocking) return;
   // Created inside the caller's group: NCCL has only queued it, and answers
@@ -169,11 +162,9 @@ void NcclEngine::shape(ncclComm_t comm) {
   state.rank = rank;
   state.device = device;
   state.size = size;
-  if (report_rank_ < 0) {
-    report_rank_ = rank;
-    report_size_ = size;
-  }
-  log_line(settings_.log_level, LogLevel::debug, rank,
+  if (first_rank_ < 0) first_rank_ = rank;
+  runtime_.know_rank(rank, size, false);  // the report's, unless MPI or the launcher says
+  log_line(runtime_.settings().log_level, LogLevel::debug, rank,
            "nccl: communicator %llu: rank %d of %d on device %d",
            static_cast<unsigned long long>(state.id), rank, size, device);
 }
@@ -193,8 +184,7 @@ void NcclEngine::comm_gone(ncclComm_t comm, bool aborted) {
     gone = std::move(found->second);
     comms_.erase(found);
     // Its residuals stay with it: a plan on another thread may still use them.
-    residuals_.take_communicator(gone->id, gone->orphaned_residuals);
-    decision_.forget_communicator(gone->id);
+    runtime_.forget_communicator(gone->id, gone->orphaned_residuals);
   }
   // Dropped outside the lock: unless a plan still holds it, its device memory
   // is freed then, after a wait for the device (~NcclCommState): NCCL's destroy
@@ -230,7 +220,7 @@ NcclCallFacts NcclEngine::facts_of(const Reduction& call,
   }
   // The pointer check is the one CUDA call here: only for a call otherwise eligible.
   facts.device_buffers = true;
-  if (classify_nccl(facts, settings_, compressor).path != ReductionPath::pass_through) {
+  if (classify_nccl(facts, runtime_.settings(), compressor).path != ReductionPath::pass_through) {
     facts.device_buffers = is_device_memory(call.sendbuff) && is_device_memory(call.recvbuff);
   }
   return facts;
@@ -243,9 +233,9 @@ ncclResult_t NcclEngine::all_reduce(const void* sendbuff, void* recvbuff, size_t
                  comm,     stream,   nullptr, ReductionVerdict{}};
   // A config that leaves every choice to NCCL makes the plain call (nccl.h).
   if (!nccl_coll_config_plain(coll_config)) call.coll_config = coll_config;
-  const std::shared_ptr<compressors::Compressor> compressor = current_compressor();
+  const std::shared_ptr<compressors::Compressor> compressor = runtime_.policy().compressor;
   const NcclCallFacts facts = facts_of(call, compressor.get());
-  call.verdict = classify_nccl(facts, settings_, compressor.get());
+  call.verdict = classify_nccl(facts, runtime_.settings(), compressor.get());
   PlanRunner actions(*this);
   if (call.verdict.path == ReductionPath::pass_through) {
     return static_cast<ncclResult_t>(group.pass_through(call, facts.blocking_comm, actions));
@@ -283,36 +273,38 @@ ncclResult_t NcclEngine::group_simulate_end(ncclSimInfo_t* sim_info) {
 // store's keys are this rank's buffer addresses, so a missing residual (no
 // room under the cap, or none can be made during graph capture) only turns
 // error feedback off, never the path.
-NcclEngine::Planned NcclEngine::decide(CallPlan& p, bool capturing) {
+NcclEngine::Planned NcclEngine::decide(CallPlan& p, bool capturing, SharedState& shared,
+                                       Counters& counted) {
   p.compressed = false;
   if (!p.comm || !p.comm->blocking || p.comm->size < 1) return Planned::ok;
   const Reduction& c = p.call;
-  const Decision decision = decision_.decide(error_feedback_, p.comm->id, c.count,
-                                             static_cast<std::uint64_t>(c.datatype));
+  const bool error_feedback = shared.policy.error_feedback;
+  const Decision decision = shared.decision.decide(error_feedback, p.comm->id, c.count,
+                                                   static_cast<std::uint64_t>(c.datatype));
   if (decision != Decision::compress) {
-    ++(counters_.*counted_as(decision));
+    ++(counted.*counted_as(decision));
     return Planned::ok;
   }
-  NcclResidualSlot* slot = nullptr;
+  ResidualSlot* slot = nullptr;
   DeviceGuard device(p.comm->device);
-  const auto status =
-      residuals_.find_or_create({p.comm->id, c.recvbuff}, c.count, c.datatype, error_feedback_,
-                                !capturing, c.stream, allocator_, &slot);
-  switch (status) {
-    case NcclResidualStore::Status::over_cap:
+  const auto found = shared.residuals.find_on_device(
+      {p.comm->id, c.recvbuff}, c.count, static_cast<std::uint64_t>(c.datatype), error_feedback,
+      !capturing, c.stream, device_memory_, &slot);
+  switch (found) {
+    case ResidualStore::Found::over_cap:
       p.residual = nullptr;  // compressed all the same, without error feedback
       p.residual_missing = CallPlan::Missing::no_room;
       break;
-    case NcclResidualStore::Status::not_now:
+    case ResidualStore::Found::not_now:
       // Capturing, and this key has no residual of its shape yet (capture
       // allocates nothing): captured compressed without error feedback.
       p.residual = nullptr;
       p.residual_missing = CallPlan::Missing::in_graph;
       break;
-    case NcclResidualStore::Status::no_memory:
+    case ResidualStore::Found::no_memory:
       return Planned::out_of_memory;
-    case NcclResidualStore::Status::ok:
-      p.residual = static_cast<float*>(slot->residual.get());
+    case ResidualStore::Found::ok:
+      p.residual = static_cast<float*>(slot->device.get());
       if (capturing && p.residual) slot->captured = true;
       break;
   }
@@ -322,28 +314,40 @@ NcclEngine::Planned NcclEngine::decide(CallPlan& p, bool capturing) {
 
 ncclResult_t NcclEngine::plan(GroupPlan& plan) {
   std::lock_guard lock(mutex_);
-  for (CallPlan& p : plan.calls) {
-    auto found = comms_.find(static_cast<ncclComm_t>(p.call.comm));
-    p.comm = found == comms_.end() ? nullptr : found->second;
-    // A compressor switched while the call was held (not supported, but never
-    // a wrong cast): the call passes through, as NCCL would run it.
-    if (!plan.carries(p.call.verdict.path)) {
-      p.compressed = false;
-      continue;
+  Counters passed;  // warm-up and cap counts, added however the planning ends
+  struct AddOnExit {
+    CounterBoard& board;
+    Counters& counted;
+    ~AddOnExit() { board.add(counted); }
+  } add_on_exit{runtime_.board(Side::nccl), passed};
+  {
+    Runtime::Locked shared = runtime_.shared();
+    for (CallPlan& p : plan.calls) {
+      auto found = comms_.find(static_cast<ncclComm_t>(p.call.comm));
+      p.comm = found == comms_.end() ? nullptr : found->second;
+      // A compressor switched while the call was held (not supported, but never
+      // a wrong cast): the call passes through, as NCCL would run it.
+      if (!plan.carries(p.call.verdict.path)) {
+        p.compressed = false;
+        continue;
+      }
+      const bool capturing = is_capturing(static_cast<cudaStream_t>(p.call.stream));
+      if (decide(p, capturing, *shared, passed) == Planned::out_of_memory) return ncclSystemError;
     }
-    if (decide(p, is_capturing(static_cast<cudaStream_t>(p.call.stream))) == Planned::out_of_memory)
-      return ncclSystemError;
   }
   if (const ncclResult_t rc = plan_memory(plan); rc != ncclSuccess) return rc;
   for (const CallPlan& p : plan.calls) {
+    // Call by call: the report's byte sums add in the order the calls came.
     const std::uint64_t bytes = p.call.count * nccl_type_bytes(p.call.datatype);
+    Counters counted;
     if (p.compressed) {
-      counters_.count_compressed(bytes, p.comm->size, plan.wire_sent(p));
-      if (p.residual_missing != CallPlan::Missing::none) ++counters_.ef_cap_fallback;
+      counted.count_compressed(bytes, p.comm->size, plan.wire_sent(p));
+      if (p.residual_missing != CallPlan::Missing::none) ++counted.ef_cap_fallback;
       if (p.residual_missing == CallPlan::Missing::in_graph) warn_no_residual_in_graph();
     } else {
-      counters_.count_pass_through(bytes, p.comm ? p.comm->size : 1);
+      counted.count_pass_through(bytes, p.comm ? p.comm->size : 1);
     }
+    runtime_.board(Side::nccl).add(counted);
   }
   return ncclSuccess;
 }
@@ -366,7 +370,7 @@ ncclResult_t NcclEngine::plan_memory(GroupPlan& plan) {
       continue;
     }
     DeviceGuard device(key.first->device);
-    if (!device.ok() || !ws.ensure(bytes, key.second, allocator_)) return ncclSystemError;
+    if (!device.ok() || !ws.ensure(bytes, key.second, device_memory_)) return ncclSystemError;
   }
   if (dropped) need = plan.layout();
   for (const auto& [key, bytes] : need) {
@@ -380,7 +384,7 @@ ncclResult_t NcclEngine::plan_memory(GroupPlan& plan) {
 // doing so, which the user can avoid by running the call once before capture.
 void NcclEngine::warn_no_residual_in_graph() {
   if (std::exchange(warned_no_residual_in_graph_, true)) return;
-  log_line(settings_.log_level, LogLevel::warn, report_rank_ < 0 ? 0 : report_rank_,
+  log_line(runtime_.settings().log_level, LogLevel::warn, first_rank_ < 0 ? 0 : first_rank_,
            "nccl: a call captured into a CUDA graph had no error-feedback residual for its "
            "receive buffer yet, so the graph reduces it compressed without error feedback; run "
            "each call once before capture (counted as residual cap reached)");
@@ -397,8 +401,9 @@ void NcclEngine::count_pass_through(const Reduction& call) {
                    size < 1)) {
     size = 1;
   }
-  std::lock_guard lock(mutex_);
-  counters_.count_pass_through(bytes, size);
+  Counters counted;
+  counted.count_pass_through(bytes, size);
+  runtime_.board(Side::nccl).add(counted);
 }
 
 }  // namespace slimreduce

@@ -1,8 +1,8 @@
-// The NCCL side of SlimReduce: settings, the communicators we saw created,
-// residuals, counters, and the decision for each ncclAllReduce. One instance
-// per process, made by interpose/nccl_shim.cc on the first NCCL call (a job may
-// use NCCL without MPI, so it does not hang off the MPI engine); the MPI
-// engine may read its counters. Only with SLIMREDUCE_HAVE_CUDA.
+// The NCCL side of the runtime (core/runtime.h): the communicators we saw
+// created, this thread's group, and the plan of each ncclAllReduce. Made by
+// interpose/nccl_shim.cc on the first NCCL call (a job may use NCCL without
+// MPI). Settings, policy, decision, residuals and counters are the runtime's.
+// Only with SLIMREDUCE_HAVE_CUDA.
 #pragma once
 
 #ifdef SLIMREDUCE_HAVE_CUDA
@@ -17,27 +17,28 @@
 #include "backends/nccl_backend.h"
 #include "core/counters.h"
 #include "core/cuda_support.h"
-#include "core/decision.h"
 #include "core/nccl_eligibility.h"
 #include "core/nccl_memory.h"
 #include "core/nccl_plan.h"
-#include "core/residuals.h"
-#include "core/settings.h"
+#include "core/runtime.h"
 #include "scheduler/group_deferral.h"
 
 namespace slimreduce {
 
-class NcclEngine {
+class NcclEngine : public RuntimeSide {
  public:
-  explicit NcclEngine(Settings settings);
-  ~NcclEngine();
+  explicit NcclEngine(Runtime& runtime);
+  ~NcclEngine() override;
   NcclEngine(const NcclEngine&) = delete;
   NcclEngine& operator=(const NcclEngine&) = delete;
 
-  // The instance the NCCL shim made, or nullptr before the first NCCL call.
-  static NcclEngine* get();
-  // Makes the instance (once; it lives until the process ends).
-  static NcclEngine& start(Settings settings);
+  // The NCCL side, or nullptr before the first NCCL call.
+  static NcclEngine* get() {
+    Runtime* runtime = Runtime::get();
+    return runtime ? static_cast<NcclEngine*>(runtime->side(Side::nccl)) : nullptr;
+  }
+  // Attaches the NCCL side to the runtime (once).
+  static NcclEngine& start(Runtime& runtime);
 
   ncclResult_t all_reduce(const void* sendbuff, void* recvbuff, size_t count,
                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
@@ -59,15 +60,11 @@ class NcclEngine {
   // by one must not block on the kernels of those it has not aborted yet.
   void comm_gone(ncclComm_t comm, bool aborted = false);
 
-  // Switches the compressor and drops every residual (as Engine::use_compressor).
-  bool use_compressor(const std::string& name);
-  // Sets the top-k ratio, 0 < ratio <= 1, and drops every residual (as Engine's).
-  bool set_topk_ratio(double ratio);
-  Counters counters() const;
-  const Settings& settings() const { return settings_; }
-  // The report of a job that never started the MPI engine (NCCL only: with
-  // MPI up, the MPI engine writes it, these counters included; the shim asks).
-  void write_report_at_exit();
+  // The runtime switched the compressor: the devices of our communicators,
+  // whose queued kernels may still use the residuals it dropped.
+  void policy_changed(std::vector<int>& devices) override;
+  // The counters of NCCL calls alone.
+  Counters counters() const { return runtime_.counters(Side::nccl); }
 
  private:
   class PlanRunner;
@@ -82,26 +79,16 @@ class NcclEngine {
   ncclResult_t plan(GroupPlan& plan);
   ncclResult_t plan_memory(GroupPlan& plan);
   enum class Planned { ok, out_of_memory };
-  Planned decide(CallPlan& p, bool capturing);
-  // The compressor in effect (nullptr: none), held by whoever runs a call with it.
-  std::shared_ptr<compressors::Compressor> current_compressor() const;
+  Planned decide(CallPlan& p, bool capturing, SharedState& shared, Counters& counted);
   void count_pass_through(const Reduction& call);
   void warn_no_residual_in_graph();  // under mutex_
 
-  Settings settings_;
-  bool error_feedback_ = false;
-  CudaAllocator allocator_;
+  Runtime& runtime_;
+  DeviceAllocator& device_memory_;  // the runtime's
 
   mutable std::mutex mutex_;  // guards everything below; never held across a real NCCL call
-  std::shared_ptr<compressors::Compressor> compressor_;  // nullptr for "none"
-  std::uint64_t next_comm_id_ = 1;
   std::map<ncclComm_t, std::shared_ptr<NcclCommState>> comms_;
-  NcclResidualStore residuals_;
-  CompressionDecision decision_;
-  Counters counters_;
-  int report_rank_ = -1;
-  int report_size_ = 0;
-  bool reported_ = false;
+  int first_rank_ = -1;  // the first communicator's rank, which our log lines carry
   bool warned_no_residual_in_graph_ = false;
 };
 

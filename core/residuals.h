@@ -1,6 +1,7 @@
 // Error-feedback residuals and per-key call counts (design invariant 5).
 //
-// A key is (communicator, receive buffer, count, datatype). A key seen again
+// One store for every path (MPI host, MPI device, NCCL). A key is
+// (communicator, receive buffer, count, datatype). A key seen again
 // with another count or datatype is reset; all of a communicator's keys go
 // when it is freed; the residual memory is capped, and a key that would pass
 // the cap gets no residual (counted by the caller).
@@ -36,10 +37,13 @@ struct ResidualSlot {
   // Error feedback is on for this key: count floats are held for it, counted
   // against the cap, on the host or (device buffers) on the GPU.
   bool feeds_back = false;
+  // A CUDA graph captured a call that uses the device residual: a replay may
+  // still use it, so it is retired, not freed, until its communicator goes.
+  bool captured = false;
   // The host residual, made zeroed on first use: a key whose residual lives
   // on the GPU never needs it.
   std::vector<float> residual;
-  // The device residual (the MPI path's device buffers), made zeroed on first
+  // The device residual (device buffers, MPI or NCCL), made zeroed on first
   // use; freed with the slot, when its key resets or its communicator goes.
   DeviceBlock device;
 
@@ -61,19 +65,45 @@ struct ResidualSlot {
     return static_cast<float*>(device.get());
   }
   std::uint64_t held_bytes() const { return feeds_back ? std::uint64_t{count} * sizeof(float) : 0; }
+  // Memory is held for it (what a key reset during graph capture may not free).
+  bool holds_memory() const { return !residual.empty() || device.get(); }
 };
 
+// The one residual store of the process (core/runtime.h owns it), for every
+// path: the MPI paths' host and device residuals and the NCCL path's device
+// ones, under one cap.
 class ResidualStore {
  public:
+  enum class Found { ok, over_cap, not_now, no_memory };
+
   explicit ResidualStore(std::uint64_t max_bytes) : max_bytes_(max_bytes) {}
+  ResidualStore(ResidualStore&&) = default;
+  ResidualStore& operator=(ResidualStore&&) = default;
 
   // The slot for this key, reset if its shape changed. With want_residual the
   // slot feeds back error (count floats held, zeroed: see host_residual()),
   // unless that would pass the cap: then nullptr, and nothing is stored.
   ResidualSlot* find_or_create(const ResidualKey& key, std::size_t count,
                                std::uint64_t datatype_tag, bool want_residual);
+  // The same for a stream-ordered path (NCCL), the device residual made at
+  // once on `stream`. Without may_allocate (graph capture) nothing is made
+  // or freed: a new key, or a key whose shape changed, answers not_now (a
+  // key without memory may still reset). no_memory: the device had none;
+  // the slot then does not feed back.
+  Found find_on_device(const ResidualKey& key, std::size_t count, std::uint64_t datatype_tag,
+                       bool want_residual, bool may_allocate, void* stream,
+                       DeviceAllocator& allocator, ResidualSlot** slot);
 
+  // Forgets the communicator's keys and frees their memory at once (the MPI
+  // paths are synchronous: no work of ours still uses it).
   void forget_communicator(std::uint64_t comm_id);
+  // Forgets the communicator's keys; their device blocks (retired ones too)
+  // go to `out`, to free once nothing queued can use them
+  // (release_after_device_wait).
+  void take_communicator(std::uint64_t comm_id, std::vector<DeviceBlock>& out);
+  // Forgets every key. Residuals a graph captured are retired (kept until
+  // their communicator goes); the other device blocks go to `out`.
+  void take_all(std::vector<DeviceBlock>& out);
   // Leaves every slot's device memory unfreed: at exit, when the CUDA
   // runtime may already be gone (a leak beats a crash of a finished job).
   void abandon_device_memory();
@@ -82,10 +112,16 @@ class ResidualStore {
   std::uint64_t resets() const { return resets_; }
 
  private:
+  using Slots = std::map<ResidualKey, ResidualSlot>;
+  // Drops a slot whose shape changed: a captured device residual is retired
+  // (still held), anything else freed after the work on `stream`.
+  Slots::iterator reset(Slots::iterator slot, void* stream);
+
   std::uint64_t max_bytes_;
   std::uint64_t bytes_held_ = 0;
   std::uint64_t resets_ = 0;
-  std::map<ResidualKey, ResidualSlot> slots_;
+  Slots slots_;
+  std::multimap<std::uint64_t, DeviceBlock> retired_;  // by communicator, still held
 };
 
 // SLIMREDUCE_WARMUP_STEPS: the first N calls of each shape (communicator,

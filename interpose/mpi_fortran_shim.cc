@@ -56,17 +56,17 @@ using FinalizeFn = void (*)(MPI_Fint*);
 }  // namespace
 
 SR_EXPORT void mpi_init_(MPI_Fint* ierr) {
-  Settings settings = settings_or_exit();
+  Runtime& runtime = runtime_or_exit();
   static const auto real = real_fortran<InitFn>("pmpi_init_");
   real(ierr);
-  start_engine(*ierr, std::move(settings));
+  start_engine(*ierr, runtime);
 }
 
 SR_EXPORT void mpi_init_thread_(MPI_Fint* required, MPI_Fint* provided, MPI_Fint* ierr) {
-  Settings settings = settings_or_exit();
+  Runtime& runtime = runtime_or_exit();
   static const auto real = real_fortran<InitThreadFn>("pmpi_init_thread_");
   real(required, provided, ierr);
-  start_engine(*ierr, std::move(settings));
+  start_engine(*ierr, runtime);
 }
 
 SR_EXPORT void mpi_allreduce_(void* sendbuf, void* recvbuf, MPI_Fint* count, MPI_Fint* datatype,

@@ -7,13 +7,13 @@
 using namespace slimreduce::interpose;
 
 SR_EXPORT int MPI_Init(int* argc, char*** argv) {
-  Settings settings = settings_or_exit();
-  return start_engine(PMPI_Init(argc, argv), std::move(settings));
+  Runtime& runtime = runtime_or_exit();
+  return start_engine(PMPI_Init(argc, argv), runtime);
 }
 
 SR_EXPORT int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
-  Settings settings = settings_or_exit();
-  return start_engine(PMPI_Init_thread(argc, argv, required, provided), std::move(settings));
+  Runtime& runtime = runtime_or_exit();
+  return start_engine(PMPI_Init_thread(argc, argv, required, provided), runtime);
 }
 
 namespace {

@@ -19,24 +19,17 @@ namespace {
 using slimreduce::NcclEngine;
 namespace real = slimreduce::backends::nccl;
 
-void report_at_exit() {
-  // With MPI up, the MPI engine writes the report, these counters included.
-  if (slimreduce::interpose::mpi_side::up()) return;
-  if (NcclEngine* engine = NcclEngine::get()) engine->write_report_at_exit();
-}
-
-// Settings are read at the first NCCL call; a bad one ends the job before any
-// collective changes (design invariant 6), with the MPI shim's one line.
-NcclEngine& make_engine() {
-  slimreduce::Settings settings = slimreduce::interpose::settings_or_exit();
-  NcclEngine& engine = NcclEngine::start(std::move(settings));
-  std::atexit(report_at_exit);
-  return engine;
+// The NCCL side, attached on the first NCCL call: to the runtime MPI_Init
+// made, or to one made now, the settings read now (a bad one ends the job
+// before any collective changes, design invariant 6, with the MPI shim's line).
+[[gnu::noinline, gnu::cold]] NcclEngine& start_engine() {
+  return NcclEngine::start(slimreduce::interpose::runtime_or_exit());
 }
 
 NcclEngine& engine() {
-  static NcclEngine& instance = make_engine();  // thread-safe, once
-  return instance;
+  if (NcclEngine* started = NcclEngine::get()) [[likely]]
+    return *started;
+  return start_engine();
 }
 
 template <class Body>
@@ -213,8 +206,8 @@ SR_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   return real::call(real::api().comm_finalize, comm);
 }
 
-// SlimReduce's own API, NCCL side: this process's NCCL counters. Returns 0,
-// or -1 before the first NCCL call.
+// SlimReduce's own API, NCCL side: the counters of this process's NCCL calls.
+// Returns 0, or -1 before the first NCCL call.
 SR_EXPORT int slimreduce_nccl_get_counters(slimreduce_counters* out) {
   const NcclEngine* e = NcclEngine::get();
   if (!e || !out) return -1;

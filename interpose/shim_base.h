@@ -1,16 +1,17 @@
-// What every shim shares, MPI or NCCL: the export macro, settings read at
-// start-up with the one-line refusal of a bad one, and the C API's counters.
+// What every shim shares, MPI or NCCL: the export macro, the runtime made
+// with the settings read at start-up (the one-line refusal of a bad one),
+// and the C API's counters.
 // No MPI here: libslimreduce_nccl.so (for jobs without MPI) is built from it.
 #pragma once
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <optional>
 #include <string>
 #include <thread>
 
 #include "core/counters.h"
+#include "core/runtime.h"
 #include "core/settings.h"
 #include "interpose/slimreduce.h"
 
@@ -18,6 +19,7 @@
 
 namespace slimreduce::interpose {
 
+using slimreduce::Runtime;
 using slimreduce::Settings;
 using slimreduce::SettingsError;
 
@@ -47,26 +49,14 @@ inline Settings settings_or_exit() {
   }
 }
 
-// The engine's counters in the C API's layout.
+// The runtime, made on the first call with the settings read now (a bad one
+// ends the job: settings_or_exit).
+inline Runtime& runtime_or_exit() { return Runtime::start(settings_or_exit); }
+
+// The runtime's counters in the C API's layout.
 inline slimreduce_counters to_c_counters(const Counters& c) {
   return {c.intercepted, c.compressed,    c.passed_through, c.warmup,   c.ef_cap_fallback,
           c.input_bytes, c.wire_baseline, c.wire_sent,      c.ef_resets};
 }
 
 }  // namespace slimreduce::interpose
-
-// The MPI engine as the C API and the NCCL shim see it: mpi_side.cc in
-// libslimreduce.so, no_mpi_side.cc (never up) in libslimreduce_nccl.so, the
-// library for jobs that use NCCL without MPI, which must load where no MPI is.
-namespace slimreduce::interpose::mpi_side {
-
-// Whether the MPI engine is up (it then writes the report, NCCL counters included).
-bool up();
-// Its settings and counters (the NCCL engine's included), or nullptr/false when not up.
-const Settings* settings();
-bool counters(Counters* out);
-// Its answer to a change, or nullopt when it is not up.
-std::optional<bool> use_compressor(const std::string& name);
-std::optional<bool> set_topk_ratio(double ratio);
-
-}  // namespace slimreduce::interpose::mpi_side

@@ -1,4 +1,4 @@
-// What the C and Fortran MPI shims share: the engine, started after MPI, and
+// What the C and Fortran MPI shims share: the MPI side, started after MPI, and
 // the rule that no exception crosses the extern "C" boundary.
 #pragma once
 
@@ -14,11 +14,12 @@ namespace slimreduce::interpose {
 
 using slimreduce::Engine;
 
-// Starts the engine after a successful PMPI_Init*; settings were read first.
-inline int start_engine(int rc, Settings settings) {
+// Attaches the MPI side to the runtime after a successful PMPI_Init*; the
+// runtime was made (settings read) before it.
+inline int start_engine(int rc, Runtime& runtime) {
   if (rc != MPI_SUCCESS) return rc;
   try {
-    Engine::start(std::move(settings));
+    Engine::start(runtime);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "slimreduce: error: cannot start: %s\n", error.what());
     PMPI_Abort(MPI_COMM_WORLD, 1);
@@ -35,7 +36,7 @@ inline int start_engine(int rc, Settings settings) {
   PMPI_Finalized(&finalized);
   if (!initialized || finalized) return nullptr;
   try {
-    return &Engine::start(Engine::load_settings());
+    return &Engine::start(Runtime::start([] { return parse_settings(read_environment()); }));
   } catch (const SettingsError& error) {
     std::fprintf(stderr, "slimreduce: error: %s\n", error.what());
     PMPI_Abort(MPI_COMM_WORLD, 1);

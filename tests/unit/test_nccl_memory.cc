@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/nccl_memory.h"
+#include "core/residuals.h"
 
 namespace slimreduce {
 namespace {
@@ -85,82 +86,82 @@ TEST(Workspace, OutOfMemoryKeepsWhatItHad) {
   EXPECT_EQ(ws.get(), a);
 }
 
-using Status = NcclResidualStore::Status;
+using Status = ResidualStore::Found;
 
 TEST(NcclResiduals, AResidualIsZeroedAndKeptForTheSameKey) {
   FakeAllocator allocator;
-  NcclResidualStore store(1 << 20);
-  NcclResidualSlot* slot = nullptr;
-  const NcclResidualKey key{1, &allocator};
-  ASSERT_EQ(store.find_or_create(key, 100, 7, true, true, nullptr, allocator, &slot), Status::ok);
-  ASSERT_NE(slot->residual.get(), nullptr);
-  EXPECT_EQ(static_cast<float*>(slot->residual.get())[99], 0.0f);
+  ResidualStore store(1 << 20);
+  ResidualSlot* slot = nullptr;
+  const ResidualKey key{1, &allocator};
+  ASSERT_EQ(store.find_on_device(key, 100, 7, true, true, nullptr, allocator, &slot), Status::ok);
+  ASSERT_NE(slot->device.get(), nullptr);
+  EXPECT_EQ(static_cast<float*>(slot->device.get())[99], 0.0f);
   EXPECT_EQ(store.bytes_held(), 400u);
-  static_cast<float*>(slot->residual.get())[5] = 3.0f;
-  NcclResidualSlot* again = nullptr;
-  store.find_or_create(key, 100, 7, true, true, nullptr, allocator, &again);
+  static_cast<float*>(slot->device.get())[5] = 3.0f;
+  ResidualSlot* again = nullptr;
+  store.find_on_device(key, 100, 7, true, true, nullptr, allocator, &again);
   EXPECT_EQ(again, slot);
-  EXPECT_EQ(static_cast<float*>(again->residual.get())[5], 3.0f);
+  EXPECT_EQ(static_cast<float*>(again->device.get())[5], 3.0f);
   EXPECT_EQ(allocator.allocations, 1);
 }
 
 TEST(NcclResiduals, ANewShapeResetsTheKey) {
   FakeAllocator allocator;
-  NcclResidualStore store(1 << 20);
-  NcclResidualSlot* slot = nullptr;
-  const NcclResidualKey key{1, &allocator};
-  store.find_or_create(key, 100, 7, true, true, nullptr, allocator, &slot);
-  static_cast<float*>(slot->residual.get())[5] = 5.0f;
-  store.find_or_create(key, 200, 7, true, true, nullptr, allocator, &slot);
+  ResidualStore store(1 << 20);
+  ResidualSlot* slot = nullptr;
+  const ResidualKey key{1, &allocator};
+  store.find_on_device(key, 100, 7, true, true, nullptr, allocator, &slot);
+  static_cast<float*>(slot->device.get())[5] = 5.0f;
+  store.find_on_device(key, 200, 7, true, true, nullptr, allocator, &slot);
   EXPECT_EQ(slot->count, 200u);
-  EXPECT_EQ(static_cast<float*>(slot->residual.get())[5], 0.0f);
+  EXPECT_EQ(static_cast<float*>(slot->device.get())[5], 0.0f);
   EXPECT_EQ(store.bytes_held(), 800u);
-  store.find_or_create(key, 200, 9, true, true, nullptr, allocator, &slot);  // datatype too
-  EXPECT_EQ(slot->datatype, 9);
+  store.find_on_device(key, 200, 9, true, true, nullptr, allocator, &slot);  // datatype too
+  EXPECT_EQ(slot->datatype_tag, 9u);
   EXPECT_EQ(allocator.live.size(), 1u);
 }
 
 TEST(NcclResiduals, ThePassingKeyGetsNothingAtTheCap) {
   FakeAllocator allocator;
-  NcclResidualStore store(1000);
-  NcclResidualSlot* slot = nullptr;
+  ResidualStore store(1000);
+  ResidualSlot* slot = nullptr;
   int a = 0, b = 0;
-  EXPECT_EQ(store.find_or_create({1, &a}, 200, 7, true, true, nullptr, allocator, &slot),
+  EXPECT_EQ(store.find_on_device({1, &a}, 200, 7, true, true, nullptr, allocator, &slot),
             Status::ok);
-  EXPECT_EQ(store.find_or_create({1, &b}, 100, 7, true, true, nullptr, allocator, &slot),
+  EXPECT_EQ(store.find_on_device({1, &b}, 100, 7, true, true, nullptr, allocator, &slot),
             Status::over_cap);
   EXPECT_EQ(slot, nullptr);
   EXPECT_EQ(store.bytes_held(), 800u);
   // Without error feedback a key costs nothing and is always tracked.
-  EXPECT_EQ(store.find_or_create({1, &b}, 100, 7, false, true, nullptr, allocator, &slot),
+  EXPECT_EQ(store.find_on_device({1, &b}, 100, 7, false, true, nullptr, allocator, &slot),
             Status::ok);
-  EXPECT_EQ(slot->residual.get(), nullptr);
+  EXPECT_EQ(slot->device.get(), nullptr);
 }
 
 TEST(NcclResiduals, NoAllocationDuringCaptureButAnExistingResidualServes) {
   FakeAllocator allocator;
-  NcclResidualStore store(1 << 20);
-  NcclResidualSlot* slot = nullptr;
+  ResidualStore store(1 << 20);
+  ResidualSlot* slot = nullptr;
   int a = 0;
-  EXPECT_EQ(store.find_or_create({1, &a}, 100, 7, true, false, nullptr, allocator, &slot),
+  EXPECT_EQ(store.find_on_device({1, &a}, 100, 7, true, false, nullptr, allocator, &slot),
             Status::not_now);
   EXPECT_EQ(allocator.allocations, 0);
-  store.find_or_create({1, &a}, 100, 7, true, true, nullptr, allocator, &slot);
-  EXPECT_EQ(store.find_or_create({1, &a}, 100, 7, true, false, nullptr, allocator, &slot),
+  store.find_on_device({1, &a}, 100, 7, true, true, nullptr, allocator, &slot);
+  EXPECT_EQ(store.find_on_device({1, &a}, 100, 7, true, false, nullptr, allocator, &slot),
             Status::ok);
 }
 
 TEST(NcclResiduals, CapturedResidualsLiveUntilTheirCommunicatorGoes) {
   FakeAllocator allocator;
-  NcclResidualStore store(1 << 20);
-  NcclResidualSlot* slot = nullptr;
+  ResidualStore store(1 << 20);
+  ResidualSlot* slot = nullptr;
   int a = 0, b = 0;
-  store.find_or_create({1, &a}, 100, 7, true, true, nullptr, allocator, &slot);
+  store.find_on_device({1, &a}, 100, 7, true, true, nullptr, allocator, &slot);
   slot->captured = true;
-  store.find_or_create({1, &a}, 50, 7, true, true, nullptr, allocator, &slot);
+  store.find_on_device({1, &a}, 50, 7, true, true, nullptr, allocator, &slot);
   EXPECT_EQ(allocator.live.size(), 2u);  // the captured one is retired, still held
   EXPECT_EQ(store.bytes_held(), 600u);
-  store.find_or_create({2, &b}, 10, 7, true, true, nullptr, allocator, &slot);
+  store.find_on_device({2, &b}, 10, 7, true, true, nullptr, allocator, &slot);
   std::vector<DeviceBlock> taken;
   store.take_communicator(1, taken);
   EXPECT_EQ(allocator.live.size(), 3u);  // taken, not freed: a plan may still use them
@@ -175,10 +176,10 @@ TEST(NcclResiduals, CapturedResidualsLiveUntilTheirCommunicatorGoes) {
 TEST(NcclResiduals, AllocationFailureIsReported) {
   FakeAllocator allocator;
   allocator.fail = true;
-  NcclResidualStore store(1 << 20);
-  NcclResidualSlot* slot = nullptr;
+  ResidualStore store(1 << 20);
+  ResidualSlot* slot = nullptr;
   int a = 0;
-  EXPECT_EQ(store.find_or_create({1, &a}, 100, 7, true, true, nullptr, allocator, &slot),
+  EXPECT_EQ(store.find_on_device({1, &a}, 100, 7, true, true, nullptr, allocator, &slot),
             Status::no_memory);
   EXPECT_EQ(store.bytes_held(), 0u);
 }
@@ -216,11 +217,11 @@ TEST(NcclTeardown, BlocksAreFreedOnlyAfterTheDeviceWasWaitedFor) {
   // cudaFree of cudaMallocAsync memory does not wait for kernels still queued
   // (our unpack after an aborted communicator's collective): wait first.
   FakeAllocator allocator;
-  NcclResidualStore store(1 << 20);
-  NcclResidualSlot* slot = nullptr;
+  ResidualStore store(1 << 20);
+  ResidualSlot* slot = nullptr;
   int a = 0, b = 0;
-  store.find_or_create({1, &a}, 100, 7, true, true, nullptr, allocator, &slot);
-  store.find_or_create({1, &b}, 100, 7, true, true, nullptr, allocator, &slot);
+  store.find_on_device({1, &a}, 100, 7, true, true, nullptr, allocator, &slot);
+  store.find_on_device({1, &b}, 100, 7, true, true, nullptr, allocator, &slot);
   Workspace ws;
   ws.ensure(100, nullptr, allocator);
   std::vector<DeviceBlock> blocks;
@@ -252,18 +253,18 @@ TEST(NcclTeardown, BlocksLeakWhenTheDeviceCannotBeWaitedFor) {
 
 TEST(NcclResiduals, TakeAllKeepsCapturedResidualsForTheirCommunicator) {
   FakeAllocator allocator;
-  NcclResidualStore store(1 << 20);
-  NcclResidualSlot* slot = nullptr;
+  ResidualStore store(1 << 20);
+  ResidualSlot* slot = nullptr;
   int a = 0, b = 0;
-  store.find_or_create({1, &a}, 100, 7, true, true, nullptr, allocator, &slot);
+  store.find_on_device({1, &a}, 100, 7, true, true, nullptr, allocator, &slot);
   slot->captured = true;
-  store.find_or_create({1, &b}, 50, 7, true, true, nullptr, allocator, &slot);
+  store.find_on_device({1, &b}, 50, 7, true, true, nullptr, allocator, &slot);
   std::vector<DeviceBlock> dropped;
   store.take_all(dropped);
   EXPECT_EQ(dropped.size(), 1u);        // the eager one, to free after a wait
   EXPECT_EQ(store.bytes_held(), 400u);  // the captured one, retired
   const int made_before = allocator.allocations;
-  store.find_or_create({1, &a}, 100, 7, true, true, nullptr, allocator, &slot);
+  store.find_on_device({1, &a}, 100, 7, true, true, nullptr, allocator, &slot);
   EXPECT_EQ(allocator.allocations, made_before + 1);  // a fresh key all the same
   dropped.clear();
   store.take_communicator(1, dropped);
@@ -274,36 +275,36 @@ TEST(NcclResiduals, TakeAllKeepsCapturedResidualsForTheirCommunicator) {
 TEST(NcclResiduals, ANewShapeDuringCaptureFreesNothingAndPassesThrough) {
   // A free on the capturing stream would invalidate the user's capture.
   FakeAllocator allocator;
-  NcclResidualStore store(1 << 20);
-  NcclResidualSlot* slot = nullptr;
+  ResidualStore store(1 << 20);
+  ResidualSlot* slot = nullptr;
   int a = 0;
-  store.find_or_create({1, &a}, 100, 7, true, true, nullptr, allocator, &slot);
-  static_cast<float*>(slot->residual.get())[5] = 4.0f;
+  store.find_on_device({1, &a}, 100, 7, true, true, nullptr, allocator, &slot);
+  static_cast<float*>(slot->device.get())[5] = 4.0f;
   allocator.capturing = true;
-  EXPECT_EQ(store.find_or_create({1, &a}, 200, 7, true, false, nullptr, allocator, &slot),
+  EXPECT_EQ(store.find_on_device({1, &a}, 200, 7, true, false, nullptr, allocator, &slot),
             Status::not_now);
   EXPECT_EQ(slot, nullptr);
   EXPECT_EQ(allocator.live.size(), 1u);
   EXPECT_EQ(store.bytes_held(), 400u);
   allocator.capturing = false;
   // The old shape still finds its slot; outside capture the new one resets it.
-  store.find_or_create({1, &a}, 100, 7, true, false, nullptr, allocator, &slot);
-  EXPECT_EQ(static_cast<float*>(slot->residual.get())[5], 4.0f);
-  store.find_or_create({1, &a}, 200, 7, true, true, nullptr, allocator, &slot);
+  store.find_on_device({1, &a}, 100, 7, true, false, nullptr, allocator, &slot);
+  EXPECT_EQ(static_cast<float*>(slot->device.get())[5], 4.0f);
+  store.find_on_device({1, &a}, 200, 7, true, true, nullptr, allocator, &slot);
   EXPECT_EQ(slot->count, 200u);
-  EXPECT_EQ(static_cast<float*>(slot->residual.get())[5], 0.0f);
+  EXPECT_EQ(static_cast<float*>(slot->device.get())[5], 0.0f);
   EXPECT_EQ(store.bytes_held(), 800u);
   EXPECT_EQ(allocator.live.size(), 1u);
 }
 
 TEST(NcclResiduals, WithoutErrorFeedbackANewShapeDuringCaptureResetsTheKey) {
   FakeAllocator allocator;
-  NcclResidualStore store(1 << 20);
-  NcclResidualSlot* slot = nullptr;
+  ResidualStore store(1 << 20);
+  ResidualSlot* slot = nullptr;
   int a = 0;
-  store.find_or_create({1, &a}, 100, 7, false, true, nullptr, allocator, &slot);
+  store.find_on_device({1, &a}, 100, 7, false, true, nullptr, allocator, &slot);
   allocator.capturing = true;  // no block: nothing to free or allocate
-  EXPECT_EQ(store.find_or_create({1, &a}, 200, 7, false, false, nullptr, allocator, &slot),
+  EXPECT_EQ(store.find_on_device({1, &a}, 200, 7, false, false, nullptr, allocator, &slot),
             Status::ok);
   EXPECT_EQ(slot->count, 200u);
   EXPECT_EQ(allocator.allocations, 0);
