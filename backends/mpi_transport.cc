@@ -1,5 +1,8 @@
 #include "backends/mpi_transport.h"
 
+#include <climits>
+#include <memory>
+
 #include "backends/mpi_backend.h"
 
 namespace slimreduce::backends {
@@ -11,6 +14,32 @@ Status MpiTransport::sendrecv(const void* send, std::size_t send_bytes, int dest
 
 Status MpiTransport::allgather(const void* send, std::size_t bytes_per_rank, void* gathered) {
   return Status::mpi(mpi::allgather_bytes(send, bytes_per_rank, gathered, comm_));
+}
+
+MpiTransport::~MpiTransport() {
+  if (owns_comm_) PMPI_Comm_free(&comm_);
+}
+
+Status MpiTransport::reduce_scatter_sum(const float* send, float* recv,
+                                        std::size_t count_per_rank) {
+  // One int count per block: larger blocks are refused, never truncated.
+  if (count_per_rank > static_cast<std::size_t>(INT_MAX)) return Status::mpi(MPI_ERR_COUNT);
+  return Status::mpi(PMPI_Reduce_scatter_block(send, recv, static_cast<int>(count_per_rank),
+                                               MPI_FLOAT, MPI_SUM, comm_));
+}
+
+Status MpiTransport::split(int color, int key, std::unique_ptr<Transport>* sub) {
+  MPI_Comm made = MPI_COMM_NULL;
+  SLIMREDUCE_TRY(Status::mpi(PMPI_Comm_split(comm_, color, key, &made)));
+  if (made == MPI_COMM_NULL) return Status::mpi(MPI_ERR_COMM);  // MPI_UNDEFINED: no group
+  int rank = 0, size = 1;
+  PMPI_Comm_set_errhandler(made, MPI_ERRORS_RETURN);  // our errors come back as codes
+  PMPI_Comm_rank(made, &rank);
+  PMPI_Comm_size(made, &size);
+  auto transport = std::make_unique<MpiTransport>(made, rank, size, memory());
+  transport->owns_comm_ = true;
+  *sub = std::move(transport);
+  return {};
 }
 
 int mpi_code(const Status& status) {

@@ -12,15 +12,23 @@ namespace slimreduce::backends {
 
 class MpiTransport final : public Transport {
  public:
+  // Over `comm`, which stays the caller's.
   MpiTransport(MPI_Comm comm, int rank, int size, MemoryKind memory = MemoryKind::host)
       : Transport(rank, size, memory, Execution::blocking), comm_(comm) {}
+  // A sub-transport owns its communicator, freed with it.
+  ~MpiTransport() override;
+  MpiTransport(const MpiTransport&) = delete;
+  MpiTransport& operator=(const MpiTransport&) = delete;
 
   Status sendrecv(const void* send, std::size_t send_bytes, int dest, void* recv,
                   std::size_t recv_bytes, int source) override;
   Status allgather(const void* send, std::size_t bytes_per_rank, void* gathered) override;
+  Status reduce_scatter_sum(const float* send, float* recv, std::size_t count_per_rank) override;
+  Status split(int color, int key, std::unique_ptr<Transport>* sub) override;
 
  private:
   MPI_Comm comm_;
+  bool owns_comm_ = false;
 };
 
 // The MPI error code a caller gets for a status of any domain.

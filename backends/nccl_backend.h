@@ -27,6 +27,8 @@ struct Api {
                                     ncclComm_t, cudaStream_t, const ncclCollConfig_t*) = nullptr;
   ncclResult_t (*all_gather)(const void*, void*, size_t, ncclDataType_t, ncclComm_t,
                              cudaStream_t) = nullptr;
+  ncclResult_t (*reduce_scatter)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t,
+                                 ncclComm_t, cudaStream_t) = nullptr;
   ncclResult_t (*group_start)() = nullptr;
   ncclResult_t (*group_end)() = nullptr;
 #if SLIMREDUCE_NCCL_HAS_SIMULATE_END

@@ -14,6 +14,35 @@ Status NcclTransport::allgather(const void* send, std::size_t bytes_per_rank, vo
                                  comm_, stream_));
 }
 
+NcclTransport::~NcclTransport() {
+  if (owns_comm_) nccl::call(nccl::api().comm_destroy, comm_);
+}
+
+Status NcclTransport::reduce_scatter_sum(const float* send, float* recv,
+                                         std::size_t count_per_rank) {
+  return Status::nccl(nccl::call(nccl::api().reduce_scatter, static_cast<const void*>(send),
+                                 static_cast<void*>(recv), count_per_rank, ncclFloat32, ncclSum,
+                                 comm_, stream_));
+}
+
+Status NcclTransport::split(int color, int key, std::unique_ptr<Transport>* sub) {
+  const nccl::Api& api = nccl::api();
+  ncclComm_t made = nullptr;
+  SLIMREDUCE_TRY(Status::nccl(nccl::call(api.comm_split, comm_, color, key, &made, nullptr)));
+  if (!made) return Status::nccl(ncclInvalidArgument);  // NCCL_SPLIT_NOCOLOR: no group
+  int rank = 0, size = 0;
+  Status asked = Status::nccl(nccl::call(api.comm_count, made, &size));
+  if (asked.ok()) asked = Status::nccl(nccl::call(api.comm_user_rank, made, &rank));
+  if (!asked.ok()) {
+    nccl::call(api.comm_destroy, made);
+    return asked;
+  }
+  auto transport = std::make_unique<NcclTransport>(made, rank, size, stream_);
+  transport->owns_comm_ = true;
+  *sub = std::move(transport);
+  return {};
+}
+
 Status NcclTransport::sum16(void* inout, std::size_t n, kernels::HalfFormat format) {
   const ncclDataType_t type = format == kernels::HalfFormat::bf16 ? ncclBfloat16 : ncclFloat16;
   return Status::nccl(nccl::call(nccl::api().all_reduce, static_cast<const void*>(inout), inout, n,

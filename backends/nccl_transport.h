@@ -7,28 +7,40 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <memory>
+
 #include "backends/transport.h"
 
 namespace slimreduce::backends {
 
 class NcclTransport final : public Transport {
  public:
+  // Over `comm`, which stays the caller's.
   NcclTransport(ncclComm_t comm, int rank, int size, cudaStream_t stream)
       : Transport(rank, size, MemoryKind::device, Execution::stream_ordered),
         comm_(comm),
         stream_(stream) {}
+  // A sub-transport owns its communicator, destroyed with it.
+  ~NcclTransport() override;
+  NcclTransport(const NcclTransport&) = delete;
+  NcclTransport& operator=(const NcclTransport&) = delete;
 
   // Not resolved yet: no algorithm on this transport uses point-to-point
   // (casts are summed natively, top-k payloads allgathered). Answers internal.
   Status sendrecv(const void* send, std::size_t send_bytes, int dest, void* recv,
                   std::size_t recv_bytes, int source) override;
   Status allgather(const void* send, std::size_t bytes_per_rank, void* gathered) override;
+  Status reduce_scatter_sum(const float* send, float* recv, std::size_t count_per_rank) override;
+  // ncclCommSplit, blocking (the sub-communicator is ready on return), on
+  // the same stream. Not inside a group: NCCL would only queue the split.
+  Status split(int color, int key, std::unique_ptr<Transport>* sub) override;
   bool sums_natively(kernels::HalfFormat) const override { return true; }
   Status sum16(void* inout, std::size_t n, kernels::HalfFormat format) override;
 
  private:
   ncclComm_t comm_;
   cudaStream_t stream_;
+  bool owns_comm_ = false;
 };
 
 // The ncclResult_t a caller gets for a status of any domain.

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 
 #include "backends/status.h"
 #include "kernels/cast.h"
@@ -42,6 +43,17 @@ class Transport {
                           std::size_t recv_bytes, int source) = 0;
   // Every rank's bytes_per_rank bytes, in rank order, into gathered.
   virtual Status allgather(const void* send, std::size_t bytes_per_rank, void* gathered) = 0;
+
+  // send holds size() blocks of count_per_rank floats, in rank order; recv
+  // gets this rank's block of their elementwise fp32 sum over all ranks. The
+  // backend picks the order of the adds, but each element is summed once, so
+  // the ranks that gather the blocks afterwards hold the same bits.
+  virtual Status reduce_scatter_sum(const float* send, float* recv, std::size_t count_per_rank) = 0;
+  // A sub-transport over the ranks that pass the same color (a node, a local
+  // index), ranked by key then by rank here; same memory and execution. Every
+  // rank calls it at the same point, in the same order. The caller owns it,
+  // and drops it before this transport's communicator goes.
+  virtual Status split(int color, int key, std::unique_ptr<Transport>* sub) = 0;
 
   // Whether the backend sums 16-bit elements of `format` itself (NCCL does);
   // then sum16 replaces the ring over sendrecv.

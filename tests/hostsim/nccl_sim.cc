@@ -1,6 +1,6 @@
 // An NCCL that runs on the host, for the host simulation of the GPU path: the
 // collectives SlimReduce issues or passes on (ncclAllReduce and
-// ncclAllReduceConfig, ncclAllGather), groups, and the communicator
+// ncclAllReduceConfig, ncclAllGather, ncclReduceScatter), groups, and the communicator
 // lifecycle, carried by MPI between processes (one process per rank, under
 // mpirun) and by nothing at all for one rank. Collectives run
 // on the simulated runtime's streams, so they are recorded under capture and
@@ -458,6 +458,28 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataT
     sim::require_device("ncclAllGather recvbuff", recv, bytes * comm->size);
     const std::vector<std::byte> all = sim::gather_all(*comm, send, bytes);
     std::memcpy(recv, all.data(), all.size());
+  });
+}
+
+// Every rank's sendbuff holds size blocks of count elements; this rank's
+// block of the sum, added in rank order as ncclAllReduce's.
+ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclDataType_t type,
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  const std::size_t block = count * sim::type_bytes(type);
+  if (!sim::known(comm) || sim::type_bytes(type) == 0 || op < ncclSum || op > ncclAvg ||
+      block * comm->size > INT_MAX) {
+    return ncclInvalidArgument;
+  }
+  return sim::submit(comm, stream, [=] {
+    sim::require_device("ncclReduceScatter sendbuff", send, block * comm->size);
+    sim::require_device("ncclReduceScatter recvbuff", recv, block);
+    const std::vector<std::byte> all = sim::gather_all(*comm, send, block * comm->size);
+    std::vector<std::byte> mine(block * comm->size);  // each rank's block for this rank
+    for (int source = 0; source < comm->size; ++source) {
+      std::memcpy(mine.data() + source * block,
+                  all.data() + (std::size_t(source) * comm->size + comm->rank) * block, block);
+    }
+    sim::reduce_any(type, recv, mine, comm->size, count, op);
   });
 }
 

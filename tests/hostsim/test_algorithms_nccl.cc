@@ -7,6 +7,7 @@
 
 #include "backends/nccl_transport.h"
 #include "tests/mpi/algorithm_suite.h"
+#include "tests/mpi/transport_suite.h"
 
 namespace slimreduce::testing {
 namespace {
@@ -74,6 +75,11 @@ std::unique_ptr<Path> pinned_mpi_path() {
 INSTANTIATE_TEST_SUITE_P(Hostsim, AlgorithmSuite,
                          ::testing::ValuesIn(cases_on({"nccl", "mpi_staged_pinned"})),
                          [](const auto& info) { return case_name(info.param); });
+
+INSTANTIATE_TEST_SUITE_P(Hostsim, TransportSuite, transport_cases({"nccl", "mpi_staged_pinned"}),
+                         transport_case_name);
+INSTANTIATE_TEST_SUITE_P(Hostsim, TransportSplit, ::testing::Values("nccl", "mpi_staged_pinned"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace slimreduce::testing

@@ -4,6 +4,7 @@
 // runs on plain host memory (the algorithms never read the memory kind; the
 // host simulation's test runs it on pinned memory too).
 #include "tests/mpi/algorithm_suite.h"
+#include "tests/mpi/transport_suite.h"
 
 namespace slimreduce::testing {
 namespace {
@@ -11,6 +12,11 @@ namespace {
 INSTANTIATE_TEST_SUITE_P(Mpi, AlgorithmSuite,
                          ::testing::ValuesIn(cases_on({"mpi_host", "mpi_staged"})),
                          [](const auto& info) { return case_name(info.param); });
+
+INSTANTIATE_TEST_SUITE_P(Mpi, TransportSuite, transport_cases({"mpi_host", "mpi_staged"}),
+                         transport_case_name);
+INSTANTIATE_TEST_SUITE_P(Mpi, TransportSplit, ::testing::Values("mpi_host", "mpi_staged"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace slimreduce::testing
