@@ -48,6 +48,7 @@ int passed_through_allreduce(const AllreduceCall&, MPI_Datatype, MPI_Op, MPI_Com
 #include "core/counters.h"
 #include "core/cuda_support.h"
 #include "core/residuals.h"
+#include "scheduler/plan.h"
 
 namespace slimreduce::device_staging {
 namespace {
@@ -126,9 +127,58 @@ struct StagedCall {
 
 Status sync(const StagedCall& job) { return cuda_status(cudaStreamSynchronize(job.stream())); }
 
-// The compressor's device entry points on the device, the ring
-// (algorithms/cast_ring.h) on the compressed elements in pinned memory, with
-// the compressor's host adds.
+// The cast route as a step (scheduler/plan.h): compress is the compressor's
+// device entry point, then the wire elements to pinned memory; communicate is
+// the ring (algorithms/cast_ring.h) on them, with the compressor's host adds;
+// finish is the way back and the decoding kernel.
+class StagedCastStep final : public scheduler::Step {
+ public:
+  StagedCastStep(const StagedCall& job, compressors::SummableCompressor& compressor,
+                 std::byte* wire, std::byte* staged, std::byte* scratch)
+      : job_(job),
+        compressor_(compressor),
+        bytes_(algorithms::CastRing::wire_bytes(compressor, job.call.count)),
+        wire_(wire),
+        staged_(staged),
+        ring_(job.transport, compressor, job.call.count, staged, scratch) {}
+
+  Status compress() override {
+    SLIMREDUCE_TRY(cuda_status(compressor_.device_compress(job_.call.input, job_.residual,
+                                                           job_.call.count, wire_, stream())));
+    SLIMREDUCE_TRY(
+        cuda_status(cudaMemcpyAsync(staged_, wire_, bytes_, cudaMemcpyDeviceToHost, stream())));
+    return sync(job_);
+  }
+  Status communicate() override { return ring_.communicate(); }
+  Status finish() override {
+    SLIMREDUCE_TRY(
+        cuda_status(cudaMemcpyAsync(wire_, staged_, bytes_, cudaMemcpyHostToDevice, stream())));
+    SLIMREDUCE_TRY(cuda_status(
+        compressor_.device_decompress(wire_, job_.call.output, job_.call.count, 1, stream())));
+    return sync(job_);
+  }
+  double wire_sent() const override { return ring_.wire_sent(); }
+
+ private:
+  cudaStream_t stream() const { return job_.stream(); }
+
+  const StagedCall& job_;
+  compressors::SummableCompressor& compressor_;
+  std::size_t bytes_;
+  std::byte* wire_;    // device
+  std::byte* staged_;  // pinned host
+  algorithms::CastRing ring_;
+};
+
+// A plan of one step, run as every blocking plan is.
+Status run_one(std::unique_ptr<scheduler::Step> step, double* wire_sent) {
+  scheduler::Plan plan;
+  plan.add(std::move(step));
+  SLIMREDUCE_TRY(scheduler::run_blocking(plan));
+  *wire_sent = plan.wire_sent();
+  return {};
+}
+
 Status staged_cast(const StagedCall& job, double* wire_sent) {
   using algorithms::CastRing;
   auto& compressor = static_cast<compressors::SummableCompressor&>(job.compressor);
@@ -139,19 +189,8 @@ Status staged_cast(const StagedCall& job, double* wire_sent) {
   std::byte* scratch =
       job.state.scratch(CastRing::scratch_bytes(compressor, n, job.transport.size()));
   if (!wire || !staged) return Status::no_memory();
-  SLIMREDUCE_TRY(
-      cuda_status(compressor.device_compress(job.call.input, job.residual, n, wire, job.stream())));
-  SLIMREDUCE_TRY(
-      cuda_status(cudaMemcpyAsync(staged, wire, bytes, cudaMemcpyDeviceToHost, job.stream())));
-  SLIMREDUCE_TRY(sync(job));
-  CastRing ring(job.transport, compressor, n, staged, scratch);
-  SLIMREDUCE_TRY(ring.communicate());
-  *wire_sent = ring.wire_sent();
-  SLIMREDUCE_TRY(
-      cuda_status(cudaMemcpyAsync(wire, staged, bytes, cudaMemcpyHostToDevice, job.stream())));
-  SLIMREDUCE_TRY(
-      cuda_status(compressor.device_decompress(wire, job.call.output, n, 1, job.stream())));
-  return sync(job);
+  return run_one(std::make_unique<StagedCastStep>(job, compressor, wire, staged, scratch),
+                 wire_sent);
 }
 
 // The gathered payloads from pinned memory (packed) to the device (strided).
@@ -179,35 +218,74 @@ Status gathered_to_device(const StagedCall& job, std::byte* gathered, const std:
   return {};
 }
 
+// Buffers of the top-k route: on the wire exactly the host path's payload,
+// on the device padded slots (device_slot_bytes).
+struct TopkBuffers {
+  std::size_t payload = 0;
+  std::size_t stride = 0;
+  std::byte* scratch = nullptr;   // device: the select's, then the accumulate's
+  std::byte* dpayload = nullptr;  // device: this rank's payload
+  std::byte* gathered = nullptr;  // device: every rank's, at stride
+  std::byte* in = nullptr;        // pinned: this rank's payload
+  std::byte* out = nullptr;       // pinned: every rank's, packed
+};
+
+// The top-k route as a step: compress is the select kernel, its payload to
+// pinned memory; communicate is the allgather (algorithms/gathered.h);
+// finish is the payloads to the device and the accumulate kernel, in rank order.
+class StagedTopkStep final : public scheduler::Step {
+ public:
+  StagedTopkStep(const StagedCall& job, compressors::GatheredCompressor& compressor,
+                 const TopkBuffers& buffers)
+      : job_(job),
+        compressor_(compressor),
+        b_(buffers),
+        gather_(job.transport, compressor, job.call.count, buffers.payload, buffers.in,
+                buffers.out) {}
+
+  Status compress() override {
+    SLIMREDUCE_TRY(cuda_status(
+        compressor_.device_compress(compressors::Elem::fp32, job_.call.input, job_.residual,
+                                    job_.call.count, b_.dpayload, b_.scratch, job_.stream())));
+    SLIMREDUCE_TRY(cuda_status(
+        cudaMemcpyAsync(b_.in, b_.dpayload, b_.payload, cudaMemcpyDeviceToHost, job_.stream())));
+    return sync(job_);
+  }
+  Status communicate() override { return gather_.communicate(); }
+  Status finish() override {
+    const int ranks = job_.state.size();
+    SLIMREDUCE_TRY(gathered_to_device(job_, b_.gathered, b_.out, b_.payload, b_.stride, ranks));
+    SLIMREDUCE_TRY(cuda_status(compressor_.device_finish(b_.gathered, ranks, job_.call.count,
+                                                         compressors::Elem::fp32, job_.call.output,
+                                                         1, b_.scratch, job_.stream())));
+    return sync(job_);
+  }
+  double wire_sent() const override { return gather_.wire_sent(); }
+
+ private:
+  const StagedCall& job_;
+  compressors::GatheredCompressor& compressor_;
+  TopkBuffers b_;
+  algorithms::GatheredAllreduce gather_;
+};
+
 Status staged_topk(const StagedCall& job, double* wire_sent) {
   auto& compressor = static_cast<compressors::GatheredCompressor&>(job.compressor);
   StagingSpace& s = job.device;
   const std::size_t n = job.call.count;
   const int ranks = job.state.size();
-  // On the wire, exactly the host path's payload; on the device, padded slots.
-  const std::size_t payload = compressor.compressed_bytes(n);
-  const std::size_t stride = compressor.device_slot_bytes(n);
+  TopkBuffers b;
+  b.payload = compressor.compressed_bytes(n);
+  b.stride = compressor.device_slot_bytes(n);
   const std::size_t scratch_bytes = std::max(compressor.device_compress_scratch_bytes(n),
                                              compressor.device_finish_scratch_bytes(n, ranks));
-  std::byte* scratch = grow(job.device.scratch, scratch_bytes, false);
-  std::byte* dpayload = grow(job.device.wire, stride, false);
-  std::byte* gathered = grow(job.device.gathered, stride * ranks, false);
-  std::byte* in = grow(s.host_in, payload, true);
-  std::byte* out = grow(s.host_out, payload * ranks, true);
-  if (!scratch || !dpayload || !gathered || !in || !out) return Status::no_memory();
-  SLIMREDUCE_TRY(cuda_status(compressor.device_compress(
-      compressors::Elem::fp32, job.call.input, job.residual, n, dpayload, scratch, job.stream())));
-  SLIMREDUCE_TRY(
-      cuda_status(cudaMemcpyAsync(in, dpayload, payload, cudaMemcpyDeviceToHost, job.stream())));
-  SLIMREDUCE_TRY(sync(job));
-  algorithms::GatheredAllreduce gather(job.transport, compressor, n, payload, in, out);
-  SLIMREDUCE_TRY(gather.communicate());
-  SLIMREDUCE_TRY(gathered_to_device(job, gathered, out, payload, stride, ranks));
-  SLIMREDUCE_TRY(cuda_status(compressor.device_finish(gathered, ranks, n, compressors::Elem::fp32,
-                                                      job.call.output, 1, scratch, job.stream())));
-  SLIMREDUCE_TRY(sync(job));
-  *wire_sent = gather.wire_sent();
-  return {};
+  b.scratch = grow(s.scratch, scratch_bytes, false);
+  b.dpayload = grow(s.wire, b.stride, false);
+  b.gathered = grow(s.gathered, b.stride * ranks, false);
+  b.in = grow(s.host_in, b.payload, true);
+  b.out = grow(s.host_out, b.payload * ranks, true);
+  if (!b.scratch || !b.dpayload || !b.gathered || !b.in || !b.out) return Status::no_memory();
+  return run_one(std::make_unique<StagedTopkStep>(job, compressor, b), wire_sent);
 }
 
 // The call's fp32 values through pinned memory: copied in, `reduce(in, out)`

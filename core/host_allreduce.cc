@@ -1,45 +1,55 @@
 #include "core/host_allreduce.h"
 
+#include <memory>
+
 #include "algorithms/cast_ring.h"
 #include "algorithms/gathered.h"
+#include "scheduler/host_step.h"
+#include "scheduler/plan.h"
 
 namespace slimreduce {
 namespace {
 
-Status summable(const AllreduceCall& call, compressors::SummableCompressor& compressor,
-                backends::Transport& transport, CommState& state, double* wire_sent) {
+using scheduler::HostStep;
+
+std::unique_ptr<scheduler::Step> summable(const AllreduceCall& call,
+                                          compressors::SummableCompressor& compressor,
+                                          backends::Transport& transport, CommState& state) {
   using algorithms::CastRing;
   std::byte* wire = state.wire(CastRing::wire_bytes(compressor, call.count));
   std::byte* scratch =
       state.scratch(CastRing::scratch_bytes(compressor, call.count, transport.size()));
-  CastRing ring(transport, compressor, call.count, wire, scratch);
-  SLIMREDUCE_TRY(ring.run(call.input, call.residual, call.output));
-  *wire_sent = ring.wire_sent();
-  return {};
+  return std::make_unique<HostStep<CastRing>>(call.input, call.residual, call.output, transport,
+                                              compressor, call.count, wire, scratch);
 }
 
-Status gathered(const AllreduceCall& call, compressors::GatheredCompressor& compressor,
-                backends::Transport& transport, CommState& state, double* wire_sent) {
+std::unique_ptr<scheduler::Step> gathered(const AllreduceCall& call,
+                                          compressors::GatheredCompressor& compressor,
+                                          backends::Transport& transport, CommState& state) {
   const std::size_t payload_bytes = compressor.compressed_bytes(call.count);
   std::byte* payload = state.scratch(payload_bytes);
   std::byte* gathered = state.wire(payload_bytes * transport.size());
-  algorithms::GatheredAllreduce gather(transport, compressor, call.count, payload_bytes, payload,
-                                       gathered);
-  SLIMREDUCE_TRY(gather.run(call.input, call.residual, call.output));
-  *wire_sent = gather.wire_sent();
-  return {};
+  return std::make_unique<HostStep<algorithms::GatheredAllreduce>>(
+      call.input, call.residual, call.output, transport, compressor, call.count, payload_bytes,
+      payload, gathered);
 }
 
 }  // namespace
 
+// A plan of one step, run as every blocking plan is.
 Status host_allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
                       backends::Transport& transport, CommState& state, double* wire_sent) {
+  scheduler::Plan plan;
   if (compressor.aggregation() == compressors::Aggregation::summable) {
-    return summable(call, static_cast<compressors::SummableCompressor&>(compressor), transport,
-                    state, wire_sent);
+    plan.add(summable(call, static_cast<compressors::SummableCompressor&>(compressor), transport,
+                      state));
+  } else {
+    plan.add(gathered(call, static_cast<compressors::GatheredCompressor&>(compressor), transport,
+                      state));
   }
-  return gathered(call, static_cast<compressors::GatheredCompressor&>(compressor), transport, state,
-                  wire_sent);
+  SLIMREDUCE_TRY(scheduler::run_blocking(plan));
+  *wire_sent = plan.wire_sent();
+  return {};
 }
 
 }  // namespace slimreduce

@@ -1,0 +1,21 @@
+#include "scheduler/plan.h"
+
+namespace slimreduce::scheduler {
+
+double Plan::wire_sent() const {
+  double sent = 0;
+  for (const auto& step : steps_) sent += step->wire_sent();
+  return sent;
+}
+
+Status run_blocking(const Plan& plan) {
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    Step& step = plan.step(i);
+    SLIMREDUCE_TRY(step.compress());
+    SLIMREDUCE_TRY(step.communicate());
+    SLIMREDUCE_TRY(step.finish());
+  }
+  return {};
+}
+
+}  // namespace slimreduce::scheduler

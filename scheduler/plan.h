@@ -1,0 +1,47 @@
+// A plan: the steps of a batch of reductions, in the order every rank runs
+// them (design invariant 3: the same plan from the same calls). A step is one
+// algorithm over one reduction's buffers (or, with fusion, a batch's) in the
+// phases every algorithm has: compress (host entry points, or a device
+// path's kernels), communicate (the transport's collectives), finish. A lone
+// call is a plan of one step, as NCCL enqueues a lone collective as a group
+// of one. The MPI paths run their plans with run_blocking(); the NCCL group
+// path drives its phases through scheduler/group_deferral.h. Priorities,
+// partitions and pipelining order and split these steps (docs/architecture.md).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "backends/status.h"
+
+namespace slimreduce::scheduler {
+
+class Step {
+ public:
+  virtual ~Step() = default;
+  virtual Status compress() = 0;
+  virtual Status communicate() = 0;
+  virtual Status finish() = 0;
+  // Bytes this rank handed to the transport (once communicate() ran).
+  virtual double wire_sent() const = 0;
+};
+
+class Plan {
+ public:
+  void add(std::unique_ptr<Step> step) { steps_.push_back(std::move(step)); }
+  std::size_t size() const { return steps_.size(); }
+  Step& step(std::size_t index) const { return *steps_[index]; }
+  // What the plan's steps handed to the transport, summed in plan order.
+  double wire_sent() const;
+
+ private:
+  std::vector<std::unique_ptr<Step>> steps_;
+};
+
+// Runs the plan over blocking transports: each step's three phases, step
+// after step in plan order; the first failure stops it (later steps do not
+// run, and their buffers are as the caller left them).
+Status run_blocking(const Plan& plan);
+
+}  // namespace slimreduce::scheduler
