@@ -33,6 +33,12 @@ int CommState::private_comm(MPI_Comm* out) {
 void CommState::release() {
   int finalized = 0;
   PMPI_Finalized(&finalized);
+  if (hierarchy_ && finalized) {
+    // No MPI to free them with: they go with the process.
+    (void)hierarchy_->node.release();
+    (void)hierarchy_->cross.release();
+  }
+  hierarchy_.reset();  // split from the private duplicate: freed before it
   if (private_comm_ != MPI_COMM_NULL && !finalized) PMPI_Comm_free(&private_comm_);
   private_comm_ = MPI_COMM_NULL;
 }

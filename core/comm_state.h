@@ -7,7 +7,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
+
+#include "core/hierarchy.h"
 
 namespace slimreduce {
 
@@ -30,12 +33,18 @@ class CommState {
   // Its error handler is MPI_ERRORS_RETURN. A failed dup has already been
   // reported to the caller's handler (MPI raises it on the caller's communicator).
   int private_comm(MPI_Comm* out);
-  // Frees the private duplicate; before MPI_Finalize, or when the user frees theirs.
+  // Frees the private duplicate and the communicators split from it; before
+  // MPI_Finalize, or when the user frees theirs.
   void release();
 
   // Workspace that grows to the largest call and stays (no allocation in steady state).
   std::byte* wire(std::size_t bytes) { return grow(wire_, bytes); }
   std::byte* scratch(std::size_t bytes) { return grow(scratch_, bytes); }
+  std::byte* shards(std::size_t bytes) { return grow(shards_, bytes); }  // hierarchical
+
+  // Hierarchical reduction's sub-transports, once made (core/hierarchy.h).
+  const Hierarchy* hierarchy() const { return hierarchy_ ? &*hierarchy_ : nullptr; }
+  void keep_hierarchy(Hierarchy hierarchy) { hierarchy_ = std::move(hierarchy); }
 
  private:
   static std::byte* grow(std::vector<std::byte>& buffer, std::size_t bytes);
@@ -49,6 +58,8 @@ class CommState {
   double ring_factor_ = 0;
   std::vector<std::byte> wire_;
   std::vector<std::byte> scratch_;
+  std::vector<std::byte> shards_;
+  std::optional<Hierarchy> hierarchy_;
 };
 
 }  // namespace slimreduce

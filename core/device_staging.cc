@@ -402,7 +402,10 @@ int allreduce(const AllreduceCall& call, compressors::Compressor& compressor, Co
   return backends::mpi_code(on_leased_workspace(call, pool, [&](StagingSpace& workspace) {
     const DeviceKernels route = route_of(call, compressor);
     StagedCall job{call, compressor, state, transport, workspace, nullptr};
-    if (route == DeviceKernels::none) return staged_host(job, wire_sent);
+    // A hierarchical communicator reduces fp32 inside the node: through the
+    // host algorithm, as a host-buffer rank of it does.
+    const bool hierarchical = state.hierarchy() && !state.hierarchy()->flat();
+    if (route == DeviceKernels::none || hierarchical) return staged_host(job, wire_sent);
     if (residual && residual->feeds_back) {
       if (!pool.residual_memory()) return Status::no_memory();
       job.residual = residual->device_residual(*pool.residual_memory(), job.stream());

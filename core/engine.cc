@@ -9,6 +9,7 @@
 #include "core/decision.h"
 #include "core/device_staging.h"
 #include "core/eligibility.h"
+#include "core/hierarchy.h"
 #include "core/host_allreduce.h"
 #include "core/log.h"
 
@@ -44,6 +45,12 @@ Engine::Engine(Runtime& runtime)
   PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
   PMPI_Comm_size(MPI_COMM_WORLD, &world_size_);
   runtime_.know_rank(world_rank_, world_size_, true);
+  // Emulated nodes are blocks of the world: a size that does not divide it is a bad setting.
+  if (const auto local = runtime_.settings().local_size; local && world_size_ % *local != 0) {
+    throw SettingsError(
+        "SLIMREDUCE_LOCAL_SIZE", std::to_string(*local),
+        "a whole number that divides the world size (" + std::to_string(world_size_) + " ranks)");
+  }
   Runtime::publish_tally_board(tallies_.id());
 }
 
@@ -149,6 +156,9 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
   // (false at once on a CPU-only build, or in a process without CUDA).
   const bool device = device_staging::is_device_pointer(call.input) ||
                       device_staging::is_device_pointer(call.output);
+  MPI_Comm wire_comm = MPI_COMM_NULL;
+  if (const int rc = prepare_wire(state, comm, &wire_comm)) return rc;
+  const bool hierarchical = state.hierarchy() && !state.hierarchy()->flat();
   std::uint64_t resets = 0;  // the key came back with another shape: its residual was dropped
   Policy policy;             // held for the call: a switch meanwhile leaves its compressor alive
   ResidualSlot* slot = nullptr;
@@ -171,7 +181,8 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
       resets = shared->residuals.resets() - resets_before;
       no_room = slot == nullptr;
       const bool residual_on_device =
-          device && device_staging::keeps_residual_on_device(call, *policy.compressor);
+          device && !hierarchical &&
+          device_staging::keeps_residual_on_device(call, *policy.compressor);
       if (slot && !residual_on_device) call.residual = slot->host_residual();
     }
   }
@@ -187,9 +198,6 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
         device_staging::passed_through_allreduce(call, datatype, op, comm, *staging_, &mpi_rc);
     return rc == MPI_SUCCESS ? mpi_rc : raise(comm, rc, "MPI_Allreduce (staged through the host)");
   }
-  // A failed dup was raised on comm by MPI itself; everything after it is ours to raise.
-  MPI_Comm wire_comm = MPI_COMM_NULL;
-  if (const int rc = state.private_comm(&wire_comm)) return rc;
   backends::MpiTransport transport(wire_comm, state.rank(), state.size());
   double wire_sent = 0;
   // Device buffers: compressed on the GPU, only the compressed bytes staged through the host.
@@ -204,6 +212,27 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
   delta.ef_cap_fallback = no_room ? 1 : 0;
   delta.ef_resets = resets;
   runtime_.board(Side::mpi).add(delta);
+  return MPI_SUCCESS;
+}
+
+int Engine::prepare_wire(CommState& state, MPI_Comm comm, MPI_Comm* wire_comm) {
+  // A failed dup was raised on comm by MPI itself; everything after it is ours to raise.
+  if (const int rc = state.private_comm(wire_comm)) return rc;
+  const Settings& settings = runtime_.settings();
+  if (!settings.hierarchical || state.hierarchy()) return MPI_SUCCESS;
+  backends::MpiTransport transport(*wire_comm, state.rank(), state.size());
+  Hierarchy hierarchy;
+  const Status status =
+      make_hierarchy(*wire_comm, transport, world_rank_, settings.local_size, &hierarchy);
+  if (!status.ok()) {
+    return raise(comm, backends::mpi_code(status), "MPI_Allreduce (node sub-communicators)");
+  }
+  if (hierarchy.flat() && state.rank() == 0) {
+    log_line(settings.log_level, LogLevel::info, world_rank_,
+             "communicator %llu reduces flat, not hierarchically: %s",
+             static_cast<unsigned long long>(state.id()), hierarchy.flat_because.c_str());
+  }
+  state.keep_hierarchy(std::move(hierarchy));
   return MPI_SUCCESS;
 }
 

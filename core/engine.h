@@ -82,6 +82,10 @@ class Engine : public RuntimeSide {
   CommState* state_of(MPI_Comm comm);
   CommState* look_up_state(MPI_Comm comm);
 
+  // The private duplicate of the communicator and, with SLIMREDUCE_HIERARCHICAL,
+  // its node sub-transports: made at its first eligible call, the same call
+  // on every rank (classify() reads the arguments alone).
+  int prepare_wire(CommState& state, MPI_Comm comm, MPI_Comm* wire_comm);
   int compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                     MPI_Comm comm, CommState& state);
   // Counts a call that reached the real library as given; reason, if any, says why it

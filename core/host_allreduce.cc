@@ -4,6 +4,7 @@
 
 #include "algorithms/cast_ring.h"
 #include "algorithms/gathered.h"
+#include "algorithms/hierarchical.h"
 #include "scheduler/host_step.h"
 #include "scheduler/plan.h"
 
@@ -34,13 +35,50 @@ std::unique_ptr<scheduler::Step> gathered(const AllreduceCall& call,
       payload, gathered);
 }
 
+// The compressor's flat algorithm over `transport`, as an algorithm object
+// (the inner algorithm of a hierarchical reduction, on a shard).
+std::unique_ptr<algorithms::Allreduce> inner_of(std::size_t count,
+                                                compressors::Compressor& compressor,
+                                                backends::Transport& transport, CommState& state) {
+  using algorithms::AllreduceOf;
+  if (compressor.aggregation() == compressors::Aggregation::summable) {
+    using algorithms::CastRing;
+    auto& summable = static_cast<compressors::SummableCompressor&>(compressor);
+    std::byte* wire = state.wire(CastRing::wire_bytes(summable, count));
+    std::byte* scratch = state.scratch(CastRing::scratch_bytes(summable, count, transport.size()));
+    return std::make_unique<AllreduceOf<CastRing>>(transport, summable, count, wire, scratch);
+  }
+  auto& gathered = static_cast<compressors::GatheredCompressor&>(compressor);
+  const std::size_t payload_bytes = gathered.compressed_bytes(count);
+  std::byte* payload = state.scratch(payload_bytes);
+  std::byte* all = state.wire(payload_bytes * transport.size());
+  return std::make_unique<AllreduceOf<algorithms::GatheredAllreduce>>(transport, gathered, count,
+                                                                      payload_bytes, payload, all);
+}
+
+// Full precision inside the node, the compressor's algorithm on a shard across nodes.
+std::unique_ptr<scheduler::Step> hierarchical(const AllreduceCall& call,
+                                              compressors::Compressor& compressor,
+                                              const Hierarchy& hierarchy, CommState& state) {
+  using algorithms::Hierarchical;
+  backends::Transport& node = *hierarchy.node;
+  const std::size_t shard = Hierarchical::shard_count(call.count, node.size());
+  std::byte* workspace = state.shards(Hierarchical::workspace_bytes(call.count, node.size()));
+  return std::make_unique<HostStep<Hierarchical>>(
+      call.input, call.residual, call.output, node, call.count, workspace,
+      inner_of(shard, compressor, *hierarchy.cross, state));
+}
+
 }  // namespace
 
 // A plan of one step, run as every blocking plan is.
 Status host_allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
                       backends::Transport& transport, CommState& state, double* wire_sent) {
   scheduler::Plan plan;
-  if (compressor.aggregation() == compressors::Aggregation::summable) {
+  const Hierarchy* hierarchy = state.hierarchy();
+  if (hierarchy && !hierarchy->flat()) {
+    plan.add(hierarchical(call, compressor, *hierarchy, state));
+  } else if (compressor.aggregation() == compressors::Aggregation::summable) {
     plan.add(summable(call, static_cast<compressors::SummableCompressor&>(compressor), transport,
                       state));
   } else {

@@ -154,11 +154,13 @@ const std::vector<SettingSpec>& specs() {
        [](const std::string& v, Settings& s) { s.priority = parse_choice(v, kPriorities); },
        [](const Settings& s) { return show_choice(s.priority, kPriorities); }},
       {"SLIMREDUCE_HIERARCHICAL", "0", fixed("0, 1"),
-       "Uncompressed inside a node, compressed across nodes (not used yet).",
+       "Full precision inside a node, compressed across nodes (MPI host buffers; device "
+       "buffers staged through the host; NCCL not yet).",
        [](const std::string& v, Settings& s) { s.hierarchical = parse_flag(v); },
        [](const Settings& s) { return std::to_string(s.hierarchical); }},
       {"SLIMREDUCE_LOCAL_SIZE", "from the node", fixed("a whole number >= 1"),
-       "Ranks per node, to emulate nodes on one machine (not used yet).",
+       "Ranks per node: consecutive blocks of MPI_COMM_WORLD, to emulate nodes on one "
+       "machine; must divide the world size.",
        [](const std::string& v, Settings& s) {
          const std::uint64_t size = parse_unsigned(v);
          if (size < 1 || size > 1u << 20) throw std::invalid_argument("range");

@@ -3,6 +3,7 @@
 // the phases of algorithms/phases.h fits.
 #pragma once
 
+#include <type_traits>
 #include <utility>
 
 #include "scheduler/plan.h"
@@ -21,17 +22,27 @@ class HostStep final : public Step {
         output_(output) {}
 
   Status compress() override {
-    algorithm_.compress(input_, residual_);
-    return {};
+    return status_of([&] { return algorithm_.compress(input_, residual_); });
   }
   Status communicate() override { return algorithm_.communicate(); }
   Status finish() override {
-    algorithm_.finish(output_);
-    return {};
+    return status_of([&] { return algorithm_.finish(output_); });
   }
   double wire_sent() const override { return algorithm_.wire_sent(); }
 
  private:
+  // A host phase that cannot fail returns nothing; one that communicates
+  // (a hierarchical algorithm's) returns its Status.
+  template <class Phase>
+  static Status status_of(Phase&& phase) {
+    if constexpr (std::is_same_v<decltype(phase()), Status>) {
+      return phase();
+    } else {
+      phase();
+      return {};
+    }
+  }
+
   Algorithm algorithm_;
   const float* input_;
   float* residual_;

@@ -1,0 +1,37 @@
+// Any algorithm's phases behind one interface, for an algorithm that wraps
+// another (algorithms/hierarchical.h runs CastRing or GatheredAllreduce on a
+// shard) without knowing which.
+#pragma once
+
+#include <utility>
+
+#include "backends/status.h"
+
+namespace slimreduce::algorithms {
+
+class Allreduce {
+ public:
+  virtual ~Allreduce() = default;
+  virtual void compress(const float* input, float* residual) = 0;
+  virtual Status communicate() = 0;
+  virtual void finish(float* output) = 0;
+  virtual double wire_sent() const = 0;
+};
+
+template <class Algorithm>
+class AllreduceOf final : public Allreduce {
+ public:
+  template <class... Args>
+  explicit AllreduceOf(Args&&... args) : algorithm_(std::forward<Args>(args)...) {}
+  void compress(const float* input, float* residual) override {
+    algorithm_.compress(input, residual);
+  }
+  Status communicate() override { return algorithm_.communicate(); }
+  void finish(float* output) override { algorithm_.finish(output); }
+  double wire_sent() const override { return algorithm_.wire_sent(); }
+
+ private:
+  Algorithm algorithm_;
+};
+
+}  // namespace slimreduce::algorithms
