@@ -105,6 +105,7 @@ class Sweep {
       : options_(options), lib_(lib), rank_(rank), ranks_(ranks) {
     topk_ratio_ = std::strtod(environment_value("SLIMREDUCE_TOPK_RATIO", "0.01").c_str(), nullptr);
     topk_fp16_ = environment_value("SLIMREDUCE_TOPK_VALUES", "fp32") == "fp16";
+    hierarchical_ = environment_value("SLIMREDUCE_HIERARCHICAL", "0") == "1";
   }
 
   double library_topk_ratio() const { return topk_ratio_; }
@@ -167,7 +168,9 @@ class Sweep {
     if (!compressed) return Bound::exact_sum;
     if (name == "fp16") return Bound::cast_fp16;
     if (name == "bf16") return Bound::cast_bf16;
-    if (name == "topk") return first ? Bound::topk_first : Bound::topk_step;
+    // Hierarchical top-k keeps the top k of each node's sum, not of each
+    // rank's input: the first step is judged as any step is.
+    if (name == "topk") return first && !hierarchical_ ? Bound::topk_first : Bound::topk_step;
     return Bound::none_known;
   }
 
@@ -260,6 +263,7 @@ class Sweep {
   int rank_, ranks_;
   double topk_ratio_ = 0.01;
   bool topk_fp16_ = false;
+  bool hierarchical_ = false;  // SLIMREDUCE_HIERARCHICAL=1
   bool failed_ = false;
   std::vector<float> input_, work_;
   std::vector<Row> rows_;
