@@ -47,9 +47,9 @@ Status Hierarchical::finish(float* output) {
   return {};
 }
 
-double Hierarchical::intra_node_sent() const {
-  const double shard_bytes = static_cast<double>(shard_) * sizeof(float);
-  return 2.0 * (node_.size() - 1) * shard_bytes;
+double Hierarchical::intra_node_bytes(std::size_t count, int local_size) {
+  const double shard_bytes = static_cast<double>(shard_count(count, local_size)) * sizeof(float);
+  return 2.0 * (local_size - 1) * shard_bytes;
 }
 
 }  // namespace slimreduce::algorithms

@@ -32,6 +32,9 @@ class Hierarchical {
     return (count + local_size - 1) / static_cast<std::size_t>(local_size);
   }
   static std::size_t workspace_bytes(std::size_t count, int local_size);
+  // Bytes a rank hands to the node transport for count floats: a ring
+  // reduce-scatter and a ring allgather of fp32 shards, (L-1) shards each.
+  static double intra_node_bytes(std::size_t count, int local_size);
 
   // workspace: workspace_bytes(count, node.size()) bytes, float-aligned.
   Hierarchical(backends::Transport& node, std::size_t count, std::byte* workspace,
@@ -47,7 +50,7 @@ class Hierarchical {
   // algorithm's) and inside the node (a ring reduce-scatter and a ring
   // allgather of fp32 shards, (L-1) shards each).
   double inter_node_sent() const { return inner_->wire_sent(); }
-  double intra_node_sent() const;
+  double intra_node_sent() const { return intra_node_bytes(count_, node_.size()); }
   double wire_sent() const { return inter_node_sent() + intra_node_sent(); }
 
  private:

@@ -23,6 +23,11 @@ void Counters::count_compressed(std::uint64_t bytes, int ranks, double wire_sent
   wire_sent += wire_sent_bytes;
 }
 
+void Counters::count_by_node(double baseline, double sent, bool hop_crosses) {
+  (hop_crosses ? inter_node_baseline : intra_node_baseline) += baseline;
+  (hop_crosses ? inter_node_sent : intra_node_sent) += sent;
+}
+
 double Counters::savings() const {
   return wire_baseline > 0 ? 1.0 - wire_sent / wire_baseline : 0.0;
 }
@@ -37,6 +42,10 @@ Counters& Counters::operator+=(const Counters& other) {
   wire_baseline += other.wire_baseline;
   wire_sent += other.wire_sent;
   ef_resets += other.ef_resets;
+  inter_node_baseline += other.inter_node_baseline;
+  inter_node_sent += other.inter_node_sent;
+  intra_node_baseline += other.intra_node_baseline;
+  intra_node_sent += other.intra_node_sent;
   return *this;
 }
 
@@ -54,6 +63,8 @@ struct CounterBoard::Slot {
   std::atomic<std::uint64_t> compressed{0}, passed_through{0}, warmup{0}, ef_cap_fallback{0},
       input_bytes{0}, ef_resets{0};
   std::atomic<double> wire_baseline{0}, wire_sent{0};
+  std::atomic<double> inter_node_baseline{0}, inter_node_sent{0}, intra_node_baseline{0},
+      intra_node_sent{0};
 };
 
 namespace {
@@ -92,6 +103,10 @@ void CounterBoard::add(const Counters& delta) {
   bump(slot.wire_baseline, delta.wire_baseline);
   bump(slot.wire_sent, delta.wire_sent);
   bump(slot.ef_resets, delta.ef_resets);
+  bump(slot.inter_node_baseline, delta.inter_node_baseline);
+  bump(slot.inter_node_sent, delta.inter_node_sent);
+  bump(slot.intra_node_baseline, delta.intra_node_baseline);
+  bump(slot.intra_node_sent, delta.intra_node_sent);
 }
 
 Counters CounterBoard::total() const {
@@ -109,10 +124,29 @@ Counters CounterBoard::total() const {
     part.wire_baseline = slot->wire_baseline.load(relaxed);
     part.wire_sent = slot->wire_sent.load(relaxed);
     part.ef_resets = slot->ef_resets.load(relaxed);
+    part.inter_node_baseline = slot->inter_node_baseline.load(relaxed);
+    part.inter_node_sent = slot->inter_node_sent.load(relaxed);
+    part.intra_node_baseline = slot->intra_node_baseline.load(relaxed);
+    part.intra_node_sent = slot->intra_node_sent.load(relaxed);
     sum += part;
   }
   return sum;
 }
+
+namespace {
+
+// The node split's keys, after wire_sent, when the report carries them.
+std::string node_keys(const Counters& c, const ReportContext& context) {
+  if (!context.node_bytes) return {};
+  char text[256];
+  std::snprintf(text, sizeof text,
+                ", \"inter_node_baseline\": %.0f, \"inter_node_sent\": %.0f"
+                ", \"intra_node_baseline\": %.0f, \"intra_node_sent\": %.0f",
+                c.inter_node_baseline, c.inter_node_sent, c.intra_node_baseline, c.intra_node_sent);
+  return text;
+}
+
+}  // namespace
 
 std::string report_json(const Counters& c, const ReportContext& context) {
   char text[1024];
@@ -123,11 +157,12 @@ std::string report_json(const Counters& c, const ReportContext& context) {
                 ", \"ef_cap_fallback\": %" PRIu64 ", \"ef_resets\": %" PRIu64
                 "},\n"
                 " \"bytes\": {\"input\": %" PRIu64
-                ", \"wire_baseline\": %.0f, \"wire_sent\": %.0f},\n"
+                ", \"wire_baseline\": %.0f, \"wire_sent\": %.0f%s},\n"
                 " \"savings\": %.6f}\n",
                 context.rank, context.world_size, context.compressor.c_str(), c.intercepted,
                 c.compressed, c.passed_through, c.warmup, c.ef_cap_fallback, c.ef_resets,
-                c.input_bytes, c.wire_baseline, c.wire_sent, c.savings());
+                c.input_bytes, c.wire_baseline, c.wire_sent, node_keys(c, context).c_str(),
+                c.savings());
   return text;
 }
 
@@ -151,7 +186,16 @@ std::string report_table(const Counters& t, const ReportContext& context) {
                 context.compressor.c_str(), scope, t.intercepted, t.compressed, t.passed_through,
                 t.warmup, t.ef_cap_fallback, t.input_bytes / kMiB, t.wire_baseline / kMiB,
                 t.wire_sent / kMiB, 100.0 * t.savings());
-  return text;
+  std::string table = text;
+  if (context.node_bytes) {
+    std::snprintf(text, sizeof text,
+                  "  nodes      across: baseline %12.1f MiB  sent %12.1f MiB   inside: "
+                  "baseline %12.1f MiB  sent %12.1f MiB\n",
+                  t.inter_node_baseline / kMiB, t.inter_node_sent / kMiB,
+                  t.intra_node_baseline / kMiB, t.intra_node_sent / kMiB);
+    table += text;
+  }
+  return table;
 }
 
 }  // namespace slimreduce

@@ -32,11 +32,21 @@ struct Counters {
   // Calls whose residual key came back with another count or datatype: what was
   // carried is dropped (for example a fusion buffer that fuses other tensors).
   std::uint64_t ef_resets = 0;
+  // With SLIMREDUCE_HIERARCHICAL=1, on communicators whose nodes are known:
+  // the baseline and sent bytes above, split by whether they cross a node
+  // boundary (docs/architecture.md, "Hierarchical").
+  double inter_node_baseline = 0;
+  double inter_node_sent = 0;
+  double intra_node_baseline = 0;
+  double intra_node_sent = 0;
 
   // A call that reached the real library as given.
   void count_pass_through(std::uint64_t bytes, int ranks);
   // A compressed call that handed `wire_sent_bytes` to the transport.
   void count_compressed(std::uint64_t bytes, int ranks, double wire_sent_bytes);
+  // Splits a call's baseline and sent bytes by node: all across when this
+  // rank's ring hop crosses a node boundary, all inside otherwise.
+  void count_by_node(double baseline, double sent, bool hop_crosses);
   double savings() const;
   Counters& operator+=(const Counters& other);
 };
@@ -74,6 +84,8 @@ struct ReportContext {
   // The counters are every rank's, summed (MPI_Finalize with MPI to sum over);
   // otherwise they are this rank's alone, and the table says so.
   bool summed_over_ranks = false;
+  // SLIMREDUCE_HIERARCHICAL=1: the report carries the node split.
+  bool node_bytes = false;
 };
 
 std::string report_json(const Counters& counters, const ReportContext& context);

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "algorithms/hierarchical.h"
 #include "backends/mpi_backend.h"
 #include "backends/mpi_transport.h"
 #include "core/decision.h"
@@ -65,6 +66,20 @@ void Engine::policy_changed(std::vector<int>&) {
   tallies_.forget_communicators();  // their compress_from came from the old rule
 }
 
+namespace {
+
+// What a pass-through call's bytes become on the wire, in all and by node.
+ThreadTally::Factors factors_of(const CommState& state) {
+  ThreadTally::Factors factors;
+  factors.ring = state.ring_factor();
+  if (const Hierarchy* hierarchy = state.hierarchy()) {
+    (hierarchy->ring_hop_crosses ? factors.inter : factors.intra) = factors.ring;
+  }
+  return factors;
+}
+
+}  // namespace
+
 CommState* Engine::state_of(MPI_Comm comm) {
   ThreadTally& tally = tallies_.mine();
   if (tally.comm.load(std::memory_order_relaxed) == comm && tally.state) return tally.state;
@@ -75,7 +90,7 @@ CommState* Engine::state_of(MPI_Comm comm) {
   const std::uint64_t compress_from =
       compressible ? std::max<std::uint64_t>(rule_.min_bytes, 1) : ThreadTally::kNever;
   tally.real_type = real32_;
-  tally.move_to(comm, state, compress_from, state->ring_factor());
+  tally.move_to(comm, state, compress_from, factors_of(*state));
   return state;
 }
 
@@ -140,11 +155,32 @@ int Engine::allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatyp
   return backends::mpi::allreduce(sendbuf, recvbuf, count, datatype, op, comm);
 }
 
-void Engine::count_pass_through(std::uint64_t bytes, int ranks, std::uint64_t Counters::*reason) {
+void Engine::count_pass_through(std::uint64_t bytes, const CommState& state,
+                                std::uint64_t Counters::*reason) {
   Counters delta;
-  delta.count_pass_through(bytes, ranks);
+  delta.count_pass_through(bytes, state.size());
   if (reason) ++(delta.*reason);
+  if (const Hierarchy* hierarchy = state.hierarchy()) {
+    delta.count_by_node(delta.wire_baseline, delta.wire_sent, hierarchy->ring_hop_crosses);
+  }
   runtime_.board(Side::mpi).add(delta);
+}
+
+void Engine::count_compressed(std::uint64_t bytes, const CommState& state, double wire_sent,
+                              Counters& delta) const {
+  delta.count_compressed(bytes, state.size(), wire_sent);
+  const Hierarchy* hierarchy = state.hierarchy();
+  if (!hierarchy) return;
+  if (hierarchy->flat()) {
+    delta.count_by_node(delta.wire_baseline, wire_sent, hierarchy->ring_hop_crosses);
+    return;
+  }
+  // Hierarchical: the fp32 shards stay inside the node, the rest crosses.
+  const double intra =
+      algorithms::Hierarchical::intra_node_bytes(bytes / sizeof(float), hierarchy->node->size());
+  delta.count_by_node(delta.wire_baseline, 0, hierarchy->ring_hop_crosses);
+  delta.inter_node_sent += wire_sent - intra;
+  delta.intra_node_sent += intra;
 }
 
 int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
@@ -190,7 +226,7 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
     // Outside the lock: a thread in a collective must never hold what a
     // thread on another communicator needs (each rank's lock would wait on a
     // call that the other rank's lock holds back).
-    count_pass_through(bytes, state.size(), passes_because);
+    count_pass_through(bytes, state, passes_because);
     // Device buffers too go to an MPI that may not read them: staged through the host.
     if (!device) return backends::mpi::allreduce(sendbuf, recvbuf, count, datatype, op, comm);
     int mpi_rc = MPI_SUCCESS;
@@ -208,7 +244,7 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
              : backends::mpi_code(host_allreduce(call, compressor, transport, state, &wire_sent));
   if (rc != MPI_SUCCESS) return raise(comm, rc, "MPI_Allreduce (compressed)");
   Counters delta;
-  delta.count_compressed(bytes, state.size(), wire_sent);
+  count_compressed(bytes, state, wire_sent, delta);
   delta.ef_cap_fallback = no_room ? 1 : 0;
   delta.ef_resets = resets;
   runtime_.board(Side::mpi).add(delta);
@@ -233,6 +269,7 @@ int Engine::prepare_wire(CommState& state, MPI_Comm comm, MPI_Comm* wire_comm) {
              static_cast<unsigned long long>(state.id()), hierarchy.flat_because.c_str());
   }
   state.keep_hierarchy(std::move(hierarchy));
+  tallies_.forget_communicators();  // their node factors were made without it
   return MPI_SUCCESS;
 }
 
@@ -271,23 +308,29 @@ void Engine::finish() {
     runtime_.write_report(mine, context);
     return;
   }
-  double local[9] = {double(mine.intercepted),     double(mine.compressed),
-                     double(mine.passed_through),  double(mine.warmup),
-                     double(mine.ef_cap_fallback), double(mine.input_bytes),
-                     mine.wire_baseline,           mine.wire_sent,
-                     double(mine.ef_resets)};
-  double total[9] = {};
-  PMPI_Reduce(local, total, 9, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+  double local[13] = {double(mine.intercepted),     double(mine.compressed),
+                      double(mine.passed_through),  double(mine.warmup),
+                      double(mine.ef_cap_fallback), double(mine.input_bytes),
+                      mine.wire_baseline,           mine.wire_sent,
+                      double(mine.ef_resets),       mine.inter_node_baseline,
+                      mine.inter_node_sent,         mine.intra_node_baseline,
+                      mine.intra_node_sent};
+  double total[13] = {};
+  PMPI_Reduce(local, total, 13, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
   if (world_rank_ != 0) return;
-  const Counters sum{std::uint64_t(total[0]),
-                     std::uint64_t(total[1]),
-                     std::uint64_t(total[2]),
-                     std::uint64_t(total[3]),
-                     std::uint64_t(total[4]),
-                     std::uint64_t(total[5]),
-                     total[6],
-                     total[7],
-                     std::uint64_t(total[8])};
+  Counters sum{std::uint64_t(total[0]),
+               std::uint64_t(total[1]),
+               std::uint64_t(total[2]),
+               std::uint64_t(total[3]),
+               std::uint64_t(total[4]),
+               std::uint64_t(total[5]),
+               total[6],
+               total[7],
+               std::uint64_t(total[8])};
+  sum.inter_node_baseline = total[9];
+  sum.inter_node_sent = total[10];
+  sum.intra_node_baseline = total[11];
+  sum.intra_node_sent = total[12];
   ReportContext summed = context;
   summed.summed_over_ranks = true;
   runtime_.write_report(sum, summed);

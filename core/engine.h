@@ -90,8 +90,11 @@ class Engine : public RuntimeSide {
                     MPI_Comm comm, CommState& state);
   // Counts a call that reached the real library as given; reason, if any, says why it
   // was not compressed (Counters::warmup or Counters::ef_cap_fallback).
-  void count_pass_through(std::uint64_t bytes, int ranks,
+  void count_pass_through(std::uint64_t bytes, const CommState& state,
                           std::uint64_t Counters::*reason = nullptr);
+  // Counts a compressed call into delta, split by node where the nodes are known.
+  void count_compressed(std::uint64_t bytes, const CommState& state, double wire_sent,
+                        Counters& delta) const;
 
   Runtime& runtime_;
   TallyBoard tallies_;  // plain pass-through calls and the last communicator, per thread

@@ -46,6 +46,7 @@ Status make_hierarchy(MPI_Comm comm, backends::Transport& transport, int world_r
   SLIMREDUCE_TRY(node_color(comm, transport.rank(), world_rank, local_size, &color));
   std::vector<int> colors(transport.size());
   SLIMREDUCE_TRY(Status::mpi(PMPI_Allgather(&color, 1, MPI_INT, colors.data(), 1, MPI_INT, comm)));
+  out->ring_hop_crosses = colors[(transport.rank() + 1) % transport.size()] != color;
   out->flat_because = flat_reason(colors);
   if (!out->flat_because.empty()) return {};
   std::unique_ptr<backends::Transport> node;

@@ -158,6 +158,7 @@ void Runtime::know_rank(int rank, int size, bool from_mpi) {
 
 ReportContext Runtime::report_context() const {
   ReportContext context;
+  context.node_bytes = settings_.hierarchical;
   {
     std::lock_guard lock(mutex_);
     context.compressor = settings_.compressor;

@@ -45,14 +45,23 @@ struct alignas(64) ThreadTally {
   // hot path does no floating-point work.
   std::atomic<std::uint64_t> calls{0}, bytes{0}, bytes_at_move{0};
   std::atomic<double> wire{0}, ring_factor{0};
+  // The same split by node (Counters::inter_node_*): the share of the ring
+  // factor that crosses a node boundary and the share that stays inside (both
+  // 0 while the communicator's nodes are unknown), and what they came to.
+  std::atomic<double> inter_factor{0}, intra_factor{0}, inter_wire{0}, intra_wire{0};
 
   void count(std::uint64_t call_bytes) {
     bump(calls, std::uint64_t{1});
     bump(bytes, call_bytes);
   }
   // Makes next_comm the thread's communicator.
+  struct Factors {
+    double ring = 0;   // 2(n-1)/n
+    double inter = 0;  // ring when this rank's ring hop crosses a node boundary, else 0
+    double intra = 0;  // ring when it stays inside a known node, else 0
+  };
   void move_to(MPI_Comm next_comm, CommState* next_state, std::uint64_t next_compress_from,
-               double next_ring_factor);
+               const Factors& next);
   // The tally as counters (a reader on another thread may see a call
   // half-counted while this thread moves between communicators).
   Counters counters() const;

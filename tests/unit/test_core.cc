@@ -265,6 +265,27 @@ TEST(Report, JsonCarriesTheContractKeys) {
   EXPECT_NE(table.find("savings    40.0%"), std::string::npos) << table;
 }
 
+// The node split appears with SLIMREDUCE_HIERARCHICAL=1 only, after the contract's keys.
+TEST(Report, TheNodeSplitIsReportedWhenHierarchicalIsOn) {
+  Counters counters;
+  counters.count_compressed(400, 4, 300);
+  counters.count_by_node(counters.wire_baseline, 0, true);
+  counters.inter_node_sent = 100;
+  counters.intra_node_sent = 200;
+  counters.count_by_node(50, 50, false);
+  EXPECT_EQ(report_json(counters, {0, 4, "fp16"}).find("inter_node"), std::string::npos);
+  ReportContext hierarchical{0, 4, "fp16"};
+  hierarchical.node_bytes = true;
+  const std::string json = report_json(counters, hierarchical);
+  for (const char* expected :
+       {"\"wire_sent\": 300, \"inter_node_baseline\": 600, \"inter_node_sent\": 100",
+        "\"intra_node_baseline\": 50, \"intra_node_sent\": 250}"}) {
+    EXPECT_NE(json.find(expected), std::string::npos) << expected << " in " << json;
+  }
+  EXPECT_NE(report_table(counters, hierarchical).find("  nodes      across: baseline"),
+            std::string::npos);
+}
+
 // A table says whose counters it shows: a rank's own must not claim to be the job's.
 TEST(Report, TableSaysWhetherItSumsOverRanks) {
   Counters counters;
@@ -316,10 +337,10 @@ TEST(ThreadTally, BytesBecomeWireBytesAtTheirCommunicatorsRingFactor) {
   TallyBoard board;
   ThreadTally& tally = board.mine();
   EXPECT_EQ(&tally, board.known());
-  tally.move_to(fake_comm(1), nullptr, ThreadTally::kNever, 1.5);  // 4 ranks: 2 x 3/4
+  tally.move_to(fake_comm(1), nullptr, ThreadTally::kNever, {1.5});  // 4 ranks: 2 x 3/4
   tally.count(1000);
   tally.count(24);
-  tally.move_to(fake_comm(2), nullptr, ThreadTally::kNever, 1.0);  // 2 ranks
+  tally.move_to(fake_comm(2), nullptr, ThreadTally::kNever, {1.0});  // 2 ranks
   tally.count(100);
   const Counters total = board.total();
   EXPECT_EQ(total.intercepted, 3u);
@@ -330,11 +351,30 @@ TEST(ThreadTally, BytesBecomeWireBytesAtTheirCommunicatorsRingFactor) {
   EXPECT_DOUBLE_EQ(total.wire_sent, total.wire_baseline);
 }
 
+// Where the communicator's nodes are known, its ring bytes also count across
+// nodes (this rank's hop crosses a boundary) or inside one; unknown: neither.
+TEST(ThreadTally, WireBytesSplitByNodeWhereTheNodesAreKnown) {
+  TallyBoard board;
+  ThreadTally& tally = board.mine();
+  tally.move_to(fake_comm(1), nullptr, ThreadTally::kNever, {1.5, 1.5, 0});  // hop crosses
+  tally.count(1000);
+  tally.move_to(fake_comm(2), nullptr, ThreadTally::kNever, {1.0, 0, 1.0});  // inside a node
+  tally.count(100);
+  tally.move_to(fake_comm(3), nullptr, ThreadTally::kNever, {1.0});  // nodes unknown
+  tally.count(10);
+  const Counters total = board.total();
+  EXPECT_DOUBLE_EQ(total.wire_sent, 1500.0 + 100 + 10);
+  EXPECT_DOUBLE_EQ(total.inter_node_baseline, 1500.0);
+  EXPECT_DOUBLE_EQ(total.inter_node_sent, 1500.0);
+  EXPECT_DOUBLE_EQ(total.intra_node_baseline, 100.0);
+  EXPECT_DOUBLE_EQ(total.intra_node_sent, 100.0);
+}
+
 TEST(ThreadTally, EachThreadHasItsOwnAndTheBoardSumsThem) {
   TallyBoard board;
   auto calls = [&board](int n) {
     ThreadTally& tally = board.mine();
-    tally.move_to(fake_comm(1), nullptr, ThreadTally::kNever, 1.0);
+    tally.move_to(fake_comm(1), nullptr, ThreadTally::kNever, {1.0});
     for (int i = 0; i < n; ++i) tally.count(8);
   };
   std::thread first(calls, 1000), second(calls, 2000);
@@ -357,7 +397,7 @@ TEST(ThreadTally, ANewBoardDoesNotInheritAThreadsEarlierTally) {
 TEST(ThreadTally, ForgettingCommunicatorsClearsEveryThreadsLastOne) {
   TallyBoard board;
   ThreadTally& tally = board.mine();
-  tally.move_to(fake_comm(3), nullptr, 4, 1.0);
+  tally.move_to(fake_comm(3), nullptr, 4, {1.0});
   EXPECT_EQ(tally.comm.load(), fake_comm(3));
   board.forget_communicators();
   EXPECT_NE(tally.comm.load(), fake_comm(3));
