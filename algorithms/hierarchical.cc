@@ -27,23 +27,32 @@ std::size_t Hierarchical::valid() const {
 }
 
 Status Hierarchical::compress(const float* input, float* residual) {
-  std::copy_n(input, count_, padded_);
-  std::fill(padded_ + count_, padded_ + shard_ * node_.size(), 0.0f);
-  SLIMREDUCE_TRY(node_.reduce_scatter_sum(padded_, in_, shard_));
-  // The residual of this rank's elements; the padding's stays zero (its input is zero).
-  if (residual) {
+  // Padded only where the count does not split into equal shards.
+  const float* send = input;
+  if (!even()) {
+    std::copy_n(input, count_, padded_);
+    std::fill(padded_ + count_, padded_ + shard_ * node_.size(), 0.0f);
+    send = padded_;
+  }
+  SLIMREDUCE_TRY(node_.reduce_scatter_sum(send, in_, shard_));
+  // The residual of this rank's elements, in place when the shard holds no
+  // padding; else a copy whose padding stays zero (its input is zero).
+  float* shard_residual = residual && valid() == shard_ ? residual + offset() : nullptr;
+  if (residual && !shard_residual) {
     std::copy_n(residual + offset(), valid(), residual_);
     std::fill(residual_ + valid(), residual_ + shard_, 0.0f);
+    shard_residual = residual_;
   }
-  inner_->compress(in_, residual ? residual_ : nullptr);
-  if (residual) std::copy_n(residual_, valid(), residual + offset());
+  inner_->compress(in_, shard_residual);
+  if (shard_residual == residual_) std::copy_n(residual_, valid(), residual + offset());
   return {};
 }
 
 Status Hierarchical::finish(float* output) {
   inner_->finish(out_);
-  SLIMREDUCE_TRY(node_.allgather(out_, shard_ * sizeof(float), padded_));
-  std::copy_n(padded_, count_, output);
+  float* gathered = even() ? output : padded_;
+  SLIMREDUCE_TRY(node_.allgather(out_, shard_ * sizeof(float), gathered));
+  if (!even()) std::copy_n(padded_, count_, output);
   return {};
 }
 

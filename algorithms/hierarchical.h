@@ -54,6 +54,8 @@ class Hierarchical {
   double wire_sent() const { return inter_node_sent() + intra_node_sent(); }
 
  private:
+  // The count splits into node.size() equal shards: no padding anywhere.
+  bool even() const { return shard_ * node_.size() == count_; }
   // This rank's elements of the tensor: [offset, offset + valid).
   std::size_t offset() const { return shard_ * node_.rank(); }
   std::size_t valid() const;
@@ -61,7 +63,7 @@ class Hierarchical {
   backends::Transport& node_;
   std::size_t count_;
   std::size_t shard_;
-  float* padded_;    // node.size() shards: the input, then the gathered result
+  float* padded_;    // node.size() shards: the padded input, then the gathered result
   float* in_;        // this rank's shard of the node's sum
   float* out_;       // the shard reduced across nodes
   float* residual_;  // the shard's slice of the residual, zero past the tensor

@@ -27,6 +27,11 @@ NcclEngine::NcclEngine(Runtime& runtime)
            "nccl: compressor %s, error feedback %s, real NCCL: %s",
            runtime_.settings().compressor.c_str(), policy.error_feedback ? "on" : "off",
            real::api().origin);
+  if (runtime_.settings().hierarchical) {
+    log_line(runtime_.settings().log_level, LogLevel::info, runtime_.report_context().rank,
+             "nccl: SLIMREDUCE_HIERARCHICAL is not carried by the NCCL path yet: its calls "
+             "reduce flat");
+  }
 }
 
 NcclEngine::~NcclEngine() = default;
