@@ -16,6 +16,8 @@ class Allreduce {
   virtual Status communicate() = 0;
   virtual void finish(float* output) = 0;
   virtual double wire_sent() const = 0;
+  // Whether it reran with a wider wire after an overflow (rescued_cast_ring.h).
+  virtual bool overflow_rescued() const { return false; }
 };
 
 template <class Algorithm>
@@ -29,6 +31,13 @@ class AllreduceOf final : public Allreduce {
   Status communicate() override { return algorithm_.communicate(); }
   void finish(float* output) override { algorithm_.finish(output); }
   double wire_sent() const override { return algorithm_.wire_sent(); }
+  bool overflow_rescued() const override {
+    if constexpr (requires { algorithm_.overflow_rescued(); }) {
+      return algorithm_.overflow_rescued();
+    } else {
+      return false;
+    }
+  }
 
  private:
   Algorithm algorithm_;

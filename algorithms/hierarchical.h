@@ -52,6 +52,8 @@ class Hierarchical {
   double inter_node_sent() const { return inner_->wire_sent(); }
   double intra_node_sent() const { return intra_node_bytes(count_, node_.size()); }
   double wire_sent() const { return inter_node_sent() + intra_node_sent(); }
+  // Whether this rank's shard was rescued from an overflow across nodes.
+  bool overflow_rescued() const { return inner_->overflow_rescued(); }
 
  private:
   // The count splits into node.size() equal shards: no padding anywhere.

@@ -1,5 +1,6 @@
 // fp16 and bf16: round each value to 16 bits; summable.
 #include <cstdint>
+#include <memory>
 
 #include "compressors/registry.h"
 #include "kernels/cast.h"
@@ -33,6 +34,16 @@ class CastCompressor final : public SummableCompressor {
     kernels::decompress(format_, static_cast<const std::uint16_t*>(in), out, n);
   }
   std::optional<HalfFormat> native_format() const override { return format_; }
+  // fp16's range ends at 65504: a sum of finite fp32 values may overflow it.
+  // bf16 has fp32's exponent: it holds any sum fp32 holds.
+  bool wire_finite(const void* wire, std::size_t n) const override {
+    return format_ != HalfFormat::fp16 ||
+           kernels::all_finite(format_, static_cast<const std::uint16_t*>(wire), n);
+  }
+  std::unique_ptr<SummableCompressor> overflow_rescue() const override {
+    if (format_ != HalfFormat::fp16) return nullptr;
+    return std::make_unique<CastCompressor>(HalfFormat::bf16);
+  }
 
   int device_compress(const float* in, float* residual, std::size_t n, void* wire,
                       void* stream) const override {

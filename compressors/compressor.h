@@ -74,6 +74,15 @@ class SummableCompressor : public Compressor {
   // itself (NCCL's ncclFloat16, ncclBfloat16) with the same meaning as
   // accumulate(); none otherwise.
   virtual std::optional<kernels::HalfFormat> native_format() const { return std::nullopt; }
+  // Whether n reduced wire elements are all finite. The default: a wire
+  // whose range is fp32's never overflows where the fp32 sum would not.
+  virtual bool wire_finite(const void* wire, std::size_t n) const {
+    (void)wire, (void)n;
+    return true;
+  }
+  // The compressor a call reruns with when its reduced wire is not finite:
+  // one whose range is fp32's (bf16 for fp16). nullptr: none needed.
+  virtual std::unique_ptr<SummableCompressor> overflow_rescue() const { return nullptr; }
 
   // Device: compress() of fp32 `in` into n wire elements.
   virtual int device_compress(const float* in, float* residual, std::size_t n, void* wire,

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cinttypes>
 #include <cstdio>
+#include <utility>
 
 namespace slimreduce {
 
@@ -42,6 +43,7 @@ Counters& Counters::operator+=(const Counters& other) {
   wire_baseline += other.wire_baseline;
   wire_sent += other.wire_sent;
   ef_resets += other.ef_resets;
+  overflow_rescued += other.overflow_rescued;
   inter_node_baseline += other.inter_node_baseline;
   inter_node_sent += other.inter_node_sent;
   intra_node_baseline += other.intra_node_baseline;
@@ -61,7 +63,7 @@ CounterBoard::~CounterBoard() = default;
 // No `intercepted`: it is always compressed + passed_through.
 struct CounterBoard::Slot {
   std::atomic<std::uint64_t> compressed{0}, passed_through{0}, warmup{0}, ef_cap_fallback{0},
-      input_bytes{0}, ef_resets{0};
+      input_bytes{0}, ef_resets{0}, overflow_rescued{0};
   std::atomic<double> wire_baseline{0}, wire_sent{0};
   std::atomic<double> inter_node_baseline{0}, inter_node_sent{0}, intra_node_baseline{0},
       intra_node_sent{0};
@@ -103,6 +105,7 @@ void CounterBoard::add(const Counters& delta) {
   bump(slot.wire_baseline, delta.wire_baseline);
   bump(slot.wire_sent, delta.wire_sent);
   bump(slot.ef_resets, delta.ef_resets);
+  bump(slot.overflow_rescued, delta.overflow_rescued);
   bump(slot.inter_node_baseline, delta.inter_node_baseline);
   bump(slot.inter_node_sent, delta.inter_node_sent);
   bump(slot.intra_node_baseline, delta.intra_node_baseline);
@@ -124,6 +127,7 @@ Counters CounterBoard::total() const {
     part.wire_baseline = slot->wire_baseline.load(relaxed);
     part.wire_sent = slot->wire_sent.load(relaxed);
     part.ef_resets = slot->ef_resets.load(relaxed);
+    part.overflow_rescued = slot->overflow_rescued.load(relaxed);
     part.inter_node_baseline = slot->inter_node_baseline.load(relaxed);
     part.inter_node_sent = slot->inter_node_sent.load(relaxed);
     part.intra_node_baseline = slot->intra_node_baseline.load(relaxed);
@@ -150,20 +154,44 @@ std::string node_keys(const Counters& c, const ReportContext& context) {
 
 std::string report_json(const Counters& c, const ReportContext& context) {
   char text[1024];
-  std::snprintf(text, sizeof text,
-                "{\"rank\": %d, \"world_size\": %d, \"compressor\": \"%s\",\n"
-                " \"calls\": {\"intercepted\": %" PRIu64 ", \"compressed\": %" PRIu64
-                ", \"passed_through\": %" PRIu64 ", \"warmup\": %" PRIu64
-                ", \"ef_cap_fallback\": %" PRIu64 ", \"ef_resets\": %" PRIu64
-                "},\n"
-                " \"bytes\": {\"input\": %" PRIu64
-                ", \"wire_baseline\": %.0f, \"wire_sent\": %.0f%s},\n"
-                " \"savings\": %.6f}\n",
-                context.rank, context.world_size, context.compressor.c_str(), c.intercepted,
-                c.compressed, c.passed_through, c.warmup, c.ef_cap_fallback, c.ef_resets,
-                c.input_bytes, c.wire_baseline, c.wire_sent, node_keys(c, context).c_str(),
-                c.savings());
+  std::snprintf(
+      text, sizeof text,
+      "{\"rank\": %d, \"world_size\": %d, \"compressor\": \"%s\",\n"
+      " \"calls\": {\"intercepted\": %" PRIu64 ", \"compressed\": %" PRIu64
+      ", \"passed_through\": %" PRIu64 ", \"warmup\": %" PRIu64 ", \"ef_cap_fallback\": %" PRIu64
+      ", \"ef_resets\": %" PRIu64 ", \"overflow_rescued\": %" PRIu64
+      "},\n"
+      " \"bytes\": {\"input\": %" PRIu64
+      ", \"wire_baseline\": %.0f, \"wire_sent\": %.0f%s},\n"
+      " \"savings\": %.6f}\n",
+      context.rank, context.world_size, context.compressor.c_str(), c.intercepted, c.compressed,
+      c.passed_through, c.warmup, c.ef_cap_fallback, c.ef_resets, c.overflow_rescued, c.input_bytes,
+      c.wire_baseline, c.wire_sent, node_keys(c, context).c_str(), c.savings());
   return text;
+}
+
+std::optional<double> report_value(const Counters& c, std::string_view key) {
+  const std::pair<std::string_view, double> values[] = {
+      {"calls.intercepted", double(c.intercepted)},
+      {"calls.compressed", double(c.compressed)},
+      {"calls.passed_through", double(c.passed_through)},
+      {"calls.warmup", double(c.warmup)},
+      {"calls.ef_cap_fallback", double(c.ef_cap_fallback)},
+      {"calls.ef_resets", double(c.ef_resets)},
+      {"calls.overflow_rescued", double(c.overflow_rescued)},
+      {"bytes.input", double(c.input_bytes)},
+      {"bytes.wire_baseline", c.wire_baseline},
+      {"bytes.wire_sent", c.wire_sent},
+      {"bytes.inter_node_baseline", c.inter_node_baseline},
+      {"bytes.inter_node_sent", c.inter_node_sent},
+      {"bytes.intra_node_baseline", c.intra_node_baseline},
+      {"bytes.intra_node_sent", c.intra_node_sent},
+      {"savings", c.savings()},
+  };
+  for (const auto& [name, value] : values) {
+    if (name == key) return value;
+  }
+  return std::nullopt;
 }
 
 std::string report_table(const Counters& t, const ReportContext& context) {
@@ -187,6 +215,12 @@ std::string report_table(const Counters& t, const ReportContext& context) {
                 t.warmup, t.ef_cap_fallback, t.input_bytes / kMiB, t.wire_baseline / kMiB,
                 t.wire_sent / kMiB, 100.0 * t.savings());
   std::string table = text;
+  if (t.overflow_rescued > 0) {
+    std::snprintf(text, sizeof text,
+                  "  overflow   %" PRIu64 " fp16 calls rescued with bf16 (a sum beyond 65504)\n",
+                  t.overflow_rescued);
+    table += text;
+  }
   if (context.node_bytes) {
     std::snprintf(text, sizeof text,
                   "  nodes      across: baseline %12.1f MiB  sent %12.1f MiB   inside: "

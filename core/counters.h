@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "algorithms/wire_bytes.h"
@@ -32,6 +34,9 @@ struct Counters {
   // Calls whose residual key came back with another count or datatype: what was
   // carried is dropped (for example a fusion buffer that fuses other tensors).
   std::uint64_t ef_resets = 0;
+  // Compressed calls whose 16-bit sum left fp16's range and were rerun with
+  // bf16 on every rank alike (algorithms/rescued_cast_ring.h).
+  std::uint64_t overflow_rescued = 0;
   // With SLIMREDUCE_HIERARCHICAL=1, on communicators whose nodes are known:
   // the baseline and sent bytes above, split by whether they cross a node
   // boundary (docs/architecture.md, "Hierarchical").
@@ -89,6 +94,9 @@ struct ReportContext {
 };
 
 std::string report_json(const Counters& counters, const ReportContext& context);
+// The value the report gives `key` ("calls.compressed", "bytes.inter_node_sent",
+// "savings", ...), or nothing for a key the report does not have.
+std::optional<double> report_value(const Counters& counters, std::string_view key);
 // A short human-readable table of the counters (summed over all ranks, or this rank's).
 std::string report_table(const Counters& total, const ReportContext& context);
 

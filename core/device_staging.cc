@@ -21,7 +21,7 @@ bool keeps_residual_on_device(const AllreduceCall&, const compressors::Compresso
   return false;
 }
 int allreduce(const AllreduceCall&, compressors::Compressor&, CommState&, backends::Transport&,
-              ResidualSlot*, StagingPool&, double*) {
+              ResidualSlot*, StagingPool&, Reduced*) {
   return MPI_ERR_INTERN;  // unreachable: no pointer is a device pointer here
 }
 int passed_through_allreduce(const AllreduceCall&, MPI_Datatype, MPI_Op, MPI_Comm, StagingPool&,
@@ -127,6 +127,22 @@ struct StagedCall {
 
 Status sync(const StagedCall& job) { return cuda_status(cudaStreamSynchronize(job.stream())); }
 
+// The call's fp32 values through pinned memory: copied in, `reduce(in, out)`
+// on the host copies, the result copied back out.
+template <class Reduce>
+Status through_host(StagingSpace& s, const AllreduceCall& call, Reduce&& reduce) {
+  const std::size_t bytes = call.count * sizeof(float);
+  std::byte* in = grow(s.host_in, bytes, true);
+  std::byte* out = grow(s.host_out, bytes, true);
+  if (!in || !out) return Status::no_memory();
+  cudaStream_t stream = s.stream.get();
+  SLIMREDUCE_TRY(cuda_status(cudaMemcpyAsync(in, call.input, bytes, cudaMemcpyDefault, stream)));
+  SLIMREDUCE_TRY(cuda_status(cudaStreamSynchronize(stream)));
+  SLIMREDUCE_TRY(reduce(reinterpret_cast<const float*>(in), reinterpret_cast<float*>(out)));
+  SLIMREDUCE_TRY(cuda_status(cudaMemcpyAsync(call.output, out, bytes, cudaMemcpyDefault, stream)));
+  return cuda_status(cudaStreamSynchronize(stream));
+}
+
 // The cast route as a step (scheduler/plan.h): compress is the compressor's
 // device entry point, then the wire elements to pinned memory; communicate is
 // the ring (algorithms/cast_ring.h) on them, with the compressor's host adds;
@@ -149,18 +165,41 @@ class StagedCastStep final : public scheduler::Step {
         cuda_status(cudaMemcpyAsync(staged_, wire_, bytes_, cudaMemcpyDeviceToHost, stream())));
     return sync(job_);
   }
-  Status communicate() override { return ring_.communicate(); }
+  // The ring on the staged wire; an fp16 sum that left fp16's range is
+  // rerun (algorithms/rescued_cast_ring.h), decided alike on every rank.
+  Status communicate() override {
+    SLIMREDUCE_TRY(ring_.communicate());
+    if (!compressor_.wire_finite(staged_, job_.call.count)) rescue_ = compressor_.overflow_rescue();
+    return {};
+  }
   Status finish() override {
+    if (rescue_) return rescue();
     SLIMREDUCE_TRY(
         cuda_status(cudaMemcpyAsync(wire_, staged_, bytes_, cudaMemcpyHostToDevice, stream())));
     SLIMREDUCE_TRY(cuda_status(
         compressor_.device_decompress(wire_, job_.call.output, job_.call.count, 1, stream())));
     return sync(job_);
   }
-  double wire_sent() const override { return ring_.wire_sent(); }
+  double wire_sent() const override { return ring_.wire_sent() + rescue_sent_; }
+  bool overflow_rescued() const override { return rescue_ != nullptr; }
 
  private:
   cudaStream_t stream() const { return job_.stream(); }
+  // The input, untouched so far, as fp32 through pinned memory to the host
+  // algorithm with the rescue's wire; the residual restarts from zero.
+  Status rescue() {
+    const std::size_t n = job_.call.count;
+    if (job_.residual) {
+      SLIMREDUCE_TRY(cuda_status(cudaMemsetAsync(job_.residual, 0, n * sizeof(float), stream())));
+    }
+    return through_host(job_.device, job_.call, [&](const float* in, float* out) {
+      Reduced rescued;
+      SLIMREDUCE_TRY(
+          host_allreduce({in, out, n, nullptr}, *rescue_, job_.transport, job_.state, &rescued));
+      rescue_sent_ = rescued.wire_sent;
+      return Status{};
+    });
+  }
 
   const StagedCall& job_;
   compressors::SummableCompressor& compressor_;
@@ -168,18 +207,21 @@ class StagedCastStep final : public scheduler::Step {
   std::byte* wire_;    // device
   std::byte* staged_;  // pinned host
   algorithms::CastRing ring_;
+  std::unique_ptr<compressors::SummableCompressor> rescue_;  // set: the wire overflowed
+  double rescue_sent_ = 0;
 };
 
 // A plan of one step, run as every blocking plan is.
-Status run_one(std::unique_ptr<scheduler::Step> step, double* wire_sent) {
+Status run_one(std::unique_ptr<scheduler::Step> step, Reduced* reduced) {
   scheduler::Plan plan;
   plan.add(std::move(step));
   SLIMREDUCE_TRY(scheduler::run_blocking(plan));
-  *wire_sent = plan.wire_sent();
+  reduced->wire_sent = plan.wire_sent();
+  reduced->overflow_rescued = plan.overflow_rescued() > 0;
   return {};
 }
 
-Status staged_cast(const StagedCall& job, double* wire_sent) {
+Status staged_cast(const StagedCall& job, Reduced* reduced) {
   using algorithms::CastRing;
   auto& compressor = static_cast<compressors::SummableCompressor&>(job.compressor);
   const std::size_t n = job.call.count;
@@ -189,8 +231,7 @@ Status staged_cast(const StagedCall& job, double* wire_sent) {
   std::byte* scratch =
       job.state.scratch(CastRing::scratch_bytes(compressor, n, job.transport.size()));
   if (!wire || !staged) return Status::no_memory();
-  return run_one(std::make_unique<StagedCastStep>(job, compressor, wire, staged, scratch),
-                 wire_sent);
+  return run_one(std::make_unique<StagedCastStep>(job, compressor, wire, staged, scratch), reduced);
 }
 
 // The gathered payloads from pinned memory (packed) to the device (strided).
@@ -269,7 +310,7 @@ class StagedTopkStep final : public scheduler::Step {
   algorithms::GatheredAllreduce gather_;
 };
 
-Status staged_topk(const StagedCall& job, double* wire_sent) {
+Status staged_topk(const StagedCall& job, Reduced* reduced) {
   auto& compressor = static_cast<compressors::GatheredCompressor&>(job.compressor);
   StagingSpace& s = job.device;
   const std::size_t n = job.call.count;
@@ -285,31 +326,15 @@ Status staged_topk(const StagedCall& job, double* wire_sent) {
   b.in = grow(s.host_in, b.payload, true);
   b.out = grow(s.host_out, b.payload * ranks, true);
   if (!b.scratch || !b.dpayload || !b.gathered || !b.in || !b.out) return Status::no_memory();
-  return run_one(std::make_unique<StagedTopkStep>(job, compressor, b), wire_sent);
-}
-
-// The call's fp32 values through pinned memory: copied in, `reduce(in, out)`
-// on the host copies, the result copied back out.
-template <class Reduce>
-Status through_host(StagingSpace& s, const AllreduceCall& call, Reduce&& reduce) {
-  const std::size_t bytes = call.count * sizeof(float);
-  std::byte* in = grow(s.host_in, bytes, true);
-  std::byte* out = grow(s.host_out, bytes, true);
-  if (!in || !out) return Status::no_memory();
-  cudaStream_t stream = s.stream.get();
-  SLIMREDUCE_TRY(cuda_status(cudaMemcpyAsync(in, call.input, bytes, cudaMemcpyDefault, stream)));
-  SLIMREDUCE_TRY(cuda_status(cudaStreamSynchronize(stream)));
-  SLIMREDUCE_TRY(reduce(reinterpret_cast<const float*>(in), reinterpret_cast<float*>(out)));
-  SLIMREDUCE_TRY(cuda_status(cudaMemcpyAsync(call.output, out, bytes, cudaMemcpyDefault, stream)));
-  return cuda_status(cudaStreamSynchronize(stream));
+  return run_one(std::make_unique<StagedTopkStep>(job, compressor, b), reduced);
 }
 
 // Any other compressor (or a host buffer on one side): fp32 through pinned
 // memory and the host algorithm, with the engine's host residual.
-Status staged_host(const StagedCall& job, double* wire_sent) {
+Status staged_host(const StagedCall& job, Reduced* reduced) {
   return through_host(job.device, job.call, [&](const float* in, float* out) {
     const AllreduceCall host{in, out, job.call.count, job.call.residual};
-    return host_allreduce(host, job.compressor, job.transport, job.state, wire_sent);
+    return host_allreduce(host, job.compressor, job.transport, job.state, reduced);
   });
 }
 
@@ -397,7 +422,7 @@ Status on_leased_workspace(const AllreduceCall& call, StagingPool& pool, Body&& 
 
 int allreduce(const AllreduceCall& call, compressors::Compressor& compressor, CommState& state,
               backends::Transport& transport, ResidualSlot* residual, StagingPool& pool,
-              double* wire_sent) {
+              Reduced* reduced) {
   using compressors::DeviceKernels;
   return backends::mpi_code(on_leased_workspace(call, pool, [&](StagingSpace& workspace) {
     const DeviceKernels route = route_of(call, compressor);
@@ -405,13 +430,13 @@ int allreduce(const AllreduceCall& call, compressors::Compressor& compressor, Co
     // A hierarchical communicator reduces fp32 inside the node: through the
     // host algorithm, as a host-buffer rank of it does.
     const bool hierarchical = state.hierarchy() && !state.hierarchy()->flat();
-    if (route == DeviceKernels::none || hierarchical) return staged_host(job, wire_sent);
+    if (route == DeviceKernels::none || hierarchical) return staged_host(job, reduced);
     if (residual && residual->feeds_back) {
       if (!pool.residual_memory()) return Status::no_memory();
       job.residual = residual->device_residual(*pool.residual_memory(), job.stream());
       if (!job.residual) return Status::no_memory();
     }
-    return route == DeviceKernels::topk ? staged_topk(job, wire_sent) : staged_cast(job, wire_sent);
+    return route == DeviceKernels::topk ? staged_topk(job, reduced) : staged_cast(job, reduced);
   }));
 }
 

@@ -66,14 +66,15 @@ bool keeps_residual_on_device(const AllreduceCall& call, const compressors::Comp
 // store) feeds back: on the GPU the residual is the slot's device memory, made
 // zeroed on first use and freed with the slot; staged through the host it is
 // call.residual (the slot's host memory). Returns an MPI error
-// code; *wire_sent gets the bytes this rank handed to MPI. Synchronous, like
+// code; *reduced gets the bytes this rank handed to MPI and whether an
+// overflow was rescued. Synchronous, like
 // the MPI call: the result is in call.output on return. Our stream is a
 // blocking one, so it also starts after work the caller left queued on the
 // legacy default stream. Buffers on two different GPUs are staged through the
 // host. No lock is held while MPI runs (each call leases a space of `pool`).
 int allreduce(const AllreduceCall& call, compressors::Compressor& compressor, CommState& state,
               backends::Transport& transport, ResidualSlot* residual, StagingPool& pool,
-              double* wire_sent);
+              Reduced* reduced);
 
 // An eligible call the engine passes through uncompressed (warm-up, a tensor
 // larger than the residual cap) with device memory on either side: its fp32

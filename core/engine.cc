@@ -235,16 +235,17 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
     return rc == MPI_SUCCESS ? mpi_rc : raise(comm, rc, "MPI_Allreduce (staged through the host)");
   }
   backends::MpiTransport transport(wire_comm, state.rank(), state.size());
-  double wire_sent = 0;
+  Reduced reduced;
   // Device buffers: compressed on the GPU, only the compressed bytes staged through the host.
   compressors::Compressor& compressor = *policy.compressor;
   const int rc =
-      device ? device_staging::allreduce(call, compressor, state, transport, slot, *staging_,
-                                         &wire_sent)
-             : backends::mpi_code(host_allreduce(call, compressor, transport, state, &wire_sent));
+      device
+          ? device_staging::allreduce(call, compressor, state, transport, slot, *staging_, &reduced)
+          : backends::mpi_code(host_allreduce(call, compressor, transport, state, &reduced));
   if (rc != MPI_SUCCESS) return raise(comm, rc, "MPI_Allreduce (compressed)");
   Counters delta;
-  count_compressed(bytes, state, wire_sent, delta);
+  count_compressed(bytes, state, reduced.wire_sent, delta);
+  delta.overflow_rescued = reduced.overflow_rescued ? 1 : 0;
   delta.ef_cap_fallback = no_room ? 1 : 0;
   delta.ef_resets = resets;
   runtime_.board(Side::mpi).add(delta);
@@ -308,15 +309,15 @@ void Engine::finish() {
     runtime_.write_report(mine, context);
     return;
   }
-  double local[13] = {double(mine.intercepted),     double(mine.compressed),
+  double local[14] = {double(mine.intercepted),     double(mine.compressed),
                       double(mine.passed_through),  double(mine.warmup),
                       double(mine.ef_cap_fallback), double(mine.input_bytes),
                       mine.wire_baseline,           mine.wire_sent,
                       double(mine.ef_resets),       mine.inter_node_baseline,
                       mine.inter_node_sent,         mine.intra_node_baseline,
-                      mine.intra_node_sent};
-  double total[13] = {};
-  PMPI_Reduce(local, total, 13, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+                      mine.intra_node_sent,         double(mine.overflow_rescued)};
+  double total[14] = {};
+  PMPI_Reduce(local, total, 14, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
   if (world_rank_ != 0) return;
   Counters sum{std::uint64_t(total[0]),
                std::uint64_t(total[1]),
@@ -331,6 +332,7 @@ void Engine::finish() {
   sum.inter_node_sent = total[10];
   sum.intra_node_baseline = total[11];
   sum.intra_node_sent = total[12];
+  sum.overflow_rescued = std::uint64_t(total[13]);
   ReportContext summed = context;
   summed.summed_over_ranks = true;
   runtime_.write_report(sum, summed);

@@ -5,6 +5,7 @@
 #include "algorithms/cast_ring.h"
 #include "algorithms/gathered.h"
 #include "algorithms/hierarchical.h"
+#include "algorithms/rescued_cast_ring.h"
 #include "scheduler/host_step.h"
 #include "scheduler/plan.h"
 
@@ -20,8 +21,8 @@ std::unique_ptr<scheduler::Step> summable(const AllreduceCall& call,
   std::byte* wire = state.wire(CastRing::wire_bytes(compressor, call.count));
   std::byte* scratch =
       state.scratch(CastRing::scratch_bytes(compressor, call.count, transport.size()));
-  return std::make_unique<HostStep<CastRing>>(call.input, call.residual, call.output, transport,
-                                              compressor, call.count, wire, scratch);
+  return std::make_unique<HostStep<algorithms::RescuedCastRing>>(
+      call.input, call.residual, call.output, transport, compressor, call.count, wire, scratch);
 }
 
 std::unique_ptr<scheduler::Step> gathered(const AllreduceCall& call,
@@ -46,7 +47,8 @@ std::unique_ptr<algorithms::Allreduce> inner_of(std::size_t count,
     auto& summable = static_cast<compressors::SummableCompressor&>(compressor);
     std::byte* wire = state.wire(CastRing::wire_bytes(summable, count));
     std::byte* scratch = state.scratch(CastRing::scratch_bytes(summable, count, transport.size()));
-    return std::make_unique<AllreduceOf<CastRing>>(transport, summable, count, wire, scratch);
+    return std::make_unique<AllreduceOf<algorithms::RescuedCastRing>>(transport, summable, count,
+                                                                      wire, scratch);
   }
   auto& gathered = static_cast<compressors::GatheredCompressor&>(compressor);
   const std::size_t payload_bytes = gathered.compressed_bytes(count);
@@ -73,7 +75,7 @@ std::unique_ptr<scheduler::Step> hierarchical(const AllreduceCall& call,
 
 // A plan of one step, run as every blocking plan is.
 Status host_allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
-                      backends::Transport& transport, CommState& state, double* wire_sent) {
+                      backends::Transport& transport, CommState& state, Reduced* reduced) {
   scheduler::Plan plan;
   const Hierarchy* hierarchy = state.hierarchy();
   if (hierarchy && !hierarchy->flat()) {
@@ -86,7 +88,8 @@ Status host_allreduce(const AllreduceCall& call, compressors::Compressor& compre
                       state));
   }
   SLIMREDUCE_TRY(scheduler::run_blocking(plan));
-  *wire_sent = plan.wire_sent();
+  reduced->wire_sent = plan.wire_sent();
+  reduced->overflow_rescued = plan.overflow_rescued() > 0;
   return {};
 }
 

@@ -20,10 +20,15 @@ struct AllreduceCall {
   float* residual;  // nullptr: no error feedback
 };
 
-// Leaves the sum in call.output, bit-identical on every rank; *wire_sent gets
-// the bytes this rank handed to the transport. Workspace is the
-// communicator's, all taken before the compress step writes the residual.
+// What a compressed call did, for the report.
+struct Reduced {
+  double wire_sent = 0;           // bytes this rank handed to the transport
+  bool overflow_rescued = false;  // rerun with a wider wire (algorithms/rescued_cast_ring.h)
+};
+
+// Leaves the sum in call.output, bit-identical on every rank. Workspace is
+// the communicator's, all taken before the compress step writes the residual.
 Status host_allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
-                      backends::Transport& transport, CommState& state, double* wire_sent);
+                      backends::Transport& transport, CommState& state, Reduced* reduced);
 
 }  // namespace slimreduce

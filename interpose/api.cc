@@ -2,6 +2,7 @@
 // whichever side made it (MPI_Init, or the first NCCL call of a job without
 // MPI); a change applies to both sides at once.
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "interpose/shim_base.h"
@@ -33,6 +34,19 @@ SR_EXPORT int slimreduce_get_counters(slimreduce_counters* out) {
   if (!runtime) return -1;
   *out = slimreduce::interpose::to_c_counters(runtime->counters());  // MPI's and NCCL's calls
   return 0;
+}
+
+SR_EXPORT int slimreduce_get_counter(const char* key, double* value) {
+  const Runtime* runtime = Runtime::get();
+  if (!runtime || !key || !value) return -1;
+  try {
+    const std::optional<double> found = slimreduce::report_value(runtime->counters(), key);
+    if (!found) return -1;
+    *value = *found;
+    return 0;
+  } catch (...) {
+    return -1;
+  }
 }
 
 SR_EXPORT const char* slimreduce_compressor(void) {

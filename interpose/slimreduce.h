@@ -39,6 +39,13 @@ const char* slimreduce_version(void);
  * Returns 0, or -1 before an engine is up. */
 int slimreduce_get_counters(slimreduce_counters* out);
 
+/* One of this rank's counters by its report key (docs/configuration.md):
+ * "calls.compressed", "calls.overflow_rescued", "bytes.wire_sent",
+ * "bytes.inter_node_sent", ...: every key of the JSON report, including those
+ * added after slimreduce_counters was fixed. Returns 0, or -1 for an unknown
+ * key or before an engine is up. */
+int slimreduce_get_counter(const char* key, double* value);
+
 /* The compressor in effect ("none", "fp16", ...), or NULL before an engine is up. */
 const char* slimreduce_compressor(void);
 

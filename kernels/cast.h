@@ -22,8 +22,8 @@ const char* isa_name(Isa isa);
 // where acc = in[i] + residual[i] in fp32; residual[i] = 0 where widen(out[i])
 // is not finite (an inf or NaN cannot be carried forward).
 // With residual == nullptr: out[i] = round16(in[i]).
-void compress(HalfFormat format, const float* in, float* residual, std::uint16_t* out, std::size_t n,
-              Isa isa = best_isa());
+void compress(HalfFormat format, const float* in, float* residual, std::uint16_t* out,
+              std::size_t n, Isa isa = best_isa());
 
 // out[i] = widen(in[i]); exact.
 void decompress(HalfFormat format, const std::uint16_t* in, float* out, std::size_t n,
@@ -33,5 +33,9 @@ void decompress(HalfFormat format, const std::uint16_t* in, float* out, std::siz
 // formed in fp32 and rounded once for the wire.
 void accumulate(HalfFormat format, const std::uint16_t* in, std::uint16_t* inout, std::size_t n,
                 Isa isa = best_isa());
+
+// Whether none of the n 16-bit values is an inf or a NaN (all exponent bits
+// set): a reduced fp16 wire whose fp32 sum left its range shows as inf.
+bool all_finite(HalfFormat format, const std::uint16_t* in, std::size_t n);
 
 }  // namespace slimreduce::kernels

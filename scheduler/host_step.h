@@ -29,6 +29,13 @@ class HostStep final : public Step {
     return status_of([&] { return algorithm_.finish(output_); });
   }
   double wire_sent() const override { return algorithm_.wire_sent(); }
+  bool overflow_rescued() const override {
+    if constexpr (requires { algorithm_.overflow_rescued(); }) {
+      return algorithm_.overflow_rescued();
+    } else {
+      return false;
+    }
+  }
 
  private:
   // A host phase that cannot fail returns nothing; one that communicates

@@ -8,6 +8,12 @@ double Plan::wire_sent() const {
   return sent;
 }
 
+std::size_t Plan::overflow_rescued() const {
+  std::size_t rescued = 0;
+  for (const auto& step : steps_) rescued += step->overflow_rescued() ? 1 : 0;
+  return rescued;
+}
+
 Status run_blocking(const Plan& plan) {
   for (std::size_t i = 0; i < plan.size(); ++i) {
     Step& step = plan.step(i);

@@ -25,6 +25,8 @@ class Step {
   virtual Status finish() = 0;
   // Bytes this rank handed to the transport (once communicate() ran).
   virtual double wire_sent() const = 0;
+  // Whether the step reran with a wider wire after an overflow (algorithms/rescued_cast_ring.h).
+  virtual bool overflow_rescued() const { return false; }
 };
 
 class Plan {
@@ -34,6 +36,8 @@ class Plan {
   Step& step(std::size_t index) const { return *steps_[index]; }
   // What the plan's steps handed to the transport, summed in plan order.
   double wire_sent() const;
+  // How many of its steps were rescued from an overflow.
+  std::size_t overflow_rescued() const;
 
  private:
   std::vector<std::unique_ptr<Step>> steps_;

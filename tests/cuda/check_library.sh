@@ -13,7 +13,7 @@ exports=$(nm -D --defined-only "$lib" | awk '{print $3}')
 wanted=(ncclAllReduce ncclAllReduceConfig ncclGroupStart ncclGroupEnd ncclCommInitRank ncclCommInitRankConfig
         ncclCommInitRankScalable ncclCommInitAll ncclCommSplit ncclCommShrink ncclCommGrow
         ncclCommDestroy ncclCommAbort ncclCommFinalize ncclGroupSimulateEnd slimreduce_nccl_get_counters
-        slimreduce_get_counters slimreduce_set_compressor)
+        slimreduce_get_counters slimreduce_get_counter slimreduce_set_compressor)
 [ "$nccl_only" = 0 ] && wanted+=(MPI_Allreduce)
 for symbol in "${wanted[@]}"; do
   grep -qx "$symbol" <<<"$exports" || { echo "not exported: $symbol"; status=1; }

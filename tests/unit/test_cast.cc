@@ -470,3 +470,38 @@ TEST(CastErrorFeedback, ResidualCarriesAcrossSteps) {
 
 }  // namespace
 }  // namespace slimreduce::kernels
+
+namespace slimreduce::kernels {
+namespace {
+
+// all_finite: an inf or a NaN anywhere in a 16-bit wire, at any length and
+// position, in either format; the largest finite values are finite.
+class AllFinite : public ::testing::TestWithParam<std::tuple<HalfFormat, std::size_t>> {};
+
+TEST_P(AllFinite, FindsAnInfOrNaNAnywhere) {
+  const auto [format, n] = GetParam();
+  const bool fp16 = format == HalfFormat::fp16;
+  const std::uint16_t largest = fp16 ? 0x7bff : 0x7f7f;  // 65504, and bf16's largest
+  std::vector<std::uint16_t> wire(n, largest);
+  for (std::size_t i = 0; i < n; i += 3) wire[i] |= 0x8000;  // negatives too
+  EXPECT_TRUE(all_finite(format, wire.data(), n));
+  const std::uint16_t specials[] = {std::uint16_t(fp16 ? 0x7c00 : 0x7f80),   // +inf
+                                    std::uint16_t(fp16 ? 0xfc00 : 0xff80),   // -inf
+                                    std::uint16_t(fp16 ? 0x7e00 : 0x7fc0)};  // NaN
+  for (std::size_t at : {std::size_t{0}, n / 2, n - 1}) {
+    for (std::uint16_t special : specials) {
+      std::vector<std::uint16_t> bad = wire;
+      bad[at] = special;
+      EXPECT_FALSE(all_finite(format, bad.data(), n)) << std::hex << special << " at " << at;
+    }
+  }
+  EXPECT_TRUE(all_finite(format, wire.data(), 0)) << "nothing is finite by default";
+}
+
+INSTANTIATE_TEST_SUITE_P(FormatsSizes, AllFinite,
+                         ::testing::Combine(::testing::Values(HalfFormat::fp16, HalfFormat::bf16),
+                                            ::testing::Values<std::size_t>(1, 2, 15, 16, 17, 1000,
+                                                                           65537)));
+
+}  // namespace
+}  // namespace slimreduce::kernels
