@@ -34,11 +34,13 @@ class PathBuffer {
   PathBuffer& operator=(const PathBuffer&) = delete;
   std::byte* get() const { return data_; }
   void fill(const void* host) {
+    if (bytes_ == 0) return;  // an empty vector's data() may be null
     if (!path_.device_memory()) return void(std::memcpy(data_, host, bytes_));
     path_.to_device(data_, static_cast<const std::byte*>(host), bytes_);
     path_.synchronize();
   }
   void read(void* host) {
+    if (bytes_ == 0) return;
     if (!path_.device_memory()) return void(std::memcpy(host, data_, bytes_));
     path_.to_host(static_cast<std::byte*>(host), data_, bytes_);
     path_.synchronize();
