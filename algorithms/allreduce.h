@@ -9,6 +9,17 @@
 
 namespace slimreduce::algorithms {
 
+// Whether an algorithm object reran with a wider wire after an overflow
+// (algorithms/rescued_cast_ring.h); false for one that never does.
+template <class Algorithm>
+bool overflow_rescued_of(const Algorithm& algorithm) {
+  if constexpr (requires { algorithm.overflow_rescued(); }) {
+    return algorithm.overflow_rescued();
+  } else {
+    return false;
+  }
+}
+
 class Allreduce {
  public:
   virtual ~Allreduce() = default;
@@ -31,13 +42,7 @@ class AllreduceOf final : public Allreduce {
   Status communicate() override { return algorithm_.communicate(); }
   void finish(float* output) override { algorithm_.finish(output); }
   double wire_sent() const override { return algorithm_.wire_sent(); }
-  bool overflow_rescued() const override {
-    if constexpr (requires { algorithm_.overflow_rescued(); }) {
-      return algorithm_.overflow_rescued();
-    } else {
-      return false;
-    }
-  }
+  bool overflow_rescued() const override { return overflow_rescued_of(algorithm_); }
 
  private:
   Algorithm algorithm_;

@@ -6,6 +6,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "algorithms/allreduce.h"
 #include "scheduler/plan.h"
 
 namespace slimreduce::scheduler {
@@ -29,13 +30,7 @@ class HostStep final : public Step {
     return status_of([&] { return algorithm_.finish(output_); });
   }
   double wire_sent() const override { return algorithm_.wire_sent(); }
-  bool overflow_rescued() const override {
-    if constexpr (requires { algorithm_.overflow_rescued(); }) {
-      return algorithm_.overflow_rescued();
-    } else {
-      return false;
-    }
-  }
+  bool overflow_rescued() const override { return algorithms::overflow_rescued_of(algorithm_); }
 
  private:
   // A host phase that cannot fail returns nothing; one that communicates

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "algorithms/allreduce.h"
 #include "algorithms/cast_ring.h"
 #include "algorithms/gathered.h"
 #include "backends/transport.h"
@@ -32,30 +33,11 @@
 
 namespace slimreduce::testing {
 
-// An algorithm's phases, whatever its class.
-class Phases {
- public:
-  virtual ~Phases() = default;
-  virtual void compress(const float* input, float* residual) = 0;
-  virtual Status communicate() = 0;
-  virtual void finish(float* output) = 0;
-  virtual double wire_sent() const = 0;
-};
+// An algorithm's phases, whatever its class: the library's own interface
+// (algorithms/allreduce.h), so the suite drives exactly what the paths drive.
+using Phases = algorithms::Allreduce;
 template <class Algorithm>
-class PhasesOf final : public Phases {
- public:
-  template <class... Args>
-  explicit PhasesOf(Args&&... args) : algorithm_(std::forward<Args>(args)...) {}
-  void compress(const float* input, float* residual) override {
-    algorithm_.compress(input, residual);
-  }
-  Status communicate() override { return algorithm_.communicate(); }
-  void finish(float* output) override { algorithm_.finish(output); }
-  double wire_sent() const override { return algorithm_.wire_sent(); }
-
- private:
-  Algorithm algorithm_;
-};
+using PhasesOf = algorithms::AllreduceOf<Algorithm>;
 
 struct CompressorSpec {
   std::string name;

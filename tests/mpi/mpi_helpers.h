@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <mpi.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -40,6 +41,24 @@ inline std::vector<float> inputs_of(int rank, std::uint64_t seed, std::size_t co
   std::vector<float> data(count);
   for (auto& x : data) x = value(generator);
   return data;
+}
+
+// Every rank's inputs_of(seed, count), summed exactly enough (in double), and
+// the sums of their magnitudes: what rounding bounds are measured against.
+struct ExactSum {
+  std::vector<double> sum;
+  std::vector<double> magnitude;
+};
+inline ExactSum exact_sum_of(std::uint64_t seed, std::size_t count, int ranks) {
+  ExactSum exact{std::vector<double>(count, 0.0), std::vector<double>(count, 0.0)};
+  for (int rank = 0; rank < ranks; ++rank) {
+    const std::vector<float> theirs = inputs_of(rank, seed, count);
+    for (std::size_t i = 0; i < count; ++i) {
+      exact.sum[i] += theirs[i];
+      exact.magnitude[i] += std::fabs(theirs[i]);
+    }
+  }
+  return exact;
 }
 
 // The library's counters, or nothing when it is not loaded.

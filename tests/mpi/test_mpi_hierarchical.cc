@@ -78,14 +78,9 @@ TEST_P(HierarchicalAllreduce, SameBitsOnEveryRankWithinTheBound) {
     EXPECT_LE(nonzero, most) << "more kept than the shards allow";
     return;
   }
-  std::vector<double> sum(count, 0.0), magnitude(count, 0.0);
-  for (int rank = 0; rank < ranks; ++rank) {
-    const std::vector<float> theirs = inputs_of(rank, seed, count);
-    for (std::size_t i = 0; i < count; ++i) {
-      sum[i] += theirs[i];
-      magnitude[i] += std::fabs(theirs[i]);
-    }
-  }
+  const ExactSum exact = exact_sum_of(seed, count, ranks);
+  const std::vector<double>& sum = exact.sum;
+  const std::vector<double>& magnitude = exact.magnitude;
   std::size_t wrong = 0;
   for (std::size_t i = 0; i < count; ++i) {
     wrong += std::fabs(r.output[i] - sum[i]) > error_bound(magnitude[i], ranks);
