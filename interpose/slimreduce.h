@@ -30,40 +30,40 @@ int slimreduce_nccl_get_counters(slimreduce_counters* out);
 /* "major.minor.patch". */
 const char* slimreduce_version(void);
 
-/* Each function below works once an engine is up: the MPI engine (after
- * MPI_Init), or in a job that uses NCCL without MPI (torchrun, DDP), the NCCL
- * engine (after the first NCCL call). Before that they return -1 or NULL.
- * Where both are up, a change applies to both.
+/* Each function below works once SlimReduce's runtime is up: made by MPI_Init,
+ * or in a job that uses NCCL without MPI (torchrun, DDP) by the first NCCL
+ * call. Before that they return -1 or NULL. One runtime serves both, so a
+ * change applies to MPI and NCCL calls alike.
  *
- * This rank's counters so far (with MPI up: MPI and NCCL calls together).
- * Returns 0, or -1 before an engine is up. */
+ * This rank's counters so far (MPI and NCCL calls together).
+ * Returns 0, or -1 before the runtime is up. */
 int slimreduce_get_counters(slimreduce_counters* out);
 
 /* One of this rank's counters by its report key (docs/configuration.md):
  * "calls.compressed", "calls.overflow_rescued", "bytes.wire_sent",
  * "bytes.inter_node_sent", ...: every key of the JSON report, including those
  * added after slimreduce_counters was fixed. Returns 0, or -1 for an unknown
- * key or before an engine is up. */
+ * key or before the runtime is up. */
 int slimreduce_get_counter(const char* key, double* value);
 
-/* The compressor in effect ("none", "fp16", ...), or NULL before an engine is up. */
+/* The compressor in effect ("none", "fp16", ...), or NULL before the runtime is up. */
 const char* slimreduce_compressor(void);
 
 /* Switches the compressor ("none", "fp16", "bf16", "topk", ...) and drops all
  * error-feedback residuals. Collective in spirit: every rank must call it at
  * the same point of its call sequence, with no reduction of its own in flight.
- * Returns 0, or -1 for an unknown name or before an engine is up. The other
+ * Returns 0, or -1 for an unknown name or before the runtime is up. The other
  * settings (ratio, thresholds) stay as the environment set them. */
 int slimreduce_set_compressor(const char* name);
 
 /* Sets the top-k ratio (0 < ratio <= 1) for the calls that follow, with the
  * same rule as slimreduce_set_compressor (every rank, same point; residuals
- * dropped). Returns 0, or -1 for a ratio out of range or before an engine is up. */
+ * dropped). Returns 0, or -1 for a ratio out of range or before the runtime is up. */
 int slimreduce_set_topk_ratio(double ratio);
 
 /* The effective value of setting `name` (for example "SLIMREDUCE_MIN_BYTES"),
  * as the INFO log shows it, copied into value[size]. Returns 0, or -1 for an
- * unknown name, a too-small buffer, or before an engine is up. */
+ * unknown name, a too-small buffer, or before the runtime is up. */
 int slimreduce_get_setting(const char* name, char* value, size_t size);
 
 #ifdef __cplusplus

@@ -286,6 +286,46 @@ TEST(Report, TheNodeSplitIsReportedWhenHierarchicalIsOn) {
             std::string::npos);
 }
 
+// Every key the JSON report writes is readable by name (slimreduce_get_counter),
+// with the value the report gives it; a key the report lacks is refused.
+TEST(Report, EveryJsonKeyIsReadableByName) {
+  Counters counters;
+  counters.count_pass_through(100, 4);
+  counters.count_compressed(400, 4, 300);
+  counters.warmup = 2;
+  counters.ef_resets = 5;
+  counters.overflow_rescued = 3;
+  counters.count_by_node(600, 100, true);
+  counters.count_by_node(150, 350, false);
+  ReportContext context{0, 4, "fp16"};
+  context.node_bytes = true;
+  const std::string json = report_json(counters, context);
+  const std::pair<const char*, double> keys[] = {{"calls.intercepted", 2},
+                                                 {"calls.compressed", 1},
+                                                 {"calls.passed_through", 1},
+                                                 {"calls.warmup", 2},
+                                                 {"calls.ef_cap_fallback", 0},
+                                                 {"calls.ef_resets", 5},
+                                                 {"calls.overflow_rescued", 3},
+                                                 {"bytes.input", 500},
+                                                 {"bytes.wire_baseline", 750},
+                                                 {"bytes.wire_sent", 450},
+                                                 {"bytes.inter_node_baseline", 600},
+                                                 {"bytes.inter_node_sent", 100},
+                                                 {"bytes.intra_node_baseline", 150},
+                                                 {"bytes.intra_node_sent", 350},
+                                                 {"savings", 0.4}};
+  for (const auto& [key, value] : keys) {
+    const std::optional<double> read = report_value(counters, key);
+    ASSERT_TRUE(read.has_value()) << key;
+    EXPECT_DOUBLE_EQ(*read, value) << key;
+    const std::string leaf = std::string(key).substr(std::string(key).find('.') + 1);
+    EXPECT_NE(json.find("\"" + leaf + "\""), std::string::npos) << leaf << " not in " << json;
+  }
+  EXPECT_FALSE(report_value(counters, "calls.nothing").has_value());
+  EXPECT_FALSE(report_value(counters, "intercepted").has_value()) << "keys are whole paths";
+}
+
 // A table says whose counters it shows: a rank's own must not claim to be the job's.
 TEST(Report, TableSaysWhetherItSumsOverRanks) {
   Counters counters;
