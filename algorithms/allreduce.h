@@ -3,6 +3,7 @@
 // shard) without knowing which.
 #pragma once
 
+#include <memory>
 #include <utility>
 
 #include "backends/status.h"
@@ -46,6 +47,21 @@ class AllreduceOf final : public Allreduce {
 
  private:
   Algorithm algorithm_;
+};
+
+// An algorithm chosen at run time, held through the interface, with the
+// phases of an algorithm class (for scheduler::HostStep and its kin).
+class AnyAllreduce {
+ public:
+  explicit AnyAllreduce(std::unique_ptr<Allreduce> algorithm) : algorithm_(std::move(algorithm)) {}
+  void compress(const float* input, float* residual) { algorithm_->compress(input, residual); }
+  Status communicate() { return algorithm_->communicate(); }
+  void finish(float* output) { algorithm_->finish(output); }
+  double wire_sent() const { return algorithm_->wire_sent(); }
+  bool overflow_rescued() const { return algorithm_->overflow_rescued(); }
+
+ private:
+  std::unique_ptr<Allreduce> algorithm_;
 };
 
 }  // namespace slimreduce::algorithms

@@ -2,6 +2,7 @@
 
 #include <memory>
 
+#include "algorithms/allreduce.h"
 #include "algorithms/cast_ring.h"
 #include "algorithms/gathered.h"
 #include "algorithms/hierarchical.h"
@@ -14,33 +15,13 @@ namespace {
 
 using scheduler::HostStep;
 
-std::unique_ptr<scheduler::Step> summable(const AllreduceCall& call,
-                                          compressors::SummableCompressor& compressor,
-                                          backends::Transport& transport, CommState& state) {
-  using algorithms::CastRing;
-  std::byte* wire = state.wire(CastRing::wire_bytes(compressor, call.count));
-  std::byte* scratch =
-      state.scratch(CastRing::scratch_bytes(compressor, call.count, transport.size()));
-  return std::make_unique<HostStep<algorithms::RescuedCastRing>>(
-      call.input, call.residual, call.output, transport, compressor, call.count, wire, scratch);
-}
-
-std::unique_ptr<scheduler::Step> gathered(const AllreduceCall& call,
-                                          compressors::GatheredCompressor& compressor,
-                                          backends::Transport& transport, CommState& state) {
-  const std::size_t payload_bytes = compressor.compressed_bytes(call.count);
-  std::byte* payload = state.scratch(payload_bytes);
-  std::byte* gathered = state.wire(payload_bytes * transport.size());
-  return std::make_unique<HostStep<algorithms::GatheredAllreduce>>(
-      call.input, call.residual, call.output, transport, compressor, call.count, payload_bytes,
-      payload, gathered);
-}
-
-// The compressor's flat algorithm over `transport`, as an algorithm object
-// (the inner algorithm of a hierarchical reduction, on a shard).
-std::unique_ptr<algorithms::Allreduce> inner_of(std::size_t count,
-                                                compressors::Compressor& compressor,
-                                                backends::Transport& transport, CommState& state) {
+// The compressor's flat algorithm over `transport` on count floats, picked
+// by its aggregation (the same on every rank), on the communicator's
+// workspace: a call's whole algorithm, or a hierarchical reduction's shard.
+std::unique_ptr<algorithms::Allreduce> flat_algorithm(std::size_t count,
+                                                      compressors::Compressor& compressor,
+                                                      backends::Transport& transport,
+                                                      CommState& state) {
   using algorithms::AllreduceOf;
   if (compressor.aggregation() == compressors::Aggregation::summable) {
     using algorithms::CastRing;
@@ -68,7 +49,7 @@ std::unique_ptr<scheduler::Step> hierarchical(const AllreduceCall& call,
   std::byte* workspace = state.shards(Hierarchical::workspace_bytes(call.count, node.size()));
   return std::make_unique<HostStep<Hierarchical>>(
       call.input, call.residual, call.output, node, call.count, workspace,
-      inner_of(shard, compressor, *hierarchy.cross, state));
+      flat_algorithm(shard, compressor, *hierarchy.cross, state));
 }
 
 }  // namespace
@@ -80,12 +61,10 @@ Status host_allreduce(const AllreduceCall& call, compressors::Compressor& compre
   const Hierarchy* hierarchy = state.hierarchy();
   if (hierarchy && !hierarchy->flat()) {
     plan.add(hierarchical(call, compressor, *hierarchy, state));
-  } else if (compressor.aggregation() == compressors::Aggregation::summable) {
-    plan.add(summable(call, static_cast<compressors::SummableCompressor&>(compressor), transport,
-                      state));
   } else {
-    plan.add(gathered(call, static_cast<compressors::GatheredCompressor&>(compressor), transport,
-                      state));
+    plan.add(std::make_unique<HostStep<algorithms::AnyAllreduce>>(
+        call.input, call.residual, call.output,
+        flat_algorithm(call.count, compressor, transport, state)));
   }
   SLIMREDUCE_TRY(scheduler::run_blocking(plan));
   reduced->wire_sent = plan.wire_sent();
