@@ -35,6 +35,10 @@ int CastRing::wrap(int chunk) const {
 Status CastRing::communicate() {
   if (const auto format = compressor_.native_format(); format && transport_.sums_natively(*format))
     return transport_.sum16(wire_, count_, *format);
+  // The ring adds each received chunk on the host, between collectives: on a
+  // stream-ordered transport the chunk is not there yet (that needs a device
+  // add between the steps, which no transport asks for today).
+  if (transport_.execution() != backends::Execution::blocking) return Status::internal();
   SLIMREDUCE_TRY(reduce_scatter());
   return allgather();
 }

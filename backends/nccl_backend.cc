@@ -107,6 +107,8 @@ void bind_all(Api& api, void* handle) {
   bind(api.all_reduce_config, handle, "ncclAllReduceConfig");
   bind(api.all_gather, handle, "ncclAllGather");
   bind(api.reduce_scatter, handle, "ncclReduceScatter");
+  bind(api.send, handle, "ncclSend");
+  bind(api.recv, handle, "ncclRecv");
   bind(api.group_start, handle, "ncclGroupStart");
   bind(api.group_end, handle, "ncclGroupEnd");
 #if SLIMREDUCE_NCCL_HAS_SIMULATE_END

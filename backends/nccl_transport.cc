@@ -5,8 +5,20 @@
 
 namespace slimreduce::backends {
 
-Status NcclTransport::sendrecv(const void*, std::size_t, int, void*, std::size_t, int) {
-  return Status::internal();
+// One group of a send and a receive, so that NCCL runs them together and a
+// ring of ranks that all send first cannot deadlock.
+Status NcclTransport::sendrecv(const void* send, std::size_t send_bytes, int dest, void* recv,
+                               std::size_t recv_bytes, int source) {
+  const nccl::Api& api = nccl::api();
+  SLIMREDUCE_TRY(Status::nccl(nccl::call(api.group_start)));
+  Status issued =
+      Status::nccl(nccl::call(api.send, send, send_bytes, ncclUint8, dest, comm_, stream_));
+  if (issued.ok()) {
+    issued =
+        Status::nccl(nccl::call(api.recv, recv, recv_bytes, ncclUint8, source, comm_, stream_));
+  }
+  const Status ended = Status::nccl(nccl::call(api.group_end));  // the group we opened, always
+  return issued.ok() ? ended : issued;
 }
 
 Status NcclTransport::allgather(const void* send, std::size_t bytes_per_rank, void* gathered) {

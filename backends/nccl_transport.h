@@ -25,8 +25,7 @@ class NcclTransport final : public Transport {
   NcclTransport(const NcclTransport&) = delete;
   NcclTransport& operator=(const NcclTransport&) = delete;
 
-  // Not resolved yet: no algorithm on this transport uses point-to-point
-  // (casts are summed natively, top-k payloads allgathered). Answers internal.
+  // ncclSend and ncclRecv in a group of their own (nested in the caller's, if any).
   Status sendrecv(const void* send, std::size_t send_bytes, int dest, void* recv,
                   std::size_t recv_bytes, int source) override;
   Status allgather(const void* send, std::size_t bytes_per_rank, void* gathered) override;

@@ -1,6 +1,7 @@
 // An NCCL that runs on the host, for the host simulation of the GPU path: the
 // collectives SlimReduce issues or passes on (ncclAllReduce and
-// ncclAllReduceConfig, ncclAllGather, ncclReduceScatter), groups, and the communicator
+// ncclAllReduceConfig, ncclAllGather, ncclReduceScatter, ncclSend and ncclRecv),
+// groups, and the communicator
 // lifecycle, carried by MPI between processes (one process per rank, under
 // mpirun) and by nothing at all for one rank. Collectives run
 // on the simulated runtime's streams, so they are recorded under capture and
@@ -18,6 +19,7 @@
 #include <nccl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <cstdint>
@@ -73,10 +75,20 @@ bool premul_of(ncclRedOp_t op, float* scalar) {
   return true;
 }
 
+// One ncclSend or ncclRecv.
+struct P2p {
+  bool send;
+  void* buffer;
+  std::size_t bytes;
+  int peer;
+};
+// A collective held until the group ends, or a group's point-to-point calls
+// on one communicator and stream, which run together as NCCL runs them.
 struct Pending {
   cudaStream_t stream;
   std::function<void()> work;
   ncclComm* comm;
+  std::vector<P2p> p2p;
 };
 thread_local int group_depth = 0;
 thread_local std::vector<Pending> pending;
@@ -229,10 +241,55 @@ ncclResult_t taken(ncclComm* comm) {
 // collective is enqueued at once, even inside a group.
 ncclResult_t submit(ncclComm* comm, cudaStream_t stream, std::function<void()> work) {
   if (group_depth > 0 && comm->size > 1) {
-    pending.push_back({stream, std::move(work), comm});
+    pending.push_back({stream, std::move(work), comm, {}});
     return ncclSuccess;
   }
   enqueue(stream, std::move(work));
+  return taken(comm);
+}
+
+// Runs point-to-point calls together: every receive and send posted, then
+// all awaited. One rank: its sends go to its receives, in call order.
+void run_p2p(const ncclComm& comm, const std::vector<P2p>& calls) {
+  for (const P2p& call : calls) {
+    require_device(call.send ? "ncclSend sendbuff" : "ncclRecv recvbuff", call.buffer, call.bytes);
+  }
+  if (comm.size == 1) {
+    std::vector<const P2p*> sends, recvs;
+    for (const P2p& call : calls) (call.send ? sends : recvs).push_back(&call);
+    for (std::size_t i = 0; i < sends.size() && i < recvs.size(); ++i)
+      std::memcpy(recvs[i]->buffer, sends[i]->buffer, std::min(sends[i]->bytes, recvs[i]->bytes));
+    return;
+  }
+  std::vector<MPI_Request> requests;
+  for (const P2p& call : calls) {
+    MPI_Request& request = requests.emplace_back();
+    const int bytes = static_cast<int>(call.bytes);
+    if (call.send) {
+      MPI_Isend(call.buffer, bytes, MPI_BYTE, call.peer, 0, comm.mpi, &request);
+    } else {
+      MPI_Irecv(call.buffer, bytes, MPI_BYTE, call.peer, 0, comm.mpi, &request);
+    }
+  }
+  MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+}
+
+// ncclSend and ncclRecv: at once outside a group; inside one, joined to the
+// group's other point-to-point calls on the same communicator and stream.
+ncclResult_t submit_p2p(ncclComm* comm, cudaStream_t stream, P2p call) {
+  if (!known(comm) || call.peer < 0 || call.peer >= comm->size || call.bytes > INT_MAX)
+    return ncclInvalidArgument;
+  if (group_depth > 0) {  // one rank too: its send and receive meet at the group's end
+    for (Pending& p : pending) {
+      if (p.comm == comm && p.stream == stream && !p.p2p.empty()) {
+        p.p2p.push_back(call);
+        return ncclSuccess;
+      }
+    }
+    pending.push_back({stream, {}, comm, {call}});
+    return ncclSuccess;
+  }
+  enqueue(stream, [comm, call] { run_p2p(*comm, {call}); });
   return taken(comm);
 }
 
@@ -483,6 +540,20 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclD
   });
 }
 
+ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t type, int peer,
+                      ncclComm_t comm, cudaStream_t stream) {
+  const std::size_t bytes = count * sim::type_bytes(type);
+  if (sim::type_bytes(type) == 0) return ncclInvalidArgument;
+  return sim::submit_p2p(comm, stream, {true, const_cast<void*>(send), bytes, peer});
+}
+
+ncclResult_t ncclRecv(void* recv, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+  const std::size_t bytes = count * sim::type_bytes(type);
+  if (sim::type_bytes(type) == 0) return ncclInvalidArgument;
+  return sim::submit_p2p(comm, stream, {false, recv, bytes, peer});
+}
+
 ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t type,
                                       ncclScalarResidence_t residence, ncclComm_t comm) {
   if (!sim::known(comm) || type != ncclFloat32 || !scalar) return ncclInvalidArgument;
@@ -509,6 +580,9 @@ ncclResult_t ncclGroupEnd() {
   if (--sim::group_depth > 0) return ncclSuccess;
   ncclResult_t rc = ncclSuccess;
   for (sim::Pending& p : std::exchange(sim::pending, {})) {
+    if (!p.p2p.empty()) {
+      p.work = [comm = p.comm, calls = std::move(p.p2p)] { sim::run_p2p(*comm, calls); };
+    }
     sim::enqueue(p.stream, std::move(p.work));
     if (sim::taken(p.comm) == ncclInProgress) rc = ncclInProgress;
   }

@@ -1,6 +1,7 @@
-// The Transport collectives that no algorithm of algorithm_suite.h runs yet,
-// on every path an executable names (algorithm_paths.h): reduce_scatter_sum
-// and split, the building blocks of hierarchical reduction. Values are small
+// The Transport calls one by one, on every path an executable names
+// (algorithm_paths.h): sendrecv (which the cast ring runs on a transport
+// without a native 16-bit sum, so NCCL's is checked nowhere else),
+// reduce_scatter_sum and split (the building blocks of hierarchical reduction). Values are small
 // integers, so every order of the adds gives the same bits and the check is
 // exact whichever algorithm the backend picks.
 #pragma once
@@ -78,6 +79,34 @@ TEST_P(TransportSuite, ReduceScatterGivesEachRankItsBlockOfTheSum) {
     for (int r = 0; r < ranks; ++r) want += transport_value(r, transport.rank() * count + i);
     ASSERT_EQ(got[i], want) << "element " << i << " of rank " << transport.rank() << "'s block";
   }
+}
+
+// Each rank sends its values to the next rank and receives the previous
+// rank's, as one step of a ring; sizes differ by rank, so a wrong size shows.
+TEST_P(TransportSuite, SendrecvPassesBytesAlongTheRing) {
+  const auto& [path_name, count] = GetParam();
+  Path& path = *paths().at(path_name);
+  backends::Transport& transport = path.transport();
+  const int rank = transport.rank();
+  const int ranks = transport.size();
+  const int next = (rank + 1) % ranks;
+  const int previous = (rank + ranks - 1) % ranks;
+  const auto count_of = [count](int r) { return count == 0 ? 0 : count + r; };
+  std::vector<float> send(count_of(rank));
+  for (std::size_t i = 0; i < send.size(); ++i) send[i] = transport_value(rank, i);
+  PathBuffer on_send(path, send.size() * sizeof(float));
+  PathBuffer on_recv(path, count_of(previous) * sizeof(float));
+  on_send.fill(send.data());
+  const Status status =
+      transport.sendrecv(on_send.get(), send.size() * sizeof(float), next, on_recv.get(),
+                         count_of(previous) * sizeof(float), previous);
+  ASSERT_TRUE(status.ok()) << "domain " << static_cast<int>(status.domain()) << ", code "
+                           << status.code();
+  path.synchronize();
+  std::vector<float> got(count_of(previous));
+  on_recv.read(got.data());
+  for (std::size_t i = 0; i < got.size(); ++i)
+    ASSERT_EQ(got[i], transport_value(previous, i)) << "element " << i << " from rank " << previous;
 }
 
 // Ranks split by parity, keyed in reverse: each sub-transport holds the ranks
