@@ -68,10 +68,11 @@ class NcclEngine::PlanRunner : public PlanActions {
   int begin(std::vector<Reduction>& held) override {
     for (const Reduction& c : held) plan_.calls.emplace_back().call = c;
     if (const ncclResult_t rc = engine_.plan(plan_); rc != ncclSuccess) return rc;
-    return backends::nccl_code(plan_.compress());
+    steps_ = plan_.steps();
+    return run(scheduler::Phase::compress);
   }
-  int issue(std::vector<Reduction>&) override { return backends::nccl_code(plan_.collectives()); }
-  int finish(std::vector<Reduction>&) override { return backends::nccl_code(plan_.finish()); }
+  int issue(std::vector<Reduction>&) override { return run(scheduler::Phase::communicate); }
+  int finish(std::vector<Reduction>&) override { return run(scheduler::Phase::finish); }
 
   // A host wait, only when a non-blocking communicator we did not see in the
   // group made the real end return early: NCCL requires it before further use.
@@ -92,8 +93,13 @@ class NcclEngine::PlanRunner : public PlanActions {
   }
 
  private:
+  int run(scheduler::Phase phase) {
+    return backends::nccl_code(scheduler::run_phase(steps_, phase));
+  }
+
   NcclEngine& engine_;
   GroupPlan plan_;
+  scheduler::Plan steps_;  // points into plan_
 };
 
 NcclModeFacts NcclEngine::mode_facts(ncclResult_t rc, const ncclConfig_t* config,

@@ -55,6 +55,106 @@ Status launch_on(int device, Launch&& launch) {
   return Status::cuda(launch());
 }
 
+// A call NCCL runs unchanged, in its place among the plan's collectives.
+class PassedStep final : public scheduler::Step {
+ public:
+  explicit PassedStep(const Reduction& call) : call_(call) {}
+  Status compress() override { return {}; }
+  Status communicate() override {
+    return Status::nccl(real::call(
+        real::api().all_reduce, call_.sendbuff, call_.recvbuff, static_cast<size_t>(call_.count),
+        static_cast<ncclDataType_t>(call_.datatype), static_cast<ncclRedOp_t>(call_.op),
+        static_cast<ncclComm_t>(call_.comm), stream_of(call_)));
+  }
+  Status finish() override { return {}; }
+  double wire_sent() const override { return 0; }
+
+ private:
+  Reduction call_;
+};
+
+// A fusion batch of casts: one pack kernel into the fused buffer, the cast
+// ring (NCCL sums the 16-bit elements itself), one unpack kernel.
+class CastBatchStep final : public scheduler::Step {
+ public:
+  CastBatchStep(const CastBatch& batch, const std::vector<CallPlan>& calls,
+                compressors::SummableCompressor& compressor)
+      : batch_(batch),
+        compressor_(compressor),
+        transport_(batch.comm->comm, batch.comm->rank, batch.comm->size, batch.stream),
+        ring_(transport_, compressor, batch.elements, batch.fused, nullptr) {
+    for (int i : batch.members) {
+      const CallPlan& p = calls[i];
+      const std::size_t count = p.call.count;
+      packed_.push_back({static_cast<const float*>(p.call.sendbuff), p.residual, count, p.offset,
+                         kernels::fusion_align(count) - count});
+      unpacked_.push_back({static_cast<float*>(p.call.recvbuff), count, p.offset});
+    }
+  }
+  Status compress() override {
+    return launch_on(batch_.comm->device, [&] {
+      return compressor_.device_pack(packed_.data(), static_cast<int>(packed_.size()), batch_.fused,
+                                     batch_.stream);
+    });
+  }
+  Status communicate() override { return ring_.communicate(); }
+  Status finish() override {
+    const int divisor = batch_.average ? batch_.comm->size : 1;
+    return launch_on(batch_.comm->device, [&] {
+      return compressor_.device_unpack(batch_.fused, unpacked_.data(),
+                                       static_cast<int>(unpacked_.size()), divisor, batch_.stream);
+    });
+  }
+  double wire_sent() const override { return ring_.wire_sent(); }
+
+ private:
+  const CastBatch& batch_;
+  compressors::SummableCompressor& compressor_;
+  std::vector<kernels::PackItem> packed_;
+  std::vector<kernels::UnpackItem> unpacked_;
+  backends::NcclTransport transport_;
+  algorithms::CastRing ring_;
+};
+
+// A top-k call: select into its payload slot, allgather the slots at their
+// padded stride, accumulate them in rank order.
+class TopkStep final : public scheduler::Step {
+ public:
+  TopkStep(const CallPlan& plan, compressors::GatheredCompressor& compressor)
+      : plan_(plan),
+        region_(topk_region(plan)),
+        compressor_(compressor),
+        transport_(static_cast<ncclComm_t>(plan.call.comm), plan.comm->rank, plan.comm->size,
+                   stream_of(plan.call)),
+        gather_(transport_, compressor, plan.call.count, plan.stride, region_.payload,
+                region_.gathered) {}
+  Status compress() override {
+    const Reduction& c = plan_.call;
+    return launch_on(plan_.comm->device, [&] {
+      return compressor_.device_compress(elem_of(c.datatype), c.sendbuff, plan_.residual, c.count,
+                                         region_.payload, region_.scratch, stream_of(c));
+    });
+  }
+  Status communicate() override { return gather_.communicate(); }
+  Status finish() override {
+    const Reduction& c = plan_.call;
+    const int ranks = plan_.comm->size;
+    const int divisor = c.verdict.average ? ranks : 1;
+    return launch_on(plan_.comm->device, [&] {
+      return compressor_.device_finish(region_.gathered, ranks, c.count, elem_of(c.datatype),
+                                       c.recvbuff, divisor, region_.accumulate, stream_of(c));
+    });
+  }
+  double wire_sent() const override { return gather_.wire_sent(); }
+
+ private:
+  const CallPlan& plan_;
+  TopkRegion region_;
+  compressors::GatheredCompressor& compressor_;
+  backends::NcclTransport transport_;
+  algorithms::GatheredAllreduce gather_;
+};
+
 }  // namespace
 
 NcclCommState::~NcclCommState() {
@@ -168,85 +268,21 @@ double GroupPlan::wire_sent(const CallPlan& p) const {
   return ring_allreduce_wire_bytes(p.call.count * sizeof(std::uint16_t), p.comm->size);
 }
 
-// The compressor's device entry points, on the call's device and stream.
-Status GroupPlan::compress() {
-  for (const CastBatch& batch : batches_) {
-    std::vector<kernels::PackItem> items;
-    for (int i : batch.members) {
-      const CallPlan& p = calls[i];
-      const std::size_t count = p.call.count;
-      items.push_back({static_cast<const float*>(p.call.sendbuff), p.residual, count, p.offset,
-                       kernels::fusion_align(count) - count});
-    }
-    SLIMREDUCE_TRY(launch_on(batch.comm->device, [&] {
-      return summable().device_pack(items.data(), static_cast<int>(items.size()), batch.fused,
-                                    batch.stream);
-    }));
-  }
+scheduler::Plan GroupPlan::steps() const {
+  scheduler::Plan steps;
+  std::vector<bool> batch_added(batches_.size(), false);
   for (const CallPlan& p : calls) {
-    if (!p.compressed || p.call.verdict.path != ReductionPath::topk) continue;
-    const TopkRegion r = topk_region(p);
-    SLIMREDUCE_TRY(launch_on(p.comm->device, [&] {
-      return gathered().device_compress(elem_of(p.call.datatype), p.call.sendbuff, p.residual,
-                                        p.call.count, r.payload, r.scratch, stream_of(p.call));
-    }));
-  }
-  return {};
-}
-
-// The collectives, in call order, through the same algorithm objects as the
-// MPI paths (their communicate phase): NCCL sums the casts' 16-bit elements
-// itself, and allgathers the top-k payloads at their padded stride.
-Status GroupPlan::collectives() {
-  for (CallPlan& p : calls) {
-    const Reduction& c = p.call;
-    auto comm = static_cast<ncclComm_t>(c.comm);
     if (!p.compressed) {
-      SLIMREDUCE_TRY(Status::nccl(real::call(real::api().all_reduce, c.sendbuff, c.recvbuff,
-                                             static_cast<size_t>(c.count),
-                                             static_cast<ncclDataType_t>(c.datatype),
-                                             static_cast<ncclRedOp_t>(c.op), comm, stream_of(c))));
-    } else if (c.verdict.path == ReductionPath::topk) {
-      const TopkRegion r = topk_region(p);
-      backends::NcclTransport transport(comm, p.comm->rank, p.comm->size, stream_of(c));
-      algorithms::GatheredAllreduce gather(transport, gathered(), p.call.count, p.stride, r.payload,
-                                           r.gathered);
-      SLIMREDUCE_TRY(gather.communicate());
-    } else if (CastBatch& batch = batches_[p.batch]; !batch.issued) {
+      steps.add(std::make_unique<PassedStep>(p.call));
+    } else if (p.call.verdict.path == ReductionPath::topk) {
+      steps.add(std::make_unique<TopkStep>(p, gathered()));
+    } else if (!batch_added[p.batch]) {
       // The batch's one collective goes where its first call was: the same place on every rank.
-      batch.issued = true;
-      backends::NcclTransport transport(comm, p.comm->rank, p.comm->size, batch.stream);
-      algorithms::CastRing ring(transport, summable(), batch.elements, batch.fused, nullptr);
-      SLIMREDUCE_TRY(ring.communicate());
+      batch_added[p.batch] = true;
+      steps.add(std::make_unique<CastBatchStep>(batches_[p.batch], calls, summable()));
     }
   }
-  return {};
-}
-
-Status GroupPlan::finish() {
-  for (const CastBatch& batch : batches_) {
-    std::vector<kernels::UnpackItem> items;
-    for (int i : batch.members) {
-      const CallPlan& p = calls[i];
-      items.push_back({static_cast<float*>(p.call.recvbuff), p.call.count, p.offset});
-    }
-    const int divisor = batch.average ? batch.comm->size : 1;
-    SLIMREDUCE_TRY(launch_on(batch.comm->device, [&] {
-      return summable().device_unpack(batch.fused, items.data(), static_cast<int>(items.size()),
-                                      divisor, batch.stream);
-    }));
-  }
-  for (const CallPlan& p : calls) {
-    if (!p.compressed || p.call.verdict.path != ReductionPath::topk) continue;
-    const TopkRegion r = topk_region(p);
-    const int divisor = p.call.verdict.average ? p.comm->size : 1;
-    SLIMREDUCE_TRY(launch_on(p.comm->device, [&] {
-      return gathered().device_finish(r.gathered, p.comm->size, p.call.count,
-                                      elem_of(p.call.datatype), p.call.recvbuff, divisor,
-                                      r.accumulate, stream_of(p.call));
-    }));
-  }
-  return {};
+  return steps;
 }
 
 }  // namespace slimreduce

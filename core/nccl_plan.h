@@ -21,6 +21,7 @@
 #include "core/nccl_memory.h"
 #include "kernels/pack.h"
 #include "scheduler/group_deferral.h"
+#include "scheduler/plan.h"
 
 namespace slimreduce {
 
@@ -71,7 +72,6 @@ struct CastBatch {
   bool average = false;
   std::size_t elements = 0;  // in the fusion buffer, padding included
   std::byte* fused = nullptr;
-  bool issued = false;
   std::vector<int> members;  // indices into GroupPlan::calls
 };
 
@@ -99,11 +99,12 @@ class GroupPlan {
   // The bytes this rank hands to the transport for calls[i] (compressed).
   double wire_sent(const CallPlan& plan) const;
 
-  // Each phase's first failure, in the domain it came from (the runner turns
-  // it into the ncclResult_t the caller gets: backends::nccl_code).
-  Status compress();
-  Status collectives();
-  Status finish();
+  // The plan's steps in call order (after assign()): a cast batch where its
+  // first call was, each top-k call, and each call passed through in its
+  // place. They point into this plan, which outlives them; run phase by
+  // phase (scheduler::run_phase), each failure in the domain it came from
+  // (the runner turns it into the ncclResult_t the caller gets: backends::nccl_code).
+  scheduler::Plan steps() const;
 
  private:
   std::size_t topk_region_bytes(const CallPlan& plan) const;

@@ -14,6 +14,24 @@ std::size_t Plan::overflow_rescued() const {
   return rescued;
 }
 
+Status run_phase(const Plan& plan, Phase phase) {
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    Step& step = plan.step(i);
+    switch (phase) {
+      case Phase::compress:
+        SLIMREDUCE_TRY(step.compress());
+        break;
+      case Phase::communicate:
+        SLIMREDUCE_TRY(step.communicate());
+        break;
+      case Phase::finish:
+        SLIMREDUCE_TRY(step.finish());
+        break;
+    }
+  }
+  return {};
+}
+
 Status run_blocking(const Plan& plan) {
   for (std::size_t i = 0; i < plan.size(); ++i) {
     Step& step = plan.step(i);

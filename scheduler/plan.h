@@ -5,7 +5,10 @@
 // path's kernels), communicate (the transport's collectives), finish. A lone
 // call is a plan of one step, as NCCL enqueues a lone collective as a group
 // of one. The MPI paths run their plans with run_blocking(); the NCCL group
-// path drives its phases through scheduler/group_deferral.h. Priorities,
+// path runs each phase over the whole plan with run_phase(), at the points
+// scheduler/group_deferral.h gives it (compress and communicate inside the
+// real group, finish after it closes): stream-ordered, the work is enqueued,
+// and the streams order it. Priorities,
 // partitions and pipelining order and split these steps (docs/architecture.md).
 #pragma once
 
@@ -42,6 +45,14 @@ class Plan {
  private:
   std::vector<std::unique_ptr<Step>> steps_;
 };
+
+enum class Phase { compress, communicate, finish };
+
+// Runs one phase of every step, in plan order; the first failure stops it.
+// For stream-ordered transports: each step's work is enqueued on its stream,
+// so every step's compress kernels, then every step's collectives (NCCL
+// enqueues a group's collectives together), then every finishing kernel.
+Status run_phase(const Plan& plan, Phase phase);
 
 // Runs the plan over blocking transports: each step's three phases, step
 // after step in plan order; the first failure stops it (later steps do not

@@ -1,5 +1,6 @@
 // The scheduler's plan (scheduler/plan.h): a blocking run takes each step's
-// phases in order, step after step, and stops at the first failure; a host
+// phases in order, step after step, and stops at the first failure; a
+// stream-ordered run takes one phase over every step at a time; a host
 // step runs an algorithm's host entry points around its collectives.
 #include <gtest/gtest.h>
 
@@ -57,9 +58,30 @@ TEST(Plan, TheFirstFailureStopsThePlan) {
       << "neither a's finish nor b ran";
 }
 
+TEST(Plan, APhaseRunsOverEveryStepInPlanOrder) {
+  std::vector<std::string> log;
+  Plan plan;
+  plan.add(std::make_unique<RecordingStep>("a", log, 0));
+  plan.add(std::make_unique<RecordingStep>("b", log, 0));
+  for (Phase phase : {Phase::compress, Phase::communicate, Phase::finish})
+    ASSERT_TRUE(run_phase(plan, phase).ok());
+  EXPECT_EQ(log, (std::vector<std::string>{"a.compress", "b.compress", "a.communicate",
+                                           "b.communicate", "a.finish", "b.finish"}));
+}
+
+TEST(Plan, APhaseStopsAtItsFirstFailure) {
+  std::vector<std::string> log;
+  Plan plan;
+  plan.add(std::make_unique<RecordingStep>("a", log, 0, "compress"));
+  plan.add(std::make_unique<RecordingStep>("b", log, 0));
+  EXPECT_EQ(run_phase(plan, Phase::compress), Status::internal());
+  EXPECT_EQ(log, (std::vector<std::string>{"a.compress"})) << "b's compress did not run";
+}
+
 TEST(Plan, AnEmptyPlanDoesNothing) {
   Plan plan;
   EXPECT_TRUE(run_blocking(plan).ok());
+  EXPECT_TRUE(run_phase(plan, Phase::communicate).ok());
   EXPECT_EQ(plan.wire_sent(), 0.0);
 }
 
