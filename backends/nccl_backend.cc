@@ -1,4 +1,3 @@
-#ifdef SLIMREDUCE_HAVE_CUDA
 #include "backends/nccl_backend.h"
 
 #include <dlfcn.h>
@@ -168,4 +167,3 @@ RealCall::RealCall() { ++real_call_depth; }
 RealCall::~RealCall() { --real_call_depth; }
 
 }  // namespace slimreduce::backends::nccl
-#endif  // SLIMREDUCE_HAVE_CUDA

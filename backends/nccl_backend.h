@@ -1,8 +1,8 @@
 // The real NCCL: the functions SlimReduce intercepts or calls, resolved once
 // at run time from the library the job loaded (its pnccl* aliases first, the
 // way PMPI_* serve the MPI shim), never linked: a CUDA build of
-// libslimreduce.so loads where there is no NCCL at all. Only with
-// SLIMREDUCE_HAVE_CUDA (it needs nccl.h).
+// libslimreduce.so loads where there is no NCCL at all. Compiled in
+// CUDA builds (it needs nccl.h; backends/CMakeLists.txt).
 #pragma once
 
 #include <cuda_runtime_api.h>

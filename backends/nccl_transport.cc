@@ -1,4 +1,3 @@
-#ifdef SLIMREDUCE_HAVE_CUDA
 #include "backends/nccl_transport.h"
 
 #include "backends/nccl_backend.h"
@@ -78,4 +77,3 @@ ncclResult_t nccl_code(const Status& status) {
 }
 
 }  // namespace slimreduce::backends
-#endif  // SLIMREDUCE_HAVE_CUDA

@@ -1,7 +1,7 @@
 // The Transport over the real NCCL (the functions backends/nccl_backend.h
 // resolved), on the caller's communicator and stream: device memory,
 // stream-ordered (each collective is enqueued; its result is there once the
-// stream reaches it). Only with SLIMREDUCE_HAVE_CUDA.
+// stream reaches it). CUDA builds only (backends/CMakeLists.txt).
 #pragma once
 
 #include <cuda_runtime_api.h>

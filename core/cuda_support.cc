@@ -1,4 +1,3 @@
-#ifdef SLIMREDUCE_HAVE_CUDA
 #include "core/cuda_support.h"
 
 #include <memory>
@@ -95,4 +94,3 @@ std::unique_ptr<DeviceAllocator> make_device_allocator() {
 }
 
 }  // namespace slimreduce
-#endif  // SLIMREDUCE_HAVE_CUDA

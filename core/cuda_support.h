@@ -1,11 +1,10 @@
 // CUDA helpers of both device paths (NCCL, and MPI with device buffers):
 // pointer and capture checks, the current device, and the stream-ordered
 // allocator behind the workspaces and residuals.
-// Only with SLIMREDUCE_HAVE_CUDA. Only wait_device synchronizes the host
+// CUDA builds only (core/CMakeLists.txt). Only wait_device synchronizes the host
 // (communicator teardown, a compressor switch).
 #pragma once
 
-#ifdef SLIMREDUCE_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -58,4 +57,3 @@ class CudaAllocator : public DeviceAllocator {
 };
 
 }  // namespace slimreduce
-#endif  // SLIMREDUCE_HAVE_CUDA

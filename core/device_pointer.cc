@@ -1,24 +1,14 @@
 // device_staging::is_device_pointer: whether a pointer is device memory,
 // asked of the CUDA driver only if the process already loaded it, so a CPU
 // job pays nothing (checked by tests/unit/test_nccl_device_pointer.cc).
-#include "core/device_staging.h"
-
-#ifndef SLIMREDUCE_HAVE_CUDA
-
-namespace slimreduce::device_staging {
-
-bool is_device_pointer(const void*) { return false; }
-
-}  // namespace slimreduce::device_staging
-
-#else  // SLIMREDUCE_HAVE_CUDA
-
 #include <cuda.h>  // driver types only: the driver is looked up, never linked
 #include <dlfcn.h>
 #include <link.h>
 
 #include <atomic>
 #include <cstddef>
+
+#include "core/device_staging.h"
 
 namespace slimreduce::device_staging {
 namespace {
@@ -68,5 +58,3 @@ bool is_device_pointer(const void* ptr) {
 }
 
 }  // namespace slimreduce::device_staging
-
-#endif  // SLIMREDUCE_HAVE_CUDA

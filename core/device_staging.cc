@@ -1,37 +1,5 @@
 #include "core/device_staging.h"
 
-namespace slimreduce::device_staging {
-
-GatherCopy gather_copy_for(std::size_t payload, std::size_t stride, std::size_t max_pitch) {
-  if (stride == payload) return GatherCopy::contiguous;
-  return stride <= max_pitch ? GatherCopy::pitched : GatherCopy::per_rank;
-}
-
-}  // namespace slimreduce::device_staging
-
-#ifndef SLIMREDUCE_HAVE_CUDA
-
-namespace slimreduce::device_staging {
-
-struct StagingSpace {  // nothing to stage without CUDA
-  int device = -1;
-};
-
-bool keeps_residual_on_device(const AllreduceCall&, const compressors::Compressor&) {
-  return false;
-}
-int allreduce(const AllreduceCall&, compressors::Compressor&, CommState&, backends::Transport&,
-              ResidualSlot*, StagingPool&, Reduced*) {
-  return MPI_ERR_INTERN;  // unreachable: no pointer is a device pointer here
-}
-int passed_through_allreduce(const AllreduceCall&, MPI_Datatype, MPI_Op, MPI_Comm, StagingPool&,
-                             int*) {
-  return MPI_ERR_INTERN;  // unreachable, as allreduce
-}
-}  // namespace slimreduce::device_staging
-
-#else  // SLIMREDUCE_HAVE_CUDA
-
 #include <cuda_runtime_api.h>
 
 #include <cstring>
@@ -455,9 +423,7 @@ int passed_through_allreduce(const AllreduceCall& call, MPI_Datatype datatype, M
 
 }  // namespace slimreduce::device_staging
 
-#endif  // SLIMREDUCE_HAVE_CUDA
-
-// ---- the pool (every build: StagingSpace is complete above) --------------------
+// ---- the pool ------------------------------------------------------------------
 
 namespace slimreduce::device_staging {
 

@@ -4,10 +4,13 @@
 // algorithm objects as for host buffers (algorithms/: the cast ring, the
 // gathered top-k, so host- and device-buffer ranks interoperate), and finish on
 // the GPU. The engine calls it from Engine::compress_call (docs/gpu.md shows
-// the branch). Every function exists in every build: without CUDA,
-// is_device_pointer() is always false and nothing else is ever reached.
+// the branch). Every function exists in every build: a CUDA build compiles
+// device_staging.cc and device_pointer.cc, a CPU-only one
+// device_staging_without_cuda.cc, where is_device_pointer() is always false
+// and nothing else is ever reached (core/CMakeLists.txt chooses).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -93,6 +96,9 @@ int passed_through_allreduce(const AllreduceCall& call, MPI_Datatype datatype, M
 // copy while the stride fits the device's largest pitch (cudaDevAttrMaxPitch,
 // about 2 GiB), else one copy per rank.
 enum class GatherCopy { contiguous, pitched, per_rank };
-GatherCopy gather_copy_for(std::size_t payload, std::size_t stride, std::size_t max_pitch);
+inline GatherCopy gather_copy_for(std::size_t payload, std::size_t stride, std::size_t max_pitch) {
+  if (stride == payload) return GatherCopy::contiguous;
+  return stride <= max_pitch ? GatherCopy::pitched : GatherCopy::per_rank;
+}
 
 }  // namespace slimreduce::device_staging

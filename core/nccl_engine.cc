@@ -1,4 +1,3 @@
-#ifdef SLIMREDUCE_HAVE_CUDA
 #include "core/nccl_engine.h"
 
 #include <sched.h>
@@ -413,4 +412,3 @@ void NcclEngine::count_pass_through(const Reduction& call) {
 }
 
 }  // namespace slimreduce
-#endif  // SLIMREDUCE_HAVE_CUDA

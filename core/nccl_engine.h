@@ -2,10 +2,9 @@
 // created, this thread's group, and the plan of each ncclAllReduce. Made by
 // interpose/nccl_shim.cc on the first NCCL call (a job may use NCCL without
 // MPI). Settings, policy, decision, residuals and counters are the runtime's.
-// Only with SLIMREDUCE_HAVE_CUDA.
+// CUDA builds only (core/CMakeLists.txt compiles its users there alone).
 #pragma once
 
-#ifdef SLIMREDUCE_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -93,4 +92,3 @@ class NcclEngine : public RuntimeSide {
 };
 
 }  // namespace slimreduce
-#endif  // SLIMREDUCE_HAVE_CUDA

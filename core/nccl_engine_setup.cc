@@ -1,4 +1,3 @@
-#ifdef SLIMREDUCE_HAVE_CUDA
 // The NCCL side's making, and what it does when the runtime switches the
 // compressor. The call path is in nccl_engine.cc.
 
@@ -44,4 +43,3 @@ void NcclEngine::policy_changed(std::vector<int>& devices) {
 }
 
 }  // namespace slimreduce
-#endif  // SLIMREDUCE_HAVE_CUDA

@@ -1,4 +1,3 @@
-#ifdef SLIMREDUCE_HAVE_CUDA
 #include "core/nccl_plan.h"
 
 #include "algorithms/cast_ring.h"
@@ -286,4 +285,3 @@ scheduler::Plan GroupPlan::steps() const {
 }
 
 }  // namespace slimreduce
-#endif  // SLIMREDUCE_HAVE_CUDA

@@ -2,10 +2,9 @@
 // workspace layout, the compress kernels, the real collectives (in call
 // order), and the finishing kernels. Cast calls on the same communicator and
 // stream share one fusion buffer and one real ncclAllReduce; top-k calls each
-// select, allgather and accumulate. Only with SLIMREDUCE_HAVE_CUDA.
+// select, allgather and accumulate. CUDA builds only (core/CMakeLists.txt).
 #pragma once
 
-#ifdef SLIMREDUCE_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -123,4 +122,3 @@ class GroupPlan {
 std::size_t nccl_type_bytes(int datatype);
 
 }  // namespace slimreduce
-#endif  // SLIMREDUCE_HAVE_CUDA

@@ -35,10 +35,6 @@ Policy policy_for(const Settings& settings) {
 
 }  // namespace
 
-#ifndef SLIMREDUCE_HAVE_CUDA
-std::unique_ptr<DeviceAllocator> make_device_allocator() { return nullptr; }
-#endif
-
 Runtime::Runtime(Settings settings, std::unique_ptr<DeviceAllocator> device_memory,
                  int launcher_rank)
     : settings_(std::move(settings)),
