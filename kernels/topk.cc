@@ -78,21 +78,21 @@ unsigned pick_threads(std::size_t n, unsigned requested) {
 
 // Picks the bin at `level` that holds the need-th largest key of the band from
 // the per-thread histograms, and moves each thread's counts to the new band.
-void descend(const Job& job, Selection& sel, int level, unsigned threads) {
+void descend(const PassShared& shared, Selection& sel, int level, unsigned threads) {
   const Level lv = kLevels[level];
-  std::uint64_t* merged = job.merged();
+  std::uint64_t* merged = shared.merged();
   for (std::uint32_t b = 0; b < lv.bins; ++b) {
     std::uint64_t sum = 0;
-    for (unsigned t = 0; t < threads; ++t) sum += job.hist(t)[b];
+    for (unsigned t = 0; t < threads; ++t) sum += shared.hist(t)[b];
     merged[b] = sum;
   }
   std::uint64_t cum = 0;
   std::uint32_t pick = lv.bins - 1;
   while (cum + merged[pick] < sel.need) cum += merged[pick--];  // need <= in_band: stops.
   for (unsigned t = 0; t < threads; ++t) {
-    const std::uint32_t* h = job.hist(t);
-    for (std::uint32_t b = pick + 1; b < lv.bins; ++b) *job.above(t) += h[b];
-    *job.in_band(t) = h[pick];
+    const std::uint32_t* h = shared.hist(t);
+    for (std::uint32_t b = pick + 1; b < lv.bins; ++b) *shared.above(t) += h[b];
+    *shared.in_band(t) = h[pick];
   }
   sel.need -= cum;
   sel.in_band = merged[pick];
@@ -103,22 +103,22 @@ void descend(const Job& job, Selection& sel, int level, unsigned threads) {
 
 // Threads' output offsets: each takes its keys above the band and its share of
 // the `need` tied keys, lowest indices first.
-void plan_compact(const Job& job, std::uint64_t need) {
+void plan_compact(const PassShared& shared, std::uint64_t need) {
   std::uint64_t offset = 0;
-  for (unsigned t = 0; t < job.threads; ++t) {
-    const std::uint64_t quota = std::min(need, *job.in_band(t));
+  for (unsigned t = 0; t < shared.threads; ++t) {
+    const std::uint64_t quota = std::min(need, *shared.in_band(t));
     need -= quota;
-    *job.quota(t) = quota;
-    *job.offset(t) = offset;
-    offset += *job.above(t) + quota;
+    *shared.quota(t) = quota;
+    *shared.offset(t) = offset;
+    offset += *shared.above(t) + quota;
   }
 }
 
 // Keeps, in place and in order, the candidates that win: keys above the band
 // and the first `need` keys in it. Returns how many.
-std::size_t filter_candidates(const Job& job, const Selection& sel, std::size_t count) {
-  std::uint32_t* cand_index = job.scratch.cand_index.data();
-  float* cand_value = job.scratch.cand_value.data();
+std::size_t filter_candidates(const PassShared& shared, const Selection& sel, std::size_t count) {
+  std::uint32_t* cand_index = shared.scratch.cand_index.data();
+  float* cand_value = shared.scratch.cand_value.data();
   std::size_t kept = 0;
   std::uint64_t need = sel.need;
   // Branch-free: whether a candidate wins is close to a coin toss.
@@ -137,26 +137,27 @@ std::size_t filter_candidates(const Job& job, const Selection& sel, std::size_t 
 // The candidates (all in the band, in index order) are refined in scratch
 // until exact, filtered to the winners and merged into the payload behind the
 // `definite` entries the collect pass wrote.
-void finish_candidates(const Job& job, Selection sel, std::size_t definite, std::size_t count) {
+void finish_candidates(const PassShared& shared, Selection sel, std::size_t definite,
+                       std::size_t count) {
   while (!sel.exact()) {
     const int level = sel.level + 1;
-    pass_level(job.tuning.isa, job.scratch.cand_value.data(), 0, count, sel.band, level, false,
-               job.hist(0));
-    *job.above(0) = 0;  // descend() keeps per-thread counts; unused here.
-    descend(job, sel, level, 1);
+    pass_level(shared.tuning.isa, shared.scratch.cand_value.data(), 0, count, sel.band, level,
+               false, shared.hist(0));
+    *shared.above(0) = 0;  // descend() keeps per-thread counts; unused here.
+    descend(shared, sel, level, 1);
   }
-  const std::size_t kept = filter_candidates(job, sel, count);
+  const std::size_t kept = filter_candidates(shared, sel, count);
   // Encode the winners in index order, the encoded bits replacing each value
   // in place (moved as bits, never computed with, so any pattern survives).
   // Their residual writes land all over the input: prefetch well ahead.
-  std::uint32_t* cand_index = job.scratch.cand_index.data();
-  float* cand_value = job.scratch.cand_value.data();
+  std::uint32_t* cand_index = shared.scratch.cand_index.data();
+  float* cand_value = shared.scratch.cand_value.data();
   constexpr std::size_t kAhead = 48;
   for (std::size_t j = 0; j < kept; ++j) {
-    if (j + kAhead < kept) job.out.prefetch_residual(cand_index[j + kAhead]);
-    cand_value[j] = bits_float(job.out.encode(cand_index[j], cand_value[j]));
+    if (j + kAhead < kept) shared.out.prefetch_residual(cand_index[j + kAhead]);
+    cand_value[j] = bits_float(shared.out.encode(cand_index[j], cand_value[j]));
   }
-  job.out.merge(definite, cand_index, cand_value, kept);
+  shared.out.merge(definite, cand_index, cand_value, kept);
 }
 
 // A floor for pass 1's histogram, from the keys of a small sample of acc:
@@ -165,22 +166,23 @@ void finish_candidates(const Job& job, Selection sel, std::size_t definite, std:
 // number of keys above it plus a wide margin, so that fewer than k keys lie at
 // or above it only with negligible probability; even then the result is the
 // same (one more pass counts the keys below). 0: count everything.
-std::uint32_t pass1_floor(const Job& job) {
-  if (job.tuning.pass1_floor_bin >= 0) {
-    const int bin = std::min(job.tuning.pass1_floor_bin, static_cast<int>(kMaxBins) - 1);
+std::uint32_t pass1_floor(const PassShared& shared) {
+  if (shared.tuning.pass1_floor_bin >= 0) {
+    const int bin = std::min(shared.tuning.pass1_floor_bin, static_cast<int>(kMaxBins) - 1);
     return static_cast<std::uint32_t>(bin) << kFirstShift;
   }
-  const std::size_t samples = std::min<std::size_t>(4096, job.n / 256);
-  const double expected = static_cast<double>(job.k) / static_cast<double>(job.n) * samples;
+  const std::size_t samples = std::min<std::size_t>(4096, shared.n / 256);
+  const double expected = static_cast<double>(shared.k) / static_cast<double>(shared.n) * samples;
   const auto rank = static_cast<std::size_t>(2 * expected + 8 * std::sqrt(expected) + 16);
   if (samples < 256 || rank >= samples / 2) return 0;
-  std::vector<std::uint32_t>& keys = job.scratch.sample;
+  std::vector<std::uint32_t>& keys = shared.scratch.sample;
   keys.resize(samples);
-  const std::size_t stride = job.n / samples;
+  const std::size_t stride = shared.n / samples;
   for (std::size_t j = 0; j < samples; ++j) {
     // Jittered within each stride, so periodic data cannot fool the sample.
     const std::size_t i = j * stride + (j * 0x9e3779b1u >> 7) % stride;
-    const float acc = job.residual ? add_nan_first(job.in[i], job.residual[i]) : job.in[i];
+    const float acc =
+        shared.residual ? add_nan_first(shared.in[i], shared.residual[i]) : shared.in[i];
     keys[j] = key_of(acc);
   }
   std::nth_element(keys.begin(), keys.begin() + rank, keys.end(), std::greater<>());
@@ -195,66 +197,68 @@ void prepare_scratch(TopkScratch& scratch, unsigned threads) {
 }
 
 // Pass 1, then the level-0 threshold bucket.
-Selection first_level(Job& job) {
-  const std::uint32_t floor = pass1_floor(job);
-  run_threads(job.threads, [&job, floor](unsigned t) {
-    pass_accumulate(job, job.begin(t), job.begin(t + 1), floor, job.hist(t));
-    *job.above(t) = 0;
+Selection first_level(PassShared& shared) {
+  const std::uint32_t floor = pass1_floor(shared);
+  run_threads(shared.threads, [&shared, floor](unsigned t) {
+    pass_accumulate(shared, shared.begin(t), shared.begin(t + 1), floor, shared.hist(t));
+    *shared.above(t) = 0;
   });
   std::uint64_t counted = 0;
-  for (unsigned t = 0; t < job.threads; ++t) {
+  for (unsigned t = 0; t < shared.threads; ++t) {
     for (std::uint32_t b = floor >> kFirstShift; b < kLevels[0].bins; ++b) {
-      counted += job.hist(t)[b];
+      counted += shared.hist(t)[b];
     }
   }
-  if (counted < job.k) {  // The floor was too high: count the keys below it too.
-    run_threads(job.threads, [&job, floor](unsigned t) {
-      pass_level(job.tuning.isa, job.src, job.begin(t), job.begin(t + 1), Band{0, floor - 1}, 0,
-                 true, job.hist(t));
+  if (counted < shared.k) {  // The floor was too high: count the keys below it too.
+    run_threads(shared.threads, [&shared, floor](unsigned t) {
+      pass_level(shared.tuning.isa, shared.src, shared.begin(t), shared.begin(t + 1),
+                 Band{0, floor - 1}, 0, true, shared.hist(t));
     });
   }
   Selection sel;
-  sel.need = job.k;
-  sel.in_band = job.n;
-  descend(job, sel, 0, job.threads);
+  sel.need = shared.k;
+  sel.in_band = shared.n;
+  descend(shared, sel, 0, shared.threads);
   return sel;
 }
 
-void select_and_write(Job& job) {
-  const unsigned threads = job.threads;
-  Selection sel = first_level(job);
+void select_and_write(PassShared& shared) {
+  const unsigned threads = shared.threads;
+  Selection sel = first_level(shared);
   // Copying out a bucket costs 8 bytes per entry; above this, one more
   // histogram pass over the input is cheaper in time and memory.
-  const std::uint64_t cap = std::max<std::uint64_t>(job.n / 8, 1u << 16);
+  const std::uint64_t cap = std::max<std::uint64_t>(shared.n / 8, 1u << 16);
   while (!sel.exact() && sel.in_band > cap) {
     const int level = sel.level + 1;
-    run_threads(threads, [&job, &sel, level](unsigned t) {
-      pass_level(job.tuning.isa, job.src, job.begin(t), job.begin(t + 1), sel.band, level, false,
-                 job.hist(t));
+    run_threads(threads, [&shared, &sel, level](unsigned t) {
+      pass_level(shared.tuning.isa, shared.src, shared.begin(t), shared.begin(t + 1), sel.band,
+                 level, false, shared.hist(t));
     });
-    descend(job, sel, level, threads);
+    descend(shared, sel, level, threads);
   }
   if (sel.exact()) {
-    plan_compact(job, sel.need);
-    run_threads(threads, [&job, &sel](unsigned t) {
-      pass_compact(job, job.begin(t), job.begin(t + 1), sel.band, *job.quota(t), *job.offset(t));
+    plan_compact(shared, sel.need);
+    run_threads(threads, [&shared, &sel](unsigned t) {
+      pass_compact(shared, shared.begin(t), shared.begin(t + 1), sel.band, *shared.quota(t),
+                   *shared.offset(t));
     });
     return;
   }
-  plan_compact(job, 0);  // Offsets of the entries above the band only.
-  if (job.scratch.cand_index.size() < sel.in_band) {
-    job.scratch.cand_index.resize(sel.in_band);
-    job.scratch.cand_value.resize(sel.in_band);
+  plan_compact(shared, 0);  // Offsets of the entries above the band only.
+  if (shared.scratch.cand_index.size() < sel.in_band) {
+    shared.scratch.cand_index.resize(sel.in_band);
+    shared.scratch.cand_value.resize(sel.in_band);
   }
   std::uint64_t cand = 0;
   for (unsigned t = 0; t < threads; ++t) {
-    *job.quota(t) = cand;  // Reused: where thread t's candidates start.
-    cand += *job.in_band(t);
+    *shared.quota(t) = cand;  // Reused: where thread t's candidates start.
+    cand += *shared.in_band(t);
   }
-  run_threads(threads, [&job, &sel](unsigned t) {
-    pass_collect(job, job.begin(t), job.begin(t + 1), sel.band, *job.offset(t), *job.quota(t));
+  run_threads(threads, [&shared, &sel](unsigned t) {
+    pass_collect(shared, shared.begin(t), shared.begin(t + 1), sel.band, *shared.offset(t),
+                 *shared.quota(t));
   });
-  finish_candidates(job, sel, job.k - sel.need, sel.in_band);  // k - need are above the band.
+  finish_candidates(shared, sel, shared.k - sel.need, sel.in_band);  // k - need are above the band.
 }
 
 // dense[index] += value over one payload, in payload order. The indices rise
@@ -313,9 +317,10 @@ void topk_compress(const float* in, float* residual, std::size_t n, std::size_t 
   const unsigned threads = pick_threads(n, tuning.threads);
   prepare_scratch(scratch, threads);
   const float* src = residual ? residual : in;
-  Job job{in,     residual, src, n, k, tuning, threads, PayloadWriter(payload, k, values, residual),
-          scratch};
-  select_and_write(job);
+  PassShared shared{in,     residual, src,     n,
+                    k,      tuning,   threads, PayloadWriter(payload, k, values, residual),
+                    scratch};
+  select_and_write(shared);
 }
 
 void topk_accumulate(const void* payload, std::size_t k, TopkValues values, float* dense) {

@@ -123,8 +123,9 @@ class PayloadWriter {
   float* residual_;
 };
 
-// Everything the passes share. Per-thread arrays live in scratch.
-struct Job {
+// What the selection passes share: the buffers, k, the threads, and the
+// per-thread arrays in scratch.
+struct PassShared {
   const float* in;
   float* residual;
   const float* src;  // acc after pass 1: residual, or in when there is none.
@@ -170,7 +171,7 @@ void run_threads(unsigned threads, const Fn& fn) {
 
 // Pass 1 over [b, e): acc into residual, and into h the level-0 histogram of
 // the keys >= floor (floor is a multiple of the level-0 bin width).
-void pass_accumulate(const Job& job, std::size_t b, std::size_t e, std::uint32_t floor,
+void pass_accumulate(const PassShared& shared, std::size_t b, std::size_t e, std::uint32_t floor,
                      std::uint32_t* h);
 
 // Histogram of radix `level` over the keys of data[b, e) in the band. With
@@ -180,12 +181,12 @@ void pass_level(Isa isa, const float* data, std::size_t b, std::size_t e, Band b
 
 // Writes the selected entries of [b, e) from payload position `pos`: all keys
 // above the band and the first `quota` keys in it.
-void pass_compact(const Job& job, std::size_t b, std::size_t e, Band band, std::uint64_t quota,
-                  std::uint64_t pos);
+void pass_compact(const PassShared& shared, std::size_t b, std::size_t e, Band band,
+                  std::uint64_t quota, std::uint64_t pos);
 
 // Writes the entries of [b, e) above the band to the payload from `pos` and
 // copies those in the band to the candidate arrays from `cand`.
-void pass_collect(const Job& job, std::size_t b, std::size_t e, Band band, std::uint64_t pos,
-                  std::uint64_t cand);
+void pass_collect(const PassShared& shared, std::size_t b, std::size_t e, Band band,
+                  std::uint64_t pos, std::uint64_t cand);
 
 }  // namespace slimreduce::kernels::topk_detail

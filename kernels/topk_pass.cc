@@ -43,20 +43,20 @@ void count_hits(const float* data, const std::uint64_t* words, std::size_t m, in
 
 }  // namespace
 
-void pass_accumulate(const Job& job, std::size_t b, std::size_t e, std::uint32_t floor,
+void pass_accumulate(const PassShared& shared, std::size_t b, std::size_t e, std::uint32_t floor,
                      std::uint32_t* h) {
   std::fill(h, h + kHistStride, 0u);
   std::uint32_t bins[kChunk];
   std::uint64_t hits[kMaskWords];
   for (std::size_t pos = b; pos < e; pos += kChunk) {
     const std::size_t m = std::min(kChunk, e - pos);
-    float* res = job.residual ? job.residual + pos : nullptr;
+    float* res = shared.residual ? shared.residual + pos : nullptr;
     if (floor == 0) {  // Every key counts: bins straight from SIMD, no bit walk.
-      acc_bins(job.tuning.isa, job.in + pos, res, m, bins);
+      acc_bins(shared.tuning.isa, shared.in + pos, res, m, bins);
       count_bins(bins, m, h);
     } else {
-      acc_masks(job.tuning.isa, job.in + pos, res, m, floor, hits);
-      count_hits(job.src + pos, hits, m, kFirstShift, kMaxBins - 1, h);
+      acc_masks(shared.tuning.isa, shared.in + pos, res, m, floor, hits);
+      count_hits(shared.src + pos, hits, m, kFirstShift, kMaxBins - 1, h);
     }
   }
   fold_subs(h, kLevels[0].bins);
@@ -75,12 +75,12 @@ void pass_level(Isa isa, const float* data, std::size_t b, std::size_t e, Band b
   fold_subs(h, lv.bins);
 }
 
-void pass_compact(const Job& job, std::size_t b, std::size_t e, Band band, std::uint64_t quota,
-                  std::uint64_t pos) {
+void pass_compact(const PassShared& shared, std::size_t b, std::size_t e, Band band,
+                  std::uint64_t quota, std::uint64_t pos) {
   std::uint64_t above[kMaskWords], in[kMaskWords];
   for (std::size_t base = b; base < e; base += kChunk) {
     const std::size_t m = std::min(kChunk, e - base);
-    band_masks(job.tuning.isa, job.src + base, m, band, above, in);
+    band_masks(shared.tuning.isa, shared.src + base, m, band, above, in);
     for (std::size_t w = 0; w * 64 < m; ++w) {
       const std::uint64_t tied = quota ? in[w] : 0;
       for (std::uint64_t bits = above[w] | tied; bits; bits &= bits - 1) {
@@ -89,29 +89,29 @@ void pass_compact(const Job& job, std::size_t b, std::size_t e, Band band, std::
           --quota;
         }
         const std::size_t i = base + w * 64 + std::countr_zero(bits);
-        job.out.put(pos++, static_cast<std::uint32_t>(i), job.src[i]);
+        shared.out.put(pos++, static_cast<std::uint32_t>(i), shared.src[i]);
       }
     }
   }
 }
 
-void pass_collect(const Job& job, std::size_t b, std::size_t e, Band band, std::uint64_t pos,
-                  std::uint64_t cand) {
-  std::uint32_t* cand_index = job.scratch.cand_index.data();
-  float* cand_value = job.scratch.cand_value.data();
+void pass_collect(const PassShared& shared, std::size_t b, std::size_t e, Band band,
+                  std::uint64_t pos, std::uint64_t cand) {
+  std::uint32_t* cand_index = shared.scratch.cand_index.data();
+  float* cand_value = shared.scratch.cand_value.data();
   std::uint64_t above[kMaskWords], in[kMaskWords];
   for (std::size_t base = b; base < e; base += kChunk) {
     const std::size_t m = std::min(kChunk, e - base);
-    band_masks(job.tuning.isa, job.src + base, m, band, above, in);
+    band_masks(shared.tuning.isa, shared.src + base, m, band, above, in);
     for (std::size_t w = 0; w * 64 < m; ++w) {
       for (std::uint64_t bits = above[w]; bits; bits &= bits - 1) {
         const std::size_t i = base + w * 64 + std::countr_zero(bits);
-        job.out.put(pos++, static_cast<std::uint32_t>(i), job.src[i]);
+        shared.out.put(pos++, static_cast<std::uint32_t>(i), shared.src[i]);
       }
       for (std::uint64_t bits = in[w]; bits; bits &= bits - 1) {
         const std::size_t i = base + w * 64 + std::countr_zero(bits);
         cand_index[cand] = static_cast<std::uint32_t>(i);
-        cand_value[cand++] = job.src[i];
+        cand_value[cand++] = shared.src[i];
       }
     }
   }
