@@ -352,7 +352,7 @@ class Lease {
 // (DeviceKernels cast16 or topk), or staged through its host algorithm
 // (DeviceKernels::none: a compressor without them, a host buffer on one
 // side, buffers on two GPUs, or a top-k beyond 32-bit indices).
-compressors::DeviceKernels route_of(const AllreduceCall& call,
+compressors::DeviceKernels kernels_for(const AllreduceCall& call,
                                     const compressors::Compressor& compressor) {
   using compressors::DeviceKernels;
   if (!is_device_pointer(call.input) || !is_device_pointer(call.output)) return DeviceKernels::none;
@@ -368,7 +368,7 @@ compressors::DeviceKernels route_of(const AllreduceCall& call,
 
 bool keeps_residual_on_device(const AllreduceCall& call,
                               const compressors::Compressor& compressor) {
-  return route_of(call, compressor) != compressors::DeviceKernels::none;
+  return kernels_for(call, compressor) != compressors::DeviceKernels::none;
 }
 
 namespace {
@@ -393,18 +393,18 @@ int allreduce(const AllreduceCall& call, compressors::Compressor& compressor, Co
               Reduced* reduced) {
   using compressors::DeviceKernels;
   return backends::mpi_code(on_leased_workspace(call, pool, [&](StagingSpace& workspace) {
-    const DeviceKernels route = route_of(call, compressor);
+    const DeviceKernels kernels = kernels_for(call, compressor);
     StagedCall job{call, compressor, state, transport, workspace, nullptr};
     // A hierarchical communicator reduces fp32 inside the node: through the
     // host algorithm, as a host-buffer rank of it does.
     const bool hierarchical = state.hierarchy() && !state.hierarchy()->flat();
-    if (route == DeviceKernels::none || hierarchical) return staged_host(job, reduced);
+    if (kernels == DeviceKernels::none || hierarchical) return staged_host(job, reduced);
     if (residual && residual->feeds_back) {
       if (!pool.residual_memory()) return Status::no_memory();
       job.residual = residual->device_residual(*pool.residual_memory(), job.stream());
       if (!job.residual) return Status::no_memory();
     }
-    return route == DeviceKernels::topk ? staged_topk(job, reduced) : staged_cast(job, reduced);
+    return kernels == DeviceKernels::topk ? staged_topk(job, reduced) : staged_cast(job, reduced);
   }));
 }
 
