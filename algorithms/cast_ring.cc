@@ -3,14 +3,9 @@
 #include "algorithms/wire_bytes.h"
 
 namespace slimreduce::algorithms {
-namespace {
-
-// Chunk c of n elements split over `parts` ranks starts here.
-std::size_t split_at(std::size_t n, int parts, int chunk) {
+std::size_t CastRing::split_at(std::size_t n, int parts, int chunk) {
   return static_cast<std::size_t>(static_cast<unsigned __int128>(n) * chunk / parts);
 }
-
-}  // namespace
 
 std::size_t CastRing::scratch_bytes(const compressors::SummableCompressor& compressor,
                                     std::size_t count, int ranks) {
@@ -19,6 +14,7 @@ std::size_t CastRing::scratch_bytes(const compressors::SummableCompressor& compr
 }
 
 std::size_t CastRing::chunk_begin(int chunk) const {
+  if (chunk_begins_) return (*chunk_begins_)[chunk];
   return split_at(count_, transport_.size(), chunk);
 }
 std::size_t CastRing::chunk_bytes(int chunk) const {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "algorithms/phases.h"
 #include "backends/transport.h"
@@ -31,6 +32,10 @@ class CastRing : public Phases<CastRing> {
   static std::size_t scratch_bytes(const compressors::SummableCompressor& compressor,
                                    std::size_t count, int ranks);
 
+  // Where chunk c of n elements split over `parts` ranks begins: the ring's
+  // one rule, which fused buffers follow too (algorithms/fused_casts.h).
+  static std::size_t split_at(std::size_t n, int parts, int chunk);
+
   // wire: wire_bytes(count) bytes; scratch: scratch_bytes(count, ranks) bytes.
   CastRing(backends::Transport& transport, compressors::SummableCompressor& compressor,
            std::size_t count, std::byte* wire, std::byte* scratch)
@@ -39,6 +44,15 @@ class CastRing : public Phases<CastRing> {
         count_(count),
         wire_(wire),
         scratch_(scratch) {}
+  // Chunks at given boundaries: chunk c is [chunk_begins[c], chunk_begins[c + 1]),
+  // size() + 1 entries from 0 to count (a fused buffer's, algorithms/fused_casts.h);
+  // scratch: the largest chunk's wire bytes. The caller keeps chunk_begins alive.
+  CastRing(backends::Transport& transport, compressors::SummableCompressor& compressor,
+           std::size_t count, std::byte* wire, std::byte* scratch,
+           const std::vector<std::size_t>* chunk_begins)
+      : CastRing(transport, compressor, count, wire, scratch) {
+    chunk_begins_ = chunk_begins;
+  }
 
   // Host entry point: wire = compress(input + residual).
   void compress(const float* input, float* residual) {
@@ -65,6 +79,7 @@ class CastRing : public Phases<CastRing> {
   std::size_t count_;
   std::byte* wire_;
   std::byte* scratch_;
+  const std::vector<std::size_t>* chunk_begins_ = nullptr;  // nullptr: split_at's
 };
 
 }  // namespace slimreduce::algorithms

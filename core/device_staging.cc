@@ -149,7 +149,7 @@ class StagedCastStep final : public scheduler::Step {
     return sync(job_);
   }
   double wire_sent() const override { return ring_.wire_sent() + rescue_sent_; }
-  bool overflow_rescued() const override { return rescue_ != nullptr; }
+  std::size_t overflow_rescued() const override { return rescue_ ? 1 : 0; }
 
  private:
   cudaStream_t stream() const { return job_.stream(); }
@@ -353,7 +353,7 @@ class Lease {
 // (DeviceKernels::none: a compressor without them, a host buffer on one
 // side, buffers on two GPUs, or a top-k beyond 32-bit indices).
 compressors::DeviceKernels kernels_for(const AllreduceCall& call,
-                                    const compressors::Compressor& compressor) {
+                                       const compressors::Compressor& compressor) {
   using compressors::DeviceKernels;
   if (!is_device_pointer(call.input) || !is_device_pointer(call.output)) return DeviceKernels::none;
   // Buffers on two GPUs: our kernels run on one and could not reach the other

@@ -3,6 +3,7 @@
 // the phases of algorithms/phases.h fits.
 #pragma once
 
+#include <cstddef>
 #include <type_traits>
 #include <utility>
 
@@ -30,7 +31,9 @@ class HostStep final : public Step {
     return status_of([&] { return algorithm_.finish(output_); });
   }
   double wire_sent() const override { return algorithm_.wire_sent(); }
-  bool overflow_rescued() const override { return algorithms::overflow_rescued_of(algorithm_); }
+  std::size_t overflow_rescued() const override {
+    return algorithms::overflow_rescued_of(algorithm_) ? 1 : 0;
+  }
 
  private:
   // A host phase that cannot fail returns nothing; one that communicates
@@ -49,6 +52,30 @@ class HostStep final : public Step {
   const float* input_;
   float* residual_;
   float* output_;
+};
+
+// A step of a fused batch's algorithm (algorithms/fused_casts.h,
+// fused_gathered.h) on host buffers: the batch carries its tensors' buffers.
+template <class Batch>
+class HostBatchStep final : public Step {
+ public:
+  template <class... BatchArgs>
+  explicit HostBatchStep(BatchArgs&&... args) : batch_(std::forward<BatchArgs>(args)...) {}
+
+  Status compress() override {
+    batch_.compress();
+    return {};
+  }
+  Status communicate() override { return batch_.communicate(); }
+  Status finish() override {
+    batch_.finish();
+    return {};
+  }
+  double wire_sent() const override { return batch_.wire_sent(); }
+  std::size_t overflow_rescued() const override { return batch_.rescued(); }
+
+ private:
+  Batch batch_;
 };
 
 }  // namespace slimreduce::scheduler

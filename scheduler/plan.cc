@@ -10,7 +10,7 @@ double Plan::wire_sent() const {
 
 std::size_t Plan::overflow_rescued() const {
   std::size_t rescued = 0;
-  for (const auto& step : steps_) rescued += step->overflow_rescued() ? 1 : 0;
+  for (const auto& step : steps_) rescued += step->overflow_rescued();
   return rescued;
 }
 

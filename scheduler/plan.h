@@ -28,8 +28,9 @@ class Step {
   virtual Status finish() = 0;
   // Bytes this rank handed to the transport (once communicate() ran).
   virtual double wire_sent() const = 0;
-  // Whether the step reran with a wider wire after an overflow (algorithms/rescued_cast_ring.h).
-  virtual bool overflow_rescued() const { return false; }
+  // How many of its reductions reran with a wider wire after an overflow
+  // (algorithms/rescued_cast_ring.h, algorithms/fused_casts.h).
+  virtual std::size_t overflow_rescued() const { return 0; }
 };
 
 class Plan {
@@ -39,7 +40,7 @@ class Plan {
   Step& step(std::size_t index) const { return *steps_[index]; }
   // What the plan's steps handed to the transport, summed in plan order.
   double wire_sent() const;
-  // How many of its steps were rescued from an overflow.
+  // How many of its reductions were rescued from an overflow.
   std::size_t overflow_rescued() const;
 
  private:

@@ -1,0 +1,17 @@
+// A reduction of a fused batch (docs/architecture.md, "Fusion"): the
+// caller's buffers of one tensor. Several of them ride one collective of
+// algorithms/fused_casts.h or algorithms/fused_gathered.h.
+#pragma once
+
+#include <cstddef>
+
+namespace slimreduce::algorithms {
+
+struct BatchTensor {
+  const float* input;  // may be output itself (MPI_IN_PLACE): read before output is written
+  float* residual;     // nullptr: no error feedback for this tensor
+  float* output;
+  std::size_t count;
+};
+
+}  // namespace slimreduce::algorithms
