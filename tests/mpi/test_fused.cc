@@ -83,9 +83,11 @@ class World {
     MPI_Comm_size(comm_, &size_);
     transport_ = std::make_unique<backends::MpiTransport>(comm_, rank_, size_);
   }
-  ~World() {
-    transport_.reset();
-    MPI_Comm_free(&comm_);
+  ~World() {             // a static, so after MPI_Finalize: the communicator went with MPI
+    transport_.reset();  // it does not own the communicator
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Comm_free(&comm_);
   }
   backends::Transport& transport() { return *transport_; }
   int rank() const { return rank_; }
