@@ -1,5 +1,6 @@
 #include "core/counters.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cinttypes>
 #include <cstdio>
@@ -44,11 +45,50 @@ Counters& Counters::operator+=(const Counters& other) {
   wire_sent += other.wire_sent;
   ef_resets += other.ef_resets;
   overflow_rescued += other.overflow_rescued;
+  iallreduce += other.iallreduce;
+  fused_batches += other.fused_batches;
+  fused_tensors += other.fused_tensors;
   inter_node_baseline += other.inter_node_baseline;
   inter_node_sent += other.inter_node_sent;
   intra_node_baseline += other.intra_node_baseline;
   intra_node_sent += other.intra_node_sent;
   return *this;
+}
+
+void Counters::to_values(double (&v)[kValues]) const {
+  const double values[kValues] = {double(intercepted),     double(compressed),
+                                  double(passed_through),  double(warmup),
+                                  double(ef_cap_fallback), double(input_bytes),
+                                  wire_baseline,           wire_sent,
+                                  double(ef_resets),       double(overflow_rescued),
+                                  double(iallreduce),      double(fused_batches),
+                                  double(fused_tensors),   inter_node_baseline,
+                                  inter_node_sent,         intra_node_baseline,
+                                  intra_node_sent};
+  std::copy(values, values + kValues, v);
+}
+
+Counters Counters::from_values(const double (&v)[kValues]) {
+  const auto count = [&v](int i) { return static_cast<std::uint64_t>(v[i]); };
+  Counters c;
+  c.intercepted = count(0);
+  c.compressed = count(1);
+  c.passed_through = count(2);
+  c.warmup = count(3);
+  c.ef_cap_fallback = count(4);
+  c.input_bytes = count(5);
+  c.wire_baseline = v[6];
+  c.wire_sent = v[7];
+  c.ef_resets = count(8);
+  c.overflow_rescued = count(9);
+  c.iallreduce = count(10);
+  c.fused_batches = count(11);
+  c.fused_tensors = count(12);
+  c.inter_node_baseline = v[13];
+  c.inter_node_sent = v[14];
+  c.intra_node_baseline = v[15];
+  c.intra_node_sent = v[16];
+  return c;
 }
 
 namespace {
@@ -63,7 +103,8 @@ CounterBoard::~CounterBoard() = default;
 // No `intercepted`: it is always compressed + passed_through.
 struct CounterBoard::Slot {
   std::atomic<std::uint64_t> compressed{0}, passed_through{0}, warmup{0}, ef_cap_fallback{0},
-      input_bytes{0}, ef_resets{0}, overflow_rescued{0};
+      input_bytes{0}, ef_resets{0}, overflow_rescued{0}, iallreduce{0}, fused_batches{0},
+      fused_tensors{0};
   std::atomic<double> wire_baseline{0}, wire_sent{0};
   std::atomic<double> inter_node_baseline{0}, inter_node_sent{0}, intra_node_baseline{0},
       intra_node_sent{0};
@@ -106,6 +147,9 @@ void CounterBoard::add(const Counters& delta) {
   bump(slot.wire_sent, delta.wire_sent);
   bump(slot.ef_resets, delta.ef_resets);
   bump(slot.overflow_rescued, delta.overflow_rescued);
+  bump(slot.iallreduce, delta.iallreduce);
+  bump(slot.fused_batches, delta.fused_batches);
+  bump(slot.fused_tensors, delta.fused_tensors);
   bump(slot.inter_node_baseline, delta.inter_node_baseline);
   bump(slot.inter_node_sent, delta.inter_node_sent);
   bump(slot.intra_node_baseline, delta.intra_node_baseline);
@@ -128,6 +172,9 @@ Counters CounterBoard::total() const {
     part.wire_sent = slot->wire_sent.load(relaxed);
     part.ef_resets = slot->ef_resets.load(relaxed);
     part.overflow_rescued = slot->overflow_rescued.load(relaxed);
+    part.iallreduce = slot->iallreduce.load(relaxed);
+    part.fused_batches = slot->fused_batches.load(relaxed);
+    part.fused_tensors = slot->fused_tensors.load(relaxed);
     part.inter_node_baseline = slot->inter_node_baseline.load(relaxed);
     part.inter_node_sent = slot->inter_node_sent.load(relaxed);
     part.intra_node_baseline = slot->intra_node_baseline.load(relaxed);
@@ -154,19 +201,21 @@ std::string node_keys(const Counters& c, const ReportContext& context) {
 
 std::string report_json(const Counters& c, const ReportContext& context) {
   char text[1024];
-  std::snprintf(
-      text, sizeof text,
-      "{\"rank\": %d, \"world_size\": %d, \"compressor\": \"%s\",\n"
-      " \"calls\": {\"intercepted\": %" PRIu64 ", \"compressed\": %" PRIu64
-      ", \"passed_through\": %" PRIu64 ", \"warmup\": %" PRIu64 ", \"ef_cap_fallback\": %" PRIu64
-      ", \"ef_resets\": %" PRIu64 ", \"overflow_rescued\": %" PRIu64
-      "},\n"
-      " \"bytes\": {\"input\": %" PRIu64
-      ", \"wire_baseline\": %.0f, \"wire_sent\": %.0f%s},\n"
-      " \"savings\": %.6f}\n",
-      context.rank, context.world_size, context.compressor.c_str(), c.intercepted, c.compressed,
-      c.passed_through, c.warmup, c.ef_cap_fallback, c.ef_resets, c.overflow_rescued, c.input_bytes,
-      c.wire_baseline, c.wire_sent, node_keys(c, context).c_str(), c.savings());
+  std::snprintf(text, sizeof text,
+                "{\"rank\": %d, \"world_size\": %d, \"compressor\": \"%s\",\n"
+                " \"calls\": {\"intercepted\": %" PRIu64 ", \"compressed\": %" PRIu64
+                ", \"passed_through\": %" PRIu64 ", \"warmup\": %" PRIu64
+                ", \"ef_cap_fallback\": %" PRIu64 ", \"ef_resets\": %" PRIu64
+                ", \"overflow_rescued\": %" PRIu64 ", \"iallreduce\": %" PRIu64
+                ", \"fused_batches\": %" PRIu64 ", \"fused_tensors\": %" PRIu64
+                "},\n"
+                " \"bytes\": {\"input\": %" PRIu64
+                ", \"wire_baseline\": %.0f, \"wire_sent\": %.0f%s},\n"
+                " \"savings\": %.6f}\n",
+                context.rank, context.world_size, context.compressor.c_str(), c.intercepted,
+                c.compressed, c.passed_through, c.warmup, c.ef_cap_fallback, c.ef_resets,
+                c.overflow_rescued, c.iallreduce, c.fused_batches, c.fused_tensors, c.input_bytes,
+                c.wire_baseline, c.wire_sent, node_keys(c, context).c_str(), c.savings());
   return text;
 }
 
@@ -179,6 +228,9 @@ std::optional<double> report_value(const Counters& c, std::string_view key) {
       {"calls.ef_cap_fallback", double(c.ef_cap_fallback)},
       {"calls.ef_resets", double(c.ef_resets)},
       {"calls.overflow_rescued", double(c.overflow_rescued)},
+      {"calls.iallreduce", double(c.iallreduce)},
+      {"calls.fused_batches", double(c.fused_batches)},
+      {"calls.fused_tensors", double(c.fused_tensors)},
       {"bytes.input", double(c.input_bytes)},
       {"bytes.wire_baseline", c.wire_baseline},
       {"bytes.wire_sent", c.wire_sent},
@@ -219,6 +271,13 @@ std::string report_table(const Counters& t, const ReportContext& context) {
     std::snprintf(text, sizeof text,
                   "  overflow   %" PRIu64 " fp16 calls rescued with bf16 (a sum beyond 65504)\n",
                   t.overflow_rescued);
+    table += text;
+  }
+  if (t.iallreduce > 0 || t.fused_batches > 0) {
+    std::snprintf(text, sizeof text,
+                  "  fusion     %" PRIu64 " MPI_Iallreduce calls; %" PRIu64
+                  " fused batches carried %" PRIu64 " reductions\n",
+                  t.iallreduce, t.fused_batches, t.fused_tensors);
     table += text;
   }
   if (context.node_bytes) {

@@ -37,6 +37,12 @@ struct Counters {
   // Compressed calls whose 16-bit sum left fp16's range and were rerun with
   // bf16 on every rank alike (algorithms/rescued_cast_ring.h).
   std::uint64_t overflow_rescued = 0;
+  // MPI_Iallreduce calls, compressed (queued and fused) or passed through.
+  std::uint64_t iallreduce = 0;
+  // Collectives that carried two or more reductions (a fused batch: queued
+  // MPI_Iallreduce calls, an NCCL group's casts), and the reductions they carried.
+  std::uint64_t fused_batches = 0;
+  std::uint64_t fused_tensors = 0;
   // With SLIMREDUCE_HIERARCHICAL=1, on communicators whose nodes are known:
   // the baseline and sent bytes above, split by whether they cross a node
   // boundary (docs/architecture.md, "Hierarchical").
@@ -54,6 +60,11 @@ struct Counters {
   void count_by_node(double baseline, double sent, bool hop_crosses);
   double savings() const;
   Counters& operator+=(const Counters& other);
+
+  // Every field as a number, in a fixed order (to sum over ranks), and back.
+  static constexpr int kValues = 17;
+  void to_values(double (&values)[kValues]) const;
+  static Counters from_values(const double (&values)[kValues]);
 };
 
 // Counters without a lock: each thread adds into a slot of its own (single

@@ -309,30 +309,12 @@ void Engine::finish() {
     runtime_.write_report(mine, context);
     return;
   }
-  double local[14] = {double(mine.intercepted),     double(mine.compressed),
-                      double(mine.passed_through),  double(mine.warmup),
-                      double(mine.ef_cap_fallback), double(mine.input_bytes),
-                      mine.wire_baseline,           mine.wire_sent,
-                      double(mine.ef_resets),       mine.inter_node_baseline,
-                      mine.inter_node_sent,         mine.intra_node_baseline,
-                      mine.intra_node_sent,         double(mine.overflow_rescued)};
-  double total[14] = {};
-  PMPI_Reduce(local, total, 14, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+  double local[Counters::kValues];
+  double total[Counters::kValues] = {};
+  mine.to_values(local);
+  PMPI_Reduce(local, total, Counters::kValues, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
   if (world_rank_ != 0) return;
-  Counters sum{std::uint64_t(total[0]),
-               std::uint64_t(total[1]),
-               std::uint64_t(total[2]),
-               std::uint64_t(total[3]),
-               std::uint64_t(total[4]),
-               std::uint64_t(total[5]),
-               total[6],
-               total[7],
-               std::uint64_t(total[8])};
-  sum.inter_node_baseline = total[9];
-  sum.inter_node_sent = total[10];
-  sum.intra_node_baseline = total[11];
-  sum.intra_node_sent = total[12];
-  sum.overflow_rescued = std::uint64_t(total[13]);
+  const Counters sum = Counters::from_values(total);
   ReportContext summed = context;
   summed.summed_over_ranks = true;
   runtime_.write_report(sum, summed);

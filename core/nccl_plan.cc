@@ -261,6 +261,12 @@ void GroupPlan::pass_through_on(NcclCommState* comm, cudaStream_t stream) {
   }
 }
 
+std::vector<std::size_t> GroupPlan::batch_sizes() const {
+  std::vector<std::size_t> sizes;
+  for (const CastBatch& batch : batches_) sizes.push_back(batch.members.size());
+  return sizes;
+}
+
 double GroupPlan::wire_sent(const CallPlan& p) const {
   if (p.call.verdict.path == ReductionPath::topk)
     return ring_allgather_wire_bytes(p.stride, p.comm->size);

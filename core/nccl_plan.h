@@ -95,6 +95,9 @@ class GroupPlan {
   // Passes every compressed call on (comm, stream) through (its workspace is too small).
   void pass_through_on(NcclCommState* comm, cudaStream_t stream);
 
+  // How many calls each cast batch fuses (after layout()).
+  std::vector<std::size_t> batch_sizes() const;
+
   // The bytes this rank hands to the transport for calls[i] (compressed).
   double wire_sent(const CallPlan& plan) const;
 

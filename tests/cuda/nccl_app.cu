@@ -172,6 +172,15 @@ void check_int_passes_through(Device& d, float* a, float* b, std::size_t n) {
   expect_bits("int32 sum passes through", got.data(), in.data(), n * 4);
 }
 
+// A report key's value through the C API (-1 where it cannot be read).
+double counter(const char* key) {
+  using Get = int (*)(const char*, double*);
+  auto get = reinterpret_cast<Get>(dlsym(RTLD_DEFAULT, "slimreduce_get_counter"));
+  double value = -1;
+  if (!get || get(key, &value) != 0) return -1;
+  return value;
+}
+
 // Calls in nested groups: held until the outermost end, then all correct.
 void check_group(Device& d, float* a, float* b, std::size_t n) {
   std::vector<float> in[3];
@@ -180,6 +189,8 @@ void check_group(Device& d, float* a, float* b, std::size_t n) {
     in[i] = random_values(n);
     CUDA_OK(cudaMemcpyAsync(a + i * n, in[i].data(), n * 4, cudaMemcpyHostToDevice, d.stream));
   }
+  const double fused_before = counter("calls.fused_batches");
+  const double tensors_before = counter("calls.fused_tensors");
   NCCL_OK(ncclGroupStart());
   NCCL_OK(ncclAllReduce(a, recv[0], n, ncclFloat32, ncclSum, d.comm, d.stream));
   NCCL_OK(ncclGroupStart());
@@ -193,6 +204,12 @@ void check_group(Device& d, float* a, float* b, std::size_t n) {
         compressible(n * 4, true) ? reference(in[i], d.comm, recv[i]) : in[i];
     expect_bits("grouped call", got.data(), want.data(), n * 4);
   }
+  // The two sums share one 16-bit collective; the average (another op) has its own.
+  const bool casts = compressible(n * 4, true) && mode.compressor != "topk";
+  const bool fused_counted = counter("calls.fused_batches") - fused_before == (casts ? 1 : 0) &&
+                             counter("calls.fused_tensors") - tensors_before == (casts ? 2 : 0);
+  std::printf("%s the group's fused batch counted\n", fused_counted ? "ok  " : "FAIL");
+  failures += !fused_counted;
 }
 
 // 16-bit tensors: top-k takes them (widened, selected, summed, rounded back).
