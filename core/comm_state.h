@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/hierarchy.h"
+#include "core/reduction_queue.h"
 
 namespace slimreduce {
 
@@ -42,6 +43,11 @@ class CommState {
   std::byte* scratch(std::size_t bytes) { return grow(scratch_, bytes); }
   std::byte* shards(std::size_t bytes) { return grow(shards_, bytes); }  // hierarchical
 
+  // The caller's communicator: errors of our traffic are raised on it.
+  MPI_Comm user_comm() const { return user_comm_; }
+  // Its queued MPI_Iallreduce calls (core/reduction_queue.h).
+  ReductionQueue& queue() { return queue_; }
+
   // Hierarchical reduction's sub-transports, once made (core/hierarchy.h).
   const Hierarchy* hierarchy() const { return hierarchy_ ? &*hierarchy_ : nullptr; }
   void keep_hierarchy(Hierarchy hierarchy) { hierarchy_ = std::move(hierarchy); }
@@ -60,6 +66,7 @@ class CommState {
   std::vector<std::byte> scratch_;
   std::vector<std::byte> shards_;
   std::optional<Hierarchy> hierarchy_;
+  ReductionQueue queue_;
 };
 
 }  // namespace slimreduce

@@ -109,6 +109,7 @@ CommState* Engine::look_up_state(MPI_Comm comm) {
 }
 
 void Engine::forget(CommState* state) {
+  flush_all(*state);  // the caller freed it with calls still queued: they run first
   tallies_.forget_communicators();
   std::unique_ptr<CommState> gone;
   {
@@ -136,22 +137,29 @@ bool null_handle(MPI_Comm comm, MPI_Datatype datatype) {
 
 }  // namespace
 
-int Engine::allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
-                      MPI_Op op, MPI_Comm comm) {
+bool Engine::read_call(const void* sendbuf, const void* recvbuf, int count, MPI_Datatype datatype,
+                       MPI_Op op, MPI_Comm comm, ReadCall* read) {
   int type_size = 0;
   CommState* state = null_handle(comm, datatype) ? nullptr : state_of(comm);
-  if (!state || PMPI_Type_size(datatype, &type_size) != MPI_SUCCESS || count < 0) {
+  if (!state || PMPI_Type_size(datatype, &type_size) != MPI_SUCCESS || count < 0) return false;
+  read->state = state;
+  read->bytes = std::uint64_t(count) * std::uint64_t(type_size);
+  const CallFacts facts{is_float32(datatype, type_size), op == MPI_SUM,
+                        !state->is_intercommunicator(), read->bytes,
+                        usable_buffers(sendbuf, recvbuf, MPI_IN_PLACE)};
+  read->compress = classify(facts, rule_) == Verdict::compress;
+  return true;
+}
+
+int Engine::allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
+                      MPI_Op op, MPI_Comm comm) {
+  ReadCall read;
+  if (!read_call(sendbuf, recvbuf, count, datatype, op, comm, &read)) {
     // Not something we can read: the real library gives the caller its own error.
     return backends::mpi::allreduce(sendbuf, recvbuf, count, datatype, op, comm);
   }
-  const std::uint64_t bytes = std::uint64_t(count) * std::uint64_t(type_size);
-  const CallFacts facts{is_float32(datatype, type_size), op == MPI_SUM,
-                        !state->is_intercommunicator(), bytes,
-                        usable_buffers(sendbuf, recvbuf, MPI_IN_PLACE)};
-  if (classify(facts, rule_) == Verdict::compress) {
-    return compress_call(sendbuf, recvbuf, count, datatype, op, comm, *state);
-  }
-  tallies_.mine().count(bytes);  // state_of made comm the tally's communicator
+  if (read.compress) return compress_call(sendbuf, recvbuf, count, datatype, op, comm, *read.state);
+  tallies_.mine().count(read.bytes);  // state_of made comm the tally's communicator
   return backends::mpi::allreduce(sendbuf, recvbuf, count, datatype, op, comm);
 }
 
@@ -285,18 +293,16 @@ int Engine::raise(MPI_Comm comm, int code, const char* what) {
   return backends::mpi::raise_error(comm, code);
 }
 
-int Engine::iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
-                       MPI_Op op, MPI_Comm comm, MPI_Request* request) {
-  // Passed through and counted: compressing it needs the scheduler (a later layer).
-  int type_size = 0;
-  CommState* state = null_handle(comm, datatype) ? nullptr : state_of(comm);
-  if (state && count >= 0 && PMPI_Type_size(datatype, &type_size) == MPI_SUCCESS) {
-    tallies_.mine().count(std::uint64_t(count) * type_size);  // state_of made comm the tally's
-  }
-  return backends::mpi::iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
-}
-
 void Engine::finish() {
+  std::vector<CommState*> states;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [raw, state] : comms_) states.push_back(raw);
+  }
+  // Every rank flushes every communicator's queue, in the order of their ids.
+  std::sort(states.begin(), states.end(),
+            [](const CommState* a, const CommState* b) { return a->id() < b->id(); });
+  for (CommState* state : states) flush_all(*state);
   if (!runtime_.claim_report()) return;
   {
     std::lock_guard lock(mutex_);

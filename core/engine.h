@@ -3,10 +3,13 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
+#include <vector>
 
 #include "core/comm_state.h"
 #include "core/counters.h"
@@ -59,6 +62,19 @@ class Engine : public RuntimeSide {
   int iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                  MPI_Comm comm, MPI_Request* request);
 
+  // ---- queued MPI_Iallreduce calls (core/engine_queue.cc) ----
+  // Whether any compressed MPI_Iallreduce waits in a queue: the wait and
+  // test shims skip everything else while none does.
+  bool has_queued() const noexcept { return queued_.load(std::memory_order_relaxed) > 0; }
+  enum class Until { all_done, one_done, one_pass };
+  // Before the caller waits on, tests or frees `requests`: flushes the queues
+  // that hold any of them (in communicator order) until all of them ran, one
+  // of them ran, or once. Returns an MPI code; *failed_comm gets the caller's
+  // communicator of a failed flush.
+  int flush_for(const MPI_Request* requests, int count, Until until, MPI_Comm* failed_comm);
+  // MPI frees a request of ours: its record goes.
+  void release_record(const RequestRecord* record);
+
   // Writes the report (once, summed over ranks) and lets go of MPI
   // resources; call before PMPI_Finalize.
   void finish();
@@ -82,6 +98,17 @@ class Engine : public RuntimeSide {
   CommState* state_of(MPI_Comm comm);
   CommState* look_up_state(MPI_Comm comm);
 
+  // What classify() makes of a call (its communicator's state, its bytes, the
+  // verdict); false where only the real library can answer (bad handles, a
+  // negative count).
+  struct ReadCall {
+    CommState* state = nullptr;
+    std::uint64_t bytes = 0;
+    bool compress = false;
+  };
+  bool read_call(const void* sendbuf, const void* recvbuf, int count, MPI_Datatype datatype,
+                 MPI_Op op, MPI_Comm comm, ReadCall* read);
+
   // The private duplicate of the communicator and, with SLIMREDUCE_HIERARCHICAL,
   // its node sub-transports: made at its first eligible call, the same call
   // on every rank (classify() reads the arguments alone).
@@ -96,6 +123,19 @@ class Engine : public RuntimeSide {
   void count_compressed(std::uint64_t bytes, const CommState& state, double wire_sent,
                         Counters& delta) const;
 
+  // An eligible MPI_Iallreduce, queued (or passed through by the decision).
+  int enqueue(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+              MPI_Comm comm, CommState& state, MPI_Request* request);
+  // Agrees with the other ranks how many queued calls all of them hold, and
+  // reduces that many, fused; completes their requests. An MPI code.
+  int flush(CommState& state);
+  // Every queue, to the end (MPI_Finalize, a communicator freed).
+  void flush_all(CommState& state);
+  int reduce_queued(CommState& state, MPI_Comm wire_comm, std::vector<QueuedReduction>& batch);
+  void complete(const std::vector<QueuedReduction>& reductions, int rc);
+  void count_batch(const std::vector<QueuedReduction>& batch, const CommState& state,
+                   double wire_sent, Counters& delta) const;
+
   Runtime& runtime_;
   TallyBoard tallies_;  // plain pass-through calls and the last communicator, per thread
   MPI_Datatype real32_ = MPI_FLOAT;  // MPI_REAL when it is 4 bytes wide (the hot path's test)
@@ -109,8 +149,13 @@ class Engine : public RuntimeSide {
   // comes with no call in flight), read without a lock.
   EligibilityRule rule_;
 
-  mutable std::mutex mutex_;  // guards everything below
+  mutable std::mutex mutex_;  // guards comms_
   std::map<CommState*, std::unique_ptr<CommState>> comms_;
+
+  std::atomic<std::size_t> queued_{0};  // queued_requests_.size(), read without the lock
+  std::mutex requests_mutex_;           // guards the two maps below; never held across MPI
+  std::unordered_map<MPI_Request, CommState*> queued_requests_;
+  std::unordered_map<const RequestRecord*, std::unique_ptr<RequestRecord>> records_;
 };
 
 }  // namespace slimreduce

@@ -68,6 +68,14 @@ inline bool read_counters(slimreduce_counters* out) {
   return fn && fn(out) == 0;
 }
 
+// One report key's value (slimreduce_get_counter), or -1 where it cannot be read.
+inline double counter(const char* key) {
+  using Fn = int (*)(const char*, double*);
+  auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "slimreduce_get_counter"));
+  double value = -1;
+  return fn && fn(key, &value) == 0 ? value : -1;
+}
+
 inline std::uint64_t fnv1a(const void* data, std::size_t bytes) {
   std::uint64_t hash = 1469598103934665603ull;
   const auto* at = static_cast<const unsigned char*>(data);

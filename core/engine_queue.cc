@@ -1,0 +1,317 @@
+// The MPI side's queue of compressed MPI_Iallreduce calls (docs/architecture.md,
+// "Fusion"): each eligible call is decided at once (warm-up, the cap: the
+// same rule as MPI_Allreduce), queued with a generalized request, and
+// reduced by a flush: when the caller waits on, tests or frees one of them,
+// when the queued bytes reach SLIMREDUCE_FUSION_THRESHOLD, when the
+// communicator is freed, and at MPI_Finalize. A flush first agrees with the
+// other ranks on how many queued calls all of them hold (a MIN over the
+// queue lengths), so ranks that wait at different points still reduce the
+// same calls together; then it reduces them in fused batches of at most the
+// threshold, in call order, and completes their requests.
+#include <algorithm>
+
+#include "algorithms/fused_casts.h"
+#include "algorithms/fused_gathered.h"
+#include "backends/mpi_backend.h"
+#include "backends/mpi_transport.h"
+#include "core/decision.h"
+#include "core/engine.h"
+#include "core/host_allreduce.h"
+#include "core/log.h"
+#include "scheduler/host_step.h"
+
+namespace slimreduce {
+namespace {
+
+// The generalized request's callbacks (MPI_Grequest_start).
+int query_request(void* extra, MPI_Status* status) {
+  const auto* record = static_cast<const RequestRecord*>(extra);
+  PMPI_Status_set_elements(status, MPI_BYTE, 0);
+  PMPI_Status_set_cancelled(status, 0);
+  status->MPI_SOURCE = MPI_UNDEFINED;
+  status->MPI_TAG = MPI_UNDEFINED;
+  status->MPI_ERROR = record->error;
+  return record->error;
+}
+
+int free_request(void* extra) {
+  if (Engine* engine = Engine::get()) engine->release_record(static_cast<RequestRecord*>(extra));
+  return MPI_SUCCESS;
+}
+
+// A collective cannot be cancelled (MPI 4.0, 3.8.4): the request completes
+// at the next flush all the same, and MPI_Test_cancelled says false.
+int cancel_request(void*, int) { return MPI_SUCCESS; }
+
+// Consecutive queued calls that one collective can carry: the same
+// compressor, at most `threshold` bytes (a larger call alone).
+std::vector<std::vector<QueuedReduction>> batches_of(std::vector<QueuedReduction> taken,
+                                                     std::uint64_t threshold) {
+  std::vector<std::vector<QueuedReduction>> batches;
+  std::uint64_t bytes = 0;
+  for (QueuedReduction& reduction : taken) {
+    const bool fits = !batches.empty() &&
+                      batches.back().front().compressor == reduction.compressor &&
+                      bytes + reduction.bytes() <= threshold;
+    if (!fits) {
+      batches.emplace_back();
+      bytes = 0;
+    }
+    bytes += reduction.bytes();
+    batches.back().push_back(std::move(reduction));
+  }
+  return batches;
+}
+
+// The fused step of a batch: the compressor's fused algorithm on the
+// communicator's workspace (batches run one after another, so one serves).
+std::unique_ptr<scheduler::Step> fused_step(compressors::Compressor& compressor,
+                                            backends::Transport& transport,
+                                            std::vector<algorithms::BatchTensor> tensors,
+                                            CommState& state) {
+  using scheduler::HostBatchStep;
+  if (compressor.aggregation() == compressors::Aggregation::summable) {
+    using algorithms::FusedCasts;
+    auto& summable = static_cast<compressors::SummableCompressor&>(compressor);
+    std::vector<std::size_t> counts;
+    for (const auto& t : tensors) counts.push_back(t.count);
+    const FusedCasts::Layout layout = FusedCasts::layout(counts, transport.size());
+    std::byte* wire = state.wire(FusedCasts::wire_bytes(summable, layout));
+    std::byte* scratch = state.scratch(FusedCasts::scratch_bytes(summable, layout));
+    return std::make_unique<HostBatchStep<FusedCasts>>(transport, summable, std::move(tensors),
+                                                       wire, scratch);
+  }
+  using algorithms::FusedGathered;
+  auto& gathered = static_cast<compressors::GatheredCompressor&>(compressor);
+  const std::size_t slot = FusedGathered::slot_bytes(gathered, tensors);
+  std::byte* payload = state.scratch(slot);
+  std::byte* all = state.wire(slot * transport.size());
+  return std::make_unique<HostBatchStep<FusedGathered>>(transport, gathered, std::move(tensors),
+                                                        payload, all);
+}
+
+// The MPI code of a step below, returned at once unless it is MPI_SUCCESS.
+#define SLIMREDUCE_MPI_TRY(expr)                                \
+  do {                                                          \
+    if (const int rc_ = (expr); rc_ != MPI_SUCCESS) return rc_; \
+  } while (0)
+
+}  // namespace
+
+int Engine::iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
+                       MPI_Op op, MPI_Comm comm, MPI_Request* request) {
+  ReadCall read;
+  if (!read_call(sendbuf, recvbuf, count, datatype, op, comm, &read)) {
+    return backends::mpi::iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
+  }
+  Counters called;
+  called.iallreduce = 1;
+  runtime_.board(Side::mpi).add(called);
+  const void* input = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+  // Device buffers are not queued yet: they reach MPI as given.
+  const bool device =
+      device_staging::is_device_pointer(input) || device_staging::is_device_pointer(recvbuf);
+  if (read.compress && !device) {
+    return enqueue(sendbuf, recvbuf, count, datatype, op, comm, *read.state, request);
+  }
+  tallies_.mine().count(read.bytes);  // read_call made comm the tally's communicator
+  return backends::mpi::iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
+}
+
+int Engine::enqueue(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                    MPI_Comm comm, CommState& state, MPI_Request* request) {
+  MPI_Comm wire_comm = MPI_COMM_NULL;
+  if (const int rc = prepare_wire(state, comm, &wire_comm)) return rc;
+  const auto datatype_tag = reinterpret_cast<std::uintptr_t>(datatype);
+  Policy policy;
+  std::uint64_t Counters::*passes_because = nullptr;
+  {
+    Runtime::Locked shared = runtime_.shared();
+    policy = shared->policy;
+    passes_because =
+        counted_as(shared->decision.decide(policy.error_feedback, state.id(), count, datatype_tag));
+  }
+  if (passes_because) {
+    count_pass_through(std::uint64_t(count) * sizeof(float), state, passes_because);
+    return backends::mpi::iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
+  }
+  auto record = std::make_unique<RequestRecord>();
+  MPI_Request made = MPI_REQUEST_NULL;
+  if (const int rc =
+          PMPI_Grequest_start(query_request, free_request, cancel_request, record.get(), &made)) {
+    return raise(comm, rc, "MPI_Iallreduce (its request)");
+  }
+  RequestRecord* held = record.get();
+  {
+    std::lock_guard lock(requests_mutex_);
+    records_.emplace(held, std::move(record));
+    queued_requests_.emplace(made, &state);
+    queued_.store(queued_requests_.size(), std::memory_order_relaxed);
+  }
+  ReductionQueue& queue = state.queue();
+  bool full = false;
+  {
+    std::lock_guard lock(queue.mutex);
+    queue.pending.push_back({static_cast<const float*>(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf),
+                             static_cast<float*>(recvbuf), static_cast<std::size_t>(count),
+                             datatype_tag, policy.compressor, policy.error_feedback, made, held});
+    queue.bytes += queue.pending.back().bytes();
+    full = queue.bytes >= runtime_.settings().fusion_threshold;  // 0: every call at once
+  }
+  *request = made;
+  if (!full) return MPI_SUCCESS;
+  const int rc = flush(state);
+  return rc == MPI_SUCCESS ? rc : raise(comm, rc, "MPI_Iallreduce (a fused batch)");
+}
+
+int Engine::flush(CommState& state) {
+  ReductionQueue& queue = state.queue();
+  std::lock_guard lock(queue.mutex);
+  if (queue.pending.empty()) return MPI_SUCCESS;
+  MPI_Comm wire_comm = MPI_COMM_NULL;
+  if (const int rc = state.private_comm(&wire_comm)) return rc;
+  // The calls every rank has queued: ranks may reach their waits at other points.
+  unsigned long long mine = queue.pending.size(), agreed = 0;
+  int rc = PMPI_Allreduce(&mine, &agreed, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, wire_comm);
+  if (rc != MPI_SUCCESS) agreed = mine;  // no agreement: every queued call fails
+  std::vector<QueuedReduction> taken(queue.pending.begin(), queue.pending.begin() + agreed);
+  queue.pending.erase(queue.pending.begin(), queue.pending.begin() + agreed);
+  for (const QueuedReduction& reduction : taken) queue.bytes -= reduction.bytes();
+  if (rc == MPI_SUCCESS) {
+    for (auto& batch : batches_of(taken, runtime_.settings().fusion_threshold)) {
+      rc = reduce_queued(state, wire_comm, batch);
+      if (rc != MPI_SUCCESS) break;
+    }
+  }
+  complete(taken, rc);
+  return rc;
+}
+
+void Engine::flush_all(CommState& state) {
+  ReductionQueue& queue = state.queue();
+  for (;;) {
+    {
+      std::lock_guard lock(queue.mutex);
+      if (queue.pending.empty()) return;
+    }
+    if (const int rc = flush(state); rc != MPI_SUCCESS) {
+      // Their requests carry the error to whoever still waits on them.
+      log_line(runtime_.settings().log_level, LogLevel::error, world_rank_,
+               "queued MPI_Iallreduce calls failed when their communicator went: %s",
+               backends::mpi::error_text(rc).c_str());
+      return;
+    }
+  }
+}
+
+void Engine::complete(const std::vector<QueuedReduction>& reductions, int rc) {
+  for (const QueuedReduction& reduction : reductions) {
+    reduction.record->error = rc;
+    MPI_Request request = reduction.request;
+    PMPI_Grequest_complete(request);
+  }
+  std::lock_guard lock(requests_mutex_);
+  for (const QueuedReduction& reduction : reductions) queued_requests_.erase(reduction.request);
+  queued_.store(queued_requests_.size(), std::memory_order_relaxed);
+}
+
+void Engine::release_record(const RequestRecord* record) {
+  std::unique_ptr<RequestRecord> gone;  // freed outside the lock
+  std::lock_guard lock(requests_mutex_);
+  if (auto found = records_.find(record); found != records_.end()) {
+    gone = std::move(found->second);
+    records_.erase(found);
+  }
+}
+
+int Engine::flush_for(const MPI_Request* requests, int count, Until until, MPI_Comm* failed_comm) {
+  int queued_at_start = 0;
+  for (int pass = 0;; ++pass) {
+    std::vector<CommState*> states;
+    int queued = 0;  // of `requests`
+    {
+      std::lock_guard lock(requests_mutex_);
+      for (int i = 0; i < count; ++i) {
+        auto found = queued_requests_.find(requests[i]);
+        if (found == queued_requests_.end()) continue;
+        ++queued;
+        if (std::find(states.begin(), states.end(), found->second) == states.end())
+          states.push_back(found->second);
+      }
+    }
+    if (states.empty()) return MPI_SUCCESS;
+    if (pass == 0) queued_at_start = queued;
+    if (pass > 0 &&
+        (until == Until::one_pass || (until == Until::one_done && queued < queued_at_start))) {
+      return MPI_SUCCESS;
+    }
+    std::sort(states.begin(), states.end(),
+              [](const CommState* a, const CommState* b) { return a->id() < b->id(); });
+    for (CommState* state : states) {
+      if (const int rc = flush(*state); rc != MPI_SUCCESS) {
+        *failed_comm = state->user_comm();
+        return rc;
+      }
+    }
+  }
+}
+
+// One batch: each reduction's residual found now, in call order (the keys
+// are this rank's buffers, as for MPI_Allreduce), then one fused collective
+// (one by one on a hierarchical communicator: its algorithm wraps one call).
+int Engine::reduce_queued(CommState& state, MPI_Comm wire_comm,
+                          std::vector<QueuedReduction>& batch) {
+  std::vector<algorithms::BatchTensor> tensors;
+  Counters delta;
+  {
+    Runtime::Locked shared = runtime_.shared();
+    for (const QueuedReduction& r : batch) {
+      const std::uint64_t resets_before = shared->residuals.resets();
+      ResidualSlot* slot = shared->residuals.find_or_create({state.id(), r.output}, r.count,
+                                                            r.datatype_tag, r.error_feedback);
+      delta.ef_resets += shared->residuals.resets() - resets_before;
+      delta.ef_cap_fallback += slot ? 0 : 1;
+      tensors.push_back({r.input, slot ? slot->host_residual() : nullptr, r.output, r.count});
+    }
+  }
+  backends::MpiTransport transport(wire_comm, state.rank(), state.size());
+  compressors::Compressor& compressor = *batch.front().compressor;
+  double wire_sent = 0;
+  std::size_t rescued = 0;
+  if (const Hierarchy* hierarchy = state.hierarchy(); hierarchy && !hierarchy->flat()) {
+    for (const algorithms::BatchTensor& t : tensors) {
+      Reduced reduced;
+      SLIMREDUCE_MPI_TRY(backends::mpi_code(host_allreduce(
+          {t.input, t.output, t.count, t.residual}, compressor, transport, state, &reduced)));
+      wire_sent += reduced.wire_sent;
+      rescued += reduced.overflow_rescued ? 1 : 0;
+    }
+  } else {
+    scheduler::Plan plan;
+    plan.add(fused_step(compressor, transport, std::move(tensors), state));
+    SLIMREDUCE_MPI_TRY(backends::mpi_code(scheduler::run_blocking(plan)));
+    wire_sent = plan.wire_sent();
+    rescued = plan.overflow_rescued();
+  }
+  count_batch(batch, state, wire_sent, delta);
+  delta.overflow_rescued += rescued;
+  runtime_.board(Side::mpi).add(delta);
+  return MPI_SUCCESS;
+}
+
+// Each reduction's baseline, and the batch's bytes shared by their sizes.
+void Engine::count_batch(const std::vector<QueuedReduction>& batch, const CommState& state,
+                         double wire_sent, Counters& delta) const {
+  std::uint64_t bytes = 0;
+  for (const QueuedReduction& r : batch) bytes += r.bytes();
+  for (const QueuedReduction& r : batch) {
+    const double share = bytes ? wire_sent * double(r.bytes()) / double(bytes) : 0.0;
+    count_compressed(r.bytes(), state, share, delta);
+  }
+  if (batch.size() >= 2) {
+    ++delta.fused_batches;
+    delta.fused_tensors += batch.size();
+  }
+}
+
+}  // namespace slimreduce

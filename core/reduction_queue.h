@@ -1,0 +1,44 @@
+// MPI_Iallreduce calls that SlimReduce compresses, held per communicator
+// until a flush fuses them into batches (docs/architecture.md, "Fusion").
+// The caller holds a generalized request (MPI_Grequest_start) per call,
+// completed by the flush that reduces it.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "compressors/compressor.h"
+
+namespace slimreduce {
+
+// What a request reports once its reduction ran: the extra state of its
+// generalized request, owned by the MPI side until MPI frees the request.
+struct RequestRecord {
+  int error = MPI_SUCCESS;
+};
+
+struct QueuedReduction {
+  const float* input;  // sendbuf, or recvbuf for MPI_IN_PLACE
+  float* output;
+  std::size_t count;
+  std::uint64_t datatype_tag;  // the residual key's datatype
+  // The policy at the call: its compressor stays alive until the flush.
+  std::shared_ptr<compressors::Compressor> compressor;
+  bool error_feedback;
+  MPI_Request request;
+  RequestRecord* record;
+  std::uint64_t bytes() const { return count * sizeof(float); }
+};
+
+struct ReductionQueue {
+  std::mutex mutex;                      // held through a flush of this communicator
+  std::vector<QueuedReduction> pending;  // in call order
+  std::uint64_t bytes = 0;               // of pending
+};
+
+}  // namespace slimreduce
