@@ -139,7 +139,8 @@ const std::vector<SettingSpec>& specs() {
        [](const std::string& v, Settings& s) { s.ef_max_bytes = parse_byte_size(v); },
        [](const Settings& s) { return show_bytes(s.ef_max_bytes); }},
       {"SLIMREDUCE_FUSION_THRESHOLD", "64MiB", fixed(kByteSize),
-       "Fusion buffer size for batched reductions; 0 turns fusion off (not used yet).",
+       "Queued MPI_Iallreduce bytes that start a flush, and the largest fused buffer; 0 "
+       "reduces each call at once (compressed, never fused).",
        [](const std::string& v, Settings& s) { s.fusion_threshold = parse_byte_size(v); },
        [](const Settings& s) { return show_bytes(s.fusion_threshold); }},
       {"SLIMREDUCE_PARTITION_BYTES", "4MiB", fixed(kByteSize),
