@@ -178,7 +178,13 @@ int Engine::flush(CommState& state) {
   queue.pending.erase(queue.pending.begin(), queue.pending.begin() + agreed);
   for (const QueuedReduction& reduction : taken) queue.bytes -= reduction.bytes();
   if (rc == MPI_SUCCESS) {
-    for (auto& batch : batches_of(taken, runtime_.settings().fusion_threshold)) {
+    // Fused buffers of at most a partition (a larger call alone), one after
+    // another: a buffer of the whole threshold streams through memory three
+    // times (compress, ring, decode), and measured 19% slower than unfused
+    // calls over shared memory at 64 MiB; 4 MiB ones were level.
+    const Settings& settings = runtime_.settings();
+    const std::uint64_t largest = std::min(settings.fusion_threshold, settings.partition_bytes);
+    for (auto& batch : batches_of(taken, largest)) {
       rc = reduce_queued(state, wire_comm, batch);
       if (rc != MPI_SUCCESS) break;
     }

@@ -139,12 +139,13 @@ const std::vector<SettingSpec>& specs() {
        [](const std::string& v, Settings& s) { s.ef_max_bytes = parse_byte_size(v); },
        [](const Settings& s) { return show_bytes(s.ef_max_bytes); }},
       {"SLIMREDUCE_FUSION_THRESHOLD", "64MiB", fixed(kByteSize),
-       "Queued MPI_Iallreduce bytes that start a flush, and the largest fused buffer; 0 "
-       "reduces each call at once (compressed, never fused).",
+       "Queued MPI_Iallreduce bytes that start a flush; 0 reduces each call at once "
+       "(compressed, never fused).",
        [](const std::string& v, Settings& s) { s.fusion_threshold = parse_byte_size(v); },
        [](const Settings& s) { return show_bytes(s.fusion_threshold); }},
       {"SLIMREDUCE_PARTITION_BYTES", "4MiB", fixed(kByteSize),
-       "Partition size for pipelined reductions (not used yet).",
+       "The largest fused buffer: a flush runs its calls in buffers of at most this (a larger "
+       "call alone).",
        [](const std::string& v, Settings& s) {
          s.partition_bytes = parse_byte_size(v);
          if (s.partition_bytes == 0) throw std::invalid_argument("zero");

@@ -21,6 +21,9 @@ namespace {
 
 const std::string kCompressor = env_or("SLIMREDUCE_COMPRESSOR", "none");
 const std::uint64_t kThreshold = std::stoull(env_or("SLIMREDUCE_FUSION_THRESHOLD", "67108864"));
+// A flush is cut into fused buffers of at most this (SLIMREDUCE_PARTITION_BYTES, plain bytes here).
+const std::uint64_t kLargestBuffer = std::min<std::uint64_t>(
+    kThreshold, std::stoull(env_or("SLIMREDUCE_PARTITION_BYTES", "4194304")));
 
 // Tensor sizes of a small network's layers: all above SLIMREDUCE_MIN_BYTES.
 const std::vector<std::size_t> kCounts = {1024, 4099, 70000, 1025, 16384, 3000, 262144, 1111};
@@ -80,8 +83,8 @@ TEST(Iallreduce, CountsItsCallsAndFusedBatches) {
   }
   ASSERT_EQ(MPI_Waitall(int(requests.size()), requests.data(), MPI_STATUSES_IGNORE), MPI_SUCCESS);
   // The batches the threshold makes: a flush when the queue reaches it, and
-  // at the wait; a flush cut into batches of at most the threshold (a larger
-  // call alone).
+  // at the wait; a flush cut into batches of at most kLargestBuffer (a
+  // larger call alone).
   std::uint64_t want_batches = 0, want_carried = 0;
   auto close_batch = [&](std::uint64_t members) {
     if (members >= 2) want_batches += 1, want_carried += members;
@@ -89,7 +92,7 @@ TEST(Iallreduce, CountsItsCallsAndFusedBatches) {
   auto cut = [&](const std::vector<std::uint64_t>& flushed) {
     std::uint64_t bytes = 0, members = 0;
     for (std::uint64_t b : flushed) {
-      if (members > 0 && bytes + b > kThreshold) close_batch(members), bytes = 0, members = 0;
+      if (members > 0 && bytes + b > kLargestBuffer) close_batch(members), bytes = 0, members = 0;
       bytes += b;
       ++members;
     }
