@@ -8,7 +8,8 @@
 #   fused     fp16, queued and fused (the default threshold, 64 MiB),
 # alternated for ROUNDS rounds, over an emulated link of RATE (bench/netem.sh:
 # every rank behind one shared link) or over shared memory (`shm`). Prints
-# each run's median step time and the medians' ratios.
+# each run's median step time and the medians' ratios. FUSION_MIN_BYTES sets
+# SLIMREDUCE_MIN_BYTES (default 64K).
 # Run from the repository root after ./scripts/setup.sh (build/).
 set -euo pipefail
 rate=${1:-1gbit}
@@ -24,7 +25,7 @@ bench=$root/build/bench/fusion_bench
 
 run() {  # run NAME VAR=VALUE...: one run, its median in ms on stdout
   local name=$1; shift
-  local exports=(-x LD_PRELOAD="$lib" -x SLIMREDUCE_MIN_BYTES=64K)
+  local exports=(-x LD_PRELOAD="$lib" -x SLIMREDUCE_MIN_BYTES="${FUSION_MIN_BYTES:-64K}")
   for setting in "$@"; do exports+=(-x "$setting"); done
   local mpirun=(mpirun --allow-run-as-root --oversubscribe -np "$ranks")
   local out
