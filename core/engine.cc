@@ -257,6 +257,7 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
   delta.ef_cap_fallback = no_room ? 1 : 0;
   delta.ef_resets = resets;
   runtime_.board(Side::mpi).add(delta);
+  runtime_.note_compressed(1, resets);
   return MPI_SUCCESS;
 }
 

@@ -302,6 +302,7 @@ int Engine::reduce_queued(CommState& state, MPI_Comm wire_comm,
   count_batch(batch, state, wire_sent, delta);
   delta.overflow_rescued += rescued;
   runtime_.board(Side::mpi).add(delta);
+  runtime_.note_compressed(batch.size(), delta.ef_resets);
   return MPI_SUCCESS;
 }
 

@@ -200,12 +200,27 @@ void Runtime::report_at_exit() {
   runtime->write_report(runtime->counters(), runtime->report_context());
 }
 
+void Runtime::note_compressed(std::uint64_t calls, std::uint64_t resets) {
+  const std::uint64_t compressed = compressed_noted_.fetch_add(calls) + calls;
+  const std::uint64_t reset = resets_noted_.fetch_add(resets) + resets;
+  if (compressed < kResetWarningCalls || reset * 10 < compressed || warned_resets_.exchange(true))
+    return;
+  log_line(settings_.log_level, LogLevel::warn, report_context().rank,
+           "error-feedback residuals were reset %llu times in the first %llu compressed calls: "
+           "receive buffers are reduced with changing counts, as a fusion buffer whose tensors "
+           "change is (Horovod's), and each reset throws away what error feedback carried. With "
+           "Horovod, pass groups=1 to hvd.DistributedOptimizer or set HOROVOD_FUSION_THRESHOLD=0, "
+           "so that each tensor keeps its own buffer; see docs/horovod.md",
+           static_cast<unsigned long long>(reset), static_cast<unsigned long long>(compressed));
+}
+
 void Runtime::warn_about_counters() const {
   const Counters mine = counters();
   const int rank = report_context().rank;
   // Error feedback only works if a residual key sees the same tensor call
   // after call; a key whose count keeps changing throws its residual away.
-  if (mine.ef_resets != 0 && mine.ef_resets * 10 >= mine.compressed) {
+  // (Said once: here, unless note_compressed said it while the job ran.)
+  if (!warned_resets_ && mine.ef_resets != 0 && mine.ef_resets * 10 >= mine.compressed) {
     log_line(settings_.log_level, LogLevel::warn, rank,
              "error-feedback residuals were reset %llu times in %llu compressed calls: a receive "
              "buffer was reduced with changing counts (a fusion buffer?); see docs/horovod.md",

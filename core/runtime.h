@@ -130,6 +130,12 @@ class Runtime {
   void write_report(const Counters& counters, const ReportContext& context) const;
   // Warnings the counters call for (residuals reset, the cap reached).
   void warn_about_counters() const;
+  // Compressed calls and the residual resets they caused, as they happen:
+  // once resets are a tenth of the calls after kResetWarningCalls calls, one
+  // warning at once, naming the remedy (a framework's fusion buffer whose
+  // composition changes, as Horovod's does), rather than at the end.
+  static constexpr std::uint64_t kResetWarningCalls = 20;
+  void note_compressed(std::uint64_t calls, std::uint64_t resets);
   // The hot path's view of the MPI side's per-thread tallies (core/engine.h).
   static std::uint64_t tally_board() { return instance_.tally_board; }
   static void publish_tally_board(std::uint64_t board) { instance_.tally_board = board; }
@@ -158,6 +164,10 @@ class Runtime {
   std::mutex attach_mutex_;  // guards the making of a side
   std::array<std::unique_ptr<RuntimeSide>, 2> owned_sides_;
   std::array<std::atomic<RuntimeSide*>, 2> sides_{};
+
+  std::atomic<std::uint64_t> compressed_noted_{0};
+  std::atomic<std::uint64_t> resets_noted_{0};
+  std::atomic<bool> warned_resets_{false};
 
   mutable std::mutex report_mutex_;  // guards the report's identity and claim
   int rank_ = -1;

@@ -2,7 +2,10 @@
 // What to expect is derived from the same environment the library reads:
 // SLIMREDUCE_COMPRESSOR, SLIMREDUCE_MIN_BYTES (plain bytes here) and
 // SLIMREDUCE_ERROR_FEEDBACK.
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 
 #include "tests/mpi/mpi_helpers.h"
@@ -324,6 +327,39 @@ TEST(HotPath, SwitchingTheCompressorTakesEffectOnTheNextCall) {
 // Only rank 0 contributes, so every sum is exact and only rank 0's own
 // rounding shows: with error feedback it is carried and the running total
 // tracks the input's; without, the error grows with every call.
+// A receive buffer reduced with a count that changes every call (as a
+// framework's fusion buffer whose tensors change is) resets its residual each
+// time: with error feedback on, one warning while the job runs, naming the
+// remedy; with it off, none (there is nothing to lose).
+TEST(ErrorFeedback, WarnsOnceWhileRunningWhenABufferKeepsChangingItsCount) {
+  std::vector<float> input(50000, 0.5f), output(50000);
+  std::fflush(stderr);
+  std::FILE* capture = std::tmpfile();
+  ASSERT_NE(capture, nullptr);
+  const int saved = dup(2);
+  dup2(fileno(capture), 2);
+  for (int call = 0; call < 40; ++call) {
+    MPI_Allreduce(input.data(), output.data(), call % 2 ? 40000 : 50000, MPI_FLOAT, MPI_SUM,
+                  MPI_COMM_WORLD);
+  }
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  std::string said;
+  std::rewind(capture);
+  for (int c; (c = std::fgetc(capture)) != EOF;) said.push_back(char(c));
+  std::fclose(capture);
+  std::size_t warnings = 0;
+  for (std::size_t at = said.find("were reset"); at != std::string::npos;
+       at = said.find("were reset", at + 1)) {
+    ++warnings;
+  }
+  EXPECT_EQ(warnings, kErrorFeedback ? 1u : 0u) << said;
+  if (kErrorFeedback) {
+    EXPECT_NE(said.find("groups=1"), std::string::npos) << said;
+  }
+}
+
 TEST(ErrorFeedback, CarriesTheRoundingErrorIntoTheNextCall) {
   if (!expect_compressed(1 << 16)) GTEST_FAIL() << "run this test with a cast compressor";
   constexpr std::size_t kCount = 1 << 16;
