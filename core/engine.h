@@ -133,6 +133,8 @@ class Engine : public RuntimeSide {
   void flush_all(CommState& state);
   int reduce_queued(CommState& state, MPI_Comm wire_comm, std::vector<QueuedReduction>& batch);
   void complete(const std::vector<QueuedReduction>& reductions, int rc);
+  void log_plan(const CommState& state,
+                const std::vector<std::vector<QueuedReduction>>& batches) const;
   void count_batch(const std::vector<QueuedReduction>& batch, const CommState& state,
                    double wire_sent, Counters& delta) const;
 

@@ -45,11 +45,11 @@ int cancel_request(void*, int) { return MPI_SUCCESS; }
 
 // Consecutive queued calls that one collective can carry: the same
 // compressor, at most `threshold` bytes (a larger call alone).
-std::vector<std::vector<QueuedReduction>> batches_of(std::vector<QueuedReduction> taken,
+std::vector<std::vector<QueuedReduction>> batches_of(const std::vector<QueuedReduction>& taken,
                                                      std::uint64_t threshold) {
   std::vector<std::vector<QueuedReduction>> batches;
   std::uint64_t bytes = 0;
-  for (QueuedReduction& reduction : taken) {
+  for (const QueuedReduction& reduction : taken) {
     const bool fits = !batches.empty() &&
                       batches.back().front().compressor == reduction.compressor &&
                       bytes + reduction.bytes() <= threshold;
@@ -58,7 +58,7 @@ std::vector<std::vector<QueuedReduction>> batches_of(std::vector<QueuedReduction
       bytes = 0;
     }
     bytes += reduction.bytes();
-    batches.back().push_back(std::move(reduction));
+    batches.back().push_back(reduction);
   }
   return batches;
 }
@@ -184,13 +184,39 @@ int Engine::flush(CommState& state) {
     // calls over shared memory at 64 MiB; 4 MiB ones were level.
     const Settings& settings = runtime_.settings();
     const std::uint64_t largest = std::min(settings.fusion_threshold, settings.partition_bytes);
-    for (auto& batch : batches_of(taken, largest)) {
+    auto batches = batches_of(taken, largest);
+    log_plan(state, batches);
+    for (auto& batch : batches) {
       rc = reduce_queued(state, wire_comm, batch);
       if (rc != MPI_SUCCESS) break;
     }
   }
   complete(taken, rc);
   return rc;
+}
+
+// At debug level, each flush's plan as a hash of its calls' counts and its
+// cuts, for a check that every rank forms the same batches
+// (tests/mpi/check_plan_hashes.py).
+void Engine::log_plan(const CommState& state,
+                      const std::vector<std::vector<QueuedReduction>>& batches) const {
+  const Settings& settings = runtime_.settings();
+  if (settings.log_level < LogLevel::debug) return;
+  std::uint64_t hash = 1469598103934665603ull;  // FNV-1a over the plan's numbers
+  auto mix = [&hash](std::uint64_t value) {
+    for (int byte = 0; byte < 8; ++byte)
+      hash = (hash ^ ((value >> (8 * byte)) & 0xff)) * 1099511628211ull;
+  };
+  std::size_t calls = 0;
+  for (const auto& batch : batches) {
+    mix(batch.size());
+    for (const QueuedReduction& reduction : batch) mix(reduction.count);
+    calls += batch.size();
+  }
+  log_line(settings.log_level, LogLevel::debug, world_rank_,
+           "fusion: communicator %llu flushes %zu calls in %zu buffers, plan %016llx",
+           static_cast<unsigned long long>(state.id()), calls, batches.size(),
+           static_cast<unsigned long long>(hash));
 }
 
 void Engine::flush_all(CommState& state) {
