@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -63,6 +64,11 @@ class Engine : public RuntimeSide {
                  MPI_Comm comm, MPI_Request* request);
 
   // ---- queued MPI_Iallreduce calls (core/engine_queue.cc) ----
+  // The native API (interpose/slimreduce.h): an in-place float32 SUM
+  // MPI_Iallreduce whose residual is keyed by `name`, its request held here
+  // until synchronize(comm) completes every one of comm's.
+  int enqueue_named(const char* name, float* buffer, std::size_t count, MPI_Comm comm);
+  int synchronize(MPI_Comm comm);
   // Whether any compressed MPI_Iallreduce waits in a queue: the wait and
   // test shims skip everything else while none does.
   bool has_queued() const noexcept { return queued_.load(std::memory_order_relaxed) > 0; }
@@ -124,8 +130,10 @@ class Engine : public RuntimeSide {
                         Counters& delta) const;
 
   // An eligible MPI_Iallreduce, queued (or passed through by the decision).
+  int iallreduce_keyed(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
+                       MPI_Op op, MPI_Comm comm, MPI_Request* request, const void* residual_key);
   int enqueue(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-              MPI_Comm comm, CommState& state, MPI_Request* request);
+              MPI_Comm comm, CommState& state, MPI_Request* request, const void* residual_key);
   // Agrees with the other ranks how many queued calls all of them hold, and
   // reduces that many, fused; completes their requests. An MPI code.
   int flush(CommState& state);
@@ -158,6 +166,10 @@ class Engine : public RuntimeSide {
   std::mutex requests_mutex_;           // guards the two maps below; never held across MPI
   std::unordered_map<MPI_Request, CommState*> queued_requests_;
   std::unordered_map<const RequestRecord*, std::unique_ptr<RequestRecord>> records_;
+
+  std::mutex native_mutex_;  // guards the two maps below; never held across MPI
+  std::map<MPI_Comm, std::vector<MPI_Request>> native_requests_;           // until synchronize
+  std::unordered_map<std::string, std::unique_ptr<std::byte>> name_keys_;  // a name's key
 };
 
 }  // namespace slimreduce

@@ -9,6 +9,7 @@
 // same calls together; then it reduces them in fused batches of at most the
 // threshold, in call order, and completes their requests.
 #include <algorithm>
+#include <climits>
 
 #include "algorithms/fused_casts.h"
 #include "algorithms/fused_gathered.h"
@@ -100,6 +101,12 @@ std::unique_ptr<scheduler::Step> fused_step(compressors::Compressor& compressor,
 
 int Engine::iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
                        MPI_Op op, MPI_Comm comm, MPI_Request* request) {
+  return iallreduce_keyed(sendbuf, recvbuf, count, datatype, op, comm, request, recvbuf);
+}
+
+int Engine::iallreduce_keyed(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
+                             MPI_Op op, MPI_Comm comm, MPI_Request* request,
+                             const void* residual_key) {
   ReadCall read;
   if (!read_call(sendbuf, recvbuf, count, datatype, op, comm, &read)) {
     return backends::mpi::iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
@@ -112,14 +119,15 @@ int Engine::iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Dataty
   const bool device =
       device_staging::is_device_pointer(input) || device_staging::is_device_pointer(recvbuf);
   if (read.compress && !device) {
-    return enqueue(sendbuf, recvbuf, count, datatype, op, comm, *read.state, request);
+    return enqueue(sendbuf, recvbuf, count, datatype, op, comm, *read.state, request, residual_key);
   }
   tallies_.mine().count(read.bytes);  // read_call made comm the tally's communicator
   return backends::mpi::iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
 }
 
 int Engine::enqueue(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                    MPI_Comm comm, CommState& state, MPI_Request* request) {
+                    MPI_Comm comm, CommState& state, MPI_Request* request,
+                    const void* residual_key) {
   MPI_Comm wire_comm = MPI_COMM_NULL;
   if (const int rc = prepare_wire(state, comm, &wire_comm)) return rc;
   const auto datatype_tag = reinterpret_cast<std::uintptr_t>(datatype);
@@ -154,7 +162,8 @@ int Engine::enqueue(const void* sendbuf, void* recvbuf, int count, MPI_Datatype 
     std::lock_guard lock(queue.mutex);
     queue.pending.push_back({static_cast<const float*>(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf),
                              static_cast<float*>(recvbuf), static_cast<std::size_t>(count),
-                             datatype_tag, policy.compressor, policy.error_feedback, made, held});
+                             residual_key, datatype_tag, policy.compressor, policy.error_feedback,
+                             made, held});
     queue.bytes += queue.pending.back().bytes();
     full = queue.bytes >= runtime_.settings().fusion_threshold;  // 0: every call at once
   }
@@ -247,6 +256,44 @@ void Engine::complete(const std::vector<QueuedReduction>& reductions, int rc) {
   queued_.store(queued_requests_.size(), std::memory_order_relaxed);
 }
 
+int Engine::enqueue_named(const char* name, float* buffer, std::size_t count, MPI_Comm comm) {
+  if (count > static_cast<std::size_t>(INT_MAX)) {
+    return raise(comm, MPI_ERR_COUNT, "slimreduce_enqueue");
+  }
+  const void* key = buffer;
+  if (name) {
+    std::lock_guard lock(native_mutex_);
+    auto& stand_in = name_keys_[name];
+    if (!stand_in) stand_in = std::make_unique<std::byte>();
+    key = stand_in.get();
+  }
+  MPI_Request request = MPI_REQUEST_NULL;
+  const int rc = iallreduce_keyed(MPI_IN_PLACE, buffer, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
+                                  comm, &request, key);
+  if (rc != MPI_SUCCESS) return rc;
+  std::lock_guard lock(native_mutex_);
+  native_requests_[comm].push_back(request);
+  return MPI_SUCCESS;
+}
+
+int Engine::synchronize(MPI_Comm comm) {
+  std::vector<MPI_Request> requests;
+  {
+    std::lock_guard lock(native_mutex_);
+    if (auto found = native_requests_.find(comm); found != native_requests_.end()) {
+      requests = std::move(found->second);
+      native_requests_.erase(found);
+    }
+  }
+  if (requests.empty()) return MPI_SUCCESS;
+  MPI_Comm failed = comm;
+  const int n = static_cast<int>(requests.size());
+  if (const int rc = flush_for(requests.data(), n, Until::all_done, &failed)) {
+    return raise(failed, rc, "slimreduce_synchronize");
+  }
+  return PMPI_Waitall(n, requests.data(), MPI_STATUSES_IGNORE);
+}
+
 void Engine::release_record(const RequestRecord* record) {
   std::unique_ptr<RequestRecord> gone;  // freed outside the lock
   std::lock_guard lock(requests_mutex_);
@@ -299,7 +346,7 @@ int Engine::reduce_queued(CommState& state, MPI_Comm wire_comm,
     Runtime::Locked shared = runtime_.shared();
     for (const QueuedReduction& r : batch) {
       const std::uint64_t resets_before = shared->residuals.resets();
-      ResidualSlot* slot = shared->residuals.find_or_create({state.id(), r.output}, r.count,
+      ResidualSlot* slot = shared->residuals.find_or_create({state.id(), r.residual_key}, r.count,
                                                             r.datatype_tag, r.error_feedback);
       delta.ef_resets += shared->residuals.resets() - resets_before;
       delta.ef_cap_fallback += slot ? 0 : 1;

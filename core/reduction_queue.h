@@ -26,7 +26,10 @@ struct QueuedReduction {
   const float* input;  // sendbuf, or recvbuf for MPI_IN_PLACE
   float* output;
   std::size_t count;
-  std::uint64_t datatype_tag;  // the residual key's datatype
+  // The residual key's buffer: the receive buffer, or a tensor name's stand-in
+  // (slimreduce_enqueue); and its datatype.
+  const void* residual_key;
+  std::uint64_t datatype_tag;
   // The policy at the call: its compressor stays alive until the flush.
   std::shared_ptr<compressors::Compressor> compressor;
   bool error_feedback;

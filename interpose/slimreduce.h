@@ -66,6 +66,28 @@ int slimreduce_set_topk_ratio(double ratio);
  * unknown name, a too-small buffer, or before the runtime is up. */
 int slimreduce_get_setting(const char* name, char* value, size_t size);
 
+/* ---- The native API, for a framework that integrates directly (libslimreduce.so
+ * only; declared when <mpi.h> is included first). ----
+ *
+ * Queues an in-place float32 SUM allreduce of `count` values at `buffer` over
+ * `comm`, as MPI_Iallreduce(MPI_IN_PLACE, ...) would, under `name`: the
+ * tensor's error-feedback residual is keyed by (comm, name), not by the
+ * buffer's address, so a framework may hand over a different buffer each
+ * step. Eligible calls are compressed and fused with the other queued ones
+ * (docs/architecture.md, "Fusion"); the others pass through. `priority` is
+ * accepted and not used yet: batches form in call order. Every rank must
+ * enqueue the same tensors in the same order. `buffer` must stay untouched
+ * until slimreduce_synchronize returns. Returns 0 (MPI_SUCCESS) or an MPI
+ * error code. */
+#ifdef MPI_VERSION
+int slimreduce_enqueue(const char* name, float* buffer, size_t count, MPI_Comm comm,
+                       int priority);
+
+/* Completes every tensor enqueued on `comm`: their sums are in their buffers
+ * on return. Collective over `comm`. Returns 0 or an MPI error code. */
+int slimreduce_synchronize(MPI_Comm comm);
+#endif
+
 #ifdef __cplusplus
 }
 #endif

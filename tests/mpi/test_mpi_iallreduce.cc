@@ -288,6 +288,43 @@ TEST(Iallreduce, ACancelLeavesTheReductionToComplete) {
   EXPECT_EQ(output[0], float(world_size()));
 }
 
+// The native API (slimreduce_enqueue / slimreduce_synchronize): tensors
+// named, handed over in fresh buffers every step, give the bits of
+// MPI_Allreduce on buffers that stay: the residual follows the name.
+TEST(NativeApi, NamedTensorsInFreshBuffersMatchMpiAllreduceOnStableOnes) {
+  using Enqueue = int (*)(const char*, float*, size_t, MPI_Comm, int);
+  using Synchronize = int (*)(MPI_Comm);
+  auto enqueue = reinterpret_cast<Enqueue>(dlsym(RTLD_DEFAULT, "slimreduce_enqueue"));
+  auto synchronize = reinterpret_cast<Synchronize>(dlsym(RTLD_DEFAULT, "slimreduce_synchronize"));
+  ASSERT_NE(enqueue, nullptr);
+  ASSERT_NE(synchronize, nullptr);
+  // A communicator of its own: no residual of an earlier test's buffers
+  // (keyed by address, which the heap reuses) meets the stable buffers.
+  MPI_Comm comm;
+  ASSERT_EQ(MPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);
+  std::vector<std::vector<float>> stable(kCounts.size());
+  for (std::size_t t = 0; t < kCounts.size(); ++t) stable[t].resize(kCounts[t]);
+  // Every step's buffers kept, so that each step's are at new addresses.
+  std::vector<std::vector<std::vector<float>>> steps;
+  for (int step = 0; step < 3; ++step) {
+    const auto inputs = tensors_for(20 + step);
+    std::vector<std::vector<float>>& fresh = steps.emplace_back(inputs);
+    for (std::size_t t = 0; t < kCounts.size(); ++t) {
+      const std::string name = "layer" + std::to_string(t) + ".weight";
+      ASSERT_EQ(enqueue(name.c_str(), fresh[t].data(), kCounts[t], comm, 0), 0);
+    }
+    ASSERT_EQ(synchronize(comm), 0);
+    for (std::size_t t = 0; t < kCounts.size(); ++t) {
+      ASSERT_EQ(MPI_Allreduce(inputs[t].data(), stable[t].data(), int(kCounts[t]), MPI_FLOAT,
+                              MPI_SUM, comm),
+                MPI_SUCCESS);
+      EXPECT_TRUE(same_bits(fresh[t], stable[t])) << "step " << step << ", tensor " << t;
+    }
+  }
+  EXPECT_EQ(synchronize(comm), 0) << "nothing left to complete";
+  EXPECT_EQ(MPI_Comm_free(&comm), MPI_SUCCESS);
+}
+
 }  // namespace
 }  // namespace slimreduce::testing
 

@@ -1,0 +1,22 @@
+// The native API (interpose/slimreduce.h) of libslimreduce.so: enqueue named
+// tensors, then synchronize, for a framework that integrates directly rather
+// than through MPI_Iallreduce. No exception crosses this boundary.
+#include "interpose/shim_common.h"
+#include "interpose/slimreduce.h"
+
+using namespace slimreduce::interpose;
+
+SR_EXPORT int slimreduce_enqueue(const char* name, float* buffer, size_t count, MPI_Comm comm,
+                                 int priority) {
+  (void)priority;  // accepted, not used yet: batches form in call order
+  Engine* engine = engine_or_null();
+  if (!engine) return MPI_ERR_OTHER;  // before MPI_Init or after MPI_Finalize
+  return guarded_on(comm, "slimreduce_enqueue",
+                    [&] { return engine->enqueue_named(name, buffer, count, comm); });
+}
+
+SR_EXPORT int slimreduce_synchronize(MPI_Comm comm) {
+  Engine* engine = engine_or_null();
+  if (!engine) return MPI_ERR_OTHER;
+  return guarded_on(comm, "slimreduce_synchronize", [&] { return engine->synchronize(comm); });
+}
