@@ -134,6 +134,10 @@ class Engine : public RuntimeSide {
                        MPI_Op op, MPI_Comm comm, MPI_Request* request, const void* residual_key);
   int enqueue(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
               MPI_Comm comm, CommState& state, MPI_Request* request, const void* residual_key);
+  // A generalized request of ours (its record kept until MPI frees it).
+  int start_request(MPI_Request* request, RequestRecord** record);
+  // A request already complete: a call reduced before it returned.
+  int completed_request(MPI_Comm comm, MPI_Request* request);
   // Agrees with the other ranks how many queued calls all of them hold, and
   // reduces that many, fused; completes their requests. An MPI code.
   int flush(CommState& state);

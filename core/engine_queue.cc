@@ -115,10 +115,16 @@ int Engine::iallreduce_keyed(const void* sendbuf, void* recvbuf, int count, MPI_
   called.iallreduce = 1;
   runtime_.board(Side::mpi).add(called);
   const void* input = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-  // Device buffers are not queued yet: they reach MPI as given.
   const bool device =
       device_staging::is_device_pointer(input) || device_staging::is_device_pointer(recvbuf);
-  if (read.compress && !device) {
+  if (read.compress && device) {
+    // Device buffers are not queued yet: reduced at once by the device path
+    // (an MPI that cannot read device memory could not take them as given),
+    // the request complete on return.
+    const int rc = compress_call(sendbuf, recvbuf, count, datatype, op, comm, *read.state);
+    return rc == MPI_SUCCESS ? completed_request(comm, request) : rc;
+  }
+  if (read.compress) {
     return enqueue(sendbuf, recvbuf, count, datatype, op, comm, *read.state, request, residual_key);
   }
   tallies_.mine().count(read.bytes);  // read_call made comm the tally's communicator
@@ -143,16 +149,11 @@ int Engine::enqueue(const void* sendbuf, void* recvbuf, int count, MPI_Datatype 
     count_pass_through(std::uint64_t(count) * sizeof(float), state, passes_because);
     return backends::mpi::iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
   }
-  auto record = std::make_unique<RequestRecord>();
   MPI_Request made = MPI_REQUEST_NULL;
-  if (const int rc =
-          PMPI_Grequest_start(query_request, free_request, cancel_request, record.get(), &made)) {
-    return raise(comm, rc, "MPI_Iallreduce (its request)");
-  }
-  RequestRecord* held = record.get();
+  RequestRecord* held = nullptr;
+  if (const int rc = start_request(&made, &held)) return raise(comm, rc, "MPI_Iallreduce");
   {
     std::lock_guard lock(requests_mutex_);
-    records_.emplace(held, std::move(record));
     queued_requests_.emplace(made, &state);
     queued_.store(queued_requests_.size(), std::memory_order_relaxed);
   }
@@ -171,6 +172,24 @@ int Engine::enqueue(const void* sendbuf, void* recvbuf, int count, MPI_Datatype 
   if (!full) return MPI_SUCCESS;
   const int rc = flush(state);
   return rc == MPI_SUCCESS ? rc : raise(comm, rc, "MPI_Iallreduce (a fused batch)");
+}
+
+int Engine::start_request(MPI_Request* request, RequestRecord** record) {
+  auto made = std::make_unique<RequestRecord>();
+  if (const int rc =
+          PMPI_Grequest_start(query_request, free_request, cancel_request, made.get(), request)) {
+    return rc;
+  }
+  *record = made.get();
+  std::lock_guard lock(requests_mutex_);
+  records_.emplace(made.get(), std::move(made));
+  return MPI_SUCCESS;
+}
+
+int Engine::completed_request(MPI_Comm comm, MPI_Request* request) {
+  RequestRecord* record = nullptr;
+  if (const int rc = start_request(request, &record)) return raise(comm, rc, "MPI_Iallreduce");
+  return PMPI_Grequest_complete(*request);
 }
 
 int Engine::flush(CommState& state) {
