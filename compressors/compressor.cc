@@ -26,8 +26,8 @@ int GatheredCompressor::device_compress(Elem, const void*, float*, std::size_t, 
   return kNoDevice;
 }
 std::size_t GatheredCompressor::device_finish_scratch_bytes(std::size_t, int) const { return 0; }
-int GatheredCompressor::device_finish(const void*, int, std::size_t, Elem, void*, int, void*,
-                                      void*) const {
+int GatheredCompressor::device_finish(const void*, std::size_t, int, std::size_t, Elem, void*, int,
+                                      void*, void*) const {
   return kNoDevice;
 }
 

@@ -113,11 +113,14 @@ class GatheredCompressor : public Compressor {
   virtual std::size_t device_compress_scratch_bytes(std::size_t n) const;
   virtual int device_compress(Elem in_type, const void* in, float* residual, std::size_t n,
                               void* slot, void* scratch, void* stream);
-  // Device: out = the `ranks` gathered slots added in rank order into zeros,
+  // Device: out = the `ranks` gathered slots, `stride` bytes apart (at least
+  // device_slot_bytes(n), a multiple of it for a lone call, the sum of a fused
+  // batch's slots for one of its calls), added in rank order into zeros,
   // divided by divisor, written as out_type; scratch of device_finish_scratch_bytes.
   virtual std::size_t device_finish_scratch_bytes(std::size_t n, int ranks) const;
-  virtual int device_finish(const void* gathered, int ranks, std::size_t n, Elem out_type,
-                            void* out, int divisor, void* scratch, void* stream) const;
+  virtual int device_finish(const void* gathered, std::size_t stride, int ranks, std::size_t n,
+                            Elem out_type, void* out, int divisor, void* scratch,
+                            void* stream) const;
 };
 
 // What a compressor may be configured with (filled from the settings by core/).

@@ -51,11 +51,12 @@ class TopkCompressor final : public GatheredCompressor {
   std::size_t device_finish_scratch_bytes(std::size_t n, int ranks) const override {
     return kernels::device::topk_accumulate_scratch_bytes(n, ranks);
   }
-  int device_finish(const void* gathered, int ranks, std::size_t n, Elem out_type, void* out,
-                    int divisor, void* scratch, void* stream) const override {
-    return kernels::device::topk_accumulate(gathered, device_slot_bytes(n), ranks,
-                                            kernels::topk_count(n, ratio_), fp16_values(), n,
-                                            out_type, out, divisor, scratch, stream);
+  int device_finish(const void* gathered, std::size_t stride, int ranks, std::size_t n,
+                    Elem out_type, void* out, int divisor, void* scratch,
+                    void* stream) const override {
+    return kernels::device::topk_accumulate(gathered, stride, ranks, kernels::topk_count(n, ratio_),
+                                            fp16_values(), n, out_type, out, divisor, scratch,
+                                            stream);
   }
 
  private:

@@ -264,9 +264,9 @@ class StagedTopkStep final : public scheduler::Step {
   Status finish() override {
     const int ranks = job_.state.size();
     SLIMREDUCE_TRY(gathered_to_device(job_, b_.gathered, b_.out, b_.payload, b_.stride, ranks));
-    SLIMREDUCE_TRY(cuda_status(compressor_.device_finish(b_.gathered, ranks, job_.call.count,
-                                                         compressors::Elem::fp32, job_.call.output,
-                                                         1, b_.scratch, job_.stream())));
+    SLIMREDUCE_TRY(cuda_status(compressor_.device_finish(
+        b_.gathered, b_.stride, ranks, job_.call.count, compressors::Elem::fp32, job_.call.output,
+        1, b_.scratch, job_.stream())));
     return sync(job_);
   }
   double wire_sent() const override { return gather_.wire_sent(); }

@@ -28,21 +28,9 @@ compressors::Elem elem_of(int datatype) {
 
 cudaStream_t stream_of(const Reduction& call) { return static_cast<cudaStream_t>(call.stream); }
 
-// A topk region: [select scratch | payload | gathered payloads | accumulate scratch].
-struct TopkRegion {
-  std::byte* scratch;
-  std::byte* payload;
-  std::byte* gathered;
-  std::byte* accumulate;
-};
-
-TopkRegion topk_region(const CallPlan& p) {
-  TopkRegion r;
-  r.scratch = p.region;
-  r.payload = r.scratch + round256(p.select_scratch);
-  r.gathered = r.payload + round256(p.stride);
-  r.accumulate = r.gathered + round256(p.stride * p.comm->size);
-  return r;
+// A top-k call's own region: [select scratch | accumulate scratch].
+std::byte* accumulate_scratch_of(const CallPlan& p) {
+  return p.region + round256(p.select_scratch);
 }
 
 // Runs one kernel launch on `device` and turns failure into the NCCL code
@@ -115,43 +103,54 @@ class CastBatchStep final : public scheduler::Step {
   algorithms::CastRing ring_;
 };
 
-// A top-k call: select into its payload slot, allgather the slots at their
-// padded stride, accumulate them in rank order.
-class TopkStep final : public scheduler::Step {
+// A batch of top-k calls: each selects into its slot of the fused slot, one
+// allgather carries every rank's fused slot, each accumulates its payloads
+// (slot_bytes apart) in rank order: the bits each call would get alone.
+class TopkBatchStep final : public scheduler::Step {
  public:
-  TopkStep(const CallPlan& plan, compressors::GatheredCompressor& compressor)
-      : plan_(plan),
-        region_(topk_region(plan)),
+  TopkBatchStep(const TopkBatch& batch, const std::vector<CallPlan>& calls,
+                compressors::GatheredCompressor& compressor)
+      : batch_(batch),
+        calls_(calls),
         compressor_(compressor),
-        transport_(static_cast<ncclComm_t>(plan.call.comm), plan.comm->rank, plan.comm->size,
-                   stream_of(plan.call)),
-        gather_(transport_, compressor, plan.call.count, plan.stride, region_.payload,
-                region_.gathered) {}
+        transport_(batch.comm->comm, batch.comm->rank, batch.comm->size, batch.stream) {}
   Status compress() override {
-    const Reduction& c = plan_.call;
-    return launch_on(plan_.comm->device, [&] {
-      return compressor_.device_compress(elem_of(c.datatype), c.sendbuff, plan_.residual, c.count,
-                                         region_.payload, region_.scratch, stream_of(c));
-    });
+    for (int i : batch_.members) {
+      const CallPlan& p = calls_[i];
+      const Reduction& c = p.call;
+      SLIMREDUCE_TRY(launch_on(batch_.comm->device, [&] {
+        return compressor_.device_compress(elem_of(c.datatype), c.sendbuff, p.residual, c.count,
+                                           batch_.payload + p.offset, p.region, batch_.stream);
+      }));
+    }
+    return {};
   }
-  Status communicate() override { return gather_.communicate(); }
+  Status communicate() override {
+    return transport_.allgather(batch_.payload, batch_.slot_bytes, batch_.gathered);
+  }
   Status finish() override {
-    const Reduction& c = plan_.call;
-    const int ranks = plan_.comm->size;
-    const int divisor = c.verdict.average ? ranks : 1;
-    return launch_on(plan_.comm->device, [&] {
-      return compressor_.device_finish(region_.gathered, ranks, c.count, elem_of(c.datatype),
-                                       c.recvbuff, divisor, region_.accumulate, stream_of(c));
-    });
+    const int ranks = batch_.comm->size;
+    for (int i : batch_.members) {
+      const CallPlan& p = calls_[i];
+      const Reduction& c = p.call;
+      const int divisor = c.verdict.average ? ranks : 1;
+      SLIMREDUCE_TRY(launch_on(batch_.comm->device, [&] {
+        return compressor_.device_finish(batch_.gathered + p.offset, batch_.slot_bytes, ranks,
+                                         c.count, elem_of(c.datatype), c.recvbuff, divisor,
+                                         accumulate_scratch_of(p), batch_.stream);
+      }));
+    }
+    return {};
   }
-  double wire_sent() const override { return gather_.wire_sent(); }
+  double wire_sent() const override {
+    return algorithms::ring_allgather_wire_bytes(batch_.slot_bytes, batch_.comm->size);
+  }
 
  private:
-  const CallPlan& plan_;
-  TopkRegion region_;
+  const TopkBatch& batch_;
+  const std::vector<CallPlan>& calls_;
   compressors::GatheredCompressor& compressor_;
   backends::NcclTransport transport_;
-  algorithms::GatheredAllreduce gather_;
 };
 
 }  // namespace
@@ -196,13 +195,19 @@ bool GroupPlan::carries(ReductionPath path) const {
 }
 
 std::size_t GroupPlan::topk_region_bytes(const CallPlan& p) const {
-  return round256(p.select_scratch) + round256(p.stride) + round256(p.stride * p.comm->size) +
+  return round256(p.select_scratch) +
          round256(gathered().device_finish_scratch_bytes(p.call.count, p.comm->size));
+}
+
+// A top-k batch's fused slot and every rank's copy of it.
+std::size_t topk_batch_bytes(const TopkBatch& batch) {
+  return round256(batch.slot_bytes) + round256(batch.slot_bytes * batch.comm->size);
 }
 
 std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> GroupPlan::layout() {
   // Casts that one 16-bit collective can carry (same communicator, stream and
-  // op) share a fused buffer (fusion/layout.h); top-k calls each have a region.
+  // op) share a fused buffer (fusion/layout.h); top-k calls on one
+  // communicator and stream share a fused slot, each call its own scratch.
   struct CastKey {
     NcclCommState* comm;
     cudaStream_t stream;
@@ -212,6 +217,7 @@ std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> GroupPlan::layout
   fusion::Layout<CastKey> casts;
   std::vector<int> cast_calls;  // the call of each tensor casts placed
   std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> need;
+  topk_batches_.clear();
   for (int i = 0; i < static_cast<int>(calls.size()); ++i) {
     CallPlan& p = calls[i];
     if (!p.compressed) continue;
@@ -220,6 +226,7 @@ std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> GroupPlan::layout
       p.stride = gathered().device_slot_bytes(p.call.count);
       p.select_scratch = gathered().device_compress_scratch_bytes(p.call.count);
       need[key] += topk_region_bytes(p);
+      place_topk(i, key.first, key.second);
       continue;
     }
     const fusion::Placement placed =
@@ -238,7 +245,30 @@ std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> GroupPlan::layout
     for (int member : casts.members(b)) batch.members.push_back(cast_calls[member]);
     need[{batch.comm, batch.stream}] += round256(batch.elements * sizeof(std::uint16_t));
   }
+  for (const TopkBatch& batch : topk_batches_)
+    need[{batch.comm, batch.stream}] += topk_batch_bytes(batch);
   return need;
+}
+
+// The batch of the call's communicator and stream (a new one, in the order
+// their first calls came), and the call's slot at the end of it.
+void GroupPlan::place_topk(int call, NcclCommState* comm, cudaStream_t stream) {
+  CallPlan& p = calls[call];
+  int batch = 0;
+  const int batches = static_cast<int>(topk_batches_.size());
+  while (batch < batches &&
+         (topk_batches_[batch].comm != comm || topk_batches_[batch].stream != stream))
+    ++batch;
+  if (batch == batches) {
+    TopkBatch& made = topk_batches_.emplace_back();
+    made.comm = comm;
+    made.stream = stream;
+  }
+  TopkBatch& into = topk_batches_[batch];
+  p.batch = batch;
+  p.offset = into.slot_bytes;
+  into.slot_bytes += p.stride;  // each slot a multiple of 16 bytes: every offset stays aligned
+  into.members.push_back(call);
 }
 
 void GroupPlan::assign(NcclCommState* comm, cudaStream_t stream, std::byte* base) {
@@ -246,6 +276,12 @@ void GroupPlan::assign(NcclCommState* comm, cudaStream_t stream, std::byte* base
     if (batch.comm != comm || batch.stream != stream) continue;
     batch.fused = base;
     base += round256(batch.elements * sizeof(std::uint16_t));
+  }
+  for (TopkBatch& batch : topk_batches_) {
+    if (batch.comm != comm || batch.stream != stream) continue;
+    batch.payload = base;
+    batch.gathered = base + round256(batch.slot_bytes);
+    base += topk_batch_bytes(batch);
   }
   for (CallPlan& p : calls) {
     if (!p.compressed || p.comm.get() != comm || stream_of(p.call) != stream) continue;
@@ -264,6 +300,7 @@ void GroupPlan::pass_through_on(NcclCommState* comm, cudaStream_t stream) {
 std::vector<std::size_t> GroupPlan::batch_sizes() const {
   std::vector<std::size_t> sizes;
   for (const CastBatch& batch : batches_) sizes.push_back(batch.members.size());
+  for (const TopkBatch& batch : topk_batches_) sizes.push_back(batch.members.size());
   return sizes;
 }
 
@@ -276,11 +313,14 @@ double GroupPlan::wire_sent(const CallPlan& p) const {
 scheduler::Plan GroupPlan::steps() const {
   scheduler::Plan steps;
   std::vector<bool> batch_added(batches_.size(), false);
+  std::vector<bool> topk_added(topk_batches_.size(), false);
   for (const CallPlan& p : calls) {
     if (!p.compressed) {
       steps.add(std::make_unique<PassedStep>(p.call));
     } else if (p.call.verdict.path == ReductionPath::topk) {
-      steps.add(std::make_unique<TopkStep>(p, gathered()));
+      if (topk_added[p.batch]) continue;  // as a cast batch: where its first call was
+      topk_added[p.batch] = true;
+      steps.add(std::make_unique<TopkBatchStep>(topk_batches_[p.batch], calls, gathered()));
     } else if (!batch_added[p.batch]) {
       // The batch's one collective goes where its first call was: the same place on every rank.
       batch_added[p.batch] = true;

@@ -1,8 +1,10 @@
 // One group's compressed ncclAllReduce calls, planned and carried out: the
 // workspace layout, the compress kernels, the real collectives (in call
-// order), and the finishing kernels. Cast calls on the same communicator and
-// stream share one fusion buffer and one real ncclAllReduce; top-k calls each
-// select, allgather and accumulate. CUDA builds only (core/CMakeLists.txt).
+// order), and the finishing kernels. Cast calls on the same communicator,
+// stream and op share one fusion buffer and one real ncclAllReduce; top-k
+// calls on the same communicator and stream share one fused slot and one
+// ncclAllGather, each selecting into and accumulating from its own part. CUDA builds only
+// (core/CMakeLists.txt).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -58,11 +60,23 @@ struct CallPlan {
   // can be made during graph capture. Counted once the call is known to be
   // compressed (a capture may still pass it through for want of workspace).
   enum class Missing { none, no_room, in_graph } residual_missing = Missing::none;
-  int batch = -1;  // cast: its fusion batch
-  std::size_t offset = 0;
-  std::size_t stride = 0;          // top-k: the payload's slot (device_slot_bytes)
+  int batch = -1;          // its fusion batch (a CastBatch, or a TopkBatch)
+  std::size_t offset = 0;  // cast: elements into the fused buffer; top-k: bytes into the slot
+  std::size_t stride = 0;  // top-k: the payload's own slot (device_slot_bytes)
   std::size_t select_scratch = 0;  // top-k: device_compress's scratch
-  std::byte* region = nullptr;     // top-k: scratch, payload, gathered, accumulate scratch
+  std::byte* region = nullptr;     // top-k: select scratch, then accumulate scratch
+};
+
+// Top-k calls on one communicator and stream: each selects into its slot of
+// one fused slot, one allgather carries every rank's, and each accumulates
+// its payloads from the gathered slots, slot_bytes apart.
+struct TopkBatch {
+  NcclCommState* comm = nullptr;
+  cudaStream_t stream = nullptr;
+  std::size_t slot_bytes = 0;     // every member's device slot, end to end
+  std::byte* payload = nullptr;   // this rank's fused slot
+  std::byte* gathered = nullptr;  // every rank's, in rank order
+  std::vector<int> members;       // indices into GroupPlan::calls
 };
 
 struct CastBatch {
@@ -95,7 +109,7 @@ class GroupPlan {
   // Passes every compressed call on (comm, stream) through (its workspace is too small).
   void pass_through_on(NcclCommState* comm, cudaStream_t stream);
 
-  // How many calls each cast batch fuses (after layout()).
+  // How many calls each batch fuses, casts' and top-k's (after layout()).
   std::vector<std::size_t> batch_sizes() const;
 
   // The bytes this rank hands to the transport for calls[i] (compressed).
@@ -110,6 +124,7 @@ class GroupPlan {
 
  private:
   std::size_t topk_region_bytes(const CallPlan& plan) const;
+  void place_topk(int call, NcclCommState* comm, cudaStream_t stream);
   compressors::GatheredCompressor& gathered() const {
     return static_cast<compressors::GatheredCompressor&>(*compressor_);
   }
@@ -119,6 +134,7 @@ class GroupPlan {
 
   std::shared_ptr<compressors::Compressor> compressor_;
   std::vector<CastBatch> batches_;
+  std::vector<TopkBatch> topk_batches_;
 };
 
 // The size of one element of any NCCL datatype (0 when unknown).
