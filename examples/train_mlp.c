@@ -229,11 +229,45 @@ static void backward(const Params* p, const float* x, const float* hid, const fl
   }
 }
 
+// How the gradients are averaged: one MPI_Allreduce per tensor (as most
+// frameworks without fusion), one per step over a buffer holding all four (as
+// a framework's fusion buffer: Horovod's), or one MPI_Iallreduce per tensor
+// and one MPI_Waitall (as a framework overlapping communication does).
+typedef enum { SYNC_PER_TENSOR, SYNC_ONE_BUFFER, SYNC_IALLREDUCE } Sync;
+
 // Data-parallel gradient averaging: one in-place allreduce per tensor.
 static void allreduce_mean(float* buf, int n, int world) {
   MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
   const float inv = 1.0f / (float)world;
   for (int i = 0; i < n; ++i) buf[i] *= inv;
+}
+
+// The four gradient tensors averaged over the ranks, as opt.sync says;
+// `fused` holds all four (one-buffer).
+static void average_gradients(Params* g, Sync sync, float* fused, int world) {
+  float* tensors[4] = {g->w1, g->b1, g->w2, g->b2};
+  const int counts[4] = {N_IN * N_HID, N_HID, N_HID * N_OUT, N_OUT};
+  if (sync == SYNC_PER_TENSOR) {
+    for (int t = 0; t < 4; ++t) allreduce_mean(tensors[t], counts[t], world);
+  } else if (sync == SYNC_ONE_BUFFER) {
+    int at = 0;
+    for (int t = 0; t < 4; ++t)
+      memcpy(fused + at, tensors[t], counts[t] * sizeof(float)), at += counts[t];
+    allreduce_mean(fused, at, world);
+    at = 0;
+    for (int t = 0; t < 4; ++t)
+      memcpy(tensors[t], fused + at, counts[t] * sizeof(float)), at += counts[t];
+  } else {
+    MPI_Request requests[4];
+    for (int t = 0; t < 4; ++t) {
+      MPI_Iallreduce(MPI_IN_PLACE, tensors[t], counts[t], MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                     &requests[t]);
+    }
+    MPI_Waitall(4, requests, MPI_STATUSES_IGNORE);
+    for (int t = 0; t < 4; ++t) {
+      for (int i = 0; i < counts[t]; ++i) tensors[t][i] /= (float)world;
+    }
+  }
 }
 
 // SGD with (optional) momentum: v = mu v + g; w -= lr v.
@@ -249,6 +283,7 @@ static void sgd(float* w, float* v, const float* g, size_t n, float lr, float mu
 typedef struct {
   int steps, batch, log_every;
   float lr, momentum;
+  Sync sync;
 } Options;
 
 static void usage(void) {
@@ -258,7 +293,10 @@ static void usage(void) {
           "  --batch B      samples per rank per step (default 32)\n"
           "  --lr LR        learning rate (default 0.005)\n"
           "  --momentum MU  SGD momentum (default 0.9; 0 for plain SGD)\n"
-          "  --log-every K  average and print the loss every K steps (default 10)\n");
+          "  --log-every K  average and print the loss every K steps (default 10)\n"
+          "  --sync S       per-tensor (MPI_Allreduce per tensor, default), one-buffer (one\n"
+          "                 MPI_Allreduce over all four, a fusion buffer), or iallreduce\n"
+          "                 (MPI_Iallreduce per tensor, then MPI_Waitall)\n");
 }
 
 static int parse_options(int argc, char** argv, Options* o) {
@@ -267,6 +305,7 @@ static int parse_options(int argc, char** argv, Options* o) {
   o->lr = 0.005f;
   o->momentum = 0.9f;
   o->log_every = 10;
+  o->sync = SYNC_PER_TENSOR;
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
@@ -283,6 +322,17 @@ static int parse_options(int argc, char** argv, Options* o) {
       o->momentum = strtof(v, &end);
     } else if (!strcmp(a, "--log-every")) {
       o->log_every = (int)strtol(v, &end, 10);
+    } else if (!strcmp(a, "--sync")) {
+      if (!strcmp(v, "per-tensor")) {
+        o->sync = SYNC_PER_TENSOR;
+      } else if (!strcmp(v, "one-buffer")) {
+        o->sync = SYNC_ONE_BUFFER;
+      } else if (!strcmp(v, "iallreduce")) {
+        o->sync = SYNC_IALLREDUCE;
+      } else {
+        return -1;
+      }
+      continue;
     } else {
       return -1;
     }
@@ -342,6 +392,8 @@ int main(int argc, char** argv) {
   float* logits = xcalloc((size_t)cap * N_OUT, sizeof(float));
   float* dlogits = xcalloc((size_t)b * N_OUT, sizeof(float));
   float* w2t = xcalloc((size_t)N_OUT * N_HID, sizeof(float));
+  float* fused =
+      xcalloc((size_t)N_IN * N_HID + N_HID + (size_t)N_HID * N_OUT + N_OUT, sizeof(float));
   const long n_params = (long)N_IN * N_HID + N_HID + (long)N_HID * N_OUT + N_OUT;
 
   if (rank == 0)
@@ -368,10 +420,7 @@ int main(int argc, char** argv) {
     ++window_steps;
     backward(&p, x, hid, dlogits, b, dhid, w2t, &g);
 
-    allreduce_mean(g.w1, N_IN * N_HID, world);
-    allreduce_mean(g.b1, N_HID, world);
-    allreduce_mean(g.w2, N_HID * N_OUT, world);
-    allreduce_mean(g.b2, N_OUT, world);
+    average_gradients(&g, opt.sync, fused, world);
 
     sgd(p.w1, v.w1, g.w1, (size_t)N_IN * N_HID, opt.lr, opt.momentum);
     sgd(p.b1, v.b1, g.b1, N_HID, opt.lr, opt.momentum);
@@ -414,6 +463,7 @@ int main(int argc, char** argv) {
   free(logits);
   free(dlogits);
   free(w2t);
+  free(fused);
   MPI_Finalize();
   return 0;
 }
