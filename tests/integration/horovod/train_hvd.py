@@ -38,6 +38,10 @@ def parse_args():
                    help="hvd.DistributedOptimizer(groups=N): N > 0 fixed fusion groups (one "
                         "fused buffer per step with 1); 0: Horovod's time-driven fusion")
     p.add_argument("--log-every", type=int, default=25)
+    p.add_argument("--model", choices=("mlp", "stack"), default="mlp",
+                   help="mlp: four layers of different shapes; stack: a transformer-like stack of "
+                        "identical blocks (repeated layer shapes)")
+    p.add_argument("--blocks", type=int, default=6, help="stack: how many blocks")
     p.add_argument("--out", default="", help="rank 0 writes its JSON summary here")
     return p.parse_args()
 
@@ -73,6 +77,35 @@ class Student(nn.Module):
         return self.out(x)
 
 
+class Block(nn.Module):
+    """A transformer block's parameter shapes without attention: norm, widen, narrow."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.up = nn.Linear(width, 4 * width)
+        self.down = nn.Linear(4 * width, width)
+
+    def forward(self, x):
+        return x + self.down(F.relu(self.up(self.norm(x))))
+
+
+class Stack(nn.Module):
+    """Identical blocks between an input and an output layer: many tensors of equal shapes."""
+
+    def __init__(self, in_dim, width, classes, blocks):
+        super().__init__()
+        self.inp = nn.Linear(in_dim, width)
+        self.blocks = nn.ModuleList(Block(width) for _ in range(blocks))
+        self.out = nn.Linear(width, classes)
+
+    def forward(self, x):
+        x = self.inp(x)
+        for block in self.blocks:
+            x = block(x)
+        return self.out(x)
+
+
 SHARPNESS = 10.0
 
 
@@ -105,7 +138,10 @@ def main():
     x_eval, y_eval = make_data(teacher, 2048, args.in_dim, seed=999)
 
     torch.manual_seed(100 + rank)  # different on each rank: the broadcast must make them equal
-    model = Student(args.in_dim, args.hidden, args.classes)
+    if args.model == "stack":
+        model = Stack(args.in_dim, args.hidden // 2, args.classes, args.blocks)
+    else:
+        model = Student(args.in_dim, args.hidden, args.classes)
     n_params = sum(p.numel() for p in model.parameters())
 
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
