@@ -6,8 +6,7 @@
 // libraries, where our definitions come first.
 #include <dlfcn.h>
 
-#include <string>
-
+#include "interpose/fortran_sentinels.h"
 #include "interpose/shim_common.h"
 
 using namespace slimreduce::interpose;
@@ -18,35 +17,6 @@ namespace {
 template <typename Fn>
 Fn real_fortran(const char* name) {
   return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
-}
-
-// Fortran's MPI_IN_PLACE and MPI_BOTTOM are addresses of common-block
-// variables in the MPI library, under each compiler's mangling.
-struct FortranSentinels {
-  const void* in_place[3] = {};
-  const void* bottom[3] = {};
-
-  FortranSentinels() {
-    const char* suffixes[3] = {"_", "", "__"};
-    for (int i = 0; i < 3; ++i) {
-      in_place[i] =
-          dlsym(RTLD_DEFAULT, (std::string("mpi_fortran_in_place") + suffixes[i]).c_str());
-      bottom[i] = dlsym(RTLD_DEFAULT, (std::string("mpi_fortran_bottom") + suffixes[i]).c_str());
-    }
-  }
-  static bool among(const void* buffer, const void* const (&sentinels)[3]) {
-    for (const void* sentinel : sentinels) {
-      if (sentinel && sentinel == buffer) return true;
-    }
-    return false;
-  }
-};
-
-// Looked up once: a dlsym per call cost a Fortran job's every MPI_ALLREDUCE
-// about 2 us (7x a small call's own time, measured).
-const FortranSentinels& sentinels() {
-  static const FortranSentinels found;
-  return found;
 }
 
 using InitFn = void (*)(MPI_Fint*);
@@ -72,11 +42,9 @@ SR_EXPORT void mpi_init_thread_(MPI_Fint* required, MPI_Fint* provided, MPI_Fint
 SR_EXPORT void mpi_allreduce_(void* sendbuf, void* recvbuf, MPI_Fint* count, MPI_Fint* datatype,
                               MPI_Fint* op, MPI_Fint* comm, MPI_Fint* ierr) {
   // The same call in C terms: what Open MPI's own binding does before PMPI_Allreduce.
-  const FortranSentinels& fortran = sentinels();
-  const void* c_sendbuf = FortranSentinels::among(sendbuf, fortran.in_place) ? MPI_IN_PLACE
-                          : FortranSentinels::among(sendbuf, fortran.bottom) ? MPI_BOTTOM
-                                                                             : sendbuf;
-  void* c_recvbuf = FortranSentinels::among(recvbuf, fortran.bottom) ? MPI_BOTTOM : recvbuf;
+  const CSendRecv buffers = c_buffers(sendbuf, recvbuf);
+  const void* c_sendbuf = buffers.send;
+  void* c_recvbuf = buffers.recv;
   const MPI_Datatype c_datatype = PMPI_Type_f2c(*datatype);
   const MPI_Op c_op = PMPI_Op_f2c(*op);
   const MPI_Comm c_comm = PMPI_Comm_f2c(*comm);
