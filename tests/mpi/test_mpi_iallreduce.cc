@@ -258,14 +258,20 @@ TEST(Iallreduce, AFreedCommunicatorRunsItsQueuedCallsFirst) {
   for (const auto& output : outputs) EXPECT_EQ(output[4000], 2.0f * ranks);
 }
 
+// An in-place MPI_Iallreduce of `values` over the world, queued; its request.
+MPI_Request queued_sum_in_place(std::vector<float>& values) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  EXPECT_EQ(MPI_Iallreduce(MPI_IN_PLACE, values.data(), int(values.size()), MPI_FLOAT, MPI_SUM,
+                           MPI_COMM_WORLD, &request),
+            MPI_SUCCESS);
+  return request;
+}
+
 // Freeing a queued request: the reduction still happens (every rank takes
 // part in it), before the free returns.
 TEST(Iallreduce, AFreedRequestsReductionStillRuns) {
   std::vector<float> output(6000, 1.0f);
-  MPI_Request request;
-  ASSERT_EQ(MPI_Iallreduce(MPI_IN_PLACE, output.data(), 6000, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
-                           &request),
-            MPI_SUCCESS);
+  MPI_Request request = queued_sum_in_place(output);
   ASSERT_EQ(MPI_Request_free(&request), MPI_SUCCESS);
   EXPECT_EQ(request, MPI_REQUEST_NULL);
   EXPECT_EQ(output[5999], float(world_size()));
@@ -275,10 +281,7 @@ TEST(Iallreduce, AFreedRequestsReductionStillRuns) {
 // collective): the cancel is accepted, the request completes, not cancelled.
 TEST(Iallreduce, ACancelLeavesTheReductionToComplete) {
   std::vector<float> output(6000, 1.0f);
-  MPI_Request request;
-  ASSERT_EQ(MPI_Iallreduce(MPI_IN_PLACE, output.data(), 6000, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
-                           &request),
-            MPI_SUCCESS);
+  MPI_Request request = queued_sum_in_place(output);
   EXPECT_EQ(MPI_Cancel(&request), MPI_SUCCESS);
   MPI_Status status;
   ASSERT_EQ(MPI_Wait(&request, &status), MPI_SUCCESS);
