@@ -67,7 +67,8 @@ class Engine : public RuntimeSide {
   // The native API (interpose/slimreduce.h): an in-place float32 SUM
   // MPI_Iallreduce whose residual is keyed by `name`, its request held here
   // until synchronize(comm) completes every one of comm's.
-  int enqueue_named(const char* name, float* buffer, std::size_t count, MPI_Comm comm);
+  int enqueue_named(const char* name, float* buffer, std::size_t count, MPI_Comm comm,
+                    int priority);
   int synchronize(MPI_Comm comm);
   // Whether any compressed MPI_Iallreduce waits in a queue: the wait and
   // test shims skip everything else while none does.
@@ -131,9 +132,11 @@ class Engine : public RuntimeSide {
 
   // An eligible MPI_Iallreduce, queued (or passed through by the decision).
   int iallreduce_keyed(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
-                       MPI_Op op, MPI_Comm comm, MPI_Request* request, const void* residual_key);
+                       MPI_Op op, MPI_Comm comm, MPI_Request* request, const void* residual_key,
+                       int priority);
   int enqueue(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-              MPI_Comm comm, CommState& state, MPI_Request* request, const void* residual_key);
+              MPI_Comm comm, CommState& state, MPI_Request* request, const void* residual_key,
+              int priority);
   // A generalized request of ours (its record kept until MPI frees it).
   int start_request(MPI_Request* request, RequestRecord** record);
   // A request already complete: a call reduced before it returned.
@@ -143,8 +146,12 @@ class Engine : public RuntimeSide {
   int flush(CommState& state);
   // Every queue, to the end (MPI_Finalize, a communicator freed).
   void flush_all(CommState& state);
-  int reduce_queued(CommState& state, MPI_Comm wire_comm, std::vector<QueuedReduction>& batch);
+  int reduce_queued(CommState& state, MPI_Comm wire_comm,
+                    const std::vector<QueuedReduction>& batch);
   void complete(const std::vector<QueuedReduction>& reductions, int rc);
+  std::vector<QueuedReduction> ordered(const std::vector<QueuedReduction>& taken) const;
+  int reduce_in_order(CommState& state, MPI_Comm wire_comm,
+                      const std::vector<QueuedReduction>& taken);
   void log_plan(const CommState& state,
                 const std::vector<std::vector<QueuedReduction>>& batches) const;
   void count_batch(const std::vector<QueuedReduction>& batch, const CommState& state,

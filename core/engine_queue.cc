@@ -20,6 +20,7 @@
 #include "core/host_allreduce.h"
 #include "core/log.h"
 #include "scheduler/host_step.h"
+#include "scheduler/order.h"
 
 namespace slimreduce {
 namespace {
@@ -101,12 +102,12 @@ std::unique_ptr<scheduler::Step> fused_step(compressors::Compressor& compressor,
 
 int Engine::iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
                        MPI_Op op, MPI_Comm comm, MPI_Request* request) {
-  return iallreduce_keyed(sendbuf, recvbuf, count, datatype, op, comm, request, recvbuf);
+  return iallreduce_keyed(sendbuf, recvbuf, count, datatype, op, comm, request, recvbuf, 0);
 }
 
 int Engine::iallreduce_keyed(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
                              MPI_Op op, MPI_Comm comm, MPI_Request* request,
-                             const void* residual_key) {
+                             const void* residual_key, int priority) {
   ReadCall read;
   if (!read_call(sendbuf, recvbuf, count, datatype, op, comm, &read)) {
     return backends::mpi::iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
@@ -125,15 +126,16 @@ int Engine::iallreduce_keyed(const void* sendbuf, void* recvbuf, int count, MPI_
     return rc == MPI_SUCCESS ? completed_request(comm, request) : rc;
   }
   if (read.compress) {
-    return enqueue(sendbuf, recvbuf, count, datatype, op, comm, *read.state, request, residual_key);
+    return enqueue(sendbuf, recvbuf, count, datatype, op, comm, *read.state, request, residual_key,
+                   priority);
   }
   tallies_.mine().count(read.bytes);  // read_call made comm the tally's communicator
   return backends::mpi::iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
 }
 
 int Engine::enqueue(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                    MPI_Comm comm, CommState& state, MPI_Request* request,
-                    const void* residual_key) {
+                    MPI_Comm comm, CommState& state, MPI_Request* request, const void* residual_key,
+                    int priority) {
   MPI_Comm wire_comm = MPI_COMM_NULL;
   if (const int rc = prepare_wire(state, comm, &wire_comm)) return rc;
   const auto datatype_tag = reinterpret_cast<std::uintptr_t>(datatype);
@@ -164,7 +166,7 @@ int Engine::enqueue(const void* sendbuf, void* recvbuf, int count, MPI_Datatype 
     queue.pending.push_back({static_cast<const float*>(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf),
                              static_cast<float*>(recvbuf), static_cast<std::size_t>(count),
                              residual_key, datatype_tag, policy.compressor, policy.error_feedback,
-                             made, held});
+                             priority, made, held});
     queue.bytes += queue.pending.back().bytes();
     full = queue.bytes >= runtime_.settings().fusion_threshold;  // 0: every call at once
   }
@@ -205,21 +207,44 @@ int Engine::flush(CommState& state) {
   std::vector<QueuedReduction> taken(queue.pending.begin(), queue.pending.begin() + agreed);
   queue.pending.erase(queue.pending.begin(), queue.pending.begin() + agreed);
   for (const QueuedReduction& reduction : taken) queue.bytes -= reduction.bytes();
-  if (rc == MPI_SUCCESS) {
-    // Fused buffers of at most a partition (a larger call alone), one after
-    // another: a buffer of the whole threshold streams through memory three
-    // times (compress, ring, decode), and measured 19% slower than unfused
-    // calls over shared memory at 64 MiB; 4 MiB ones were level.
-    const Settings& settings = runtime_.settings();
-    const std::uint64_t largest = std::min(settings.fusion_threshold, settings.partition_bytes);
-    auto batches = batches_of(taken, largest);
-    log_plan(state, batches);
-    for (auto& batch : batches) {
-      rc = reduce_queued(state, wire_comm, batch);
-      if (rc != MPI_SUCCESS) break;
-    }
+  if (rc != MPI_SUCCESS) {
+    complete(taken, rc);
+    return rc;
   }
-  complete(taken, rc);
+  return reduce_in_order(state, wire_comm, ordered(taken));
+}
+
+// The taken calls in the order the settings and the priorities give (scheduler/order.h).
+std::vector<QueuedReduction> Engine::ordered(const std::vector<QueuedReduction>& taken) const {
+  std::vector<int> priorities;
+  for (const QueuedReduction& reduction : taken) priorities.push_back(reduction.priority);
+  const auto order = runtime_.settings().priority == Priority::reverse
+                         ? scheduler::CallOrder::reverse
+                         : scheduler::CallOrder::fifo;
+  std::vector<QueuedReduction> in_order;
+  for (std::size_t index : scheduler::flush_order(priorities, order))
+    in_order.push_back(taken[index]);
+  return in_order;
+}
+
+// Batch after batch; each batch's requests complete as soon as it ran, so a
+// wait for one of the first (a first layer, in reverse order) returns early.
+int Engine::reduce_in_order(CommState& state, MPI_Comm wire_comm,
+                            const std::vector<QueuedReduction>& taken) {
+  // Fused buffers of at most a partition (a larger call alone), one after
+  // another: a buffer of the whole threshold streams through memory three
+  // times (compress, ring, decode), and measured 19% slower than unfused
+  // calls over shared memory at 64 MiB; 4 MiB ones were level.
+  const Settings& settings = runtime_.settings();
+  const std::uint64_t largest = std::min(settings.fusion_threshold, settings.partition_bytes);
+  const auto batches = batches_of(taken, largest);
+  log_plan(state, batches);
+  int rc = MPI_SUCCESS;
+  for (const auto& batch : batches) {
+    // After a failure, the rest completes with its error.
+    if (rc == MPI_SUCCESS) rc = reduce_queued(state, wire_comm, batch);
+    complete(batch, rc);
+  }
   return rc;
 }
 
@@ -275,7 +300,8 @@ void Engine::complete(const std::vector<QueuedReduction>& reductions, int rc) {
   queued_.store(queued_requests_.size(), std::memory_order_relaxed);
 }
 
-int Engine::enqueue_named(const char* name, float* buffer, std::size_t count, MPI_Comm comm) {
+int Engine::enqueue_named(const char* name, float* buffer, std::size_t count, MPI_Comm comm,
+                          int priority) {
   if (count > static_cast<std::size_t>(INT_MAX)) {
     return raise(comm, MPI_ERR_COUNT, "slimreduce_enqueue");
   }
@@ -288,7 +314,7 @@ int Engine::enqueue_named(const char* name, float* buffer, std::size_t count, MP
   }
   MPI_Request request = MPI_REQUEST_NULL;
   const int rc = iallreduce_keyed(MPI_IN_PLACE, buffer, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
-                                  comm, &request, key);
+                                  comm, &request, key, priority);
   if (rc != MPI_SUCCESS) return rc;
   std::lock_guard lock(native_mutex_);
   native_requests_[comm].push_back(request);
@@ -358,7 +384,7 @@ int Engine::flush_for(const MPI_Request* requests, int count, Until until, MPI_C
 // are this rank's buffers, as for MPI_Allreduce), then one fused collective
 // (one by one on a hierarchical communicator: its algorithm wraps one call).
 int Engine::reduce_queued(CommState& state, MPI_Comm wire_comm,
-                          std::vector<QueuedReduction>& batch) {
+                          const std::vector<QueuedReduction>& batch) {
   std::vector<algorithms::BatchTensor> tensors;
   Counters delta;
   {

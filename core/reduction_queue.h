@@ -33,6 +33,7 @@ struct QueuedReduction {
   // The policy at the call: its compressor stays alive until the flush.
   std::shared_ptr<compressors::Compressor> compressor;
   bool error_feedback;
+  int priority;  // the native API's; 0 for MPI_Iallreduce (scheduler/order.h)
   MPI_Request request;
   RequestRecord* record;
   std::uint64_t bytes() const { return count * sizeof(float); }

@@ -152,7 +152,8 @@ const std::vector<SettingSpec>& specs() {
        },
        [](const Settings& s) { return show_bytes(s.partition_bytes); }},
       {"SLIMREDUCE_PRIORITY", "fifo", fixed("fifo, reverse"),
-       "Order of pending reductions in a batch (not used yet).",
+       "Order in which a flush reduces queued calls: fifo (call order) or reverse (the last "
+       "handed over first: in backprop, the first layers); the native API's priorities first.",
        [](const std::string& v, Settings& s) { s.priority = parse_choice(v, kPriorities); },
        [](const Settings& s) { return show_choice(s.priority, kPriorities); }},
       {"SLIMREDUCE_HIERARCHICAL", "0", fixed("0, 1"),

@@ -8,11 +8,10 @@ using namespace slimreduce::interpose;
 
 SR_EXPORT int slimreduce_enqueue(const char* name, float* buffer, size_t count, MPI_Comm comm,
                                  int priority) {
-  (void)priority;  // accepted, not used yet: batches form in call order
   Engine* engine = engine_or_null();
   if (!engine) return MPI_ERR_OTHER;  // before MPI_Init or after MPI_Finalize
   return guarded_on(comm, "slimreduce_enqueue",
-                    [&] { return engine->enqueue_named(name, buffer, count, comm); });
+                    [&] { return engine->enqueue_named(name, buffer, count, comm, priority); });
 }
 
 SR_EXPORT int slimreduce_synchronize(MPI_Comm comm) {

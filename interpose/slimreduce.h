@@ -74,8 +74,10 @@ int slimreduce_get_setting(const char* name, char* value, size_t size);
  * tensor's error-feedback residual is keyed by (comm, name), not by the
  * buffer's address, so a framework may hand over a different buffer each
  * step. Eligible calls are compressed and fused with the other queued ones
- * (docs/architecture.md, "Fusion"); the others pass through. `priority` is
- * accepted and not used yet: batches form in call order. Every rank must
+ * (docs/architecture.md, "Fusion"); the others pass through. A flush reduces
+ * higher `priority` first (0 is MPI_Iallreduce's), then by SLIMREDUCE_PRIORITY
+ * (call order, or reversed), and completes each fused buffer's tensors as soon
+ * as it ran. Every rank must
  * enqueue the same tensors in the same order. `buffer` must stay untouched
  * until slimreduce_synchronize returns. Returns 0 (MPI_SUCCESS) or an MPI
  * error code. */
