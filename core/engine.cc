@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 #include "algorithms/hierarchical.h"
 #include "backends/mpi_backend.h"
@@ -13,6 +14,7 @@
 #include "core/hierarchy.h"
 #include "core/host_allreduce.h"
 #include "core/log.h"
+#include "core/timeline.h"
 
 namespace slimreduce {
 namespace {
@@ -246,10 +248,13 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
   Reduced reduced;
   // Device buffers: compressed on the GPU, only the compressed bytes staged through the host.
   compressors::Compressor& compressor = *policy.compressor;
-  const int rc =
-      device
-          ? device_staging::allreduce(call, compressor, state, transport, slot, *staging_, &reduced)
-          : backends::mpi_code(host_allreduce(call, compressor, transport, state, &reduced));
+  std::optional<TimelinePhases> phases;  // SLIMREDUCE_TIMELINE: the call's phases as spans
+  if (runtime_.timeline().on())
+    phases.emplace(runtime_.timeline(), span_args(compressor, count, 1));
+  const int rc = device ? device_staging::allreduce(call, compressor, state, transport, slot,
+                                                    *staging_, &reduced)
+                        : backends::mpi_code(host_allreduce(call, compressor, transport, state,
+                                                            &reduced, phases ? &*phases : nullptr));
   if (rc != MPI_SUCCESS) return raise(comm, rc, "MPI_Allreduce (compressed)");
   Counters delta;
   count_compressed(bytes, state, reduced.wire_sent, delta);
@@ -304,6 +309,7 @@ void Engine::finish() {
   std::sort(states.begin(), states.end(),
             [](const CommState* a, const CommState* b) { return a->id() < b->id(); });
   for (CommState* state : states) flush_all(*state);
+  runtime_.timeline().finish();
   if (!runtime_.claim_report()) return;
   {
     std::lock_guard lock(mutex_);

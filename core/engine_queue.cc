@@ -10,6 +10,7 @@
 // threshold, in call order, and completes their requests.
 #include <algorithm>
 #include <climits>
+#include <optional>
 
 #include "algorithms/fused_casts.h"
 #include "algorithms/fused_gathered.h"
@@ -19,6 +20,7 @@
 #include "core/engine.h"
 #include "core/host_allreduce.h"
 #include "core/log.h"
+#include "core/timeline.h"
 #include "scheduler/host_step.h"
 #include "scheduler/order.h"
 
@@ -166,7 +168,8 @@ int Engine::enqueue(const void* sendbuf, void* recvbuf, int count, MPI_Datatype 
     queue.pending.push_back({static_cast<const float*>(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf),
                              static_cast<float*>(recvbuf), static_cast<std::size_t>(count),
                              residual_key, datatype_tag, policy.compressor, policy.error_feedback,
-                             priority, made, held});
+                             priority, runtime_.timeline().on() ? Timeline::now_us() : 0.0, made,
+                             held});
     queue.bytes += queue.pending.back().bytes();
     full = queue.bytes >= runtime_.settings().fusion_threshold;  // 0: every call at once
   }
@@ -235,10 +238,20 @@ int Engine::reduce_in_order(CommState& state, MPI_Comm wire_comm,
   // another: a buffer of the whole threshold streams through memory three
   // times (compress, ring, decode), and measured 19% slower than unfused
   // calls over shared memory at 64 MiB; 4 MiB ones were level.
+  Timeline& timeline = runtime_.timeline();
+  const double flush_begin = timeline.on() ? Timeline::now_us() : 0.0;
   const Settings& settings = runtime_.settings();
   const std::uint64_t largest = std::min(settings.fusion_threshold, settings.partition_bytes);
   const auto batches = batches_of(taken, largest);
   log_plan(state, batches);
+  if (timeline.on()) {
+    for (const QueuedReduction& r : taken) {
+      timeline.span("QUEUE", r.queued_us, flush_begin, span_args(*r.compressor, r.count, 1));
+    }
+    timeline.span("FUSE", flush_begin, Timeline::now_us(),
+                  "\"calls\": " + std::to_string(taken.size()) +
+                      ", \"buffers\": " + std::to_string(batches.size()));
+  }
   int rc = MPI_SUCCESS;
   for (const auto& batch : batches) {
     // After a failure, the rest completes with its error.
@@ -400,20 +413,28 @@ int Engine::reduce_queued(CommState& state, MPI_Comm wire_comm,
   }
   backends::MpiTransport transport(wire_comm, state.rank(), state.size());
   compressors::Compressor& compressor = *batch.front().compressor;
+  std::optional<TimelinePhases> phases;  // SLIMREDUCE_TIMELINE: the batch's phases as spans
+  if (runtime_.timeline().on()) {
+    std::uint64_t values = 0;
+    for (const QueuedReduction& r : batch) values += r.count;
+    phases.emplace(runtime_.timeline(), span_args(compressor, values, batch.size()));
+  }
+  scheduler::PhaseObserver* observer = phases ? &*phases : nullptr;
   double wire_sent = 0;
   std::size_t rescued = 0;
   if (const Hierarchy* hierarchy = state.hierarchy(); hierarchy && !hierarchy->flat()) {
     for (const algorithms::BatchTensor& t : tensors) {
       Reduced reduced;
-      SLIMREDUCE_MPI_TRY(backends::mpi_code(host_allreduce(
-          {t.input, t.output, t.count, t.residual}, compressor, transport, state, &reduced)));
+      SLIMREDUCE_MPI_TRY(
+          backends::mpi_code(host_allreduce({t.input, t.output, t.count, t.residual}, compressor,
+                                            transport, state, &reduced, observer)));
       wire_sent += reduced.wire_sent;
       rescued += reduced.overflow_rescued ? 1 : 0;
     }
   } else {
     scheduler::Plan plan;
     plan.add(fused_step(compressor, transport, std::move(tensors), state));
-    SLIMREDUCE_MPI_TRY(backends::mpi_code(scheduler::run_blocking(plan)));
+    SLIMREDUCE_MPI_TRY(backends::mpi_code(scheduler::run_blocking(plan, observer)));
     wire_sent = plan.wire_sent();
     rescued = plan.overflow_rescued();
   }

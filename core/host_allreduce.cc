@@ -57,6 +57,12 @@ std::unique_ptr<scheduler::Step> hierarchical(const AllreduceCall& call,
 // A plan of one step, run as every blocking plan is.
 Status host_allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
                       backends::Transport& transport, CommState& state, Reduced* reduced) {
+  return host_allreduce(call, compressor, transport, state, reduced, nullptr);
+}
+
+Status host_allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
+                      backends::Transport& transport, CommState& state, Reduced* reduced,
+                      scheduler::PhaseObserver* observer) {
   scheduler::Plan plan;
   const Hierarchy* hierarchy = state.hierarchy();
   if (hierarchy && !hierarchy->flat()) {
@@ -66,7 +72,7 @@ Status host_allreduce(const AllreduceCall& call, compressors::Compressor& compre
         call.input, call.residual, call.output,
         flat_algorithm(call.count, compressor, transport, state)));
   }
-  SLIMREDUCE_TRY(scheduler::run_blocking(plan));
+  SLIMREDUCE_TRY(scheduler::run_blocking(plan, observer));
   reduced->wire_sent = plan.wire_sent();
   reduced->overflow_rescued = plan.overflow_rescued() > 0;
   return {};

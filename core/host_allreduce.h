@@ -10,6 +10,7 @@
 #include "backends/transport.h"
 #include "compressors/compressor.h"
 #include "core/comm_state.h"
+#include "scheduler/plan.h"
 
 namespace slimreduce {
 
@@ -30,5 +31,9 @@ struct Reduced {
 // the communicator's, all taken before the compress step writes the residual.
 Status host_allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
                       backends::Transport& transport, CommState& state, Reduced* reduced);
+// The same, telling `observer` (the timeline's, or nullptr) of each phase.
+Status host_allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
+                      backends::Transport& transport, CommState& state, Reduced* reduced,
+                      scheduler::PhaseObserver* observer);
 
 }  // namespace slimreduce

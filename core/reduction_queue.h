@@ -33,7 +33,8 @@ struct QueuedReduction {
   // The policy at the call: its compressor stays alive until the flush.
   std::shared_ptr<compressors::Compressor> compressor;
   bool error_feedback;
-  int priority;  // the native API's; 0 for MPI_Iallreduce (scheduler/order.h)
+  int priority;      // the native API's; 0 for MPI_Iallreduce (scheduler/order.h)
+  double queued_us;  // when it was queued (SLIMREDUCE_TIMELINE's QUEUE span), or 0
   MPI_Request request;
   RequestRecord* record;
   std::uint64_t bytes() const { return count * sizeof(float); }

@@ -43,6 +43,7 @@ Runtime::Runtime(Settings settings, std::unique_ptr<DeviceAllocator> device_memo
               CompressionDecision(settings_.ef_max_bytes, settings_.warmup_steps),
               ResidualStore(settings_.ef_max_bytes)} {
   log_settings(launcher_rank);
+  timeline_.know_rank(launcher_rank);  // until MPI or NCCL says
 }
 
 // A runtime a test made and dropped: its device residuals are left unfreed,
@@ -150,6 +151,7 @@ void Runtime::know_rank(int rank, int size, bool from_mpi) {
   rank_ = rank;
   size_ = size;
   rank_from_mpi_ = from_mpi;
+  timeline_.know_rank(rank);
 }
 
 ReportContext Runtime::report_context() const {
@@ -196,7 +198,9 @@ void Runtime::write_report(const Counters& counters, const ReportContext& contex
 // Without MPI_Finalize there is no MPI to sum over ranks: each rank speaks for itself.
 void Runtime::report_at_exit() {
   Runtime* runtime = get();
-  if (!runtime || !runtime->claim_report()) return;
+  if (!runtime) return;
+  runtime->timeline_.finish();
+  if (!runtime->claim_report()) return;
   runtime->write_report(runtime->counters(), runtime->report_context());
 }
 

@@ -28,6 +28,7 @@
 #include "core/device_memory.h"
 #include "core/residuals.h"
 #include "core/settings.h"
+#include "core/timeline.h"
 
 namespace slimreduce {
 
@@ -114,6 +115,8 @@ class Runtime {
   void forget_communicator(std::uint64_t comm_id, std::vector<DeviceBlock>& out);
   // Device memory for residuals and workspaces; nullptr on a CPU-only build.
   DeviceAllocator* device_memory() const { return device_memory_.get(); }
+  // SLIMREDUCE_TIMELINE's spans (core/timeline.h); finished with the report.
+  Timeline& timeline() { return timeline_; }
 
   // The counters of one side's calls, and of all.
   CounterBoard& board(Side which) { return boards_[index(which)]; }
@@ -155,6 +158,7 @@ class Runtime {
   static inline Instance instance_;
 
   Settings settings_;
+  Timeline timeline_{settings_.timeline};
   std::unique_ptr<DeviceAllocator> device_memory_;
 
   mutable std::mutex mutex_;  // guards shared_ and settings_' compressor and ratio

@@ -1,11 +1,14 @@
 #include "core/settings.h"
 
+#include <sys/stat.h>
+
 #include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <sstream>
+#include <string>
 
 #include "compressors/registry.h"
 
@@ -13,6 +16,16 @@ extern char** environ;
 
 namespace slimreduce {
 namespace {
+
+// Whether the folder of a path prefix ("dir/name": "dir"; "name": ".") exists.
+bool folder_exists(const std::string& prefix) {
+  const std::size_t slash = prefix.rfind('/');
+  const std::string folder = slash == std::string::npos ? "."
+                             : slash == 0               ? "/"
+                                                        : prefix.substr(0, slash);
+  struct stat info {};
+  return stat(folder.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+}
 
 constexpr std::string_view kPrefix = "SLIMREDUCE_";
 
@@ -180,10 +193,12 @@ const std::vector<SettingSpec>& specs() {
          s.report = v;
        },
        [](const Settings& s) { return s.report.empty() ? std::string("unset") : s.report; }},
-      {"SLIMREDUCE_TIMELINE", "unset", fixed("a path"),
-       "Chrome-trace JSON of SlimReduce's activity (not written yet).",
+      {"SLIMREDUCE_TIMELINE", "unset",
+       fixed("a path prefix P in an existing folder (each rank writes P.<rank>.json)"),
+       "Chrome-trace JSON of each compressed call's queue, fuse, compress, communicate and "
+       "decompress spans (Perfetto, chrome://tracing).",
        [](const std::string& v, Settings& s) {
-         if (v.empty()) throw std::invalid_argument("empty");
+         if (v.empty() || !folder_exists(v)) throw std::invalid_argument("folder");
          s.timeline = v;
        },
        [](const Settings& s) { return s.timeline.empty() ? std::string("unset") : s.timeline; }},

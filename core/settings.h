@@ -29,7 +29,7 @@ struct Settings {
   bool hierarchical = false;
   std::optional<int> local_size;  // unset: ranks per node as the MPI library sees them
   std::string report;             // "", "stderr" or a path prefix
-  std::string timeline;
+  std::string timeline;           // "" (off) or a path prefix (core/timeline.h)
   LogLevel log_level = LogLevel::warn;
 };
 

@@ -1,5 +1,7 @@
 #include "scheduler/plan.h"
 
+#include <chrono>
+
 namespace slimreduce::scheduler {
 
 double Plan::wire_sent() const {
@@ -32,14 +34,43 @@ Status run_phase(const Plan& plan, Phase phase) {
   return {};
 }
 
-Status run_blocking(const Plan& plan) {
+namespace {
+
+double now_us() {
+  using namespace std::chrono;
+  return duration<double, std::micro>(steady_clock::now().time_since_epoch()).count();
+}
+
+// One phase of one step, timed when someone watches.
+Status run_one(Step& step, Phase phase, PhaseObserver* observer) {
+  const double begin = observer ? now_us() : 0.0;
+  Status status;
+  switch (phase) {
+    case Phase::compress:
+      status = step.compress();
+      break;
+    case Phase::communicate:
+      status = step.communicate();
+      break;
+    case Phase::finish:
+      status = step.finish();
+      break;
+  }
+  if (observer) observer->phase_ran(phase, begin, now_us());
+  return status;
+}
+
+}  // namespace
+
+Status run_blocking(const Plan& plan, PhaseObserver* observer) {
   for (std::size_t i = 0; i < plan.size(); ++i) {
-    Step& step = plan.step(i);
-    SLIMREDUCE_TRY(step.compress());
-    SLIMREDUCE_TRY(step.communicate());
-    SLIMREDUCE_TRY(step.finish());
+    for (Phase phase : {Phase::compress, Phase::communicate, Phase::finish}) {
+      SLIMREDUCE_TRY(run_one(plan.step(i), phase, observer));
+    }
   }
   return {};
 }
+
+Status run_blocking(const Plan& plan) { return run_blocking(plan, nullptr); }
 
 }  // namespace slimreduce::scheduler

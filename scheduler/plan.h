@@ -49,6 +49,14 @@ class Plan {
 
 enum class Phase { compress, communicate, finish };
 
+// Told of each phase a blocking run ran, with its start and end (in
+// microseconds of a steady clock), for the timeline (core/timeline.h).
+class PhaseObserver {
+ public:
+  virtual ~PhaseObserver() = default;
+  virtual void phase_ran(Phase phase, double begin_us, double end_us) = 0;
+};
+
 // Runs one phase of every step, in plan order; the first failure stops it.
 // For stream-ordered transports: each step's work is enqueued on its stream,
 // so every step's compress kernels, then every step's collectives (NCCL
@@ -59,5 +67,7 @@ Status run_phase(const Plan& plan, Phase phase);
 // after step in plan order; the first failure stops it (later steps do not
 // run, and their buffers are as the caller left them).
 Status run_blocking(const Plan& plan);
+// The same, telling `observer` (nullptr: nobody) of each phase.
+Status run_blocking(const Plan& plan, PhaseObserver* observer);
 
 }  // namespace slimreduce::scheduler

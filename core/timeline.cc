@@ -1,0 +1,74 @@
+#include "core/timeline.h"
+
+#include <chrono>
+
+namespace slimreduce {
+
+Timeline::~Timeline() {
+  if (file_) std::fclose(file_);
+}
+
+double Timeline::now_us() {
+  using namespace std::chrono;
+  return duration<double, std::micro>(steady_clock::now().time_since_epoch()).count();
+}
+
+void Timeline::span(const char* name, double begin_us, double end_us, const std::string& args) {
+  std::lock_guard lock(mutex_);
+  if (finished_) return;
+  held_.push_back({name, begin_us, end_us - begin_us, args});
+  // Full: written out now (the file is named by its first write).
+  if (held_.size() >= kHeld) write_held();
+}
+
+void Timeline::know_rank(int rank) {
+  std::lock_guard lock(mutex_);
+  if (!file_) rank_ = rank;
+}
+
+void Timeline::write_held() {
+  if (!file_) {
+    const std::string path = prefix_ + "." + std::to_string(rank_) + ".json";
+    file_ = std::fopen(path.c_str(), "w");
+    if (!file_) {
+      std::fprintf(stderr, "slimreduce: error: cannot write the timeline %s\n", path.c_str());
+      held_.clear();
+      prefix_.clear();  // off from here on
+      return;
+    }
+    std::fputs("[\n", file_);
+  }
+  for (const Span& s : held_) {
+    std::fprintf(file_,
+                 "%s{\"name\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": 0, \"ts\": %.3f, "
+                 "\"dur\": %.3f, \"args\": {%s}}",
+                 written_++ ? ",\n" : "", s.name, rank_, s.begin_us, s.duration_us, s.args.c_str());
+  }
+  held_.clear();
+  std::fflush(file_);
+}
+
+void Timeline::finish() {
+  std::lock_guard lock(mutex_);
+  if (finished_ || !on()) return;
+  finished_ = true;
+  write_held();
+  if (!file_) return;
+  std::fputs("\n]\n", file_);
+  std::fclose(file_);
+  file_ = nullptr;
+}
+
+std::string span_args(const compressors::Compressor& compressor, std::uint64_t count,
+                      std::size_t calls) {
+  return "\"compressor\": \"" + std::string(compressor.name()) +
+         "\", \"count\": " + std::to_string(count) + ", \"bytes\": " + std::to_string(count * 4) +
+         ", \"calls\": " + std::to_string(calls);
+}
+
+void TimelinePhases::phase_ran(scheduler::Phase phase, double begin_us, double end_us) {
+  static const char* kNames[] = {"COMPRESS", "COMMUNICATE", "DECOMPRESS"};
+  timeline_.span(kNames[static_cast<int>(phase)], begin_us, end_us, args_);
+}
+
+}  // namespace slimreduce
