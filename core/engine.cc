@@ -110,6 +110,13 @@ CommState* Engine::look_up_state(MPI_Comm comm) {
   return raw;
 }
 
+// Communicators in the order every rank made them (their ids): the order
+// of collective work across several of them.
+void Engine::sort_by_id(std::vector<CommState*>& states) {
+  std::sort(states.begin(), states.end(),
+            [](const CommState* a, const CommState* b) { return a->id() < b->id(); });
+}
+
 void Engine::forget(CommState* state) {
   flush_all(*state);  // the caller freed it with calls still queued: they run first
   tallies_.forget_communicators();
@@ -306,8 +313,7 @@ void Engine::finish() {
     for (auto& [raw, state] : comms_) states.push_back(raw);
   }
   // Every rank flushes every communicator's queue, in the order of their ids.
-  std::sort(states.begin(), states.end(),
-            [](const CommState* a, const CommState* b) { return a->id() < b->id(); });
+  sort_by_id(states);
   for (CommState* state : states) flush_all(*state);
   runtime_.timeline().finish();
   if (!runtime_.claim_report()) return;

@@ -149,6 +149,7 @@ class Engine : public RuntimeSide {
   int reduce_queued(CommState& state, MPI_Comm wire_comm,
                     const std::vector<QueuedReduction>& batch);
   void complete(const std::vector<QueuedReduction>& reductions, int rc);
+  static void sort_by_id(std::vector<CommState*>& states);
   std::vector<QueuedReduction> ordered(const std::vector<QueuedReduction>& taken) const;
   int reduce_in_order(CommState& state, MPI_Comm wire_comm,
                       const std::vector<QueuedReduction>& taken);

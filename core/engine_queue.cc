@@ -6,8 +6,9 @@
 // communicator is freed, and at MPI_Finalize. A flush first agrees with the
 // other ranks on how many queued calls all of them hold (a MIN over the
 // queue lengths), so ranks that wait at different points still reduce the
-// same calls together; then it reduces them in fused batches of at most the
-// threshold, in call order, and completes their requests.
+// same calls together; then it orders them (scheduler/order.h), reduces them
+// in fused buffers of at most SLIMREDUCE_PARTITION_BYTES, and completes each
+// buffer's requests as soon as it ran.
 #include <algorithm>
 #include <climits>
 #include <optional>
@@ -94,11 +95,35 @@ std::unique_ptr<scheduler::Step> fused_step(compressors::Compressor& compressor,
                                                         payload, all);
 }
 
-// The MPI code of a step below, returned at once unless it is MPI_SUCCESS.
-#define SLIMREDUCE_MPI_TRY(expr)                                \
-  do {                                                          \
-    if (const int rc_ = (expr); rc_ != MPI_SUCCESS) return rc_; \
-  } while (0)
+// What a batch's collective handed to the transport, and how many of its
+// calls were rescued from an overflow.
+struct BatchReduced {
+  double wire_sent = 0;
+  std::size_t rescued = 0;
+};
+
+// The batch's collective: one fused step; on a hierarchical communicator the
+// calls one by one (its algorithm wraps one call).
+Status run_batch(compressors::Compressor& compressor, backends::Transport& transport,
+                 std::vector<algorithms::BatchTensor> tensors, CommState& state,
+                 scheduler::PhaseObserver* observer, BatchReduced* reduced) {
+  if (const Hierarchy* hierarchy = state.hierarchy(); hierarchy && !hierarchy->flat()) {
+    for (const algorithms::BatchTensor& t : tensors) {
+      Reduced one;
+      SLIMREDUCE_TRY(host_allreduce({t.input, t.output, t.count, t.residual}, compressor, transport,
+                                    state, &one, observer));
+      reduced->wire_sent += one.wire_sent;
+      reduced->rescued += one.overflow_rescued ? 1 : 0;
+    }
+    return {};
+  }
+  scheduler::Plan plan;
+  plan.add(fused_step(compressor, transport, std::move(tensors), state));
+  SLIMREDUCE_TRY(scheduler::run_blocking(plan, observer));
+  reduced->wire_sent = plan.wire_sent();
+  reduced->rescued = plan.overflow_rescued();
+  return {};
+}
 
 }  // namespace
 
@@ -382,8 +407,7 @@ int Engine::flush_for(const MPI_Request* requests, int count, Until until, MPI_C
         (until == Until::one_pass || (until == Until::one_done && queued < queued_at_start))) {
       return MPI_SUCCESS;
     }
-    std::sort(states.begin(), states.end(),
-              [](const CommState* a, const CommState* b) { return a->id() < b->id(); });
+    sort_by_id(states);
     for (CommState* state : states) {
       if (const int rc = flush(*state); rc != MPI_SUCCESS) {
         *failed_comm = state->user_comm();
@@ -419,27 +443,12 @@ int Engine::reduce_queued(CommState& state, MPI_Comm wire_comm,
     for (const QueuedReduction& r : batch) values += r.count;
     phases.emplace(runtime_.timeline(), span_args(compressor, values, batch.size()));
   }
-  scheduler::PhaseObserver* observer = phases ? &*phases : nullptr;
-  double wire_sent = 0;
-  std::size_t rescued = 0;
-  if (const Hierarchy* hierarchy = state.hierarchy(); hierarchy && !hierarchy->flat()) {
-    for (const algorithms::BatchTensor& t : tensors) {
-      Reduced reduced;
-      SLIMREDUCE_MPI_TRY(
-          backends::mpi_code(host_allreduce({t.input, t.output, t.count, t.residual}, compressor,
-                                            transport, state, &reduced, observer)));
-      wire_sent += reduced.wire_sent;
-      rescued += reduced.overflow_rescued ? 1 : 0;
-    }
-  } else {
-    scheduler::Plan plan;
-    plan.add(fused_step(compressor, transport, std::move(tensors), state));
-    SLIMREDUCE_MPI_TRY(backends::mpi_code(scheduler::run_blocking(plan, observer)));
-    wire_sent = plan.wire_sent();
-    rescued = plan.overflow_rescued();
-  }
-  count_batch(batch, state, wire_sent, delta);
-  delta.overflow_rescued += rescued;
+  BatchReduced reduced;
+  const Status status = run_batch(compressor, transport, std::move(tensors), state,
+                                  phases ? &*phases : nullptr, &reduced);
+  if (!status.ok()) return backends::mpi_code(status);
+  count_batch(batch, state, reduced.wire_sent, delta);
+  delta.overflow_rescued += reduced.rescued;
   runtime_.board(Side::mpi).add(delta);
   runtime_.note_compressed(batch.size(), delta.ef_resets);
   return MPI_SUCCESS;
