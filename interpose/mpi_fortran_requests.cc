@@ -5,12 +5,9 @@
 // MPI's ompi_*_f). MPI_IALLREDUCE goes to the same queue as C's; a wait, test
 // or free first flushes what its requests wait for, then the real Fortran
 // binding runs with the caller's own arguments (its statuses, its handles).
-#include <dlfcn.h>
-
-#include <string>
 #include <vector>
 
-#include "interpose/fortran_sentinels.h"
+#include "interpose/fortran_common.h"
 #include "interpose/shim_common.h"
 
 using namespace slimreduce::interpose;
@@ -19,23 +16,15 @@ namespace {
 
 using Until = Engine::Until;
 
-template <typename Fn>
-Fn real_fortran(const char* name) {
-  return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
-}
-
-// Flushes what the Fortran handles wait for; *ierr gets a failure.
+// flush_before (interpose/shim_common.h) for Fortran handles; *ierr gets a failure.
 bool flushed_for(const MPI_Fint* handles, MPI_Fint count, Until until, const char* call,
                  MPI_Fint* ierr) {
-  Engine* engine = Engine::get();
-  if (!engine || !engine->has_queued() || !handles || count <= 0) return true;
+  if (!queued() || !handles || count <= 0) return true;
   std::vector<MPI_Request> requests(static_cast<std::size_t>(count));
   for (MPI_Fint i = 0; i < count; ++i) requests[i] = PMPI_Request_f2c(handles[i]);
-  MPI_Comm failed = MPI_COMM_WORLD;
-  const int rc = guarded([&] { return engine->flush_for(requests.data(), count, until, &failed); });
-  if (rc == MPI_SUCCESS) return true;
-  *ierr = Engine::raise(failed, rc, call);
-  return false;
+  const int rc = flush_before(requests.data(), count, until, call);
+  if (rc != MPI_SUCCESS) *ierr = rc;
+  return rc == MPI_SUCCESS;
 }
 
 using WaitFn = void (*)(MPI_Fint*, MPI_Fint*, MPI_Fint*);

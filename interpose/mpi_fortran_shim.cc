@@ -6,18 +6,12 @@
 // libraries, where our definitions come first.
 #include <dlfcn.h>
 
-#include "interpose/fortran_sentinels.h"
+#include "interpose/fortran_common.h"
 #include "interpose/shim_common.h"
 
 using namespace slimreduce::interpose;
 
 namespace {
-
-// The real Fortran binding of `name`, from the MPI library loaded after us.
-template <typename Fn>
-Fn real_fortran(const char* name) {
-  return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
-}
 
 using InitFn = void (*)(MPI_Fint*);
 using InitThreadFn = void (*)(MPI_Fint*, MPI_Fint*, MPI_Fint*);

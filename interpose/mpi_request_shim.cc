@@ -12,22 +12,6 @@ namespace {
 
 using Until = Engine::Until;
 
-// Flushes what `requests` wait for; a failure goes to the handler of the
-// communicator whose flush failed, as the real wait would have reported it.
-[[gnu::noinline]] int flush_before(const MPI_Request* requests, int count, Until until,
-                                   const char* call) {
-  Engine* engine = Engine::get();
-  if (!engine || !requests || count <= 0) return MPI_SUCCESS;
-  MPI_Comm failed = MPI_COMM_WORLD;
-  const int rc = guarded([&] { return engine->flush_for(requests, count, until, &failed); });
-  return rc == MPI_SUCCESS ? rc : Engine::raise(failed, rc, call);
-}
-
-bool queued() {
-  const Engine* engine = Engine::get();
-  return engine && engine->has_queued();
-}
-
 }  // namespace
 
 SR_EXPORT int MPI_Wait(MPI_Request* request, MPI_Status* status) {

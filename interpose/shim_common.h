@@ -87,4 +87,24 @@ int guarded_on(MPI_Comm comm, const char* call, Body&& body) {
   }
 }
 
+// Before a wait, test or free on `requests`: flushes the queued
+// MPI_Iallreduce calls they wait for (core/engine_queue.cc); a failure goes to
+// the handler of the communicator whose flush failed, as the real wait would
+// have reported it. C (interpose/mpi_request_shim.cc) and Fortran
+// (interpose/mpi_fortran_requests.cc) alike.
+[[gnu::noinline]] inline int flush_before(const MPI_Request* requests, int count,
+                                          Engine::Until until, const char* call) {
+  Engine* engine = Engine::get();
+  if (!engine || !requests || count <= 0) return MPI_SUCCESS;
+  MPI_Comm failed = MPI_COMM_WORLD;
+  const int rc = guarded([&] { return engine->flush_for(requests, count, until, &failed); });
+  return rc == MPI_SUCCESS ? rc : Engine::raise(failed, rc, call);
+}
+
+// Whether anything is queued: the waits' and tests' one load while nothing is.
+inline bool queued() {
+  const Engine* engine = Engine::get();
+  return engine && engine->has_queued();
+}
+
 }  // namespace slimreduce::interpose

@@ -82,8 +82,7 @@ int slimreduce_get_setting(const char* name, char* value, size_t size);
  * until slimreduce_synchronize returns. Returns 0 (MPI_SUCCESS) or an MPI
  * error code. */
 #ifdef MPI_VERSION
-int slimreduce_enqueue(const char* name, float* buffer, size_t count, MPI_Comm comm,
-                       int priority);
+int slimreduce_enqueue(const char* name, float* buffer, size_t count, MPI_Comm comm, int priority);
 
 /* Completes every tensor enqueued on `comm`: their sums are in their buffers
  * on return. Collective over `comm`. Returns 0 or an MPI error code. */

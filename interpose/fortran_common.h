@@ -1,6 +1,7 @@
-// Fortran's MPI_IN_PLACE and MPI_BOTTOM as the C shims see them: what the
-// Fortran entry points (interpose/mpi_fortran_shim.cc, mpi_fortran_requests.cc)
-// turn a Fortran buffer argument into before calling the engine.
+// What the Fortran entry points (interpose/mpi_fortran_shim.cc,
+// mpi_fortran_requests.cc) share: the real Fortran bindings, and Fortran's
+// MPI_IN_PLACE and MPI_BOTTOM as the C shims see them (what a Fortran buffer
+// argument becomes before the engine is called).
 #pragma once
 
 #include <dlfcn.h>
@@ -9,6 +10,12 @@
 #include <string>
 
 namespace slimreduce::interpose {
+
+// The real Fortran binding of `name`, from the MPI library loaded after us.
+template <typename Fn>
+Fn real_fortran(const char* name) {
+  return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+}
 
 // Fortran's MPI_IN_PLACE and MPI_BOTTOM are addresses of common-block
 // variables in the MPI library, under each compiler's mangling.
