@@ -1,16 +1,9 @@
 #include "core/timeline.h"
 
-#include <chrono>
-
 namespace slimreduce {
 
 Timeline::~Timeline() {
   if (file_) std::fclose(file_);
-}
-
-double Timeline::now_us() {
-  using namespace std::chrono;
-  return duration<double, std::micro>(steady_clock::now().time_since_epoch()).count();
 }
 
 void Timeline::span(const char* name, double begin_us, double end_us, const std::string& args) {

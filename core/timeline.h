@@ -32,8 +32,8 @@ class Timeline {
   Timeline& operator=(const Timeline&) = delete;
 
   bool on() const { return !prefix_.empty(); }
-  // Microseconds on a steady clock.
-  static double now_us();
+  // Microseconds on the scheduler's steady clock (the phases' too).
+  static double now_us() { return scheduler::now_us(); }
   // One span of this rank: `args` is a JSON object's members ("\"count\": 4").
   void span(const char* name, double begin_us, double end_us, const std::string& args);
   // This process's rank, which names the file (the one known when the file

@@ -34,12 +34,12 @@ Status run_phase(const Plan& plan, Phase phase) {
   return {};
 }
 
-namespace {
-
 double now_us() {
   using namespace std::chrono;
   return duration<double, std::micro>(steady_clock::now().time_since_epoch()).count();
 }
+
+namespace {
 
 // One phase of one step, timed when someone watches.
 Status run_one(Step& step, Phase phase, PhaseObserver* observer) {

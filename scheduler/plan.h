@@ -49,8 +49,12 @@ class Plan {
 
 enum class Phase { compress, communicate, finish };
 
-// Told of each phase a blocking run ran, with its start and end (in
-// microseconds of a steady clock), for the timeline (core/timeline.h).
+// Microseconds on a steady clock: the one clock of phase timings and of the
+// timeline's spans (core/timeline.h), which share a trace.
+double now_us();
+
+// Told of each phase a blocking run ran, with its start and end (now_us()),
+// for the timeline (core/timeline.h).
 class PhaseObserver {
  public:
   virtual ~PhaseObserver() = default;
