@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cinttypes>
 #include <cstdio>
+#include <type_traits>
 #include <utility>
 
 namespace slimreduce {
@@ -55,39 +56,41 @@ Counters& Counters::operator+=(const Counters& other) {
   return *this;
 }
 
+namespace {
+
+// Every field of a Counters, in the one order to_values and from_values share.
+template <class Fields, class Visit>
+constexpr void for_each_field(Fields& c, Visit&& visit) {
+  for (auto* field : {&c.intercepted, &c.compressed, &c.passed_through, &c.warmup,
+                      &c.ef_cap_fallback, &c.input_bytes, &c.ef_resets, &c.overflow_rescued,
+                      &c.iallreduce, &c.fused_batches, &c.fused_tensors})
+    visit(*field);
+  for (auto* field : {&c.wire_baseline, &c.wire_sent, &c.inter_node_baseline, &c.inter_node_sent,
+                      &c.intra_node_baseline, &c.intra_node_sent})
+    visit(*field);
+}
+
+constexpr int field_count() {
+  Counters c;
+  int fields = 0;
+  for_each_field(c, [&fields](auto&) { ++fields; });
+  return fields;
+}
+static_assert(field_count() == Counters::kValues, "kValues counts every field");
+
+}  // namespace
+
 void Counters::to_values(double (&v)[kValues]) const {
-  const double values[kValues] = {double(intercepted),     double(compressed),
-                                  double(passed_through),  double(warmup),
-                                  double(ef_cap_fallback), double(input_bytes),
-                                  wire_baseline,           wire_sent,
-                                  double(ef_resets),       double(overflow_rescued),
-                                  double(iallreduce),      double(fused_batches),
-                                  double(fused_tensors),   inter_node_baseline,
-                                  inter_node_sent,         intra_node_baseline,
-                                  intra_node_sent};
-  std::copy(values, values + kValues, v);
+  int next = 0;
+  for_each_field(*this, [&](const auto& field) { v[next++] = static_cast<double>(field); });
 }
 
 Counters Counters::from_values(const double (&v)[kValues]) {
-  const auto count = [&v](int i) { return static_cast<std::uint64_t>(v[i]); };
   Counters c;
-  c.intercepted = count(0);
-  c.compressed = count(1);
-  c.passed_through = count(2);
-  c.warmup = count(3);
-  c.ef_cap_fallback = count(4);
-  c.input_bytes = count(5);
-  c.wire_baseline = v[6];
-  c.wire_sent = v[7];
-  c.ef_resets = count(8);
-  c.overflow_rescued = count(9);
-  c.iallreduce = count(10);
-  c.fused_batches = count(11);
-  c.fused_tensors = count(12);
-  c.inter_node_baseline = v[13];
-  c.inter_node_sent = v[14];
-  c.intra_node_baseline = v[15];
-  c.intra_node_sent = v[16];
+  int next = 0;
+  for_each_field(c, [&](auto& field) {
+    field = static_cast<std::remove_reference_t<decltype(field)>>(v[next++]);
+  });
   return c;
 }
 
