@@ -34,6 +34,11 @@ class HostStep final : public Step {
   std::size_t overflow_rescued() const override {
     return algorithms::overflow_rescued_of(algorithm_) ? 1 : 0;
   }
+  // A host phase that returns a Status communicates (a hierarchical one's).
+  bool local_phases() const override {
+    return !std::is_same_v<decltype(std::declval<Algorithm&>().compress(input_, residual_)),
+                           Status>;
+  }
 
  private:
   // A host phase that cannot fail returns nothing; one that communicates
@@ -73,6 +78,7 @@ class HostBatchStep final : public Step {
   }
   double wire_sent() const override { return batch_.wire_sent(); }
   std::size_t overflow_rescued() const override { return batch_.rescued(); }
+  bool local_phases() const override { return true; }  // its host entry points alone
 
  private:
   Batch batch_;

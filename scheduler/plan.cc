@@ -39,10 +39,9 @@ double now_us() {
   return duration<double, std::micro>(steady_clock::now().time_since_epoch()).count();
 }
 
-namespace {
-
-// One phase of one step, timed when someone watches.
-Status run_one(Step& step, Phase phase, PhaseObserver* observer) {
+Status run_one(const Plan& plan, std::size_t index, Phase phase, PhaseObserver* observer,
+               int lane) {
+  Step& step = plan.step(index);
   const double begin = observer ? now_us() : 0.0;
   Status status;
   switch (phase) {
@@ -56,16 +55,14 @@ Status run_one(Step& step, Phase phase, PhaseObserver* observer) {
       status = step.finish();
       break;
   }
-  if (observer) observer->phase_ran(phase, begin, now_us());
+  if (observer) observer->phase_ran({phase, index, plan.size(), lane, begin, now_us()});
   return status;
 }
-
-}  // namespace
 
 Status run_blocking(const Plan& plan, PhaseObserver* observer) {
   for (std::size_t i = 0; i < plan.size(); ++i) {
     for (Phase phase : {Phase::compress, Phase::communicate, Phase::finish}) {
-      SLIMREDUCE_TRY(run_one(plan.step(i), phase, observer));
+      SLIMREDUCE_TRY(run_one(plan, i, phase, observer, 0));
     }
   }
   return {};

@@ -31,6 +31,10 @@ class Step {
   // How many of its reductions reran with a wider wire after an overflow
   // (algorithms/rescued_cast_ring.h, algorithms/fused_casts.h).
   virtual std::size_t overflow_rescued() const { return 0; }
+  // Whether compress() and finish() are host work alone, never a call into
+  // MPI or NCCL, so that a helper thread may run them (scheduler/pipeline.h).
+  // False for a hierarchical step, whose phases reduce inside the node.
+  virtual bool local_phases() const { return false; }
 };
 
 class Plan {
@@ -53,12 +57,22 @@ enum class Phase { compress, communicate, finish };
 // timeline's spans (core/timeline.h), which share a trace.
 double now_us();
 
-// Told of each phase a blocking run ran, with its start and end (now_us()),
-// for the timeline (core/timeline.h).
+// One phase of one step, as a run ran it.
+struct PhaseRun {
+  Phase phase;
+  std::size_t step;   // its index in the plan
+  std::size_t steps;  // the plan's size
+  int lane;           // 0: the caller's thread; 1: the pipeline's helper
+  double begin_us;    // now_us() at its start and its end
+  double end_us;
+};
+
+// Told of each phase a blocking run ran, for the timeline (core/timeline.h).
+// A pipelined run tells it from two threads, one phase at a time per thread.
 class PhaseObserver {
  public:
   virtual ~PhaseObserver() = default;
-  virtual void phase_ran(Phase phase, double begin_us, double end_us) = 0;
+  virtual void phase_ran(const PhaseRun& run) = 0;
 };
 
 // Runs one phase of every step, in plan order; the first failure stops it.
@@ -66,6 +80,10 @@ class PhaseObserver {
 // so every step's compress kernels, then every step's collectives (NCCL
 // enqueues a group's collectives together), then every finishing kernel.
 Status run_phase(const Plan& plan, Phase phase);
+
+// One phase of step `index`, timed and told to `observer` (nullptr: nobody)
+// as run on `lane`.
+Status run_one(const Plan& plan, std::size_t index, Phase phase, PhaseObserver* observer, int lane);
 
 // Runs the plan over blocking transports: each step's three phases, step
 // after step in plan order; the first failure stops it (later steps do not
