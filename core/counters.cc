@@ -49,6 +49,7 @@ Counters& Counters::operator+=(const Counters& other) {
   iallreduce += other.iallreduce;
   fused_batches += other.fused_batches;
   fused_tensors += other.fused_tensors;
+  partitions += other.partitions;
   inter_node_baseline += other.inter_node_baseline;
   inter_node_sent += other.inter_node_sent;
   intra_node_baseline += other.intra_node_baseline;
@@ -63,7 +64,7 @@ template <class Fields, class Visit>
 constexpr void for_each_field(Fields& c, Visit&& visit) {
   for (auto* field : {&c.intercepted, &c.compressed, &c.passed_through, &c.warmup,
                       &c.ef_cap_fallback, &c.input_bytes, &c.ef_resets, &c.overflow_rescued,
-                      &c.iallreduce, &c.fused_batches, &c.fused_tensors})
+                      &c.iallreduce, &c.fused_batches, &c.fused_tensors, &c.partitions})
     visit(*field);
   for (auto* field : {&c.wire_baseline, &c.wire_sent, &c.inter_node_baseline, &c.inter_node_sent,
                       &c.intra_node_baseline, &c.intra_node_sent})
@@ -107,7 +108,7 @@ CounterBoard::~CounterBoard() = default;
 struct CounterBoard::Slot {
   std::atomic<std::uint64_t> compressed{0}, passed_through{0}, warmup{0}, ef_cap_fallback{0},
       input_bytes{0}, ef_resets{0}, overflow_rescued{0}, iallreduce{0}, fused_batches{0},
-      fused_tensors{0};
+      fused_tensors{0}, partitions{0};
   std::atomic<double> wire_baseline{0}, wire_sent{0};
   std::atomic<double> inter_node_baseline{0}, inter_node_sent{0}, intra_node_baseline{0},
       intra_node_sent{0};
@@ -153,6 +154,7 @@ void CounterBoard::add(const Counters& delta) {
   bump(slot.iallreduce, delta.iallreduce);
   bump(slot.fused_batches, delta.fused_batches);
   bump(slot.fused_tensors, delta.fused_tensors);
+  bump(slot.partitions, delta.partitions);
   bump(slot.inter_node_baseline, delta.inter_node_baseline);
   bump(slot.inter_node_sent, delta.inter_node_sent);
   bump(slot.intra_node_baseline, delta.intra_node_baseline);
@@ -178,6 +180,7 @@ Counters CounterBoard::total() const {
     part.iallreduce = slot->iallreduce.load(relaxed);
     part.fused_batches = slot->fused_batches.load(relaxed);
     part.fused_tensors = slot->fused_tensors.load(relaxed);
+    part.partitions = slot->partitions.load(relaxed);
     part.inter_node_baseline = slot->inter_node_baseline.load(relaxed);
     part.inter_node_sent = slot->inter_node_sent.load(relaxed);
     part.intra_node_baseline = slot->intra_node_baseline.load(relaxed);
@@ -204,21 +207,21 @@ std::string node_keys(const Counters& c, const ReportContext& context) {
 
 std::string report_json(const Counters& c, const ReportContext& context) {
   char text[1024];
-  std::snprintf(text, sizeof text,
-                "{\"rank\": %d, \"world_size\": %d, \"compressor\": \"%s\",\n"
-                " \"calls\": {\"intercepted\": %" PRIu64 ", \"compressed\": %" PRIu64
-                ", \"passed_through\": %" PRIu64 ", \"warmup\": %" PRIu64
-                ", \"ef_cap_fallback\": %" PRIu64 ", \"ef_resets\": %" PRIu64
-                ", \"overflow_rescued\": %" PRIu64 ", \"iallreduce\": %" PRIu64
-                ", \"fused_batches\": %" PRIu64 ", \"fused_tensors\": %" PRIu64
-                "},\n"
-                " \"bytes\": {\"input\": %" PRIu64
-                ", \"wire_baseline\": %.0f, \"wire_sent\": %.0f%s},\n"
-                " \"savings\": %.6f}\n",
-                context.rank, context.world_size, context.compressor.c_str(), c.intercepted,
-                c.compressed, c.passed_through, c.warmup, c.ef_cap_fallback, c.ef_resets,
-                c.overflow_rescued, c.iallreduce, c.fused_batches, c.fused_tensors, c.input_bytes,
-                c.wire_baseline, c.wire_sent, node_keys(c, context).c_str(), c.savings());
+  std::snprintf(
+      text, sizeof text,
+      "{\"rank\": %d, \"world_size\": %d, \"compressor\": \"%s\",\n"
+      " \"calls\": {\"intercepted\": %" PRIu64 ", \"compressed\": %" PRIu64
+      ", \"passed_through\": %" PRIu64 ", \"warmup\": %" PRIu64 ", \"ef_cap_fallback\": %" PRIu64
+      ", \"ef_resets\": %" PRIu64 ", \"overflow_rescued\": %" PRIu64 ", \"iallreduce\": %" PRIu64
+      ", \"fused_batches\": %" PRIu64 ", \"fused_tensors\": %" PRIu64 ", \"partitions\": %" PRIu64
+      "},\n"
+      " \"bytes\": {\"input\": %" PRIu64
+      ", \"wire_baseline\": %.0f, \"wire_sent\": %.0f%s},\n"
+      " \"savings\": %.6f}\n",
+      context.rank, context.world_size, context.compressor.c_str(), c.intercepted, c.compressed,
+      c.passed_through, c.warmup, c.ef_cap_fallback, c.ef_resets, c.overflow_rescued, c.iallreduce,
+      c.fused_batches, c.fused_tensors, c.partitions, c.input_bytes, c.wire_baseline, c.wire_sent,
+      node_keys(c, context).c_str(), c.savings());
   return text;
 }
 
@@ -234,6 +237,7 @@ std::optional<double> report_value(const Counters& c, std::string_view key) {
       {"calls.iallreduce", double(c.iallreduce)},
       {"calls.fused_batches", double(c.fused_batches)},
       {"calls.fused_tensors", double(c.fused_tensors)},
+      {"calls.partitions", double(c.partitions)},
       {"bytes.input", double(c.input_bytes)},
       {"bytes.wire_baseline", c.wire_baseline},
       {"bytes.wire_sent", c.wire_sent},
@@ -281,6 +285,13 @@ std::string report_table(const Counters& t, const ReportContext& context) {
                   "  fusion     %" PRIu64 " MPI_Iallreduce calls; %" PRIu64
                   " fused batches carried %" PRIu64 " reductions\n",
                   t.iallreduce, t.fused_batches, t.fused_tensors);
+    table += text;
+  }
+  if (t.partitions > 0) {
+    std::snprintf(text, sizeof text,
+                  "  partitions %" PRIu64
+                  " pieces of calls larger than SLIMREDUCE_PARTITION_BYTES\n",
+                  t.partitions);
     table += text;
   }
   if (context.node_bytes) {

@@ -43,6 +43,9 @@ struct Counters {
   // MPI_Iallreduce calls, an NCCL group's casts), and the reductions they carried.
   std::uint64_t fused_batches = 0;
   std::uint64_t fused_tensors = 0;
+  // The pieces that calls larger than SLIMREDUCE_PARTITION_BYTES were cut
+  // into (scheduler/partition.h); a call reduced whole adds none.
+  std::uint64_t partitions = 0;
   // With SLIMREDUCE_HIERARCHICAL=1, on communicators whose nodes are known:
   // the baseline and sent bytes above, split by whether they cross a node
   // boundary (docs/architecture.md, "Hierarchical").
@@ -62,7 +65,7 @@ struct Counters {
   Counters& operator+=(const Counters& other);
 
   // Every field as a number, in a fixed order (to sum over ranks), and back.
-  static constexpr int kValues = 17;
+  static constexpr int kValues = 18;
   void to_values(double (&values)[kValues]) const;
   static Counters from_values(const double (&values)[kValues]);
 };

@@ -261,16 +261,23 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
   const int rc = device ? device_staging::allreduce(call, compressor, state, transport, slot,
                                                     *staging_, &reduced)
                         : backends::mpi_code(host_allreduce(call, compressor, transport, state,
-                                                            &reduced, phases ? &*phases : nullptr));
+                                                            run_options(phases), &reduced));
   if (rc != MPI_SUCCESS) return raise(comm, rc, "MPI_Allreduce (compressed)");
   Counters delta;
   count_compressed(bytes, state, reduced.wire_sent, delta);
   delta.overflow_rescued = reduced.overflow_rescued ? 1 : 0;
+  delta.partitions = reduced.partitions > 1 ? reduced.partitions : 0;
   delta.ef_cap_fallback = no_room ? 1 : 0;
   delta.ef_resets = resets;
   runtime_.board(Side::mpi).add(delta);
   runtime_.note_compressed(1, resets);
   return MPI_SUCCESS;
+}
+
+RunOptions Engine::run_options(std::optional<TimelinePhases>& phases) {
+  const Settings& settings = runtime_.settings();
+  return {settings.partition_bytes, settings.pipeline ? &runtime_.helpers() : nullptr,
+          phases ? &*phases : nullptr};
 }
 
 int Engine::prepare_wire(CommState& state, MPI_Comm comm, MPI_Comm* wire_comm) {

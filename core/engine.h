@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "core/counters.h"
 #include "core/device_staging.h"
 #include "core/eligibility.h"
+#include "core/host_allreduce.h"
 #include "core/runtime.h"
 #include "core/thread_tally.h"
 
@@ -122,6 +124,9 @@ class Engine : public RuntimeSide {
   int prepare_wire(CommState& state, MPI_Comm comm, MPI_Comm* wire_comm);
   int compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                     MPI_Comm comm, CommState& state);
+  // How this process cuts and runs a host call (the settings'), observed by
+  // `phases` (the timeline's) where it holds one.
+  RunOptions run_options(std::optional<TimelinePhases>& phases);
   // Counts a call that reached the real library as given; reason, if any, says why it
   // was not compressed (Counters::warmup or Counters::ef_cap_fallback).
   void count_pass_through(std::uint64_t bytes, const CommState& state,

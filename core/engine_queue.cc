@@ -100,26 +100,32 @@ std::unique_ptr<scheduler::Step> fused_step(compressors::Compressor& compressor,
 struct BatchReduced {
   double wire_sent = 0;
   std::size_t rescued = 0;
+  std::size_t partitions = 0;  // of a call cut into partitions
 };
 
-// The batch's collective: one fused step; on a hierarchical communicator the
-// calls one by one (its algorithm wraps one call).
+// The batch's collective: one fused step; a lone call larger than a
+// partition cut and pipelined as a blocking call is; on a hierarchical
+// communicator the calls one by one (its algorithm wraps one call).
 Status run_batch(compressors::Compressor& compressor, backends::Transport& transport,
                  std::vector<algorithms::BatchTensor> tensors, CommState& state,
-                 scheduler::PhaseObserver* observer, BatchReduced* reduced) {
-  if (const Hierarchy* hierarchy = state.hierarchy(); hierarchy && !hierarchy->flat()) {
+                 const RunOptions& options, BatchReduced* reduced) {
+  const Hierarchy* hierarchy = state.hierarchy();
+  const bool cut =
+      tensors.size() == 1 && tensors.front().count * sizeof(float) > options.partition_bytes;
+  if ((hierarchy && !hierarchy->flat()) || cut) {
     for (const algorithms::BatchTensor& t : tensors) {
       Reduced one;
       SLIMREDUCE_TRY(host_allreduce({t.input, t.output, t.count, t.residual}, compressor, transport,
-                                    state, &one, observer));
+                                    state, options, &one));
       reduced->wire_sent += one.wire_sent;
       reduced->rescued += one.overflow_rescued ? 1 : 0;
+      reduced->partitions += one.partitions > 1 ? one.partitions : 0;
     }
     return {};
   }
   scheduler::Plan plan;
   plan.add(fused_step(compressor, transport, std::move(tensors), state));
-  SLIMREDUCE_TRY(scheduler::run_blocking(plan, observer));
+  SLIMREDUCE_TRY(scheduler::run_blocking(plan, options.observer));
   reduced->wire_sent = plan.wire_sent();
   reduced->rescued = plan.overflow_rescued();
   return {};
@@ -444,11 +450,12 @@ int Engine::reduce_queued(CommState& state, MPI_Comm wire_comm,
     phases.emplace(runtime_.timeline(), span_args(compressor, values, batch.size()));
   }
   BatchReduced reduced;
-  const Status status = run_batch(compressor, transport, std::move(tensors), state,
-                                  phases ? &*phases : nullptr, &reduced);
+  const Status status =
+      run_batch(compressor, transport, std::move(tensors), state, run_options(phases), &reduced);
   if (!status.ok()) return backends::mpi_code(status);
   count_batch(batch, state, reduced.wire_sent, delta);
   delta.overflow_rescued += reduced.rescued;
+  delta.partitions += reduced.partitions;
   runtime_.board(Side::mpi).add(delta);
   runtime_.note_compressed(batch.size(), delta.ef_resets);
   return MPI_SUCCESS;

@@ -6,10 +6,12 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "backends/transport.h"
 #include "compressors/compressor.h"
 #include "core/comm_state.h"
+#include "scheduler/pipeline.h"
 #include "scheduler/plan.h"
 
 namespace slimreduce {
@@ -25,15 +27,26 @@ struct AllreduceCall {
 struct Reduced {
   double wire_sent = 0;           // bytes this rank handed to the transport
   bool overflow_rescued = false;  // rerun with a wider wire (algorithms/rescued_cast_ring.h)
+  std::size_t partitions = 1;     // the pieces it was reduced in (scheduler/partition.h)
+};
+
+// How a call is cut and run (docs/architecture.md, "Partitions and pipelining").
+struct RunOptions {
+  std::uint64_t partition_bytes = 0;             // 0: never cut
+  scheduler::HelperPool* helpers = nullptr;      // nullptr: partitions one after another
+  scheduler::PhaseObserver* observer = nullptr;  // the timeline's, or nullptr
 };
 
 // Leaves the sum in call.output, bit-identical on every rank. Workspace is
-// the communicator's, all taken before the compress step writes the residual.
+// the communicator's, all taken before the first compress step writes a
+// residual. A call larger than options.partition_bytes is reduced in
+// partitions (not on a hierarchical communicator: its phases communicate
+// inside the node, so they stay on the caller's thread, whole).
+Status host_allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
+                      backends::Transport& transport, CommState& state, const RunOptions& options,
+                      Reduced* reduced);
+// The same, whole and unobserved.
 Status host_allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
                       backends::Transport& transport, CommState& state, Reduced* reduced);
-// The same, telling `observer` (the timeline's, or nullptr) of each phase.
-Status host_allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
-                      backends::Transport& transport, CommState& state, Reduced* reduced,
-                      scheduler::PhaseObserver* observer);
 
 }  // namespace slimreduce

@@ -29,6 +29,7 @@
 #include "core/residuals.h"
 #include "core/settings.h"
 #include "core/timeline.h"
+#include "scheduler/pipeline.h"
 
 namespace slimreduce {
 
@@ -117,6 +118,8 @@ class Runtime {
   DeviceAllocator* device_memory() const { return device_memory_.get(); }
   // SLIMREDUCE_TIMELINE's spans (core/timeline.h); finished with the report.
   Timeline& timeline() { return timeline_; }
+  // The helper threads of pipelined calls (scheduler/pipeline.h).
+  scheduler::HelperPool& helpers() { return helpers_; }
 
   // The counters of one side's calls, and of all.
   CounterBoard& board(Side which) { return boards_[index(which)]; }
@@ -159,6 +162,7 @@ class Runtime {
 
   Settings settings_;
   Timeline timeline_{settings_.timeline};
+  scheduler::HelperPool helpers_;
   std::unique_ptr<DeviceAllocator> device_memory_;
 
   mutable std::mutex mutex_;  // guards shared_ and settings_' compressor and ratio

@@ -157,13 +157,18 @@ const std::vector<SettingSpec>& specs() {
        [](const std::string& v, Settings& s) { s.fusion_threshold = parse_byte_size(v); },
        [](const Settings& s) { return show_bytes(s.fusion_threshold); }},
       {"SLIMREDUCE_PARTITION_BYTES", "4MiB", fixed(kByteSize),
-       "The largest fused buffer: a flush runs its calls in buffers of at most this (a larger "
-       "call alone).",
+       "Calls larger than this are cut into partitions of at most this, each reduced on its "
+       "own (and pipelined); also the largest fused buffer a flush makes.",
        [](const std::string& v, Settings& s) {
          s.partition_bytes = parse_byte_size(v);
          if (s.partition_bytes == 0) throw std::invalid_argument("zero");
        },
        [](const Settings& s) { return show_bytes(s.partition_bytes); }},
+      {"SLIMREDUCE_PIPELINE", "1", fixed("0, 1"),
+       "Pipelines a partitioned call: one partition on the wire while a helper thread "
+       "compresses the next and decodes the last (the same bits as 0; MPI host buffers).",
+       [](const std::string& v, Settings& s) { s.pipeline = parse_flag(v); },
+       [](const Settings& s) { return std::to_string(s.pipeline); }},
       {"SLIMREDUCE_PRIORITY", "fifo", fixed("fifo, reverse"),
        "Order in which a flush reduces queued calls: fifo (call order) or reverse (the last "
        "handed over first: in backprop, the first layers); the native API's priorities first.",

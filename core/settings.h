@@ -25,6 +25,7 @@ struct Settings {
   std::uint64_t ef_max_bytes = std::uint64_t{4} << 30;
   std::uint64_t fusion_threshold = std::uint64_t{64} << 20;
   std::uint64_t partition_bytes = std::uint64_t{4} << 20;
+  bool pipeline = true;
   Priority priority = Priority::fifo;
   bool hierarchical = false;
   std::optional<int> local_size;  // unset: ranks per node as the MPI library sees them

@@ -6,10 +6,11 @@ Timeline::~Timeline() {
   if (file_) std::fclose(file_);
 }
 
-void Timeline::span(const char* name, double begin_us, double end_us, const std::string& args) {
+void Timeline::span(const char* name, double begin_us, double end_us, const std::string& args,
+                    int lane) {
   std::lock_guard lock(mutex_);
   if (finished_) return;
-  held_.push_back({name, begin_us, end_us - begin_us, args});
+  held_.push_back({name, begin_us, end_us - begin_us, args, lane});
   // Full: written out now (the file is named by its first write).
   if (held_.size() >= kHeld) write_held();
 }
@@ -33,9 +34,10 @@ void Timeline::write_held() {
   }
   for (const Span& s : held_) {
     std::fprintf(file_,
-                 "%s{\"name\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": 0, \"ts\": %.3f, "
+                 "%s{\"name\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f, "
                  "\"dur\": %.3f, \"args\": {%s}}",
-                 written_++ ? ",\n" : "", s.name, rank_, s.begin_us, s.duration_us, s.args.c_str());
+                 written_++ ? ",\n" : "", s.name, rank_, s.lane, s.begin_us, s.duration_us,
+                 s.args.c_str());
   }
   held_.clear();
   std::fflush(file_);
@@ -59,9 +61,14 @@ std::string span_args(const compressors::Compressor& compressor, std::uint64_t c
          ", \"calls\": " + std::to_string(calls);
 }
 
-void TimelinePhases::phase_ran(scheduler::Phase phase, double begin_us, double end_us) {
+void TimelinePhases::phase_ran(const scheduler::PhaseRun& run) {
   static const char* kNames[] = {"COMPRESS", "COMMUNICATE", "DECOMPRESS"};
-  timeline_.span(kNames[static_cast<int>(phase)], begin_us, end_us, args_);
+  const char* name = kNames[static_cast<int>(run.phase)];
+  if (run.steps < 2) return timeline_.span(name, run.begin_us, run.end_us, args_, run.lane);
+  timeline_.span(name, run.begin_us, run.end_us,
+                 args_ + ", \"partition\": " + std::to_string(run.step) +
+                     ", \"partitions\": " + std::to_string(run.steps),
+                 run.lane);
 }
 
 }  // namespace slimreduce

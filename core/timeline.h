@@ -35,7 +35,9 @@ class Timeline {
   // Microseconds on the scheduler's steady clock (the phases' too).
   static double now_us() { return scheduler::now_us(); }
   // One span of this rank: `args` is a JSON object's members ("\"count\": 4").
-  void span(const char* name, double begin_us, double end_us, const std::string& args);
+  // `lane`: the thread's row in the trace (0: the caller's; 1: the pipeline's helper).
+  void span(const char* name, double begin_us, double end_us, const std::string& args,
+            int lane = 0);
   // This process's rank, which names the file (the one known when the file
   // is first written: the buffer may fill before MPI_Finalize).
   void know_rank(int rank);
@@ -49,6 +51,7 @@ class Timeline {
     double begin_us;
     double duration_us;
     std::string args;
+    int lane;
   };
   static constexpr std::size_t kHeld = 4096;
   void write_held();  // under mutex_
@@ -67,12 +70,13 @@ std::string span_args(const compressors::Compressor& compressor, std::uint64_t c
                       std::size_t calls);
 
 // A plan's phases as spans (scheduler::PhaseObserver): COMPRESS, COMMUNICATE,
-// DECOMPRESS, each with the step's `args`.
+// DECOMPRESS, each with the step's `args` (and, for a call cut into
+// partitions, which partition), on the lane of the thread that ran it.
 class TimelinePhases final : public scheduler::PhaseObserver {
  public:
   TimelinePhases(Timeline& timeline, std::string args)
       : timeline_(timeline), args_(std::move(args)) {}
-  void phase_ran(scheduler::Phase phase, double begin_us, double end_us) override;
+  void phase_ran(const scheduler::PhaseRun& run) override;
 
  private:
   Timeline& timeline_;
