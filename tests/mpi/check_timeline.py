@@ -5,7 +5,13 @@ the timeline (docs/architecture.md, "Timeline"): one file per rank, <prefix>.<ra
 valid JSON, a list of complete events ("ph": "X") of this rank with a duration >= 0, only the
 documented span names, and each of QUEUE, FUSE, COMPRESS, COMMUNICATE and DECOMPRESS present.
 
-  check_timeline.py --np N -- MPIRUN... -x SLIMREDUCE_TIMELINE=@PREFIX@ ... PROGRAM [ARGS]
+With --partitioned (blocking calls cut into partitions, pipelined): no QUEUE or FUSE needed;
+spans of partitions carry "partition" and "partitions"; every COMMUNICATE is on lane (tid) 0,
+some COMPRESS or DECOMPRESS on the helper's lane 1; a cut call's partitions go on the wire in
+order 0, 1, ..., n - 1; and each partition's COMPRESS ends before its COMMUNICATE begins, which
+ends before its DECOMPRESS begins.
+
+  check_timeline.py --np N [--partitioned] -- MPIRUN... -x SLIMREDUCE_TIMELINE=@PREFIX@ ... PROGRAM
 """
 import argparse
 import json
@@ -17,9 +23,50 @@ import tempfile
 NAMES = {"QUEUE", "FUSE", "COMPRESS", "COMMUNICATE", "DECOMPRESS"}
 
 
+def partition_failures(path, events):
+    """What is wrong with the partitions' spans of one rank's timeline."""
+    failures = []
+    cut = [e for e in events if "partition" in e.get("args", {})]
+    if not cut:
+        return [f"{path}: no span of a partition"]
+    if any(e["tid"] != 0 for e in cut if e["name"] == "COMMUNICATE"):
+        failures.append(f"{path}: a COMMUNICATE off the caller's lane")
+    if not any(e["tid"] == 1 for e in cut if e["name"] != "COMMUNICATE"):
+        failures.append(f"{path}: no COMPRESS or DECOMPRESS on the helper's lane")
+    # Calls one after another: walk the wire in time order and cut it into calls.
+    wire = sorted((e for e in cut if e["name"] == "COMMUNICATE"), key=lambda e: e["ts"])
+    calls, expected = [], 0
+    for e in wire:
+        part, parts = e["args"]["partition"], e["args"]["partitions"]
+        if part != expected:
+            return failures + [f"{path}: partition {part} of {parts} on the wire after "
+                               f"{expected - 1}"]
+        if part == 0:
+            calls.append([])
+        calls[-1].append(e)
+        expected = 0 if part + 1 == parts else part + 1
+    by_time = sorted(cut, key=lambda e: e["ts"])
+    for e in wire:
+        key = (e["args"]["count"], e["args"]["partition"])
+        before = [s for s in by_time if s["name"] == "COMPRESS" and
+                  (s["args"]["count"], s["args"]["partition"]) == key and s["ts"] <= e["ts"]]
+        after = [s for s in by_time if s["name"] == "DECOMPRESS" and
+                 (s["args"]["count"], s["args"]["partition"]) == key and s["ts"] >= e["ts"]]
+        if not before or before[-1]["ts"] + before[-1]["dur"] > e["ts"] + 1e-3:
+            failures.append(f"{path}: partition {key} on the wire before its COMPRESS ended")
+            break
+        if not after or after[0]["ts"] + 1e-3 < e["ts"] + e["dur"]:
+            failures.append(f"{path}: partition {key} decoded before its COMMUNICATE ended")
+            break
+    if not failures:
+        print(f"{path}: {len(calls)} cut calls, {len(wire)} partitions in order")
+    return failures
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--np", type=int, required=True)
+    parser.add_argument("--partitioned", action="store_true")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -48,8 +95,11 @@ def main():
                     break
             if seen - NAMES:
                 failures.append(f"{path}: unknown spans {seen - NAMES}")
-            if NAMES - seen:
-                failures.append(f"{path}: no {NAMES - seen} span")
+            wanted = NAMES - {"QUEUE", "FUSE"} if args.partitioned else NAMES
+            if wanted - seen:
+                failures.append(f"{path}: no {wanted - seen} span")
+            if args.partitioned:
+                failures += partition_failures(path, events)
             if rank == 0 and not failures:
                 print(f"rank 0: {len(events)} spans: " +
                       ", ".join(f"{n} {sum(e['name'] == n for e in events)}" for n in sorted(NAMES)))

@@ -26,9 +26,8 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
   int rank_;
 };
 
-inline int run_all_tests_under_mpi(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  ::testing::InitGoogleTest(&argc, argv);
+// Runs the tests once MPI and GoogleTest are initialized; finalizes MPI.
+inline int run_initialized_tests() {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank != 0) {
@@ -43,6 +42,12 @@ inline int run_all_tests_under_mpi(int argc, char** argv) {
   PMPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   MPI_Finalize();
   return any_failed;
+}
+
+inline int run_all_tests_under_mpi(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  return run_initialized_tests();
 }
 
 }  // namespace slimreduce::testing

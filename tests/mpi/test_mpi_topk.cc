@@ -3,7 +3,9 @@
 // those references and every rank checks the library's output bit for bit.
 // Expectations follow the environment the library reads:
 // SLIMREDUCE_TOPK_RATIO, SLIMREDUCE_TOPK_VALUES, SLIMREDUCE_ERROR_FEEDBACK,
-// SLIMREDUCE_WARMUP_STEPS, SLIMREDUCE_EF_MAX_BYTES (plain bytes here).
+// SLIMREDUCE_WARMUP_STEPS, SLIMREDUCE_EF_MAX_BYTES, SLIMREDUCE_PARTITION_BYTES
+// (plain bytes here: a call above it is cut into the fewest near-equal
+// pieces within it, and each piece is its own top-k).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -20,6 +22,17 @@ const bool kErrorFeedback = env_or("SLIMREDUCE_ERROR_FEEDBACK", "1") == "1";
 const std::uint64_t kWarmup = std::stoull(env_or("SLIMREDUCE_WARMUP_STEPS", "0"));
 const std::uint64_t kMaxResidualBytes =
     std::stoull(env_or("SLIMREDUCE_EF_MAX_BYTES", "4294967296"));
+const std::uint64_t kPartitionBytes = std::stoull(env_or("SLIMREDUCE_PARTITION_BYTES", "4194304"));
+
+// The pieces' lengths a call of n floats is cut into (written here from the
+// rule, not taken from the library).
+std::vector<std::size_t> piece_lengths(std::size_t n) {
+  const std::size_t per_piece = std::max<std::size_t>(1, kPartitionBytes / sizeof(float));
+  const std::size_t pieces = (n + per_piece - 1) / per_piece;
+  std::vector<std::size_t> lengths(pieces, n / pieces);
+  for (std::size_t i = 0; i < n % pieces; ++i) ++lengths[i];
+  return lengths;
+}
 
 std::size_t k_of(std::size_t n) {
   const double exact = kRatio * static_cast<double>(n);
@@ -33,7 +46,7 @@ struct Step {
   std::vector<float> residual;
 };
 
-Step reference_step(const std::vector<float>& input, const std::vector<float>& old_residual) {
+Step reference_piece(const std::vector<float>& input, const std::vector<float>& old_residual) {
   const std::size_t n = input.size();
   std::vector<float> acc(n);
   for (std::size_t i = 0; i < n; ++i) acc[i] = input[i] + old_residual[i];
@@ -50,6 +63,29 @@ Step reference_step(const std::vector<float>& input, const std::vector<float>& o
     step.residual[i] = std::isfinite(sent) ? acc[i] - sent : 0.0f;
   }
   return step;
+}
+
+// The call's step: each piece's top-k, side by side.
+Step reference_step(const std::vector<float>& input, const std::vector<float>& old_residual) {
+  Step step;
+  std::size_t begin = 0;
+  for (std::size_t length : piece_lengths(input.size())) {
+    const auto at = [begin](const std::vector<float>& v, std::size_t n) {
+      return std::vector<float>(v.begin() + begin, v.begin() + begin + n);
+    };
+    const Step piece = reference_piece(at(input, length), at(old_residual, length));
+    step.sent.insert(step.sent.end(), piece.sent.begin(), piece.sent.end());
+    step.residual.insert(step.residual.end(), piece.residual.begin(), piece.residual.end());
+    begin += length;
+  }
+  return step;
+}
+
+// The pairs a call sends: each piece's k.
+std::size_t pairs_of(std::size_t n) {
+  std::size_t pairs = 0;
+  for (std::size_t length : piece_lengths(n)) pairs += k_of(length);
+  return pairs;
 }
 
 // Every rank's `sent`, gathered, summed in rank order into zeros.
@@ -101,7 +137,7 @@ TEST_P(TopkAllreduce, FollowsTheReferenceCallAfterCall) {
     const Step step = reference_step(input, residual);
     EXPECT_EQ(mismatches(buffer, sum_in_rank_order(step.sent)), 0u) << "call " << call;
     if (kErrorFeedback) residual = step.residual;
-    const double wire = (world_size() - 1.0) * k_of(n) * (kFp16Values ? 6 : 8);
+    const double wire = (world_size() - 1.0) * pairs_of(n) * (kFp16Values ? 6 : 8);
     EXPECT_NEAR(after.wire_sent - before.wire_sent, wire, 1.0);
   }
 }
