@@ -178,8 +178,9 @@ def comparison(a, b):
     out = ["SlimReduce comparison: A = %s, B = %s" % (a.prefix, b.prefix)]
     header = ("", "A", "B", "B against A")
     for row in [header] + rows:
-        out.append("  %-*s  %*s  %*s  %s" % (width[0], row[0], width[1], row[1], width[2], row[2], row[3]))
-    return "\n".join(out).rstrip() + "\n"
+        out.append(("  %-*s  %*s  %*s  %s" % (width[0], row[0], width[1], row[1], width[2], row[2],
+                                              row[3])).rstrip())
+    return "\n".join(out) + "\n"
 
 
 def plot(runs, path):
@@ -205,13 +206,16 @@ def plot(runs, path):
                 color="#9e9e9e")
         top.bar([x + width / 2 for x in ranks], sent, width, label="sent", color="#1f77b4")
         top.set_title("%s: compressor %s, %d ranks, savings %.1f%%"
-                      % (run.prefix, run.compressor, run.world_size, 100.0 * run.savings()),
-                      fontsize=9)
+                      % (os.path.basename(run.prefix), run.compressor, run.world_size,
+                         100.0 * run.savings()), fontsize=10)
         top.set_ylabel("wire bytes (MiB)")
         top.set_xticks(ranks)
-        top.legend(fontsize=8)
+        top.set_ylim(0, 1.3 * max(baseline + sent + [1e-9]))  # room for the legend
+        top.legend(fontsize=8, loc="upper right", ncol=2)
         savings = [100.0 * run.savings(rank) for rank in ranks]
-        bottom.bar(ranks, savings, 0.6, color="#2ca02c")
+        bars = bottom.bar(ranks, savings, 0.6, color="#2ca02c")
+        if hasattr(bottom, "bar_label"):
+            bottom.bar_label(bars, labels=["%.1f%%" % v for v in savings], fontsize=8)
         bottom.set_xlabel("rank")
         bottom.set_ylabel("savings (%)")
         bottom.set_xticks(ranks)
