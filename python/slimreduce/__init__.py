@@ -81,10 +81,11 @@ class NotLoadedError(SlimReduceError):
 def _library_dirs():
     """Folders that may hold the installed libraries, most specific first."""
     package = Path(__file__).resolve().parent
-    return [
-        package / "lib",  # a wheel: site-packages/slimreduce/lib
-        package.parents[3] / "lib",  # cmake --install: PREFIX/share/slimreduce/python/slimreduce
-    ]
+    dirs = [package / "lib"]  # a wheel: site-packages/slimreduce/lib
+    # cmake --install: PREFIX/share/slimreduce/python/slimreduce, the library in PREFIX/lib
+    if [p.name for p in list(package.parents)[:3]] == ["python", "slimreduce", "share"]:
+        dirs.append(package.parents[3] / "lib")
+    return dirs
 
 
 def library_path(nccl: bool = False) -> str:
