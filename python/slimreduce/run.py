@@ -118,11 +118,13 @@ def settings_from(args):
     if args.compressor is not None:
         settings.update(compressor_settings(args.compressor))
     if args.report is not None:
-        if args.report != "stderr" and not os.path.isdir(_folder_of(args.report)):
-            raise UsageError(f"--report {args.report}: the folder {_folder_of(args.report)} does not exist")
         settings["SLIMREDUCE_REPORT"] = args.report
     if args.timeline is not None:
         settings["SLIMREDUCE_TIMELINE"] = args.timeline
+    report = settings.get("SLIMREDUCE_REPORT", "stderr")
+    if report != "stderr" and not os.path.isdir(_folder_of(report)):
+        # The library would take it, and fail to write the report at the end of the job.
+        raise UsageError(f"--report {report}: the folder {_folder_of(report)} does not exist")
     return settings
 
 

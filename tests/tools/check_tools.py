@@ -188,6 +188,7 @@ def case_launcher(args):
             (["--env", "SLIMREDUCE_MIN_BYTE=1"], ["plainjob"], "a known setting (a typo?)"),
             (["--env", "SLIMREDUCE_MIN_BYTES=-3"], ["plainjob"], "SLIMREDUCE_MIN_BYTES='-3' is not accepted"),
             (["--report", "/no/such/folder/run"], ["plainjob"], "the folder /no/such/folder does not exist"),
+            (["--env", "SLIMREDUCE_REPORT=/no/such/folder/r"], ["plainjob"], "the folder /no/such/folder does not exist"),
             (["--timeline", "/no/such/folder/tl"], ["plainjob"], "SLIMREDUCE_TIMELINE='/no/such/folder/tl' is not accepted"),
             (["--library", "/no/such/libslimreduce.so"], ["plainjob"], "no such file"),
             ([], ["no-such-launcher", "-np", "2"], "no-such-launcher: the launcher is not on PATH"),
