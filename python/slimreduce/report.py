@@ -25,7 +25,8 @@ MIB = 1024.0 * 1024.0
 # The keys of report_json, as (section, key); the first ones of each section
 # are required, the others (added later) default to 0.
 CALL_KEYS = ("intercepted", "compressed", "passed_through", "warmup", "ef_cap_fallback")
-CALL_KEYS_LATER = ("ef_resets", "overflow_rescued", "iallreduce", "fused_batches", "fused_tensors")
+CALL_KEYS_LATER = ("ef_resets", "overflow_rescued", "iallreduce", "fused_batches", "fused_tensors",
+                   "partitions")
 BYTE_KEYS = ("input", "wire_baseline", "wire_sent")
 NODE_KEYS = ("inter_node_baseline", "inter_node_sent", "intra_node_baseline", "intra_node_sent")
 
@@ -140,6 +141,9 @@ def table(run):
     if calls["iallreduce"] > 0 or calls["fused_batches"] > 0:
         lines.append("  fusion     %d MPI_Iallreduce calls; %d fused batches carried %d reductions"
                      % (calls["iallreduce"], calls["fused_batches"], calls["fused_tensors"]))
+    if calls["partitions"] > 0:
+        lines.append("  partitions %d pieces of calls larger than SLIMREDUCE_PARTITION_BYTES"
+                     % calls["partitions"])
     if run.node_bytes:
         nodes = [run.total("bytes", k) / MIB for k in NODE_KEYS]
         lines.append("  nodes      across: baseline %12.1f MiB  sent %12.1f MiB   inside: "

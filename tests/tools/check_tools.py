@@ -254,7 +254,9 @@ def case_job(args):
     fresh(args.work)
     train = [os.path.join(args.prefix, "bin", "train_mlp"), "--steps", "20"]
     fp16 = os.path.join(args.work, "fp16")
-    launch(args.prefix, ["--compressor", "fp16", "--report", fp16], args.mpirun, 2, train)
+    # Small partitions, so that the table has every line a blocking job can give.
+    cut = ["--env", "SLIMREDUCE_PARTITION_BYTES=64K"]
+    launch(args.prefix, ["--compressor", "fp16", "--report", fp16] + cut, args.mpirun, 2, train)
     for rank, report in enumerate(read_reports(fp16, 2)):
         expect(report["rank"] == rank and report["world_size"] == 2 and report["compressor"] == "fp16",
                f"rank {rank}'s report: {report}")
@@ -278,8 +280,10 @@ def case_job(args):
     print("ok: topk:0.05 and --env reached every rank")
 
     # The report tool's table is the one the job prints with --report stderr.
-    _, _, err = launch(args.prefix, ["--compressor", "fp16", "--report", "stderr"], args.mpirun, 2, train)
+    _, _, err = launch(args.prefix, ["--compressor", "fp16", "--report", "stderr"] + cut, args.mpirun,
+                       2, train)
     printed = stderr_table(err)
+    expect("  partitions " in printed, f"no partitions line in the job's table:\n{printed}")
     _, table, _ = run([os.path.join(args.prefix, "bin", "slimreduce-report"), fp16], check=0)
     expect(table == printed, f"slimreduce-report's table:\n{table}differs from the job's:\n{printed}")
     print("ok: slimreduce-report prints the table the job printed:\n" + table, end="")
