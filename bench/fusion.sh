@@ -23,20 +23,14 @@ lib=$root/build/interpose/libslimreduce.so
 bench=$root/build/bench/fusion_bench
 [[ -x $bench && -f $lib ]] || { echo "fusion.sh: build first (./scripts/setup.sh)" >&2; exit 2; }
 
+source "$root/bench/run_ranks.sh"
+
 run() {  # run NAME VAR=VALUE...: one run, its median in ms on stdout
   local name=$1; shift
   local exports=(-x LD_PRELOAD="$lib" -x SLIMREDUCE_MIN_BYTES="${FUSION_MIN_BYTES:-64K}")
   for setting in "$@"; do exports+=(-x "$setting"); done
-  local mpirun=(mpirun --allow-run-as-root --oversubscribe -np "$ranks")
   local out
-  if [[ $rate == shm ]]; then
-    out=$("${mpirun[@]}" --mca btl_vader_single_copy_mechanism none "${exports[@]}" \
-          "$bench" "${extra[@]}" 2>&1)
-  else
-    out=$("$root/bench/netem.sh" "$rate" -- "${mpirun[@]}" --mca btl tcp,self \
-          --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo "${exports[@]}" \
-          "$bench" "${extra[@]}" 2>&1)
-  fi
+  out=$(run_ranks "$rate" "$ranks" "${exports[@]}" "$bench" "${extra[@]}")
   echo "$out" | sed "s/^/# $name: /" >&2
   echo "$out" | sed -n 's/^median_ms \([0-9.]*\).*/\1/p'
 }
@@ -47,7 +41,6 @@ for round in $(seq "$rounds"); do
   times[unfused]+=" $(run unfused SLIMREDUCE_COMPRESSOR=fp16 SLIMREDUCE_FUSION_THRESHOLD=0)"
   times[fused]+=" $(run fused SLIMREDUCE_COMPRESSOR=fp16)"
 done
-median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 plain=$(median <<<"${times[plain]}")
 unfused=$(median <<<"${times[unfused]}")
 fused=$(median <<<"${times[fused]}")

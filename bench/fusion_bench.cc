@@ -1,10 +1,14 @@
 // The fusion benchmark (docs/performance.md): a ResNet-50-like backward pass
 // handed over as MPI_Iallreduce calls, the last layer's gradients first, then
-// one MPI_Waitall, as a framework overlapping communication with the
-// backward pass does. Prints the median time per step (max over ranks) and,
+// an MPI_Wait for the first layer's (the forward pass's first tensor of at
+// least --first-bytes, 64 KiB: SlimReduce's default SLIMREDUCE_MIN_BYTES, so
+// a compressed one; handed over near the end, and the next forward pass
+// needs it first) and one MPI_Waitall for the rest, as a framework
+// overlapping communication with the backward pass does. Prints the median
+// time per step and to the first layer's result (max over ranks) and,
 // when libslimreduce.so is preloaded, what it counted; bench/fusion.sh runs
 // it plain, fused and unfused, side by side, and gives the ratios.
-// Usage: mpirun -np N fusion_bench [--tensors 200] [--steps 5] [--warmup 1]
+// Usage: mpirun -np N fusion_bench [--tensors 200] [--steps 5] [--warmup 1] [--first-bytes 65536]
 #include <dlfcn.h>
 #include <mpi.h>
 
@@ -76,6 +80,10 @@ int main(int argc, char** argv) {
   const int steps = arg_or(argc, argv, "--steps", 5);
   const int warmup = arg_or(argc, argv, "--warmup", 1);
   const std::vector<std::size_t> sizes = backward_order(tensors);
+  // The first layer's tensor: the last handed over of at least --first-bytes.
+  const std::size_t first_bytes = arg_or(argc, argv, "--first-bytes", 65536);
+  std::size_t first_layer = sizes.size() - 1;
+  while (first_layer > 0 && sizes[first_layer] * sizeof(float) < first_bytes) --first_layer;
   std::vector<std::vector<float>> gradients;
   std::size_t values = 0;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
@@ -87,7 +95,7 @@ int main(int argc, char** argv) {
   std::vector<std::vector<float>> results(sizes.size());
   for (std::size_t i = 0; i < sizes.size(); ++i) results[i].resize(sizes[i]);
   std::vector<MPI_Request> requests(sizes.size());
-  std::vector<double> times;
+  std::vector<double> times, firsts;
   for (int step = 0; step < warmup + steps; ++step) {
     MPI_Barrier(MPI_COMM_WORLD);
     const double start = MPI_Wtime();
@@ -95,12 +103,18 @@ int main(int argc, char** argv) {
       MPI_Iallreduce(gradients[i].data(), results[i].data(), int(sizes[i]), MPI_FLOAT, MPI_SUM,
                      MPI_COMM_WORLD, &requests[i]);
     }
+    MPI_Wait(&requests[first_layer], MPI_STATUS_IGNORE);
+    const double first_layer = MPI_Wtime() - start;
     MPI_Waitall(int(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
-    double took = MPI_Wtime() - start, slowest = 0;
-    MPI_Allreduce(&took, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    if (step >= warmup) times.push_back(slowest);
+    double took[2] = {MPI_Wtime() - start, first_layer}, slowest[2] = {0, 0};
+    MPI_Allreduce(took, slowest, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (step >= warmup) {
+      times.push_back(slowest[0]);
+      firsts.push_back(slowest[1]);
+    }
   }
   std::sort(times.begin(), times.end());
+  std::sort(firsts.begin(), firsts.end());
   // A check that the sums are sums: the first value of the first tensor.
   float first = 0;
   for (int r = 0; r < ranks; ++r) first += float((0 * 7 + 0 * 3 + r) % 17) * 0.125f - 1.0f;
@@ -109,6 +123,8 @@ int main(int argc, char** argv) {
                 sizes.size(), values * 4.0 / (1 << 20), steps);
     std::printf("median_ms %.1f  min_ms %.1f  max_ms %.1f\n", 1e3 * times[times.size() / 2],
                 1e3 * times.front(), 1e3 * times.back());
+    std::printf("first_layer_ms %.1f  (median; the first layer's MPI_Wait)\n",
+                1e3 * firsts[firsts.size() / 2]);
     std::printf("first value %.4f (exact sum %.4f)\n", results[0][0], first);
     if (counter("calls.iallreduce") >= 0) {
       std::printf("this rank: iallreduce %.0f compressed %.0f fused_batches %.0f fused_tensors %.0f\n",

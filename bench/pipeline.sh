@@ -6,9 +6,9 @@
 # default 256M) cut into SLIMREDUCE_PARTITION_BYTES partitions (4 MiB unless
 # set in the environment), run with SLIMREDUCE_PIPELINE=0 and =1 alternately
 # for ROUNDS rounds, over an emulated link of RATE (bench/netem.sh) or shared
-# memory (`shm`), for each of COMPRESSORS (default fp16,topk:0.01; slimreduce-
-# bench also times `none` first, the speedup baseline). Prints each run's
-# time per compressor and the medians' ratios.
+# memory (`shm`), for each of COMPRESSORS (default fp16,topk:0.01; with
+# PIPELINE_BASELINE=1 slimreduce-bench also times `none`, plain MPI_Allreduce,
+# first). Prints each run's time per compressor and the medians' ratios.
 # Run from the repository root after ./scripts/setup.sh (build/).
 set -euo pipefail
 rate=${1:-1gbit}
@@ -22,20 +22,16 @@ lib=$root/build/interpose/libslimreduce.so
 bench=$root/build/bench/slimreduce-bench
 [[ -x $bench && -f $lib ]] || { echo "pipeline.sh: build first (./scripts/setup.sh)" >&2; exit 2; }
 
+source "$root/bench/run_ranks.sh"
+baseline_flag=--no-baseline
+[[ ${PIPELINE_BASELINE:-0} == 1 ]] && baseline_flag=
+
 run() {  # run PIPELINE: one run; "compressor time_us" lines on stdout
   local exports=(-x LD_PRELOAD="$lib" -x SLIMREDUCE_PIPELINE="$1"
                  -x SLIMREDUCE_PARTITION_BYTES="${SLIMREDUCE_PARTITION_BYTES:-4M}")
-  local mpirun=(mpirun --allow-run-as-root --oversubscribe -np "$ranks")
-  local command=("$bench" -b "$size" -e "$size" -n "$iters" -w 1 -c 0 --compressors "$compressors")
   local out
-  if [[ $rate == shm ]]; then
-    out=$("${mpirun[@]}" --mca btl_vader_single_copy_mechanism none "${exports[@]}" \
-          "${command[@]}" 2>&1)
-  else
-    out=$("$root/bench/netem.sh" "$rate" -- "${mpirun[@]}" --mca btl tcp,self \
-          --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo "${exports[@]}" \
-          "${command[@]}" 2>&1)
-  fi
+  out=$(run_ranks "$rate" "$ranks" "${exports[@]}" "$bench" -b "$size" -e "$size" -n "$iters" \
+        -w 1 -c 0 --compressors "$compressors" ${baseline_flag})
   echo "$out" | sed "s/^/# pipeline=$1: /" >&2
   echo "$out" | awk '!/^#/ && NF >= 5 && ($4 == "yes" || $4 == "no") {print $3, $5}'
 }
@@ -48,7 +44,6 @@ for round in $(seq "$rounds"); do
     done < <(run "$pipeline")
   done
 done
-median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 echo "# pipeline.sh: $ranks ranks over $rate, $size, partitions of" \
      "${SLIMREDUCE_PARTITION_BYTES:-4M}, $rounds rounds alternated, $iters timed iterations"
 printf "%-12s %14s %14s %10s\n" compressor "unpipelined_ms" "pipelined_ms" "speedup"

@@ -1,5 +1,7 @@
 #include "core/engine.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -48,6 +50,7 @@ Engine::Engine(Runtime& runtime)
   PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
   PMPI_Comm_size(MPI_COMM_WORLD, &world_size_);
   runtime_.know_rank(world_rank_, world_size_, true);
+  pipelined_ = pipelining_wanted();
   // Emulated nodes are blocks of the world: a size that does not divide it is a bad setting.
   if (const auto local = runtime_.settings().local_size; local && world_size_ % *local != 0) {
     throw SettingsError(
@@ -275,9 +278,47 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
 }
 
 RunOptions Engine::run_options(std::optional<TimelinePhases>& phases) {
-  const Settings& settings = runtime_.settings();
-  return {settings.partition_bytes, settings.pipeline ? &runtime_.helpers() : nullptr,
+  return {runtime_.settings().partition_bytes, pipelined_ ? &runtime_.helpers() : nullptr,
           phases ? &*phases : nullptr};
+}
+
+namespace {
+
+// The ranks on this node, as the launcher says (Open MPI, MPICH's Hydra);
+// unknown: the whole world, as if on one node (so auto pipelines less).
+unsigned ranks_on_node(int world_size) {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
+    if (const char* value = std::getenv(name)) {
+      const long ranks = std::strtol(value, nullptr, 10);
+      if (ranks > 0) return static_cast<unsigned>(ranks);
+    }
+  }
+  return static_cast<unsigned>(world_size);
+}
+
+unsigned cpus_allowed() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return static_cast<unsigned>(CPU_COUNT(&set));
+}
+
+}  // namespace
+
+// SLIMREDUCE_PIPELINE, with auto decided from this rank's CPUs (it changes no
+// bits, so the ranks need not agree), said once at INFO.
+bool Engine::pipelining_wanted() const {
+  const Settings& settings = runtime_.settings();
+  if (settings.pipeline != Pipelining::automatic) return settings.pipeline == Pipelining::on;
+  const unsigned cpus = cpus_allowed(), ranks = ranks_on_node(world_size_);
+  const bool wanted = scheduler::helper_pays(cpus, ranks);
+  if (world_rank_ == 0) {
+    log_line(settings.log_level, LogLevel::info, world_rank_,
+             "pipelining of partitioned calls %s (SLIMREDUCE_PIPELINE=auto: %u CPUs for %u ranks "
+             "on this node; on from 2 per rank)",
+             wanted ? "on" : "off", cpus, ranks);
+  }
+  return wanted;
 }
 
 int Engine::prepare_wire(CommState& state, MPI_Comm comm, MPI_Comm* wire_comm) {

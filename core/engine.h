@@ -127,6 +127,7 @@ class Engine : public RuntimeSide {
   // How this process cuts and runs a host call (the settings'), observed by
   // `phases` (the timeline's) where it holds one.
   RunOptions run_options(std::optional<TimelinePhases>& phases);
+  bool pipelining_wanted() const;
   // Counts a call that reached the real library as given; reason, if any, says why it
   // was not compressed (Counters::warmup or Counters::ef_cap_fallback).
   void count_pass_through(std::uint64_t bytes, const CommState& state,
@@ -146,9 +147,21 @@ class Engine : public RuntimeSide {
   int start_request(MPI_Request* request, RequestRecord** record);
   // A request already complete: a call reduced before it returned.
   int completed_request(MPI_Comm comm, MPI_Request* request);
+  // What a flush is for: every queued call (requests == nullptr), or the
+  // caller's wait or test on these requests (flush_for).
+  struct Awaited {
+    const MPI_Request* requests = nullptr;
+    int count = 0;
+    Until until = Until::all_done;
+  };
   // Agrees with the other ranks how many queued calls all of them hold, and
-  // reduces that many, fused; completes their requests. An MPI code.
-  int flush(CommState& state);
+  // reduces that many, fused, in priority order; completes their requests.
+  // With more than one buffer, the ranks agree (the most any rank needs) how
+  // many buffers this flush runs: a wait on the first layer's gradients, sent
+  // first in `reverse` order, returns before the rest ran; the rest go back
+  // to the queue's front. An MPI code.
+  int flush(CommState& state, const Awaited& awaited);
+  int flush(CommState& state);  // every queued call
   // Every queue, to the end (MPI_Finalize, a communicator freed).
   void flush_all(CommState& state);
   int reduce_queued(CommState& state, MPI_Comm wire_comm,
@@ -157,7 +170,12 @@ class Engine : public RuntimeSide {
   static void sort_by_id(std::vector<CommState*>& states);
   std::vector<QueuedReduction> ordered(const std::vector<QueuedReduction>& taken) const;
   int reduce_in_order(CommState& state, MPI_Comm wire_comm,
-                      const std::vector<QueuedReduction>& taken);
+                      const std::vector<QueuedReduction>& taken, const Awaited& awaited,
+                      std::vector<QueuedReduction>* left);
+  // How many of the flush's buffers to run: agreed over the ranks (each one's need, the most).
+  std::size_t buffers_to_run(MPI_Comm wire_comm,
+                             const std::vector<std::vector<QueuedReduction>>& batches,
+                             const Awaited& awaited) const;
   void log_plan(const CommState& state,
                 const std::vector<std::vector<QueuedReduction>>& batches) const;
   void count_batch(const std::vector<QueuedReduction>& batch, const CommState& state,
@@ -169,6 +187,7 @@ class Engine : public RuntimeSide {
   int comm_keyval_ = MPI_KEYVAL_INVALID;
   int world_rank_ = 0;
   int world_size_ = 1;
+  bool pipelined_ = false;  // partitioned calls pipelined (SLIMREDUCE_PIPELINE)
   // Pinned and device workspaces of calls on device buffers, kept between calls.
   std::unique_ptr<device_staging::StagingPool> staging_;
 

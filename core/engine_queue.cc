@@ -1,14 +1,11 @@
 // The MPI side's queue of compressed MPI_Iallreduce calls (docs/architecture.md,
 // "Fusion"): each eligible call is decided at once (warm-up, the cap: the
 // same rule as MPI_Allreduce), queued with a generalized request, and
-// reduced by a flush: when the caller waits on, tests or frees one of them,
-// when the queued bytes reach SLIMREDUCE_FUSION_THRESHOLD, when the
-// communicator is freed, and at MPI_Finalize. A flush first agrees with the
-// other ranks on how many queued calls all of them hold (a MIN over the
-// queue lengths), so ranks that wait at different points still reduce the
-// same calls together; then it orders them (scheduler/order.h), reduces them
-// in fused buffers of at most SLIMREDUCE_PARTITION_BYTES, and completes each
-// buffer's requests as soon as it ran.
+// reduced by a flush (core/engine_flush.cc): when the caller waits on, tests
+// or frees one of them, when the queued bytes reach
+// SLIMREDUCE_FUSION_THRESHOLD, when the communicator is freed, and at
+// MPI_Finalize. Here: the queue, the requests, and each fused buffer's
+// reduction, whose requests complete as soon as it ran.
 #include <algorithm>
 #include <climits>
 #include <optional>
@@ -47,26 +44,6 @@ int free_request(void* extra) {
 // A collective cannot be cancelled (MPI 4.0, 3.8.4): the request completes
 // at the next flush all the same, and MPI_Test_cancelled says false.
 int cancel_request(void*, int) { return MPI_SUCCESS; }
-
-// Consecutive queued calls that one collective can carry: the same
-// compressor, at most `threshold` bytes (a larger call alone).
-std::vector<std::vector<QueuedReduction>> batches_of(const std::vector<QueuedReduction>& taken,
-                                                     std::uint64_t threshold) {
-  std::vector<std::vector<QueuedReduction>> batches;
-  std::uint64_t bytes = 0;
-  for (const QueuedReduction& reduction : taken) {
-    const bool fits = !batches.empty() &&
-                      batches.back().front().compressor == reduction.compressor &&
-                      bytes + reduction.bytes() <= threshold;
-    if (!fits) {
-      batches.emplace_back();
-      bytes = 0;
-    }
-    bytes += reduction.bytes();
-    batches.back().push_back(reduction);
-  }
-  return batches;
-}
 
 // The fused step of a batch: the compressor's fused algorithm on the
 // communicator's workspace (batches run one after another, so one serves).
@@ -228,111 +205,6 @@ int Engine::completed_request(MPI_Comm comm, MPI_Request* request) {
   return PMPI_Grequest_complete(*request);
 }
 
-int Engine::flush(CommState& state) {
-  ReductionQueue& queue = state.queue();
-  std::lock_guard lock(queue.mutex);
-  if (queue.pending.empty()) return MPI_SUCCESS;
-  MPI_Comm wire_comm = MPI_COMM_NULL;
-  if (const int rc = state.private_comm(&wire_comm)) return rc;
-  // The calls every rank has queued: ranks may reach their waits at other points.
-  unsigned long long mine = queue.pending.size(), agreed = 0;
-  int rc = PMPI_Allreduce(&mine, &agreed, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, wire_comm);
-  if (rc != MPI_SUCCESS) agreed = mine;  // no agreement: every queued call fails
-  std::vector<QueuedReduction> taken(queue.pending.begin(), queue.pending.begin() + agreed);
-  queue.pending.erase(queue.pending.begin(), queue.pending.begin() + agreed);
-  for (const QueuedReduction& reduction : taken) queue.bytes -= reduction.bytes();
-  if (rc != MPI_SUCCESS) {
-    complete(taken, rc);
-    return rc;
-  }
-  return reduce_in_order(state, wire_comm, ordered(taken));
-}
-
-// The taken calls in the order the settings and the priorities give (scheduler/order.h).
-std::vector<QueuedReduction> Engine::ordered(const std::vector<QueuedReduction>& taken) const {
-  std::vector<int> priorities;
-  for (const QueuedReduction& reduction : taken) priorities.push_back(reduction.priority);
-  const auto order = runtime_.settings().priority == Priority::reverse
-                         ? scheduler::CallOrder::reverse
-                         : scheduler::CallOrder::fifo;
-  std::vector<QueuedReduction> in_order;
-  for (std::size_t index : scheduler::flush_order(priorities, order))
-    in_order.push_back(taken[index]);
-  return in_order;
-}
-
-// Batch after batch; each batch's requests complete as soon as it ran, so a
-// wait for one of the first (a first layer, in reverse order) returns early.
-int Engine::reduce_in_order(CommState& state, MPI_Comm wire_comm,
-                            const std::vector<QueuedReduction>& taken) {
-  // Fused buffers of at most a partition (a larger call alone), one after
-  // another: a buffer of the whole threshold streams through memory three
-  // times (compress, ring, decode), and measured 19% slower than unfused
-  // calls over shared memory at 64 MiB; 4 MiB ones were level.
-  Timeline& timeline = runtime_.timeline();
-  const double flush_begin = timeline.on() ? Timeline::now_us() : 0.0;
-  const Settings& settings = runtime_.settings();
-  const std::uint64_t largest = std::min(settings.fusion_threshold, settings.partition_bytes);
-  const auto batches = batches_of(taken, largest);
-  log_plan(state, batches);
-  if (timeline.on()) {
-    for (const QueuedReduction& r : taken) {
-      timeline.span("QUEUE", r.queued_us, flush_begin, span_args(*r.compressor, r.count, 1));
-    }
-    timeline.span("FUSE", flush_begin, Timeline::now_us(),
-                  "\"calls\": " + std::to_string(taken.size()) +
-                      ", \"buffers\": " + std::to_string(batches.size()));
-  }
-  int rc = MPI_SUCCESS;
-  for (const auto& batch : batches) {
-    // After a failure, the rest completes with its error.
-    if (rc == MPI_SUCCESS) rc = reduce_queued(state, wire_comm, batch);
-    complete(batch, rc);
-  }
-  return rc;
-}
-
-// At debug level, each flush's plan as a hash of its calls' counts and its
-// cuts, for a check that every rank forms the same batches
-// (tests/mpi/check_plan_hashes.py).
-void Engine::log_plan(const CommState& state,
-                      const std::vector<std::vector<QueuedReduction>>& batches) const {
-  const Settings& settings = runtime_.settings();
-  if (settings.log_level < LogLevel::debug) return;
-  std::uint64_t hash = 1469598103934665603ull;  // FNV-1a over the plan's numbers
-  auto mix = [&hash](std::uint64_t value) {
-    for (int byte = 0; byte < 8; ++byte)
-      hash = (hash ^ ((value >> (8 * byte)) & 0xff)) * 1099511628211ull;
-  };
-  std::size_t calls = 0;
-  for (const auto& batch : batches) {
-    mix(batch.size());
-    for (const QueuedReduction& reduction : batch) mix(reduction.count);
-    calls += batch.size();
-  }
-  log_line(settings.log_level, LogLevel::debug, world_rank_,
-           "fusion: communicator %llu flushes %zu calls in %zu buffers, plan %016llx",
-           static_cast<unsigned long long>(state.id()), calls, batches.size(),
-           static_cast<unsigned long long>(hash));
-}
-
-void Engine::flush_all(CommState& state) {
-  ReductionQueue& queue = state.queue();
-  for (;;) {
-    {
-      std::lock_guard lock(queue.mutex);
-      if (queue.pending.empty()) return;
-    }
-    if (const int rc = flush(state); rc != MPI_SUCCESS) {
-      // Their requests carry the error to whoever still waits on them.
-      log_line(runtime_.settings().log_level, LogLevel::error, world_rank_,
-               "queued MPI_Iallreduce calls failed when their communicator went: %s",
-               backends::mpi::error_text(rc).c_str());
-      return;
-    }
-  }
-}
-
 void Engine::complete(const std::vector<QueuedReduction>& reductions, int rc) {
   for (const QueuedReduction& reduction : reductions) {
     reduction.record->error = rc;
@@ -389,37 +261,6 @@ void Engine::release_record(const RequestRecord* record) {
   if (auto found = records_.find(record); found != records_.end()) {
     gone = std::move(found->second);
     records_.erase(found);
-  }
-}
-
-int Engine::flush_for(const MPI_Request* requests, int count, Until until, MPI_Comm* failed_comm) {
-  int queued_at_start = 0;
-  for (int pass = 0;; ++pass) {
-    std::vector<CommState*> states;
-    int queued = 0;  // of `requests`
-    {
-      std::lock_guard lock(requests_mutex_);
-      for (int i = 0; i < count; ++i) {
-        auto found = queued_requests_.find(requests[i]);
-        if (found == queued_requests_.end()) continue;
-        ++queued;
-        if (std::find(states.begin(), states.end(), found->second) == states.end())
-          states.push_back(found->second);
-      }
-    }
-    if (states.empty()) return MPI_SUCCESS;
-    if (pass == 0) queued_at_start = queued;
-    if (pass > 0 &&
-        (until == Until::one_pass || (until == Until::one_done && queued < queued_at_start))) {
-      return MPI_SUCCESS;
-    }
-    sort_by_id(states);
-    for (CommState* state : states) {
-      if (const int rc = flush(*state); rc != MPI_SUCCESS) {
-        *failed_comm = state->user_comm();
-        return rc;
-      }
-    }
   }
 }
 

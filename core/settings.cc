@@ -100,6 +100,8 @@ double parse_ratio(const std::string& value) {
 
 const std::vector<std::pair<const char*, Priority>> kPriorities = {{"fifo", Priority::fifo},
                                                                    {"reverse", Priority::reverse}};
+const std::vector<std::pair<const char*, Pipelining>> kPipelining = {
+    {"auto", Pipelining::automatic}, {"0", Pipelining::off}, {"1", Pipelining::on}};
 const std::vector<std::pair<const char*, LogLevel>> kLogLevels = {{"error", LogLevel::error},
                                                                   {"warn", LogLevel::warn},
                                                                   {"info", LogLevel::info},
@@ -164,11 +166,12 @@ const std::vector<SettingSpec>& specs() {
          if (s.partition_bytes == 0) throw std::invalid_argument("zero");
        },
        [](const Settings& s) { return show_bytes(s.partition_bytes); }},
-      {"SLIMREDUCE_PIPELINE", "1", fixed("0, 1"),
+      {"SLIMREDUCE_PIPELINE", "auto", fixed("auto, 0, 1"),
        "Pipelines a partitioned call: one partition on the wire while a helper thread "
-       "compresses the next and decodes the last (the same bits as 0; MPI host buffers).",
-       [](const std::string& v, Settings& s) { s.pipeline = parse_flag(v); },
-       [](const Settings& s) { return std::to_string(s.pipeline); }},
+       "compresses the next and decodes the last (the same bits as 0; MPI host buffers); auto: "
+       "where the node has at least two CPUs per rank (the helper needs a core of its own).",
+       [](const std::string& v, Settings& s) { s.pipeline = parse_choice(v, kPipelining); },
+       [](const Settings& s) { return show_choice(s.pipeline, kPipelining); }},
       {"SLIMREDUCE_PRIORITY", "fifo", fixed("fifo, reverse"),
        "Order in which a flush reduces queued calls: fifo (call order) or reverse (the last "
        "handed over first: in backprop, the first layers); the native API's priorities first.",

@@ -12,6 +12,8 @@
 namespace slimreduce {
 
 enum class Priority { fifo, reverse };
+// auto: pipelined where each rank on the node has a spare CPU for its helper thread.
+enum class Pipelining { automatic, off, on };
 enum class LogLevel { error, warn, info, debug };
 enum class TopkValueFormat { fp32, fp16 };
 
@@ -25,7 +27,7 @@ struct Settings {
   std::uint64_t ef_max_bytes = std::uint64_t{4} << 30;
   std::uint64_t fusion_threshold = std::uint64_t{64} << 20;
   std::uint64_t partition_bytes = std::uint64_t{4} << 20;
-  bool pipeline = true;
+  Pipelining pipeline = Pipelining::automatic;
   Priority priority = Priority::fifo;
   bool hierarchical = false;
   std::optional<int> local_size;  // unset: ranks per node as the MPI library sees them

@@ -99,6 +99,10 @@ void HelperPool::give_back(std::unique_ptr<Helper> helper) {
   idle_.push_back(std::move(helper));
 }
 
+bool helper_pays(unsigned cpus, unsigned ranks_on_node) {
+  return cpus >= 2 * std::max(1u, ranks_on_node);
+}
+
 bool can_pipeline(const Plan& plan) {
   if (plan.size() < 2) return false;
   for (std::size_t i = 0; i < plan.size(); ++i) {

@@ -85,6 +85,13 @@ class HelperPool {
   std::size_t made_ = 0;
 };
 
+// Whether a helper thread pays: pipelining overlaps host work with the wire,
+// but an MPI rank spins on its core while it waits, so a helper that shares
+// the core takes time from the wire (measured 0.84x over shared memory with 2
+// ranks on 2 cores, docs/performance.md). It pays where the CPUs a rank may
+// use number at least twice the ranks of its node.
+bool helper_pays(unsigned cpus, unsigned ranks_on_node);
+
 // Whether every step of the plan may be pipelined (Step::local_phases()),
 // and there is more than one.
 bool can_pipeline(const Plan& plan);

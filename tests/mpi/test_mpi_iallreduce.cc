@@ -240,6 +240,70 @@ TEST(Iallreduce, RanksThatWaitAtDifferentPointsStillAgree) {
   }
 }
 
+// A wait on the last call handed over (in backprop, the first layer's):
+// under `reverse` it is in the flush's first buffer, and the flush runs only
+// that one before the wait returns (the rest stays queued, for the Waitall);
+// under `fifo` it is in the last, and the flush runs them all. Run with
+// buffers smaller than the calls (SLIMREDUCE_PARTITION_BYTES) and nothing
+// flushed before the waits (SLIMREDUCE_FUSION_THRESHOLD).
+TEST(Priority, AWaitForTheFirstLayerRunsOnlyTheBuffersItNeeds) {
+  const bool reverse = env_or("SLIMREDUCE_PRIORITY", "fifo") == "reverse";
+  const auto inputs = tensors_for(21);
+  std::vector<std::vector<float>> fused(kCounts.size()), alone(kCounts.size());
+  std::vector<MPI_Request> requests(kCounts.size());
+  const double compressed = counter("calls.compressed");
+  for (std::size_t t = 0; t < kCounts.size(); ++t) {
+    fused[t].resize(kCounts[t]);
+    alone[t].resize(kCounts[t]);
+    ASSERT_EQ(MPI_Iallreduce(inputs[t].data(), fused[t].data(), int(kCounts[t]), MPI_FLOAT, MPI_SUM,
+                             MPI_COMM_WORLD, &requests[t]),
+              MPI_SUCCESS);
+  }
+  ASSERT_EQ(MPI_Wait(&requests.back(), MPI_STATUS_IGNORE), MPI_SUCCESS);
+  const double ran = counter("calls.compressed") - compressed;
+  if (reverse) {
+    EXPECT_GE(ran, 1.0);
+    EXPECT_LT(ran, double(kCounts.size())) << "the wait ran every buffer";
+  } else {
+    EXPECT_EQ(ran, double(kCounts.size()));
+  }
+  ASSERT_EQ(MPI_Waitall(int(requests.size()), requests.data(), MPI_STATUSES_IGNORE), MPI_SUCCESS);
+  EXPECT_EQ(counter("calls.compressed") - compressed, double(kCounts.size()));
+  for (std::size_t t = 0; t < kCounts.size(); ++t) {
+    ASSERT_EQ(MPI_Allreduce(inputs[t].data(), alone[t].data(), int(kCounts[t]), MPI_FLOAT, MPI_SUM,
+                            MPI_COMM_WORLD),
+              MPI_SUCCESS);
+    EXPECT_TRUE(same_bits(fused[t], alone[t])) << "tensor " << t;
+  }
+}
+
+// Ranks that wait on different calls: each flush runs the most buffers any
+// rank needs, so every rank runs the same ones, and none hangs.
+TEST(Priority, RanksThatWaitOnDifferentCallsRunTheSameBuffers) {
+  const auto inputs = tensors_for(22);
+  std::vector<std::vector<float>> fused(kCounts.size());
+  std::vector<MPI_Request> requests(kCounts.size());
+  const double compressed = counter("calls.compressed");
+  for (std::size_t t = 0; t < kCounts.size(); ++t) {
+    fused[t].resize(kCounts[t]);
+    ASSERT_EQ(MPI_Iallreduce(inputs[t].data(), fused[t].data(), int(kCounts[t]), MPI_FLOAT, MPI_SUM,
+                             MPI_COMM_WORLD, &requests[t]),
+              MPI_SUCCESS);
+  }
+  MPI_Request& mine = world_rank() == 0 ? requests.back() : requests[world_rank() % 3];
+  ASSERT_EQ(MPI_Wait(&mine, MPI_STATUS_IGNORE), MPI_SUCCESS);
+  const double ran = counter("calls.compressed") - compressed;
+  double least = ran, most = ran;
+  PMPI_Allreduce(&ran, &least, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+  PMPI_Allreduce(&ran, &most, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  EXPECT_EQ(least, most) << "ranks ran different buffers";
+  ASSERT_EQ(MPI_Waitall(int(requests.size()), requests.data(), MPI_STATUSES_IGNORE), MPI_SUCCESS);
+  for (std::size_t t = 0; t < kCounts.size(); ++t) {
+    EXPECT_TRUE(identical_on_all_ranks(fused[t].data(), kCounts[t] * 4, MPI_COMM_WORLD))
+        << "tensor " << t;
+  }
+}
+
 // A communicator freed with calls still queued: they run at the free, and
 // the caller's requests then complete with the results.
 TEST(Iallreduce, AFreedCommunicatorRunsItsQueuedCallsFirst) {

@@ -189,6 +189,15 @@ TEST(Pipelined, TheObserverHearsEachPhaseWithItsLane) {
   }
 }
 
+TEST(HelperPays, WithTwoCpusPerRankOnTheNode) {
+  EXPECT_TRUE(helper_pays(2, 1));
+  EXPECT_TRUE(helper_pays(16, 8));
+  EXPECT_FALSE(helper_pays(2, 2));
+  EXPECT_FALSE(helper_pays(15, 8));
+  EXPECT_FALSE(helper_pays(1, 0));  // an unknown count is one rank
+  EXPECT_TRUE(helper_pays(2, 0));
+}
+
 TEST(HelperPool, ReusesAnIdleHelperAndMakesOneMorePerConcurrentLease) {
   HelperPool pool;
   {

@@ -42,6 +42,7 @@ TEST(Settings, AcceptsEveryDocumentedForm) {
                             {"SLIMREDUCE_EF_MAX_BYTES", "2G"},
                             {"SLIMREDUCE_FUSION_THRESHOLD", "0"},
                             {"SLIMREDUCE_PARTITION_BYTES", "512K"},
+                            {"SLIMREDUCE_PIPELINE", "1"},
                             {"SLIMREDUCE_PRIORITY", "reverse"},
                             {"SLIMREDUCE_HIERARCHICAL", "1"},
                             {"SLIMREDUCE_LOCAL_SIZE", "2"},
@@ -57,6 +58,7 @@ TEST(Settings, AcceptsEveryDocumentedForm) {
   EXPECT_EQ(s.ef_max_bytes, 2ull << 30);
   EXPECT_EQ(s.fusion_threshold, 0u);
   EXPECT_EQ(s.partition_bytes, 512u << 10);
+  EXPECT_EQ(s.pipeline, Pipelining::on);
   EXPECT_EQ(s.priority, Priority::reverse);
   EXPECT_TRUE(s.hierarchical);
   EXPECT_EQ(s.local_size, 2);
@@ -73,6 +75,9 @@ TEST(Settings, EveryCompressorAndChoiceIsAccepted) {
   for (const char* level : {"error", "warn", "info", "debug"}) {
     EXPECT_NO_THROW(parse({{"SLIMREDUCE_LOG_LEVEL", level}}));
   }
+  EXPECT_EQ(parse({}).pipeline, Pipelining::automatic);
+  EXPECT_EQ(parse({{"SLIMREDUCE_PIPELINE", "auto"}}).pipeline, Pipelining::automatic);
+  EXPECT_EQ(parse({{"SLIMREDUCE_PIPELINE", "0"}}).pipeline, Pipelining::off);
   EXPECT_EQ(parse({{"SLIMREDUCE_ERROR_FEEDBACK", "0"}}).error_feedback, false);
   EXPECT_EQ(parse({{"SLIMREDUCE_REPORT", "stderr"}}).report, "stderr");
 }
@@ -146,6 +151,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"SLIMREDUCE_WARMUP_STEPS", "-1", kCount},
                       BadCase{"SLIMREDUCE_WARMUP_STEPS", "ten", kCount},
                       BadCase{"SLIMREDUCE_PRIORITY", "lifo", "fifo, reverse"},
+                      BadCase{"SLIMREDUCE_PRIORITY", "loud", "fifo, reverse"},
+                      BadCase{"SLIMREDUCE_PIPELINE", "yes", "auto, 0, 1"},
                       BadCase{"SLIMREDUCE_HIERARCHICAL", "true", kFlag},
                       BadCase{"SLIMREDUCE_LOCAL_SIZE", "0", "a whole number >= 1"},
                       BadCase{"SLIMREDUCE_PARTITION_BYTES", "0", kSizes},
