@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "algorithms/gathered.h"
 #include "algorithms/wire_bytes.h"
 
 namespace slimreduce::algorithms {
@@ -35,6 +36,15 @@ void FusedGathered::compress() {
     const BatchTensor& tensor = tensors_[t];
     compressor_.compress(tensor.input, tensor.residual, tensor.count, payload_ + offsets_[t]);
   }
+}
+
+Status FusedGathered::communicate() {
+  SLIMREDUCE_TRY(transport_.allgather(payload_, slot_bytes_, gathered_));
+  for (std::size_t t = 0; t < tensors_.size(); ++t) {
+    SLIMREDUCE_TRY(check_payloads(transport_, compressor_, gathered_ + offsets_[t], slot_bytes_,
+                                  tensors_[t].count));
+  }
+  return {};
 }
 
 void FusedGathered::finish() const {

@@ -26,7 +26,8 @@ class FusedGathered {
                 std::vector<BatchTensor> tensors, std::byte* payload, std::byte* gathered);
 
   void compress();
-  Status communicate() { return transport_.allgather(payload_, slot_bytes_, gathered_); }
+  // Every rank's slot into the gathered buffer; each tensor's payloads checked.
+  Status communicate();
   void finish() const;
   double wire_sent() const;
   std::size_t rescued() const { return 0; }

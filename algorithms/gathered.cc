@@ -6,6 +6,24 @@
 
 namespace slimreduce::algorithms {
 
+Status check_payloads(const backends::Transport& transport,
+                      const compressors::GatheredCompressor& compressor, const std::byte* first,
+                      std::size_t stride, std::size_t count) {
+  if (transport.execution() != backends::Execution::blocking ||
+      transport.memory() == backends::MemoryKind::device) {
+    return {};
+  }
+  for (int rank = 0; rank < transport.size(); ++rank) {
+    if (!compressor.payload_valid(first + stride * rank, count)) return Status::internal();
+  }
+  return {};
+}
+
+Status GatheredAllreduce::communicate() {
+  SLIMREDUCE_TRY(transport_.allgather(payload_, slot_bytes_, gathered_));
+  return check_payloads(transport_, compressor_, gathered_, slot_bytes_, count_);
+}
+
 void GatheredAllreduce::finish(float* output) const {
   std::fill_n(output, count_, 0.0f);
   for (int rank = 0; rank < transport_.size(); ++rank) {

@@ -19,6 +19,15 @@
 
 namespace slimreduce::algorithms {
 
+// Every rank's payload of `count` values, the first at `first`, `stride` bytes
+// apart, well formed (the compressor's payload_valid): bytes from another
+// rank are not trusted to keep accumulate() in bounds. Checked where the host
+// can read them when the collective returns (blocking, not device memory);
+// an internal error otherwise.
+Status check_payloads(const backends::Transport& transport,
+                      const compressors::GatheredCompressor& compressor, const std::byte* first,
+                      std::size_t stride, std::size_t count);
+
 class GatheredAllreduce : public Phases<GatheredAllreduce> {
  public:
   // payload: slot_bytes bytes; gathered: slot_bytes x ranks bytes.
@@ -36,8 +45,8 @@ class GatheredAllreduce : public Phases<GatheredAllreduce> {
   void compress(const float* input, float* residual) {
     compressor_.compress(input, residual, count_, payload_);
   }
-  // Every rank's payload, in rank order, into the gathered buffer.
-  Status communicate() { return transport_.allgather(payload_, slot_bytes_, gathered_); }
+  // Every rank's payload, in rank order, into the gathered buffer; each checked.
+  Status communicate();
   // Host entry point: output = the payloads added in rank order into zeros.
   void finish(float* output) const;
 

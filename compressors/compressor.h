@@ -103,6 +103,9 @@ class GatheredCompressor : public Compressor {
   Aggregation aggregation() const final { return Aggregation::gathered; }
   // dense[i] += the value the payload holds for i (payload of n values).
   virtual void accumulate(const void* payload, std::size_t n, float* dense) const = 0;
+  // Whether a payload of n values from another rank is well formed, so that
+  // accumulate() stays inside dense; checked on every gathered payload.
+  virtual bool payload_valid(const void* payload, std::size_t n) const = 0;
 
   // Device: where payloads sit in device memory, compressed_bytes(n) padded so
   // that gathered payloads stay aligned for device_finish. The bytes that go

@@ -35,6 +35,9 @@ class TopkCompressor final : public GatheredCompressor {
   void accumulate(const void* payload, std::size_t n, float* dense) const override {
     kernels::topk_accumulate(payload, kernels::topk_count(n, ratio_), values_, dense);
   }
+  bool payload_valid(const void* payload, std::size_t n) const override {
+    return kernels::topk_payload_valid(payload, kernels::topk_count(n, ratio_), n);
+  }
 
   // The payload padded to 16 bytes: every rank's uint32 indices stay aligned.
   std::size_t device_slot_bytes(std::size_t n) const override {

@@ -323,6 +323,19 @@ void topk_compress(const float* in, float* residual, std::size_t n, std::size_t 
   select_and_write(shared);
 }
 
+bool topk_payload_valid(const void* payload, std::size_t k, std::size_t n) {
+  if (k > n) return false;
+  const auto* index = static_cast<const std::uint8_t*>(payload);
+  std::uint64_t next = 0;  // the least index the next entry may hold
+  for (std::size_t j = 0; j < k; ++j) {
+    std::uint32_t i;
+    std::memcpy(&i, index + j * sizeof i, sizeof i);
+    if (i < next || i >= n) return false;
+    next = std::uint64_t{i} + 1;
+  }
+  return true;
+}
+
 void topk_accumulate(const void* payload, std::size_t k, TopkValues values, float* dense) {
   const auto* index = static_cast<const std::uint8_t*>(payload);
   if (values == TopkValues::fp16) {

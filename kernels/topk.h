@@ -60,6 +60,12 @@ void topk_compress(const float* in, float* residual, std::size_t n, std::size_t 
                    TopkValues values, void* payload, TopkScratch& scratch,
                    const TopkTuning& tuning);
 
+// Whether a payload of k entries, as it arrived from another rank, may be
+// accumulated into n values: its indices ascend strictly and lie below n, as
+// topk_compress writes them (a value may be any bits). A corrupt payload would
+// otherwise make topk_accumulate write out of bounds.
+bool topk_payload_valid(const void* payload, std::size_t k, std::size_t n);
+
 // dense[index] += value for each of the k entries of one payload, in payload order.
 void topk_accumulate(const void* payload, std::size_t k, TopkValues values, float* dense);
 

@@ -7,7 +7,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 packages=(cmake g++ make gfortran openmpi-bin libopenmpi-dev libgtest-dev libbenchmark-dev
           python3 python3-mpi4py python3-numpy iproute2
-          python3-venv python3-pip python3-matplotlib pkgconf)  # the tools' tests (docs/tools.md)
+          python3-venv python3-pip python3-matplotlib pkgconf  # the tools' tests (docs/tools.md)
+          clang libclang-rt-14-dev)  # libFuzzer, for tests/fuzz
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
