@@ -20,7 +20,8 @@ fi
 while read -r name; do
   case $name in
     cuda_*) why="needs a GPU (none on this machine)" ;;
-    horovod*) why="needs Horovod built with MPI and PyTorch" ;;
+    horovod*) why="needs Horovod built with MPI and PyTorch (from PyPI)" ;;
+    tools_pip_install) why="needs PyPI for pip's build requirements (scikit-build-core)" ;;
     *) why="skipped itself: its output in Testing/Temporary/LastTest.log says why" ;;
   esac
   say "$name: $why"

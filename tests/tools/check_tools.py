@@ -443,6 +443,12 @@ def case_consumer(args):
 # ---- pip --------------------------------------------------------------------------------------
 
 
+# pip's words for "no network" or "no such package on the index".
+OFFLINE = (r"Failed to establish a new connection|Temporary failure in name resolution|"
+           r"No matching distribution found|Could not find a version that satisfies|"
+           r"Network is unreachable|ProxyError")
+
+
 def case_pip(args):
     fresh(args.work)
     venv = os.path.join(args.work, "venv")
@@ -452,8 +458,14 @@ def case_pip(args):
     # CI shortcut: the CPU path only (the GPU path would add minutes of nvcc);
     # tests and benchmarks are off in every pip build (pyproject.toml).
     env = clean_env(CMAKE_BUILD_PARALLEL_LEVEL="2", PIP_DISABLE_PIP_VERSION_CHECK="1")
-    run([python, "-m", "pip", "install", "--quiet", args.source,
-         "--config-settings=cmake.define.SLIMREDUCE_CUDA=OFF"], env=env, check=0, timeout=900)
+    rc, out, err = run([python, "-m", "pip", "install", "--quiet", args.source,
+                        "--config-settings=cmake.define.SLIMREDUCE_CUDA=OFF"], env=env, timeout=900)
+    if rc != 0 and re.search(OFFLINE, out + err):
+        # Without PyPI there is no scikit-build-core to build with: a skip (77),
+        # which the test command's last lines report, not a pass.
+        print(f"SKIPPED: PyPI is not reachable for pip's build requirements:\n{err[-1500:]}")
+        sys.exit(77)
+    expect(rc == 0, f"pip install exited {rc}\nstdout:\n{out}\nstderr:\n{err}")
     for tool in ("slimreduce-run", "slimreduce-report"):
         expect(os.access(os.path.join(venv, "bin", tool), os.X_OK), f"pip did not install {tool}")
     _, where, _ = run([python, "-c", "import slimreduce; print(slimreduce.library_path())"],
