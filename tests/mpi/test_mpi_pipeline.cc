@@ -134,7 +134,9 @@ RunResult run(const Case& c, bool pipelined, scheduler::HelperPool& pool, CommSt
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  // memcmp is not to be given the null data() of an empty vector.
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 // Whether every rank holds these bytes.
