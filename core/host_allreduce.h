@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "backends/transport.h"
 #include "compressors/compressor.h"
@@ -21,6 +22,8 @@ struct AllreduceCall {
   float* output;
   std::size_t count;
   float* residual;  // nullptr: no error feedback
+  // The key's compressor state (core/residuals.h), nullptr: none kept.
+  std::vector<float>* state = nullptr;
 };
 
 // What a compressed call did, for the report.

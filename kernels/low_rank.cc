@@ -1,0 +1,211 @@
+#include "kernels/low_rank.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace slimreduce::kernels {
+namespace {
+
+constexpr std::size_t kMaxRank = 64;  // SLIMREDUCE_POWERSGD_RANK's upper bound
+
+// The loop bodies, inlined into one entry point per ISA. Each output element
+// is one accumulator, summed in ascending order; the compiler may vectorise
+// across independent accumulators (k, or j) but, without -ffast-math, never
+// reorders a sum, so the ISAs differ in speed only.
+#define SR_BODY __attribute__((always_inline)) inline
+
+SR_BODY void project_body(const float* m, const LowRankShape& s, const float* q, float* p) {
+  const std::size_t r = s.rank;
+  for (std::size_t i = 0; i < s.rows; ++i) {
+    float acc[kMaxRank] = {};
+    const float* row = m + i * s.cols;
+    const std::size_t length = s.row_length(i);
+    for (std::size_t j = 0; j < length; ++j) {
+      const float value = row[j];
+      const float* qj = q + j * r;
+      for (std::size_t k = 0; k < r; ++k) acc[k] += value * qj[k];
+    }
+    std::memcpy(p + i * r, acc, r * sizeof(float));
+  }
+}
+
+SR_BODY void back_project_body(const float* m, const LowRankShape& s, const float* p, float* q) {
+  const std::size_t r = s.rank;
+  std::memset(q, 0, s.q_floats() * sizeof(float));
+  for (std::size_t i = 0; i < s.rows; ++i) {
+    const float* row = m + i * s.cols;
+    const float* pi = p + i * r;
+    const std::size_t length = s.row_length(i);
+    for (std::size_t j = 0; j < length; ++j) {
+      const float value = row[j];
+      float* qj = q + j * r;
+      for (std::size_t k = 0; k < r; ++k) qj[k] += value * pi[k];
+    }
+  }
+}
+
+SR_BODY float dot(const float* a, const float* b, std::size_t r) {
+  float sum = 0.0f;
+  for (std::size_t k = 0; k < r; ++k) sum += a[k] * b[k];
+  return sum;
+}
+
+SR_BODY void finish_body(const float* m, const LowRankShape& s, const float* p, const float* q_sum,
+                         const float* q_local, float* out, float* residual) {
+  const std::size_t r = s.rank;
+  for (std::size_t i = 0; i < s.rows; ++i) {
+    const std::size_t begin = i * s.cols;
+    const std::size_t length = s.row_length(i);
+    const float* pi = p + i * r;
+    if (residual) {
+      for (std::size_t j = 0; j < length; ++j)
+        residual[begin + j] = m[begin + j] - dot(pi, q_local + j * r, r);
+    }
+    for (std::size_t j = 0; j < length; ++j) out[begin + j] = dot(pi, q_sum + j * r, r);
+  }
+}
+
+// The scalar path is kept scalar, so that the tests compare real vector code with it.
+#define SR_SCALAR __attribute__((optimize("no-tree-vectorize")))
+#define SR_AVX2 __attribute__((target("avx2")))
+#define SR_AVX512 __attribute__((target("avx512f,avx512vl,avx2")))
+
+SR_SCALAR void project_scalar(const float* m, const LowRankShape& s, const float* q, float* p) {
+  project_body(m, s, q, p);
+}
+SR_AVX2 void project_avx2(const float* m, const LowRankShape& s, const float* q, float* p) {
+  project_body(m, s, q, p);
+}
+SR_AVX512 void project_avx512(const float* m, const LowRankShape& s, const float* q, float* p) {
+  project_body(m, s, q, p);
+}
+SR_SCALAR void back_scalar(const float* m, const LowRankShape& s, const float* p, float* q) {
+  back_project_body(m, s, p, q);
+}
+SR_AVX2 void back_avx2(const float* m, const LowRankShape& s, const float* p, float* q) {
+  back_project_body(m, s, p, q);
+}
+SR_AVX512 void back_avx512(const float* m, const LowRankShape& s, const float* p, float* q) {
+  back_project_body(m, s, p, q);
+}
+SR_SCALAR void finish_scalar(const float* m, const LowRankShape& s, const float* p,
+                             const float* q_sum, const float* q_local, float* out,
+                             float* residual) {
+  finish_body(m, s, p, q_sum, q_local, out, residual);
+}
+SR_AVX2 void finish_avx2(const float* m, const LowRankShape& s, const float* p, const float* q_sum,
+                         const float* q_local, float* out, float* residual) {
+  finish_body(m, s, p, q_sum, q_local, out, residual);
+}
+SR_AVX512 void finish_avx512(const float* m, const LowRankShape& s, const float* p,
+                             const float* q_sum, const float* q_local, float* out,
+                             float* residual) {
+  finish_body(m, s, p, q_sum, q_local, out, residual);
+}
+
+// A request for an ISA this CPU lacks runs the best one it has instead.
+template <class Fn>
+Fn pick(Isa isa, Fn scalar, Fn avx2, Fn avx512) {
+  const Isa best = best_isa();
+  const Isa usable = static_cast<int>(isa) > static_cast<int>(best) ? best : isa;
+  return usable == Isa::avx512 ? avx512 : usable == Isa::avx2 ? avx2 : scalar;
+}
+
+std::size_t ceil_sqrt(std::size_t n) {
+  auto root = static_cast<std::size_t>(std::sqrt(static_cast<double>(n)));
+  while (root * root < n) ++root;
+  while (root > 0 && (root - 1) * (root - 1) >= n) --root;
+  return root;
+}
+
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// A column that lost all but this fraction of its norm to the projections
+// holds rounding noise (the matrix has rank below the column's index).
+constexpr double kNoiseFraction = 1e-5;
+
+double column_dot(const float* p, std::size_t rows, std::size_t r, std::size_t a, std::size_t b) {
+  double sum = 0.0;
+  for (std::size_t i = 0; i < rows; ++i)
+    sum += static_cast<double>(p[i * r + a]) * static_cast<double>(p[i * r + b]);
+  return sum;
+}
+
+}  // namespace
+
+LowRankShape low_rank_shape(std::size_t count, std::size_t rank, double min_compression) {
+  LowRankShape shape;
+  shape.count = count;
+  if (count == 0) return shape;
+  shape.cols = ceil_sqrt(count);
+  shape.rows = (count + shape.cols - 1) / shape.cols;
+  std::size_t r = rank < kMaxRank ? rank : kMaxRank;
+  if (r > shape.rows) r = shape.rows;
+  if (r > shape.cols) r = shape.cols;
+  const double factors = static_cast<double>(r * (shape.rows + shape.cols));
+  shape.rank = factors * min_compression <= static_cast<double>(count) ? r : 0;
+  return shape;
+}
+
+void low_rank_project(const float* m, const LowRankShape& shape, const float* q, float* p,
+                      Isa isa) {
+  pick(isa, &project_scalar, &project_avx2, &project_avx512)(m, shape, q, p);
+}
+
+void low_rank_back_project(const float* m, const LowRankShape& shape, const float* p, float* q,
+                           Isa isa) {
+  pick(isa, &back_scalar, &back_avx2, &back_avx512)(m, shape, p, q);
+}
+
+void low_rank_finish(const float* m, const LowRankShape& shape, const float* p, const float* q_sum,
+                     const float* q_local, float* out, float* residual, Isa isa) {
+  pick(isa, &finish_scalar, &finish_avx2, &finish_avx512)(m, shape, p, q_sum, q_local, out,
+                                                          residual);
+}
+
+void orthonormalise(float* p, std::size_t rows, std::size_t rank) {
+  for (std::size_t k = 0; k < rank; ++k) {
+    const double before = std::sqrt(column_dot(p, rows, rank, k, k));
+    // Twice ("twice is enough", Giraud et al. 2005): one pass in float
+    // leaves P^T P off the identity by about cond(P) x 2^-24, and P P^T M is a
+    // projection only as far as P is orthonormal.
+    for (int pass = 0; pass < 2; ++pass) {
+      for (std::size_t l = 0; l < k; ++l) {
+        const auto along = static_cast<float>(column_dot(p, rows, rank, l, k));
+        for (std::size_t i = 0; i < rows; ++i) p[i * rank + k] -= along * p[i * rank + l];
+      }
+    }
+    const double norm = std::sqrt(column_dot(p, rows, rank, k, k));
+    const bool noise = norm <= kNoiseFraction * before;  // also 0 of 0; a NaN stays a NaN
+    for (std::size_t i = 0; i < rows; ++i) {
+      float& value = p[i * rank + k];
+      value = noise ? 0.0f : static_cast<float>(static_cast<double>(value) / norm);
+    }
+  }
+}
+
+void low_rank_seed(const LowRankShape& shape, float* q) {
+  const std::uint64_t seed =
+      splitmix64(splitmix64(splitmix64(shape.rows) ^ shape.cols) ^ shape.rank);
+  for (std::size_t e = 0; e < shape.q_floats(); ++e) {
+    const std::uint64_t bits = splitmix64(seed + e) >> 40;  // 24 bits
+    q[e] = static_cast<float>((static_cast<double>(bits) + 0.5) / 8388608.0 - 1.0);
+  }
+}
+
+bool all_finite(const float* values, std::size_t n) {
+  std::uint32_t bad = 0;
+  for (std::size_t e = 0; e < n; ++e) {
+    std::uint32_t bits;
+    std::memcpy(&bits, values + e, sizeof(bits));
+    bad |= (bits & 0x7f800000u) == 0x7f800000u;
+  }
+  return bad == 0;
+}
+
+}  // namespace slimreduce::kernels
