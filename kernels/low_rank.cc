@@ -7,6 +7,9 @@ namespace slimreduce::kernels {
 namespace {
 
 constexpr std::size_t kMaxRank = 64;  // SLIMREDUCE_POWERSGD_RANK's upper bound
+// The most elongated exact view taken (cols / rows): its factors cost at most
+// about (sqrt(16) + 1 / sqrt(16)) / 2 = 2.1 times the square view's.
+constexpr std::size_t kMaxAspect = 16;
 
 // The loop bodies, inlined into one entry point per ISA. Each output element
 // is one accumulator, summed in ascending order; the compiler may vectorise
@@ -142,8 +145,20 @@ LowRankShape low_rank_shape(std::size_t count, std::size_t rank, double min_comp
   LowRankShape shape;
   shape.count = count;
   if (count == 0) return shape;
-  shape.cols = ceil_sqrt(count);
-  shape.rows = (count + shape.cols - 1) / shape.cols;
+  // The most square exact factorisation first: a row-major layer of R x C
+  // viewed as rows x cols where one of C, cols divides the other keeps its
+  // low rank (at most C / cols or cols / C times it), and layer sizes are
+  // mostly powers of two. Too elongated (a prime: 1 x count), the factors
+  // would cost more than the padded square view's.
+  std::size_t rows = ceil_sqrt(count);
+  while (rows * rows > count || count % rows != 0) --rows;
+  if (count / rows <= kMaxAspect * rows) {
+    shape.rows = rows;
+    shape.cols = count / rows;
+  } else {
+    shape.cols = ceil_sqrt(count);
+    shape.rows = (count + shape.cols - 1) / shape.cols;
+  }
   std::size_t r = rank < kMaxRank ? rank : kMaxRank;
   if (r > shape.rows) r = shape.rows;
   if (r > shape.cols) r = shape.cols;

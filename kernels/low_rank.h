@@ -18,9 +18,11 @@
 namespace slimreduce::kernels {
 
 // A flat buffer of `count` floats viewed as a row-major rows x cols matrix:
-// cols = ceil(sqrt(count)), rows = ceil(count / cols), the last row padded
-// with zeros that are never stored (fewer than cols of them). rank: the
-// factors' width, at most min(rows, cols); 0 when not worth compressing.
+// the most square exact factorisation rows x cols = count (rows <= cols) if
+// cols <= 16 rows (it keeps a layer's low rank: docs/architecture.md, "Low
+// rank"), else cols = ceil(sqrt(count)), rows = ceil(count / cols), the last
+// row padded with zeros that are never stored (fewer than cols of them).
+// rank: the factors' width, at most min(rows, cols); 0 when not worth compressing.
 struct LowRankShape {
   std::size_t count = 0;
   std::size_t rows = 0;

@@ -234,7 +234,7 @@ TEST(LowRankShapeTest, MostSquareViewWithPadding) {
   EXPECT_EQ(one.cols, 1u);
   EXPECT_EQ(one.rank, 0u) << "1 x (1 + 1) floats are not smaller than 1";
   const LowRankShape prime = sk::low_rank_shape(7919, 4, 2.0);
-  EXPECT_EQ(prime.cols, 89u);  // ceil(sqrt(7919)) = 89
+  EXPECT_EQ(prime.cols, 89u);  // 1 x 7919 is too elongated: ceil(sqrt(7919)) = 89
   EXPECT_EQ(prime.rows, 89u);  // ceil(7919 / 89)
   EXPECT_EQ(prime.rank, 4u);
   EXPECT_EQ(prime.row_length(88), 7919u - 88 * 89);
@@ -242,6 +242,20 @@ TEST(LowRankShapeTest, MostSquareViewWithPadding) {
   EXPECT_EQ(square.rows, 1024u);
   EXPECT_EQ(square.cols, 1024u);
   EXPECT_EQ(sk::low_rank_shape(1 << 20, 100, 2.0).rank, 64u) << "clamped to 64";
+  // Exact factorisations: a 256 x 2048 layer as 512 x 1024 (each view row a
+  // half of a layer row: rank at most twice the layer's).
+  const LowRankShape layer = sk::low_rank_shape(256 * 2048, 4, 2.0);
+  EXPECT_EQ(layer.rows, 512u);
+  EXPECT_EQ(layer.cols, 1024u);
+  const LowRankShape oblong = sk::low_rank_shape(64 * 1000, 4, 2.0);
+  EXPECT_EQ(oblong.rows, 250u);
+  EXPECT_EQ(oblong.cols, 256u);
+  // 64 x 10273 (10273 is prime) is more than 16 times wider than high: padded.
+  const LowRankShape fused = sk::low_rank_shape(64 * 10273, 4, 2.0);
+  EXPECT_EQ(fused.cols, 811u);
+  EXPECT_EQ(fused.rows, 811u);
+  const LowRankShape sixteen = sk::low_rank_shape(16 * 16 * 16, 4, 2.0);
+  EXPECT_EQ(sixteen.rows * sixteen.cols, 4096u);
   EXPECT_EQ(sk::low_rank_shape(6, 4, 1.0).rank, 0u) << "4 x (2 + 3) > 6";
   EXPECT_EQ(sk::low_rank_shape(6, 1, 1.0).rank, 1u);
   // Minimum compression: 4 x (32 + 32) = 256 floats against 1024.
