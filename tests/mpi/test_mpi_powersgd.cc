@@ -20,6 +20,7 @@
 #include <tuple>
 #include <vector>
 
+#include "algorithms/powersgd.h"
 #include "algorithms/wire_bytes.h"
 #include "backends/mpi_transport.h"
 #include "compressors/registry.h"
@@ -298,6 +299,69 @@ TEST(PowerSgd, NeverCutIntoPartitions) {
   EXPECT_EQ(cut.reduced().partitions, 1u);
   EXPECT_EQ(pool.made(), 0u);
   EXPECT_EQ(std::memcmp(whole.data(), output.data(), count * sizeof(float)), 0);
+}
+
+// PowerSGD's steps pinned to one instruction set: each rank runs another
+// (scalar, AVX2, AVX-512, as far as the CPU has them).
+class PinnedIsa final : public compressors::LowRankCompressor {
+ public:
+  explicit PinnedIsa(kernels::Isa isa) : isa_(isa) {}
+  std::string_view name() const override { return "powersgd"; }
+  bool default_error_feedback() const override { return true; }
+  std::size_t compressed_bytes(std::size_t) const override { return 0; }
+  kernels::LowRankShape shape(std::size_t n) const override {
+    return kernels::low_rank_shape(n, 4, 1.0);
+  }
+  void seed(const kernels::LowRankShape& s, float* q) const override {
+    kernels::low_rank_seed(s, q);
+  }
+  void project(const float* m, const kernels::LowRankShape& s, const float* q,
+               float* p) const override {
+    kernels::low_rank_project(m, s, q, p, isa_);
+  }
+  void orthonormalise(float* p, const kernels::LowRankShape& s) const override {
+    kernels::orthonormalise(p, s.rows, s.rank);
+  }
+  void back_project(const float* m, const kernels::LowRankShape& s, const float* p,
+                    float* q) const override {
+    kernels::low_rank_back_project(m, s, p, q, isa_);
+  }
+  void finish(const float* m, const kernels::LowRankShape& s, const float* p, const float* q_sum,
+              const float* q_local, float* out, float* residual) const override {
+    kernels::low_rank_finish(m, s, p, q_sum, q_local, out, residual, isa_);
+  }
+
+ private:
+  kernels::Isa isa_;
+};
+
+// Two calls (the second warm) of the algorithm itself with the rank's ISA.
+std::vector<float> reduce_with(kernels::Isa isa, const std::vector<float>& input) {
+  CommState state(2, MPI_COMM_WORLD);
+  MPI_Comm wire = MPI_COMM_NULL;
+  EXPECT_EQ(state.private_comm(&wire), MPI_SUCCESS);
+  backends::MpiTransport transport(wire, state.rank(), state.size());
+  PinnedIsa compressor(isa);
+  std::vector<float> residual(input.size(), 0.0f), q, output(input.size());
+  std::vector<std::byte> workspace(
+      algorithms::PowerSgd::workspace_bytes(compressor, input.size(), state.size()));
+  for (int call = 0; call < 2; ++call) {
+    algorithms::PowerSgd step(transport, compressor, input.size(), &q, workspace.data());
+    EXPECT_TRUE(step.run(input.data(), residual.data(), output.data()).ok());
+  }
+  return output;
+}
+
+TEST(PowerSgd, SameBitsWithScalarAndVectorCodeMixedAcrossRanks) {
+  const std::size_t count = 100003;  // padded view, a short last row
+  Caller any(count, Options{}, false);
+  const auto input = normal(count, 500 + any.rank());
+  const kernels::Isa isas[] = {kernels::Isa::scalar, kernels::Isa::avx2, kernels::Isa::avx512};
+  const kernels::Isa mine = isas[any.rank() % 3];
+  const auto mixed = reduce_with(mine, input);
+  EXPECT_TRUE(same_on_every_rank(mixed)) << "this rank ran " << kernels::isa_name(mine);
+  const auto best = reduce_with(kernels::best_isa(), input);
+  EXPECT_EQ(std::memcmp(mixed.data(), best.data(), count * sizeof(float)), 0);
 }
 
 }  // namespace
