@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 namespace slimreduce::kernels {
 namespace {
@@ -17,54 +18,88 @@ constexpr std::size_t kMaxAspect = 16;
 // reorders a sum, so the ISAs differ in speed only.
 #define SR_BODY __attribute__((always_inline)) inline
 
+// B rows of P at once (independent accumulators: B times the additions in
+// flight); each P[i][k] still sums over j in ascending order.
+template <int B>
+SR_BODY void project_rows(const float* rows, std::size_t cols, std::size_t length, const float* q,
+                          std::size_t r, float* p) {
+  float acc[B][kMaxRank] = {};
+  for (std::size_t j = 0; j < length; ++j) {
+    float value[B];
+    for (int b = 0; b < B; ++b) value[b] = rows[b * cols + j];
+    const float* qj = q + j * r;
+    for (std::size_t k = 0; k < r; ++k)
+      for (int b = 0; b < B; ++b) acc[b][k] += value[b] * qj[k];
+  }
+  for (int b = 0; b < B; ++b) std::memcpy(p + b * r, acc[b], r * sizeof(float));
+}
+
+constexpr int kRowBlock = 4;
+
 SR_BODY void project_body(const float* m, const LowRankShape& s, const float* q, float* p) {
   const std::size_t r = s.rank;
-  for (std::size_t i = 0; i < s.rows; ++i) {
-    float acc[kMaxRank] = {};
-    const float* row = m + i * s.cols;
-    const std::size_t length = s.row_length(i);
-    for (std::size_t j = 0; j < length; ++j) {
-      const float value = row[j];
-      const float* qj = q + j * r;
-      for (std::size_t k = 0; k < r; ++k) acc[k] += value * qj[k];
+  const std::size_t full = s.count / s.cols;  // rows without padding
+  std::size_t i = 0;
+  for (; i + kRowBlock <= full; i += kRowBlock)
+    project_rows<kRowBlock>(m + i * s.cols, s.cols, s.cols, q, r, p + i * r);
+  for (; i < s.rows; ++i) project_rows<1>(m + i * s.cols, s.cols, s.row_length(i), q, r, p + i * r);
+}
+
+// B rows of M into Q at once: Q's row j is read and written once per block
+// rather than once per row; each Q[j][k] still adds the rows in ascending order.
+template <int B>
+SR_BODY void back_project_rows(const float* rows, std::size_t cols, std::size_t length,
+                               const float* p, std::size_t r, float* q) {
+  for (std::size_t j = 0; j < length; ++j) {
+    float value[B];
+    for (int b = 0; b < B; ++b) value[b] = rows[b * cols + j];
+    float* qj = q + j * r;
+    for (std::size_t k = 0; k < r; ++k) {
+      float sum = qj[k];
+      for (int b = 0; b < B; ++b) sum += value[b] * p[b * r + k];
+      qj[k] = sum;
     }
-    std::memcpy(p + i * r, acc, r * sizeof(float));
   }
 }
 
 SR_BODY void back_project_body(const float* m, const LowRankShape& s, const float* p, float* q) {
   const std::size_t r = s.rank;
   std::memset(q, 0, s.q_floats() * sizeof(float));
-  for (std::size_t i = 0; i < s.rows; ++i) {
-    const float* row = m + i * s.cols;
-    const float* pi = p + i * r;
-    const std::size_t length = s.row_length(i);
-    for (std::size_t j = 0; j < length; ++j) {
-      const float value = row[j];
-      float* qj = q + j * r;
-      for (std::size_t k = 0; k < r; ++k) qj[k] += value * pi[k];
-    }
+  const std::size_t full = s.count / s.cols;
+  std::size_t i = 0;
+  for (; i + kRowBlock <= full; i += kRowBlock)
+    back_project_rows<kRowBlock>(m + i * s.cols, s.cols, s.cols, p + i * r, r, q);
+  for (; i < s.rows; ++i)
+    back_project_rows<1>(m + i * s.cols, s.cols, s.row_length(i), p + i * r, r, q);
+}
+
+// out[j] = sum over k ascending of pi[k] qt[k][j], for a row of outputs at
+// once (qt: Q transposed, rank rows of cols): each output is the dot product
+// 0 + pi[0] q[j][0] + pi[1] q[j][1] + ..., added in that order.
+SR_BODY void row_times(const float* pi, const float* qt, std::size_t cols, std::size_t r,
+                       std::size_t length, float* out) {
+  for (std::size_t j = 0; j < length; ++j) out[j] = 0.0f;
+  for (std::size_t k = 0; k < r; ++k) {
+    const float pk = pi[k];
+    const float* row = qt + k * cols;
+    for (std::size_t j = 0; j < length; ++j) out[j] += pk * row[j];
   }
 }
 
-SR_BODY float dot(const float* a, const float* b, std::size_t r) {
-  float sum = 0.0f;
-  for (std::size_t k = 0; k < r; ++k) sum += a[k] * b[k];
-  return sum;
-}
-
-SR_BODY void finish_body(const float* m, const LowRankShape& s, const float* p, const float* q_sum,
-                         const float* q_local, float* out, float* residual) {
+// residual first (it reads m), so out may be m itself.
+SR_BODY void finish_body(const float* m, const LowRankShape& s, const float* p, const float* qt_sum,
+                         const float* qt_local, float* out, float* residual) {
   const std::size_t r = s.rank;
   for (std::size_t i = 0; i < s.rows; ++i) {
     const std::size_t begin = i * s.cols;
     const std::size_t length = s.row_length(i);
     const float* pi = p + i * r;
     if (residual) {
+      row_times(pi, qt_local, s.cols, r, length, residual + begin);
       for (std::size_t j = 0; j < length; ++j)
-        residual[begin + j] = m[begin + j] - dot(pi, q_local + j * r, r);
+        residual[begin + j] = m[begin + j] - residual[begin + j];
     }
-    for (std::size_t j = 0; j < length; ++j) out[begin + j] = dot(pi, q_sum + j * r, r);
+    row_times(pi, qt_sum, s.cols, r, length, out + begin);
   }
 }
 
@@ -92,18 +127,24 @@ SR_AVX512 void back_avx512(const float* m, const LowRankShape& s, const float* p
   back_project_body(m, s, p, q);
 }
 SR_SCALAR void finish_scalar(const float* m, const LowRankShape& s, const float* p,
-                             const float* q_sum, const float* q_local, float* out,
+                             const float* qt_sum, const float* qt_local, float* out,
                              float* residual) {
-  finish_body(m, s, p, q_sum, q_local, out, residual);
+  finish_body(m, s, p, qt_sum, qt_local, out, residual);
 }
-SR_AVX2 void finish_avx2(const float* m, const LowRankShape& s, const float* p, const float* q_sum,
-                         const float* q_local, float* out, float* residual) {
-  finish_body(m, s, p, q_sum, q_local, out, residual);
+SR_AVX2 void finish_avx2(const float* m, const LowRankShape& s, const float* p, const float* qt_sum,
+                         const float* qt_local, float* out, float* residual) {
+  finish_body(m, s, p, qt_sum, qt_local, out, residual);
 }
 SR_AVX512 void finish_avx512(const float* m, const LowRankShape& s, const float* p,
-                             const float* q_sum, const float* q_local, float* out,
+                             const float* qt_sum, const float* qt_local, float* out,
                              float* residual) {
-  finish_body(m, s, p, q_sum, q_local, out, residual);
+  finish_body(m, s, p, qt_sum, qt_local, out, residual);
+}
+
+// q (cols x r) into qt (r x cols).
+void transpose(const float* q, std::size_t cols, std::size_t r, float* qt) {
+  for (std::size_t j = 0; j < cols; ++j)
+    for (std::size_t k = 0; k < r; ++k) qt[k * cols + j] = q[j * r + k];
 }
 
 // A request for an ISA this CPU lacks runs the best one it has instead.
@@ -179,7 +220,16 @@ void low_rank_back_project(const float* m, const LowRankShape& shape, const floa
 
 void low_rank_finish(const float* m, const LowRankShape& shape, const float* p, const float* q_sum,
                      const float* q_local, float* out, float* residual, Isa isa) {
-  pick(isa, &finish_scalar, &finish_avx2, &finish_avx512)(m, shape, p, q_sum, q_local, out,
+  // Both Qs transposed, kept per thread (grown, never shrunk: no allocation
+  // in steady state); threads on different communicators finish at once.
+  thread_local std::vector<float> transposed;
+  const std::size_t q_floats = shape.q_floats();
+  if (transposed.size() < 2 * q_floats) transposed.resize(2 * q_floats);
+  float* qt_sum = transposed.data();
+  float* qt_local = qt_sum + q_floats;
+  transpose(q_sum, shape.cols, shape.rank, qt_sum);
+  if (residual) transpose(q_local, shape.cols, shape.rank, qt_local);
+  pick(isa, &finish_scalar, &finish_avx2, &finish_avx512)(m, shape, p, qt_sum, qt_local, out,
                                                           residual);
 }
 
