@@ -51,6 +51,8 @@ void low_rank_back_project(const float* m, const LowRankShape& shape, const floa
                            Isa isa = best_isa());
 // For each stored element e = (i, j): out[e] = sum over k ascending of p[i][k] q_sum[j][k];
 // with residual != nullptr, residual[e] = m[e] - sum over k of p[i][k] q_local[j][k].
+// out may be m itself; residual may not. Keeps a per-thread scratch of 2 x cols x rank
+// floats (the Qs transposed), grown to the largest call and kept.
 void low_rank_finish(const float* m, const LowRankShape& shape, const float* p, const float* q_sum,
                      const float* q_local, float* out, float* residual, Isa isa = best_isa());
 
