@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 namespace slimreduce::algorithms {
 
@@ -12,6 +13,7 @@ struct BatchTensor {
   float* residual;     // nullptr: no error feedback for this tensor
   float* output;
   std::size_t count;
+  std::vector<float>* state = nullptr;  // the key's compressor state (a low-rank one's Q)
 };
 
 }  // namespace slimreduce::algorithms

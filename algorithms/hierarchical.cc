@@ -44,12 +44,15 @@ Status Hierarchical::compress(const float* input, float* residual) {
     shard_residual = residual_;
   }
   inner_->compress(in_, shard_residual);
-  if (shard_residual == residual_) std::copy_n(residual_, valid(), residual + offset());
+  // Copied back after finish() too: a low-rank algorithm writes its residual there.
+  copied_residual_ = shard_residual == residual_ ? residual + offset() : nullptr;
+  if (copied_residual_) std::copy_n(residual_, valid(), copied_residual_);
   return {};
 }
 
 Status Hierarchical::finish(float* output) {
   inner_->finish(out_);
+  if (copied_residual_) std::copy_n(residual_, valid(), copied_residual_);
   float* gathered = even() ? output : padded_;
   SLIMREDUCE_TRY(node_.allgather(out_, shard_ * sizeof(float), gathered));
   if (!even()) std::copy_n(padded_, count_, output);

@@ -69,6 +69,7 @@ class Hierarchical {
   float* in_;        // this rank's shard of the node's sum
   float* out_;       // the shard reduced across nodes
   float* residual_;  // the shard's slice of the residual, zero past the tensor
+  float* copied_residual_ = nullptr;  // where residual_ goes back to, when it is a copy
   std::unique_ptr<Allreduce> inner_;
 };
 

@@ -9,11 +9,13 @@
 
 namespace slimreduce::bench {
 
-// One entry of --compressors: "none", "fp16", "bf16", "topk" or "topk:0.01".
+// One entry of --compressors: "none", "fp16", "bf16", "topk", "topk:0.01",
+// "powersgd" or "powersgd:4".
 struct CompressorSpec {
-  std::string label;            // as the user wrote it; names the rows
-  std::string name;             // what slimreduce_set_compressor gets
-  std::optional<double> ratio;  // top-k only; unset: the library's SLIMREDUCE_TOPK_RATIO
+  std::string label;                       // as the user wrote it; names the rows
+  std::string name;                        // what slimreduce_set_compressor gets
+  std::optional<double> ratio;             // top-k only; unset: the library's SLIMREDUCE_TOPK_RATIO
+  std::optional<int> rank = std::nullopt;  // powersgd only; unset: SLIMREDUCE_POWERSGD_RANK
 };
 
 struct Options {

@@ -32,6 +32,7 @@ struct Library {
   int (*set_compressor)(const char*) = nullptr;
   const char* (*version)() = nullptr;
   int (*set_topk_ratio)(double) = nullptr;  // optional: not in the C API (yet)
+  int (*set_powersgd_rank)(int) = nullptr;  // optional: a library without PowerSGD lacks it
 };
 
 template <typename Function>
@@ -45,6 +46,7 @@ Library find_library() {
   lib.set_compressor = lookup<decltype(lib.set_compressor)>("slimreduce_set_compressor");
   lib.version = lookup<decltype(lib.version)>("slimreduce_version");
   lib.set_topk_ratio = lookup<decltype(lib.set_topk_ratio)>("slimreduce_set_topk_ratio");
+  lib.set_powersgd_rank = lookup<decltype(lib.set_powersgd_rank)>("slimreduce_set_powersgd_rank");
   return lib;
 }
 
@@ -106,6 +108,7 @@ class Sweep {
     topk_ratio_ = std::strtod(environment_value("SLIMREDUCE_TOPK_RATIO", "0.01").c_str(), nullptr);
     topk_fp16_ = environment_value("SLIMREDUCE_TOPK_VALUES", "fp32") == "fp16";
     hierarchical_ = environment_value("SLIMREDUCE_HIERARCHICAL", "0") == "1";
+    powersgd_rank_ = std::atoi(environment_value("SLIMREDUCE_POWERSGD_RANK", "4").c_str());
   }
 
   double library_topk_ratio() const { return topk_ratio_; }
@@ -133,6 +136,12 @@ class Sweep {
     row.topk_ratio = spec.name == "topk" ? spec.ratio.value_or(topk_ratio_) : 0;
     if (spec.name == "topk" && lib_.set_topk_ratio && lib_.set_topk_ratio(row.topk_ratio) != 0) {
       abort_run("slimreduce_set_topk_ratio refused " + std::to_string(row.topk_ratio));
+    }
+    // PowerSGD's rank: the entry's, else the environment's (a row after
+    // "powersgd:8" must not keep 8).
+    const int rank = spec.rank.value_or(powersgd_rank_);
+    if (spec.name == "powersgd" && (!lib_.set_powersgd_rank || lib_.set_powersgd_rank(rank) != 0)) {
+      abort_run("the library cannot set PowerSGD's rank to " + std::to_string(rank));
     }
     MPI_Barrier(MPI_COMM_WORLD);  // nobody has a reduction in flight while switching
     if (lib_.set_compressor(spec.name.c_str()) != 0) {
@@ -171,6 +180,8 @@ class Sweep {
     // Hierarchical top-k keeps the top k of each node's sum, not of each
     // rank's input: the first step is judged as any step is.
     if (name == "topk") return first && !hierarchical_ ? Bound::topk_first : Bound::topk_step;
+    // PowerSGD: a low-rank approximation, with no elementwise bound; the
+    // check is that every rank holds the same bits.
     return Bound::none_known;
   }
 
@@ -261,6 +272,7 @@ class Sweep {
   const Options& options_;
   const Library& lib_;
   int rank_, ranks_;
+  int powersgd_rank_ = 4;
   double topk_ratio_ = 0.01;
   bool topk_fp16_ = false;
   bool hierarchical_ = false;  // SLIMREDUCE_HIERARCHICAL=1

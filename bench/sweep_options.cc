@@ -17,7 +17,8 @@ const char kUsage[] =
     "  -n, --iters N           timed iterations per size and compressor (default 20)\n"
     "  -w, --warmup_iters N    untimed, uncounted iterations before them (default 5)\n"
     "  -c, --check 0|1         verify results against a float64 reference (default 1)\n"
-    "  --compressors LIST      comma-separated: none,fp16,bf16,topk,topk:RATIO\n"
+    "  --compressors LIST      comma-separated: none,fp16,bf16,topk,topk:RATIO,powersgd,\n"
+    "                          powersgd:RANK (1-64)\n"
     "                          (default none,fp16,bf16,topk; none is always run first,\n"
     "                          as the baseline of every size)\n"
     "  --csv FILE, --json FILE also write the results there (rank 0)\n"
@@ -31,9 +32,15 @@ std::optional<CompressorSpec> parse_compressor(const std::string& item) {
   const auto colon = item.find(':');
   if (colon == std::string::npos) return item.empty() ? std::nullopt : std::optional(spec);
   spec.name = item.substr(0, colon);
-  if (spec.name != "topk") return std::nullopt;  // only top-k takes a parameter
   char* end = nullptr;
   const std::string text = item.substr(colon + 1);
+  if (spec.name == "powersgd") {
+    const long rank = std::strtol(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || rank < 1 || rank > 64) return std::nullopt;
+    spec.rank = static_cast<int>(rank);
+    return spec;
+  }
+  if (spec.name != "topk") return std::nullopt;  // only top-k and powersgd take a parameter
   const double ratio = std::strtod(text.c_str(), &end);
   if (text.empty() || *end != '\0' || !(ratio > 0 && ratio <= 1)) return std::nullopt;
   spec.ratio = ratio;

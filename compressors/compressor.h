@@ -3,6 +3,9 @@
 // Summable compressors (fp16, bf16) keep one wire element per value, so a ring
 // can add compressed values as they pass. Gathered compressors (top-k) make a
 // payload per rank that every rank receives and accumulates in rank order.
+// Low-rank compressors (PowerSGD) view a tensor as a matrix and send two
+// small fp32 factors, each summed over the ranks, with local work between
+// the two sums (algorithms/powersgd.h runs them).
 //
 // Error feedback is part of every compressor's contract, not of any one
 // compressor: compress() takes an optional residual and must leave
@@ -28,11 +31,12 @@
 
 #include "kernels/cast.h"
 #include "kernels/device.h"
+#include "kernels/low_rank.h"
 #include "kernels/pack.h"
 
 namespace slimreduce::compressors {
 
-enum class Aggregation { summable, gathered };
+enum class Aggregation { summable, gathered, low_rank };
 
 // Which device entry points a compressor has, and so what its device paths
 // can take: none; 16-bit casts of fp32 inputs (a summable compressor's
@@ -56,15 +60,16 @@ class Compressor {
   // The largest count the device entry points take; a larger call is staged
   // through the host entry points (MPI) or passes through (NCCL).
   virtual std::uint64_t device_max_count() const { return UINT64_MAX; }
-  // Bytes that compress() writes for n values (the payload of one rank).
+  // Bytes that compress() writes for n values (the payload of one rank; a
+  // low-rank compressor's: its two factors).
   virtual std::size_t compressed_bytes(std::size_t n) const = 0;
-  // residual == nullptr: no error feedback.
-  virtual void compress(const float* in, float* residual, std::size_t n, void* out) = 0;
 };
 
 class SummableCompressor : public Compressor {
  public:
   Aggregation aggregation() const final { return Aggregation::summable; }
+  // residual == nullptr: no error feedback.
+  virtual void compress(const float* in, float* residual, std::size_t n, void* out) = 0;
   virtual std::size_t wire_element_bytes() const = 0;
   // inout[i] = encode(decode(in[i]) + decode(inout[i])) over n wire elements.
   virtual void accumulate(const void* in, void* inout, std::size_t n) const = 0;
@@ -101,6 +106,8 @@ class SummableCompressor : public Compressor {
 class GatheredCompressor : public Compressor {
  public:
   Aggregation aggregation() const final { return Aggregation::gathered; }
+  // residual == nullptr: no error feedback.
+  virtual void compress(const float* in, float* residual, std::size_t n, void* out) = 0;
   // dense[i] += the value the payload holds for i (payload of n values).
   virtual void accumulate(const void* payload, std::size_t n, float* dense) const = 0;
   // Whether a payload of n values from another rank is well formed, so that
@@ -126,10 +133,40 @@ class GatheredCompressor : public Compressor {
                             void* stream) const;
 };
 
+// PowerSGD (Vogels et al., 2019): a tensor viewed as a matrix M (the shape
+// from kernels/low_rank.h), one power-iteration step per call against a Q
+// kept per residual key. The host entry points are the steps between the two
+// sums; algorithms/powersgd.h orders them and does the sums. No device entry
+// points yet (device_kernels() none: device buffers are staged through the
+// host on the MPI path, and pass through on NCCL).
+class LowRankCompressor : public Compressor {
+ public:
+  Aggregation aggregation() const final { return Aggregation::low_rank; }
+  // The matrix view of n values; rank 0: not worth compressing (the call is
+  // summed exactly in fp32 instead).
+  virtual kernels::LowRankShape shape(std::size_t n) const = 0;
+  // q's first value, the same on every rank.
+  virtual void seed(const kernels::LowRankShape& shape, float* q) const = 0;
+  // p = M q.
+  virtual void project(const float* m, const kernels::LowRankShape& shape, const float* q,
+                       float* p) const = 0;
+  // p's columns made orthonormal, the same bits on every rank.
+  virtual void orthonormalise(float* p, const kernels::LowRankShape& shape) const = 0;
+  // q = M^T p.
+  virtual void back_project(const float* m, const kernels::LowRankShape& shape, const float* p,
+                            float* q) const = 0;
+  // out = p q_sum^T; residual (nullptr: none) = M - p q_local^T.
+  virtual void finish(const float* m, const kernels::LowRankShape& shape, const float* p,
+                      const float* q_sum, const float* q_local, float* out,
+                      float* residual) const = 0;
+};
+
 // What a compressor may be configured with (filled from the settings by core/).
 struct CompressorOptions {
   double topk_ratio = 0.01;
   bool topk_values_fp16 = false;
+  int powersgd_rank = 4;                  // SLIMREDUCE_POWERSGD_RANK
+  double powersgd_min_compression = 2.0;  // SLIMREDUCE_POWERSGD_MIN_COMPRESSION
 };
 
 }  // namespace slimreduce::compressors

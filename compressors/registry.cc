@@ -14,6 +14,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"fp16", make_fp16_compressor},
       {"bf16", make_bf16_compressor},
       {"topk", make_topk_compressor},
+      {"powersgd", make_powersgd_compressor},
   };
   return table;
 }

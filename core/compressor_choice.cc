@@ -7,8 +7,9 @@ namespace slimreduce {
 std::unique_ptr<compressors::Compressor> compressor_named(const std::string& name,
                                                           const Settings& settings) {
   if (name == "none") return nullptr;
-  const compressors::CompressorOptions options{settings.topk_ratio,
-                                               settings.topk_values == TopkValueFormat::fp16};
+  const compressors::CompressorOptions options{
+      settings.topk_ratio, settings.topk_values == TopkValueFormat::fp16, settings.powersgd_rank,
+      settings.powersgd_min_compression};
   return compressors::make_compressor(name, options);
 }
 

@@ -11,7 +11,8 @@
 namespace slimreduce {
 
 // The compressor called `name`, made with the settings' options (top-k ratio
-// and value format); nullptr for "none" and for a name no compressor has.
+// and value format, PowerSGD's rank and minimum compression); nullptr for "none" and for a name no
+// compressor has.
 std::unique_ptr<compressors::Compressor> compressor_named(const std::string& name,
                                                           const Settings& settings);
 

@@ -301,7 +301,7 @@ Status staged_topk(const StagedCall& job, Reduced* reduced) {
 // memory and the host algorithm, with the engine's host residual.
 Status staged_host(const StagedCall& job, Reduced* reduced) {
   return through_host(job.device, job.call, [&](const float* in, float* out) {
-    const AllreduceCall host{in, out, job.call.count, job.call.residual};
+    const AllreduceCall host{in, out, job.call.count, job.call.residual, job.call.state};
     return host_allreduce(host, job.compressor, job.transport, job.state, reduced);
   });
 }

@@ -240,6 +240,7 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
           device && !hierarchical &&
           device_staging::keeps_residual_on_device(call, *policy.compressor);
       if (slot && !residual_on_device) call.residual = slot->host_residual();
+      if (slot) call.state = &slot->compressor_state;  // kept per key (PowerSGD's Q)
     }
   }
   if (passes_because) {

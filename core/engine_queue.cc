@@ -82,18 +82,21 @@ struct BatchReduced {
 
 // The batch's collective: one fused step; a lone call larger than a
 // partition cut and pipelined as a blocking call is; on a hierarchical
-// communicator the calls one by one (its algorithm wraps one call).
+// communicator, or with a low-rank compressor (two sums with local work
+// between: not fused yet), the calls one by one.
 Status run_batch(compressors::Compressor& compressor, backends::Transport& transport,
                  std::vector<algorithms::BatchTensor> tensors, CommState& state,
                  const RunOptions& options, BatchReduced* reduced) {
   const Hierarchy* hierarchy = state.hierarchy();
   const bool cut =
       tensors.size() == 1 && tensors.front().count * sizeof(float) > options.partition_bytes;
-  if ((hierarchy && !hierarchy->flat()) || cut) {
+  const bool one_by_one = (hierarchy && !hierarchy->flat()) || cut ||
+                          compressor.aggregation() == compressors::Aggregation::low_rank;
+  if (one_by_one) {
     for (const algorithms::BatchTensor& t : tensors) {
       Reduced one;
-      SLIMREDUCE_TRY(host_allreduce({t.input, t.output, t.count, t.residual}, compressor, transport,
-                                    state, options, &one));
+      SLIMREDUCE_TRY(host_allreduce({t.input, t.output, t.count, t.residual, t.state}, compressor,
+                                    transport, state, options, &one));
       reduced->wire_sent += one.wire_sent;
       reduced->rescued += one.overflow_rescued ? 1 : 0;
       reduced->partitions += one.partitions > 1 ? one.partitions : 0;
@@ -279,7 +282,8 @@ int Engine::reduce_queued(CommState& state, MPI_Comm wire_comm,
                                                             r.datatype_tag, r.error_feedback);
       delta.ef_resets += shared->residuals.resets() - resets_before;
       delta.ef_cap_fallback += slot ? 0 : 1;
-      tensors.push_back({r.input, slot ? slot->host_residual() : nullptr, r.output, r.count});
+      tensors.push_back({r.input, slot ? slot->host_residual() : nullptr, r.output, r.count,
+                         slot ? &slot->compressor_state : nullptr});
     }
   }
   backends::MpiTransport transport(wire_comm, state.rank(), state.size());

@@ -7,6 +7,7 @@
 #include "algorithms/cast_ring.h"
 #include "algorithms/gathered.h"
 #include "algorithms/hierarchical.h"
+#include "algorithms/powersgd.h"
 #include "algorithms/rescued_cast_ring.h"
 #include "scheduler/host_step.h"
 #include "scheduler/partition.h"
@@ -31,6 +32,10 @@ std::size_t aligned(std::size_t bytes) { return (bytes + kAlign - 1) / kAlign * 
 // What the compressor's flat algorithm needs for count floats over `ranks`.
 Workspace flat_workspace(std::size_t count, const compressors::Compressor& compressor, int ranks) {
   using algorithms::CastRing;
+  if (compressor.aggregation() == compressors::Aggregation::low_rank) {
+    const auto& low_rank = static_cast<const compressors::LowRankCompressor&>(compressor);
+    return {algorithms::PowerSgd::workspace_bytes(low_rank, count, ranks), 0};
+  }
   if (compressor.aggregation() == compressors::Aggregation::summable) {
     const auto& summable = static_cast<const compressors::SummableCompressor&>(compressor);
     return {CastRing::wire_bytes(summable, count), CastRing::scratch_bytes(summable, count, ranks)};
@@ -42,12 +47,19 @@ Workspace flat_workspace(std::size_t count, const compressors::Compressor& compr
 // The compressor's flat algorithm over `transport` on count floats, picked
 // by its aggregation (the same on every rank), on workspace of
 // flat_workspace(): a call's whole algorithm, a partition's, or a
-// hierarchical reduction's shard.
+// hierarchical reduction's shard. state: the key's compressor state (a
+// low-rank compressor's Q), or nullptr.
 std::unique_ptr<algorithms::Allreduce> flat_algorithm(std::size_t count,
                                                       compressors::Compressor& compressor,
                                                       backends::Transport& transport,
-                                                      std::byte* wire, std::byte* scratch) {
+                                                      std::byte* wire, std::byte* scratch,
+                                                      std::vector<float>* state) {
   using algorithms::AllreduceOf;
+  if (compressor.aggregation() == compressors::Aggregation::low_rank) {
+    auto& low_rank = static_cast<compressors::LowRankCompressor&>(compressor);
+    return std::make_unique<AllreduceOf<algorithms::PowerSgd>>(transport, low_rank, count, state,
+                                                               wire);
+  }
   if (compressor.aggregation() == compressors::Aggregation::summable) {
     auto& summable = static_cast<compressors::SummableCompressor&>(compressor);
     return std::make_unique<AllreduceOf<algorithms::RescuedCastRing>>(transport, summable, count,
@@ -72,7 +84,7 @@ std::unique_ptr<scheduler::Step> hierarchical(const AllreduceCall& call,
   std::byte* scratch = state.scratch(needs.scratch);
   return std::make_unique<HostStep<Hierarchical>>(
       call.input, call.residual, call.output, node, call.count, workspace,
-      flat_algorithm(shard, compressor, *hierarchy.cross, wire, scratch));
+      flat_algorithm(shard, compressor, *hierarchy.cross, wire, scratch, call.state));
 }
 
 // A step per partition, each on its own part of the workspace (taken whole
@@ -96,7 +108,7 @@ void add_partitions(const AllreduceCall& call, compressors::Compressor& compress
         call.input + piece.begin, call.residual ? call.residual + piece.begin : nullptr,
         call.output + piece.begin,
         flat_algorithm(piece.count, compressor, transport, wire + offsets[i].wire,
-                       scratch + offsets[i].scratch)));
+                       scratch + offsets[i].scratch, call.state)));
   }
 }
 
@@ -123,7 +135,10 @@ Status host_allreduce(const AllreduceCall& call, compressors::Compressor& compre
   const Hierarchy* hierarchy = state.hierarchy();
   if (hierarchy && !hierarchy->flat()) {
     plan.add(hierarchical(call, compressor, *hierarchy, state));
-  } else if (options.partition_bytes == 0) {
+  } else if (options.partition_bytes == 0 ||
+             compressor.aggregation() == compressors::Aggregation::low_rank) {
+    // A low-rank call is one matrix with one Q: never cut (a partition would
+    // be another matrix, with a Q of its own; docs/architecture.md, "Low rank").
     add_partitions(call, compressor, transport, state, {{0, call.count}}, plan);
   } else {
     add_partitions(call, compressor, transport, state,

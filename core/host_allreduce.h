@@ -1,12 +1,14 @@
 // One compressed allreduce of host buffers (or of fp32 staged through pinned
 // host memory), with the algorithm the compressor's aggregation picks:
 // algorithms/cast_ring.h for a summable one, algorithms/gathered.h for a
-// gathered one, over the communicator's transport. The same choice on every
+// gathered one, algorithms/powersgd.h for a low-rank one (never cut into
+// partitions: one matrix, one Q), over the communicator's transport. The same choice on every
 // rank: it reads only the compressor.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "backends/transport.h"
 #include "compressors/compressor.h"
@@ -21,6 +23,8 @@ struct AllreduceCall {
   float* output;
   std::size_t count;
   float* residual;  // nullptr: no error feedback
+  // The key's compressor state (core/residuals.h), nullptr: none kept.
+  std::vector<float>* state = nullptr;
 };
 
 // What a compressed call did, for the report.

@@ -46,6 +46,12 @@ struct ResidualSlot {
   // The device residual (device buffers, MPI or NCCL), made zeroed on first
   // use; freed with the slot, when its key resets or its communicator goes.
   DeviceBlock device;
+  // The compressor's own state for this key, kept whether or not error
+  // feedback is on: PowerSGD's Q (warm start), made by its algorithm on first
+  // use (algorithms/powersgd.h). Dropped with the slot (a new shape, the
+  // communicator freed, a compressor switched). Small (cols x rank floats):
+  // not counted against SLIMREDUCE_EF_MAX_BYTES.
+  std::vector<float> compressor_state;
 
   // The host residual, or nullptr when error feedback is off.
   float* host_residual() {

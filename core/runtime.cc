@@ -127,6 +127,17 @@ bool Runtime::set_topk_ratio(double ratio) {
   return use_compressor(name);
 }
 
+bool Runtime::set_powersgd_rank(int rank) {
+  if (rank < 1 || rank > 64) return false;
+  std::string name;
+  {
+    std::lock_guard lock(mutex_);
+    settings_.powersgd_rank = rank;
+    name = settings_.compressor;
+  }
+  return use_compressor(name);
+}
+
 void Runtime::forget_communicator(std::uint64_t comm_id, std::vector<DeviceBlock>& out) {
   std::lock_guard lock(mutex_);
   shared_.residuals.take_communicator(comm_id, out);

@@ -96,6 +96,9 @@ class Runtime {
   // SLIMREDUCE_TOPK_RATIO for the calls that follow (the same rule); false
   // unless 0 < ratio <= 1.
   bool set_topk_ratio(double ratio);
+  // SLIMREDUCE_POWERSGD_RANK for the calls that follow (the same rule: the
+  // residuals and each key's Q are dropped); false unless 1 <= rank <= 64.
+  bool set_powersgd_rank(int rank);
 
   // The state every path shares, for as long as the returned lock is held.
   // Never held across a call into MPI or NCCL (a thread in a collective must

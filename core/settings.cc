@@ -98,6 +98,29 @@ double parse_ratio(const std::string& value) {
   return ratio;
 }
 
+// SLIMREDUCE_POWERSGD_RANK: a whole number in [1, 64] (the CPU kernels hold
+// r accumulators per row).
+int parse_rank(const std::string& value) {
+  const std::uint64_t rank = parse_unsigned(value);
+  if (rank < 1 || rank > 64) throw std::invalid_argument("out of range");
+  return static_cast<int>(rank);
+}
+
+// A real number >= 1 (how many times smaller the factors must be).
+double parse_min_compression(const std::string& value) {
+  std::size_t used = 0;
+  double times = 0;
+  try {
+    times = std::stod(value, &used);
+  } catch (const std::exception&) {
+    throw std::invalid_argument("not a number");
+  }
+  if (used != value.size() || !std::isfinite(times) || times < 1.0) {
+    throw std::invalid_argument("out of range");
+  }
+  return times;
+}
+
 const std::vector<std::pair<const char*, Priority>> kPriorities = {{"fifo", Priority::fifo},
                                                                    {"reverse", Priority::reverse}};
 const std::vector<std::pair<const char*, Pipelining>> kPipelining = {
@@ -133,7 +156,19 @@ const std::vector<SettingSpec>& specs() {
        "How top-k payload values travel; with fp16 the rounding error joins the residual.",
        [](const std::string& v, Settings& s) { s.topk_values = parse_choice(v, kTopkValues); },
        [](const Settings& s) { return show_choice(s.topk_values, kTopkValues); }},
-      {"SLIMREDUCE_ERROR_FEEDBACK", "1 for topk, 0 for casts", fixed("0, 1"),
+      {"SLIMREDUCE_POWERSGD_RANK", "4", fixed("a whole number in [1, 64]"),
+       "Rank r of PowerSGD's factors: a tensor viewed as a rows x cols matrix sends r x (rows + "
+       "cols) floats in two fp32 sums.",
+       [](const std::string& v, Settings& s) { s.powersgd_rank = parse_rank(v); },
+       [](const Settings& s) { return std::to_string(s.powersgd_rank); }},
+      {"SLIMREDUCE_POWERSGD_MIN_COMPRESSION", "2", fixed("a number >= 1"),
+       "PowerSGD sums a tensor exactly in fp32 (no savings) unless its factors are at least this "
+       "many times smaller than it.",
+       [](const std::string& v, Settings& s) {
+         s.powersgd_min_compression = parse_min_compression(v);
+       },
+       [](const Settings& s) { return std::to_string(s.powersgd_min_compression); }},
+      {"SLIMREDUCE_ERROR_FEEDBACK", "1 for topk and powersgd, 0 for casts", fixed("0, 1"),
        "Carry what compression lost into the next call with the same residual key.",
        [](const std::string& v, Settings& s) { s.error_feedback = parse_flag(v); },
        [](const Settings& s) {

@@ -21,6 +21,8 @@ struct Settings {
   std::string compressor = "none";
   double topk_ratio = 0.01;
   TopkValueFormat topk_values = TopkValueFormat::fp32;
+  int powersgd_rank = 4;
+  double powersgd_min_compression = 2.0;
   std::optional<bool> error_feedback;  // unset: the compressor's default
   std::uint64_t min_bytes = 65536;
   std::uint64_t warmup_steps = 0;

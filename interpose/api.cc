@@ -63,6 +63,10 @@ SR_EXPORT int slimreduce_set_topk_ratio(double ratio) {
   return change_policy([&](Runtime& runtime) { return runtime.set_topk_ratio(ratio); });
 }
 
+SR_EXPORT int slimreduce_set_powersgd_rank(int rank) {
+  return change_policy([&](Runtime& runtime) { return runtime.set_powersgd_rank(rank); });
+}
+
 SR_EXPORT int slimreduce_get_setting(const char* name, char* value, size_t size) {
   const Runtime* runtime = Runtime::get();
   if (!runtime || !name || !value || size == 0) return -1;

@@ -61,6 +61,11 @@ int slimreduce_set_compressor(const char* name);
  * dropped). Returns 0, or -1 for a ratio out of range or before the runtime is up. */
 int slimreduce_set_topk_ratio(double ratio);
 
+/* Sets PowerSGD's rank (1 <= rank <= 64) for the calls that follow, with the
+ * same rule (every rank, same point; residuals and warm-start state dropped).
+ * Returns 0, or -1 for a rank out of range or before the runtime is up. */
+int slimreduce_set_powersgd_rank(int rank);
+
 /* The effective value of setting `name` (for example "SLIMREDUCE_MIN_BYTES"),
  * as the INFO log shows it, copied into value[size]. Returns 0, or -1 for an
  * unknown name, a too-small buffer, or before the runtime is up. */

@@ -15,7 +15,7 @@ REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO_ROOT"
 
 NP="${DEMO_NP:-4}"
-# 300 steps (loss ~4.2 -> ~0.3) keep build + 7 runs under 3 minutes on 2 cores.
+# 300 steps (loss ~4.2 -> ~0.3) keep build + 8 runs under 3 minutes on 2 cores.
 STEPS="${DEMO_STEPS:-300}"
 BUILD_DIR=build
 LIB="$REPO_ROOT/$BUILD_DIR/interpose/libslimreduce.so"
@@ -95,6 +95,7 @@ run_lib "bf16" bf16
 
 run_lib "topk-0.01" topk -x SLIMREDUCE_TOPK_RATIO=0.01
 run_lib "topk-0.001" topk -x SLIMREDUCE_TOPK_RATIO=0.001
+run_lib "powersgd-4" powersgd -x SLIMREDUCE_POWERSGD_RANK=4
 
 # ---- 3. table -------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """slimreduce-run: runs a job's launcher with SlimReduce preloaded.
 
-    slimreduce-run [--compressor fp16|bf16|topk|topk:0.01|none] [--report stderr|PREFIX]
+    slimreduce-run [--compressor fp16|bf16|topk|topk:0.01|powersgd:4|none] [--report stderr|PREFIX]
                    [--timeline PREFIX] [--env SLIMREDUCE_X=Y ...] [--library mpi|nccl|PATH]
                    [--dry-run] -- LAUNCHER ARGS...
 
@@ -48,8 +48,8 @@ def _parser():
     parser.add_argument(
         "--compressor",
         metavar="NAME",
-        help="none, fp16, bf16, topk or topk:RATIO (sets SLIMREDUCE_COMPRESSOR, and "
-        "SLIMREDUCE_TOPK_RATIO for topk:RATIO)",
+        help="none, fp16, bf16, topk, topk:RATIO, powersgd or powersgd:RANK (sets "
+        "SLIMREDUCE_COMPRESSOR, and SLIMREDUCE_TOPK_RATIO or SLIMREDUCE_POWERSGD_RANK)",
     )
     parser.add_argument("--report", metavar="stderr|PREFIX", help="sets SLIMREDUCE_REPORT")
     parser.add_argument("--timeline", metavar="PREFIX", help="sets SLIMREDUCE_TIMELINE")
@@ -83,15 +83,20 @@ def _split(argv):
 
 
 def compressor_settings(spec):
-    """--compressor's value as SLIMREDUCE_* settings ("topk:0.01": name and ratio)."""
-    name, colon, ratio = spec.partition(":")
+    """--compressor's value as SLIMREDUCE_* settings ("topk:0.01": name and ratio;
+    "powersgd:4": name and rank)."""
+    name, colon, value = spec.partition(":")
     if not name:
         raise UsageError(f"--compressor {spec!r}: no compressor name")
     out = {"SLIMREDUCE_COMPRESSOR": name}
     if colon:
+        if name == "powersgd":
+            out["SLIMREDUCE_POWERSGD_RANK"] = value
+            return out
         if name != "topk":
-            raise UsageError(f"--compressor {spec!r}: only topk takes a ratio (topk:0.01)")
-        out["SLIMREDUCE_TOPK_RATIO"] = ratio
+            raise UsageError(f"--compressor {spec!r}: only topk takes a ratio (topk:0.01), "
+                             "and powersgd a rank (powersgd:4)")
+        out["SLIMREDUCE_TOPK_RATIO"] = value
     return out
 
 

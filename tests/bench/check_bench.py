@@ -50,7 +50,26 @@ def byte_size(text):
     return int(float(number) * 1024 ** ("KMGT".index(unit) + 1 if unit else 0))
 
 
-def expected_wire(row, ranks, compressed, topk_values):
+def powersgd_wire(count, rank, ranks, ring, min_compression):
+    """Two fp32 sums (reduce-scatter + allgather) of P (rows x r) and Q (cols x r),
+    each padded to whole blocks; a tensor not worth it is summed whole
+    (kernels/low_rank.h's view, rebuilt here from its documented rule)."""
+    rows = math.isqrt(count)
+    while count % rows:
+        rows -= 1
+    cols = count // rows
+    if cols > 16 * rows:
+        cols = math.isqrt(count - 1) + 1
+        rows = -(-count // cols)
+    r = min(rank, 64, rows, cols)
+    padded = lambda floats: -(-floats // ranks) * ranks
+    if r * (rows + cols) * min_compression > count:
+        rest = count % ranks
+        return ring * 4 * (count - rest) + (ring * 4 * ranks if rest else 0)
+    return ring * 4 * (padded(rows * r) + padded(cols * r))
+
+
+def expected_wire(row, ranks, compressed, topk_values, environment=""):
     """SlimReduce's wire_sent per call per rank (design notes, section 5)."""
     ring = 2.0 * (ranks - 1) / ranks if ranks > 1 else 0.0
     if not compressed:
@@ -62,6 +81,12 @@ def expected_wire(row, ranks, compressed, topk_values):
         k = max(1, math.ceil(row["topk_ratio"] * row["count"]))
         k = min(k, row["count"])
         return (ranks - 1) * k * (4 + (2 if topk_values == "fp16" else 4))
+    if name == "powersgd":
+        parts = row["compressor"].split(":")
+        rank = int(parts[1]) if len(parts) > 1 else int(
+            setting(environment, "SLIMREDUCE_POWERSGD_RANK", "4"))
+        times = float(setting(environment, "SLIMREDUCE_POWERSGD_MIN_COMPRESSION", "2"))
+        return powersgd_wire(row["count"], rank, ranks, ring, times)
     fail(f"no wire model for {row['compressor']}")
 
 
@@ -96,7 +121,7 @@ def check_row(row, meta, min_bytes, topk_values):
     eligible = row["compressor"] != "none" and row["bytes"] >= min_bytes
     if row["compressed"] != eligible:
         fail(f"{where}: compressed={row['compressed']}, expected {eligible}")
-    wire = expected_wire(row, ranks, eligible, topk_values)
+    wire = expected_wire(row, ranks, eligible, topk_values, meta["environment"])
     if not close(row["wire_bytes_per_rank"], wire):
         fail(f"{where}: wire {row['wire_bytes_per_rank']} per rank, expected {wire}")
     baseline = expected_wire(row, ranks, False, topk_values)

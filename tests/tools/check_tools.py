@@ -184,6 +184,8 @@ def case_launcher(args):
             (["--compressor", "fp17"], ["plainjob"], "--compressor fp17: unknown compressor; expected none, fp16, bf16, topk"),
             (["--compressor", "bf16:0.1"], ["plainjob"], "only topk takes a ratio"),
             (["--compressor", "topk:2"], ["plainjob"], "SLIMREDUCE_TOPK_RATIO='2' is not accepted"),
+            (["--compressor", "powersgd:65"], ["plainjob"],
+             "SLIMREDUCE_POWERSGD_RANK='65' is not accepted"),
             (["--env", "OMP_NUM_THREADS=1"], ["plainjob"], "only SLIMREDUCE_* settings"),
             (["--env", "SLIMREDUCE_MIN_BYTE=1"], ["plainjob"], "a known setting (a typo?)"),
             (["--env", "SLIMREDUCE_MIN_BYTES=-3"], ["plainjob"], "SLIMREDUCE_MIN_BYTES='-3' is not accepted"),

@@ -371,6 +371,18 @@ TEST(CompressorChoice, NamesMakeCompressorsWithTheSettingsOptions) {
   ASSERT_NE(hundredth, nullptr);
   EXPECT_GT(half->compressed_bytes(10000), 10 * hundredth->compressed_bytes(10000));
   EXPECT_EQ(compressor_named("fp16", settings)->compressed_bytes(10), 20u);
+  settings.powersgd_rank = 2;
+  settings.powersgd_min_compression = 16;
+  const auto powersgd = compressor_named("powersgd", settings);
+  ASSERT_NE(powersgd, nullptr);
+  EXPECT_EQ(powersgd->aggregation(), compressors::Aggregation::low_rank);
+  EXPECT_TRUE(powersgd->default_error_feedback());
+  EXPECT_EQ(powersgd->compressed_bytes(10000), 2u * 200 * sizeof(float));  // 100 x 100, r = 2
+  // 4096 = 64 x 64: 2 x 128 floats are 16 times smaller, not 16.01.
+  EXPECT_EQ(powersgd->compressed_bytes(4096), 256u * sizeof(float));
+  settings.powersgd_min_compression = 16.01;
+  EXPECT_EQ(compressor_named("powersgd", settings)->compressed_bytes(4096), 4096u * sizeof(float))
+      << "sent whole";
 }
 
 TEST(CompressorChoice, ErrorFeedbackAsAskedElseTheCompressorsDefault) {

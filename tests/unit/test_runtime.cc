@@ -158,6 +158,15 @@ TEST_F(RuntimeFixture, AnUnknownCompressorOrRatioChangesNothing) {
   EXPECT_DOUBLE_EQ(runtime.settings().topk_ratio, 0.25);
   EXPECT_EQ(runtime.policy().compressor->name(), "topk") << "the ratio keeps the compressor";
   EXPECT_EQ(mpi.switches, 3);
+  EXPECT_FALSE(runtime.set_powersgd_rank(0));
+  EXPECT_FALSE(runtime.set_powersgd_rank(65));
+  EXPECT_EQ(mpi.switches, 3);
+  EXPECT_TRUE(runtime.use_compressor("powersgd"));
+  EXPECT_TRUE(runtime.set_powersgd_rank(8));
+  EXPECT_EQ(runtime.settings().powersgd_rank, 8);
+  // 1 MiB of floats: a 512 x 512 view, 8 x (512 + 512) floats of factors.
+  EXPECT_EQ(runtime.policy().compressor->compressed_bytes(1 << 18), 8u * 1024 * sizeof(float));
+  EXPECT_EQ(mpi.switches, 5);
 }
 
 TEST_F(RuntimeFixture, CountersAreEachSidesAndTheirSum) {

@@ -27,6 +27,20 @@ TEST(Settings, DefaultsWhenNothingIsSet) {
   EXPECT_EQ(s.report, "");
   EXPECT_EQ(s.log_level, LogLevel::warn);
   EXPECT_EQ(s.topk_values, TopkValueFormat::fp32);
+  EXPECT_EQ(s.powersgd_rank, 4);
+  EXPECT_DOUBLE_EQ(s.powersgd_min_compression, 2.0);
+}
+
+TEST(Settings, PowerSgdRankAndMinimumCompression) {
+  const Settings s = parse({{"SLIMREDUCE_COMPRESSOR", "powersgd"},
+                            {"SLIMREDUCE_POWERSGD_RANK", "64"},
+                            {"SLIMREDUCE_POWERSGD_MIN_COMPRESSION", "1"}});
+  EXPECT_EQ(s.compressor, "powersgd");
+  EXPECT_EQ(s.powersgd_rank, 64);
+  EXPECT_DOUBLE_EQ(s.powersgd_min_compression, 1.0);
+  EXPECT_EQ(parse({{"SLIMREDUCE_POWERSGD_RANK", "1"}}).powersgd_rank, 1);
+  EXPECT_DOUBLE_EQ(
+      parse({{"SLIMREDUCE_POWERSGD_MIN_COMPRESSION", "12.5"}}).powersgd_min_compression, 12.5);
 }
 
 TEST(Settings, OtherEnvironmentIsIgnored) {
@@ -125,7 +139,9 @@ TEST_P(BadSettings, FailWithOneLineNamingVariableValueAndWhatIsAccepted) {
 }
 
 constexpr const char* kSizes = "a byte size: 65536, 64K, 64KiB, 1M, 1MiB, 4G (powers of 1024)";
-constexpr const char* kCompressors = "none, fp16, bf16, topk";
+constexpr const char* kCompressors = "none, fp16, bf16, topk, powersgd";
+constexpr const char* kRank = "a whole number in [1, 64]";
+constexpr const char* kTimes = "a number >= 1";
 constexpr const char* kRatio = "a number in (0, 1]";
 constexpr const char* kFlag = "0, 1";
 constexpr const char* kCount = "a whole number >= 0";
@@ -159,7 +175,17 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"SLIMREDUCE_LOG_LEVEL", "verbose", "error, warn, info, debug"},
                       BadCase{"SLIMREDUCE_REPORT", "",
                               "stderr, or a path prefix P (each rank writes P.<rank>.json)"},
-                      BadCase{"SLIMREDUCE_TOPK_VALUES", "int8", "fp32, fp16"}));
+                      BadCase{"SLIMREDUCE_TOPK_VALUES", "int8", "fp32, fp16"},
+                      BadCase{"SLIMREDUCE_POWERSGD_RANK", "0", kRank},
+                      BadCase{"SLIMREDUCE_POWERSGD_RANK", "65", kRank},
+                      BadCase{"SLIMREDUCE_POWERSGD_RANK", "-4", kRank},
+                      BadCase{"SLIMREDUCE_POWERSGD_RANK", "4.5", kRank},
+                      BadCase{"SLIMREDUCE_POWERSGD_RANK", "", kRank},
+                      BadCase{"SLIMREDUCE_POWERSGD_MIN_COMPRESSION", "0.5", kTimes},
+                      BadCase{"SLIMREDUCE_POWERSGD_MIN_COMPRESSION", "inf", kTimes},
+                      BadCase{"SLIMREDUCE_POWERSGD_MIN_COMPRESSION", "nan", kTimes},
+                      BadCase{"SLIMREDUCE_POWERSGD_MIN_COMPRESSION", "2x", kTimes},
+                      BadCase{"SLIMREDUCE_POWERSGD_MIN_COMPRESSION", "", kTimes}));
 
 TEST(BadSettings, UnknownNameIsATypo) {
   try {
@@ -177,7 +203,7 @@ TEST(BadSettings, UnknownNameIsATypo) {
 
 TEST(Settings, DescribeListsEverySettingOnce) {
   const auto lines = describe_settings(parse({{"SLIMREDUCE_COMPRESSOR", "fp16"}}));
-  EXPECT_EQ(lines.size(), 16u);
+  EXPECT_EQ(lines.size(), 18u);
   EXPECT_EQ(lines.front(), "SLIMREDUCE_COMPRESSOR=fp16");
   EXPECT_NE(settings_markdown().find("| `SLIMREDUCE_MIN_BYTES` | 65536 |"), std::string::npos);
 }

@@ -1,0 +1,85 @@
+// The allreduce of a low-rank compressor (PowerSGD, Vogels et al. 2019),
+// written once over a Transport (docs/architecture.md, "Low rank"). Each
+// rank views its tensor as a matrix M (kernels/low_rank.h's shape) and runs
+// one power-iteration step against Q, kept per residual key (warm start):
+//   compress:    M = input + residual; P = M Q
+//   communicate: P summed over the ranks; P orthonormalised; Q_local = M^T P;
+//                Q = Q_local summed over the ranks; Q kept for the next call
+//   finish:      output = P Q^T; residual = M - P Q_local^T
+// Each sum is a reduce-scatter and an allgather in fp32: every element is
+// added once, so every rank holds the same P and Q bits, and the local steps
+// between and after have one fixed order of adds: every rank's output is the
+// same bits.
+//
+// The residual is M - P Q_local^T, this rank's own part left out, not
+// M - P Q^T: P Q_local^T = P P^T M is what this rank's M contributed to the
+// sum (the sum over ranks of P Q_local^T is P Q^T), so sent + residual ==
+// input + old residual holds per rank, as for every compressor (the paper's
+// Algorithm 2 with a sum rather than a mean).
+//
+// A tensor not worth compressing (shape rank 0: SLIMREDUCE_POWERSGD_MIN_COMPRESSION),
+// or a call whose summed P or Q is not finite (an inf or NaN in some rank's
+// input, or an overflow), is summed exactly in fp32 instead: the same
+// decision on every rank (it reads the count, or the summed bits every rank
+// holds), an inf or NaN comes out where a plain sum has it, the residual
+// restarts from zero and Q stays as it was.
+//
+// compress() and finish() call no collective; communicate() does the sums
+// and the local work between them. The caller owns the workspace
+// (workspace_bytes()), taken before compress() runs; finish() alone writes
+// the residual, so a failed collective leaves it as it was.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "algorithms/phases.h"
+#include "backends/transport.h"
+#include "compressors/compressor.h"
+
+namespace slimreduce::algorithms {
+
+class PowerSgd : public Phases<PowerSgd> {
+ public:
+  static std::size_t workspace_bytes(const compressors::LowRankCompressor& compressor,
+                                     std::size_t count, int ranks);
+
+  // state: the key's Q (cols x rank floats once used), seeded when its size
+  // does not fit the shape; nullptr: a seeded Q for this call alone.
+  PowerSgd(backends::Transport& transport, compressors::LowRankCompressor& compressor,
+           std::size_t count, std::vector<float>* state, std::byte* workspace);
+
+  void compress(const float* input, float* residual);
+  Status communicate();
+  void finish(float* output);
+
+  // Bytes this rank hands to the transport: each sum's reduce-scatter and
+  // allgather, as a ring allreduce of the summed floats.
+  double wire_sent() const { return wire_sent_; }
+  // Whether the call was summed exactly rather than compressed.
+  bool exact() const { return exact_; }
+
+ private:
+  // data (n floats) becomes its sum over the ranks.
+  Status sum(float* data, std::size_t n);
+  Status sum_exactly();
+
+  backends::Transport& transport_;
+  compressors::LowRankCompressor& compressor_;
+  kernels::LowRankShape shape_;
+  std::vector<float> own_q_;  // without a key's state
+  std::vector<float>* q_;
+  float* m_;
+  float* p_;
+  float* q_sum_;
+  float* q_local_;
+  float* block_;  // one rank's block of a sum
+  float* tail_;   // a sum's last count % ranks floats, padded to one per rank
+  std::size_t p_padded_ = 0;
+  std::size_t q_padded_ = 0;
+  float* residual_ = nullptr;
+  bool exact_ = false;
+  double wire_sent_ = 0;
+};
+
+}  // namespace slimreduce::algorithms

@@ -1,0 +1,62 @@
+// PowerSGD: rank-r low-rank compression (Vogels et al., NeurIPS 2019) with
+// error feedback and warm start; the steps are kernels/low_rank.h's, the two
+// sums and their order algorithms/powersgd.h's.
+#include <memory>
+
+#include "compressors/registry.h"
+#include "kernels/low_rank.h"
+
+namespace slimreduce::compressors {
+namespace {
+
+using kernels::LowRankShape;
+
+class PowerSgdCompressor final : public LowRankCompressor {
+ public:
+  explicit PowerSgdCompressor(const CompressorOptions& options)
+      : rank_(static_cast<std::size_t>(options.powersgd_rank > 0 ? options.powersgd_rank : 1)),
+        min_compression_(options.powersgd_min_compression) {}
+
+  std::string_view name() const override { return "powersgd"; }
+  // Rank r keeps little of each tensor: without error feedback what it
+  // leaves out is lost for good (the paper's Algorithm 2 always carries it).
+  bool default_error_feedback() const override { return true; }
+  // The two factors of one rank; a tensor not worth compressing is sent whole.
+  std::size_t compressed_bytes(std::size_t n) const override {
+    const LowRankShape s = shape(n);
+    return s.rank == 0 ? n * sizeof(float) : (s.p_floats() + s.q_floats()) * sizeof(float);
+  }
+
+  LowRankShape shape(std::size_t n) const override {
+    return kernels::low_rank_shape(n, rank_, min_compression_);
+  }
+  void seed(const LowRankShape& shape, float* q) const override {
+    kernels::low_rank_seed(shape, q);
+  }
+  void project(const float* m, const LowRankShape& shape, const float* q, float* p) const override {
+    kernels::low_rank_project(m, shape, q, p);
+  }
+  void orthonormalise(float* p, const LowRankShape& shape) const override {
+    kernels::orthonormalise(p, shape.rows, shape.rank);
+  }
+  void back_project(const float* m, const LowRankShape& shape, const float* p,
+                    float* q) const override {
+    kernels::low_rank_back_project(m, shape, p, q);
+  }
+  void finish(const float* m, const LowRankShape& shape, const float* p, const float* q_sum,
+              const float* q_local, float* out, float* residual) const override {
+    kernels::low_rank_finish(m, shape, p, q_sum, q_local, out, residual);
+  }
+
+ private:
+  std::size_t rank_;
+  double min_compression_;
+};
+
+}  // namespace
+
+std::unique_ptr<Compressor> make_powersgd_compressor(const CompressorOptions& options) {
+  return std::make_unique<PowerSgdCompressor>(options);
+}
+
+}  // namespace slimreduce::compressors

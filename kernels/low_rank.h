@@ -1,0 +1,73 @@
+// Low-rank (PowerSGD) building blocks on the CPU: the products of a tensor
+// viewed as a matrix with skinny factors, the orthonormalisation of P, and
+// the reconstruction with its residual (docs/architecture.md, "Low rank").
+//
+// Every result has one fixed order of adds that does not depend on the
+// instruction set: each output element is a sum over one index in ascending
+// order, started from zero, with no fused multiply-add (the build passes
+// -ffp-contract=off). The vector paths only process independent outputs side
+// by side, so every ISA gives the same bits (tests compare them), and ranks
+// on CPUs with and without AVX-512 agree.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cast.h"
+
+namespace slimreduce::kernels {
+
+// A flat buffer of `count` floats viewed as a row-major rows x cols matrix:
+// the most square exact factorisation rows x cols = count (rows <= cols) if
+// cols <= 16 rows (it keeps a layer's low rank: docs/architecture.md, "Low
+// rank"), else cols = ceil(sqrt(count)), rows = ceil(count / cols), the last
+// row padded with zeros that are never stored (fewer than cols of them).
+// rank: the factors' width, at most min(rows, cols); 0 when not worth compressing.
+struct LowRankShape {
+  std::size_t count = 0;
+  std::size_t rows = 0;
+  std::size_t cols = 0;
+  std::size_t rank = 0;
+  // Floats of P (rows x rank) and of Q (cols x rank), row-major.
+  std::size_t p_floats() const { return rows * rank; }
+  std::size_t q_floats() const { return cols * rank; }
+  // Elements of row i actually stored (the last row may be short).
+  std::size_t row_length(std::size_t i) const {
+    const std::size_t begin = i * cols;
+    return count - begin < cols ? count - begin : cols;
+  }
+};
+
+// The most square view of count floats with the requested rank (clamped to
+// min(rows, cols)); rank 0 when rank x (rows + cols) x min_compression > count
+// (the factors would not be that many times smaller than the tensor).
+LowRankShape low_rank_shape(std::size_t count, std::size_t rank, double min_compression);
+
+// p (rows x rank) = M q, q (cols x rank). p[i][k] = sum over j ascending of M[i][j] q[j][k].
+void low_rank_project(const float* m, const LowRankShape& shape, const float* q, float* p,
+                      Isa isa = best_isa());
+// q (cols x rank) = M^T p. q[j][k] = sum over i ascending of M[i][j] p[i][k].
+void low_rank_back_project(const float* m, const LowRankShape& shape, const float* p, float* q,
+                           Isa isa = best_isa());
+// For each stored element e = (i, j): out[e] = sum over k ascending of p[i][k] q_sum[j][k];
+// with residual != nullptr, residual[e] = m[e] - sum over k of p[i][k] q_local[j][k].
+// out may be m itself; residual may not. Keeps a per-thread scratch of 2 x cols x rank
+// floats (the Qs transposed), grown to the largest call and kept.
+void low_rank_finish(const float* m, const LowRankShape& shape, const float* p, const float* q_sum,
+                     const float* q_local, float* out, float* residual, Isa isa = best_isa());
+
+// Modified Gram-Schmidt, each column's projections done twice, on the
+// columns of p (rows x rank, row-major), in place; dot products and norms
+// in double over rows in ascending order. A
+// column that is (relative to its norm before) no more than rounding noise
+// after the projections becomes zero rather than noise scaled up.
+void orthonormalise(float* p, std::size_t rows, std::size_t rank);
+
+// Q's first value for a shape: a pseudo-random matrix in (-1, 1), never 0,
+// from a seed of (rows, cols, rank) alone, so every rank starts alike.
+void low_rank_seed(const LowRankShape& shape, float* q);
+
+// Whether all n floats are finite (one pass, no early exit).
+bool all_finite(const float* values, std::size_t n);
+
+}  // namespace slimreduce::kernels
