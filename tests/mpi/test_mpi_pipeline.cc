@@ -24,6 +24,7 @@
 #include "core/comm_state.h"
 #include "core/host_allreduce.h"
 #include "scheduler/pipeline.h"
+#include "tests/mpi/mpi_helpers.h"
 #include "tests/mpi/mpi_test_main.h"
 
 namespace slimreduce::testing {
@@ -139,16 +140,9 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
          (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
-// Whether every rank holds these bytes.
+// Whether every rank holds these bits (a hash compared over the ranks).
 bool same_on_every_rank(const std::vector<float>& values) {
-  std::uint64_t hash = 1469598103934665603ull;
-  const auto* bytes = reinterpret_cast<const unsigned char*>(values.data());
-  for (std::size_t i = 0; i < values.size() * sizeof(float); ++i)
-    hash = (hash ^ bytes[i]) * 1099511628211ull;
-  std::uint64_t low = hash, high = hash;
-  PMPI_Allreduce(MPI_IN_PLACE, &low, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
-  PMPI_Allreduce(MPI_IN_PLACE, &high, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-  return low == high;
+  return identical_on_all_ranks(values.data(), values.size() * sizeof(float), MPI_COMM_WORLD);
 }
 
 class Pipeline : public ::testing::TestWithParam<Case> {};
