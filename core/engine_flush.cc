@@ -103,8 +103,6 @@ std::vector<QueuedReduction> Engine::ordered(const std::vector<QueuedReduction>&
   return in_order;
 }
 
-// Batch after batch; each batch's requests complete as soon as it ran, so a
-// wait for one of the first (a first layer, in reverse order) returns early.
 std::size_t Engine::buffers_to_run(MPI_Comm wire_comm,
                                    const std::vector<std::vector<QueuedReduction>>& batches,
                                    const Awaited& awaited) const {
@@ -129,6 +127,8 @@ std::size_t Engine::buffers_to_run(MPI_Comm wire_comm,
   return static_cast<std::size_t>(std::min<unsigned long long>(agreed, batches.size()));
 }
 
+// Batch after batch; each batch's requests complete as soon as it ran, so a
+// wait for one of the first (a first layer, in reverse order) returns early.
 int Engine::reduce_in_order(CommState& state, MPI_Comm wire_comm,
                             const std::vector<QueuedReduction>& taken, const Awaited& awaited,
                             std::vector<QueuedReduction>* left) {
@@ -142,15 +142,17 @@ int Engine::reduce_in_order(CommState& state, MPI_Comm wire_comm,
   const std::uint64_t largest = std::min(settings.fusion_threshold, settings.partition_bytes);
   const auto batches = batches_of(taken, largest);
   log_plan(state, batches);
+  const std::size_t run = buffers_to_run(wire_comm, batches, awaited);
   if (timeline.on()) {
-    for (const QueuedReduction& r : taken) {
-      timeline.span("QUEUE", r.queued_us, flush_begin, span_args(*r.compressor, r.count, 1));
+    // The calls left for a later flush get their QUEUE span there, once.
+    for (std::size_t b = 0; b < run; ++b) {
+      for (const QueuedReduction& r : batches[b])
+        timeline.span("QUEUE", r.queued_us, flush_begin, span_args(*r.compressor, r.count, 1));
     }
     timeline.span("FUSE", flush_begin, Timeline::now_us(),
                   "\"calls\": " + std::to_string(taken.size()) +
                       ", \"buffers\": " + std::to_string(batches.size()));
   }
-  const std::size_t run = buffers_to_run(wire_comm, batches, awaited);
   int rc = MPI_SUCCESS;
   for (std::size_t b = 0; b < run; ++b) {
     // After a failure, the rest completes with its error.

@@ -20,7 +20,6 @@
 #include "core/log.h"
 #include "core/timeline.h"
 #include "scheduler/host_step.h"
-#include "scheduler/order.h"
 
 namespace slimreduce {
 namespace {
