@@ -2,6 +2,7 @@
 
 #include <climits>
 #include <memory>
+#include <vector>
 
 #include "backends/mpi_backend.h"
 
@@ -14,6 +15,36 @@ Status MpiTransport::sendrecv(const void* send, std::size_t send_bytes, int dest
 
 Status MpiTransport::allgather(const void* send, std::size_t bytes_per_rank, void* gathered) {
   return Status::mpi(mpi::allgather_bytes(send, bytes_per_rank, gathered, comm_));
+}
+
+namespace {
+
+// Counts and offsets as MPI_Alltoallv takes them; false when one does not fit an int.
+bool int_layout(const std::size_t* bytes, int ranks, std::vector<int>& counts,
+                std::vector<int>& offsets) {
+  std::size_t offset = 0;
+  for (int r = 0; r < ranks; ++r) {
+    if (bytes[r] > static_cast<std::size_t>(INT_MAX) || offset > static_cast<std::size_t>(INT_MAX))
+      return false;
+    counts[r] = static_cast<int>(bytes[r]);
+    offsets[r] = static_cast<int>(offset);
+    offset += bytes[r];
+  }
+  return true;
+}
+
+}  // namespace
+
+Status MpiTransport::alltoallv(const void* send, const std::size_t* send_bytes, void* recv,
+                               const std::size_t* recv_bytes) {
+  const int ranks = size();
+  std::vector<int> send_counts(ranks), send_offsets(ranks), recv_counts(ranks), recv_offsets(ranks);
+  if (!int_layout(send_bytes, ranks, send_counts, send_offsets) ||
+      !int_layout(recv_bytes, ranks, recv_counts, recv_offsets)) {
+    return Transport::alltoallv(send, send_bytes, recv, recv_bytes);
+  }
+  return Status::mpi(PMPI_Alltoallv(send, send_counts.data(), send_offsets.data(), MPI_BYTE, recv,
+                                    recv_counts.data(), recv_offsets.data(), MPI_BYTE, comm_));
 }
 
 MpiTransport::~MpiTransport() {

@@ -23,6 +23,10 @@ class MpiTransport final : public Transport {
   Status sendrecv(const void* send, std::size_t send_bytes, int dest, void* recv,
                   std::size_t recv_bytes, int source) override;
   Status allgather(const void* send, std::size_t bytes_per_rank, void* gathered) override;
+  // One MPI_Alltoallv where every count and offset fits its int, else the
+  // pairwise steps of the default.
+  Status alltoallv(const void* send, const std::size_t* send_bytes, void* recv,
+                   const std::size_t* recv_bytes) override;
   Status reduce_scatter_sum(const float* send, float* recv, std::size_t count_per_rank) override;
   Status split(int color, int key, std::unique_ptr<Transport>* sub) override;
 

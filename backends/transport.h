@@ -8,8 +8,10 @@
 // sizes (design invariant 3): a transport never decides anything.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "backends/status.h"
 #include "kernels/cast.h"
@@ -43,6 +45,14 @@ class Transport {
                           std::size_t recv_bytes, int source) = 0;
   // Every rank's bytes_per_rank bytes, in rank order, into gathered.
   virtual Status allgather(const void* send, std::size_t bytes_per_rank, void* gathered) = 0;
+  // send holds size() blocks back to back in rank order, send_bytes[r] bytes
+  // for rank r; recv gets size() blocks back to back in rank order,
+  // recv_bytes[r] bytes from rank r (what rank r sends here, its own block
+  // included). The default runs size() - 1 sendrecv steps in a fixed order
+  // (step s: to rank + s, from rank - s) and copies its own block on the
+  // host, so every host transport has it; a device transport overrides it.
+  virtual Status alltoallv(const void* send, const std::size_t* send_bytes, void* recv,
+                           const std::size_t* recv_bytes);
 
   // send holds size() blocks of count_per_rank floats, in rank order; recv
   // gets this rank's block of their elementwise fp32 sum over all ranks. The
@@ -73,5 +83,25 @@ class Transport {
   MemoryKind memory_;
   Execution execution_;
 };
+
+inline Status Transport::alltoallv(const void* send, const std::size_t* send_bytes, void* recv,
+                                   const std::size_t* recv_bytes) {
+  if (memory_ == MemoryKind::device) return Status::internal();  // no host copy of device memory
+  const auto* send_at = static_cast<const std::byte*>(send);
+  auto* recv_at = static_cast<std::byte*>(recv);
+  std::vector<std::size_t> send_offset(size_ + 1, 0), recv_offset(size_ + 1, 0);
+  for (int r = 0; r < size_; ++r) {
+    send_offset[r + 1] = send_offset[r] + send_bytes[r];
+    recv_offset[r + 1] = recv_offset[r] + recv_bytes[r];
+  }
+  std::copy_n(send_at + send_offset[rank_], send_bytes[rank_], recv_at + recv_offset[rank_]);
+  for (int step = 1; step < size_; ++step) {
+    const int dest = (rank_ + step) % size_;
+    const int source = (rank_ - step + size_) % size_;
+    SLIMREDUCE_TRY(sendrecv(send_at + send_offset[dest], send_bytes[dest], dest,
+                            recv_at + recv_offset[source], recv_bytes[source], source));
+  }
+  return {};
+}
 
 }  // namespace slimreduce::backends

@@ -3,6 +3,10 @@
 // Summable compressors (fp16, bf16) keep one wire element per value, so a ring
 // can add compressed values as they pass. Gathered compressors (top-k) make a
 // payload per rank that every rank receives and accumulates in rank order.
+// Sharded compressors (int8) send each rank's shard of the index space to
+// its owner, which sums the parts in rank order and compresses the sum again
+// for an allgather (algorithms/sharded.h); a gathered compressor may offer
+// the same (top-k: sharded_codec()), picked by a cost model.
 // Low-rank compressors (PowerSGD) view a tensor as a matrix and send two
 // small fp32 factors, each summed over the ranks, with local work between
 // the two sums (algorithms/powersgd.h runs them).
@@ -36,7 +40,7 @@
 
 namespace slimreduce::compressors {
 
-enum class Aggregation { summable, gathered, low_rank };
+enum class Aggregation { summable, gathered, low_rank, sharded };
 
 // Which device entry points a compressor has, and so what its device paths
 // can take: none; 16-bit casts of fp32 inputs (a summable compressor's
@@ -48,6 +52,53 @@ enum class Aggregation { summable, gathered, low_rank };
 enum class DeviceKernels { none, cast16, topk };
 
 using kernels::device::Elem;
+
+// A compressor's side of the sharded algorithm (algorithms/sharded.h), for
+// a tensor of n values over `ranks` ranks: rank s owns values [bounds[s],
+// bounds[s+1]). Each rank compresses the whole tensor (with its residual)
+// into one part per shard; each owner adds the parts of its shard from every
+// rank, in rank order, into zeros, and compresses that sum again (with an
+// owner-side residual: two-way compression) into a result of owner_bytes();
+// every rank decodes every owner's result. Parts carry shard-relative
+// positions. Host entry points only.
+class ShardedCodec {
+ public:
+  virtual ~ShardedCodec() = default;
+  // bounds[0..ranks]: bounds[0] == 0, bounds[ranks] == n, non-decreasing;
+  // from n and ranks alone, so the same on every rank.
+  virtual void shard_bounds(std::size_t n, int ranks, std::size_t* bounds) const = 0;
+  // Whether a part's size depends on the values (top-k: how many selected
+  // values fall in the shard), so that sizes are exchanged first; otherwise
+  // it is part_capacity() exactly.
+  virtual bool part_sizes_vary() const = 0;
+  // The most bytes of one rank's part of a shard of `count` values, of n.
+  virtual std::size_t part_capacity(std::size_t count, std::size_t n) const = 0;
+  // The most bytes of all of one rank's parts of n values.
+  virtual std::size_t parts_capacity(std::size_t n, int ranks) const = 0;
+  // Compresses in (+ residual; nullptr: no error feedback) into the parts,
+  // back to back in shard order at out; part_bytes[s]: the size of part s.
+  virtual void compress_parts(const float* in, float* residual, std::size_t n,
+                              const std::size_t* bounds, int ranks, std::byte* out,
+                              std::size_t* part_bytes) = 0;
+  // Whether a part from another rank is one compress_parts could have written
+  // for a shard of `count` values, of n, so that accumulate_part stays inside it.
+  virtual bool part_valid(const std::byte* part, std::size_t bytes, std::size_t count,
+                          std::size_t n) const = 0;
+  // shard[i] = add_nan_first(shard[i], the part's value i), over count values.
+  virtual void accumulate_part(const std::byte* part, std::size_t bytes, std::size_t count,
+                               std::size_t n, float* shard) const = 0;
+  // Bytes of an owner's result for a shard of `count` values, of n: the same
+  // on every rank.
+  virtual std::size_t owner_bytes(std::size_t count, std::size_t n) const = 0;
+  // The owner's result of its summed shard (+ owner_residual, nullptr: none).
+  // sum may be overwritten.
+  virtual void owner_compress(float* sum, float* owner_residual, std::size_t count, std::size_t n,
+                              std::byte* out) = 0;
+  virtual bool owner_valid(const std::byte* result, std::size_t count, std::size_t n) const = 0;
+  // out = the shard's values as the owner's result holds them.
+  virtual void owner_decode(const std::byte* result, std::size_t count, std::size_t n,
+                            float* out) const = 0;
+};
 
 class Compressor {
  public:
@@ -61,8 +112,16 @@ class Compressor {
   // through the host entry points (MPI) or passes through (NCCL).
   virtual std::uint64_t device_max_count() const { return UINT64_MAX; }
   // Bytes that compress() writes for n values (the payload of one rank; a
-  // low-rank compressor's: its two factors).
+  // low-rank compressor's: its two factors; a sharded one's: its parts).
   virtual std::size_t compressed_bytes(std::size_t n) const = 0;
+  // The compressor's side of the sharded algorithm, nullptr: none.
+  virtual ShardedCodec* sharded_codec() { return nullptr; }
+  // Whether a call of n values over `ranks` ranks goes sharded rather than
+  // by the compressor's own aggregation: the same answer on every rank.
+  virtual bool prefers_sharded(std::size_t n, int ranks) const {
+    (void)n, (void)ranks;
+    return false;
+  }
 };
 
 class SummableCompressor : public Compressor {
@@ -133,6 +192,24 @@ class GatheredCompressor : public Compressor {
                             void* stream) const;
 };
 
+// Whether calls of this compressor can share one fused collective
+// (algorithms/fused_casts.h, fused_gathered.h): summable and gathered ones.
+inline bool fusable(const Compressor& compressor) {
+  return compressor.aggregation() == Aggregation::summable ||
+         compressor.aggregation() == Aggregation::gathered;
+}
+
+// A compressor whose only algorithm is the sharded one (int8).
+class ShardedCompressor : public Compressor, public ShardedCodec {
+ public:
+  Aggregation aggregation() const final { return Aggregation::sharded; }
+  ShardedCodec* sharded_codec() final { return this; }
+  bool prefers_sharded(std::size_t n, int ranks) const final {
+    (void)n, (void)ranks;
+    return true;
+  }
+};
+
 // PowerSGD (Vogels et al., 2019): a tensor viewed as a matrix M (the shape
 // from kernels/low_rank.h), one power-iteration step per call against a Q
 // kept per residual key. The host entry points are the steps between the two
@@ -161,12 +238,18 @@ class LowRankCompressor : public Compressor {
                       float* residual) const = 0;
 };
 
+// How top-k aggregates: allgathered payloads, sharded to owners, or picked
+// per call by a cost model of n, k and the rank count.
+enum class TopkAlgorithm { gather, sharded, automatic };
+
 // What a compressor may be configured with (filled from the settings by core/).
 struct CompressorOptions {
   double topk_ratio = 0.01;
   bool topk_values_fp16 = false;
-  int powersgd_rank = 4;                  // SLIMREDUCE_POWERSGD_RANK
-  double powersgd_min_compression = 2.0;  // SLIMREDUCE_POWERSGD_MIN_COMPRESSION
+  int powersgd_rank = 4;                                    // SLIMREDUCE_POWERSGD_RANK
+  double powersgd_min_compression = 2.0;                    // SLIMREDUCE_POWERSGD_MIN_COMPRESSION
+  TopkAlgorithm topk_algorithm = TopkAlgorithm::automatic;  // SLIMREDUCE_TOPK_ALGORITHM
+  std::size_t quant_bucket = 512;                           // SLIMREDUCE_QUANT_BUCKET
 };
 
 }  // namespace slimreduce::compressors

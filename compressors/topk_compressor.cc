@@ -1,22 +1,26 @@
 // top-k: the k = ceil(ratio x n) values of largest magnitude, as (index,
 // value) pairs; gathered, since payloads from different ranks hold different
-// indices and cannot be added on the wire.
+// indices and cannot be added on the wire, or sharded (compressors/topk_shards.h),
+// whichever SLIMREDUCE_TOPK_ALGORITHM and its cost model pick.
 #include <memory>
 #include <mutex>
 #include <vector>
 
 #include "compressors/registry.h"
+#include "compressors/topk_shards.h"
 #include "kernels/device.h"
 #include "kernels/topk.h"
 
 namespace slimreduce::compressors {
 namespace {
 
-class TopkCompressor final : public GatheredCompressor {
+class TopkCompressor final : public GatheredCompressor, public ShardedCodec {
  public:
   explicit TopkCompressor(const CompressorOptions& options)
       : ratio_(options.topk_ratio),
-        values_(options.topk_values_fp16 ? kernels::TopkValues::fp16 : kernels::TopkValues::fp32) {}
+        values_(options.topk_values_fp16 ? kernels::TopkValues::fp16 : kernels::TopkValues::fp32),
+        algorithm_(options.topk_algorithm),
+        shards_(ratio_, values_) {}
 
   std::string_view name() const override { return "topk"; }
   // Without it, what is not sent is lost for good (Deep Gradient Compression).
@@ -37,6 +41,54 @@ class TopkCompressor final : public GatheredCompressor {
   }
   bool payload_valid(const void* payload, std::size_t n) const override {
     return kernels::topk_payload_valid(payload, kernels::topk_count(n, ratio_), n);
+  }
+
+  ShardedCodec* sharded_codec() override { return this; }
+  // auto: sharded when it sends at most half the gathered bytes (it pays two
+  // more collectives and a second selection on the owner for them).
+  bool prefers_sharded(std::size_t n, int ranks) const override {
+    if (algorithm_ != TopkAlgorithm::automatic) return algorithm_ == TopkAlgorithm::sharded;
+    return ranks > 2 &&
+           2 * shards_.sharded_wire_bytes(n, ranks) <= shards_.gathered_wire_bytes(n, ranks);
+  }
+
+  void shard_bounds(std::size_t n, int ranks, std::size_t* bounds) const override {
+    TopkShards::shard_bounds(n, ranks, bounds);
+  }
+  bool part_sizes_vary() const override { return true; }
+  std::size_t part_capacity(std::size_t count, std::size_t n) const override {
+    return shards_.part_capacity(count, n);
+  }
+  std::size_t parts_capacity(std::size_t n, int ranks) const override {
+    return shards_.parts_capacity(n, ranks);
+  }
+  void compress_parts(const float* in, float* residual, std::size_t n, const std::size_t* bounds,
+                      int ranks, std::byte* out, std::size_t* part_bytes) override {
+    ScratchLease scratch(*this);
+    shards_.compress_parts(in, residual, n, bounds, ranks, out, part_bytes, scratch.get());
+  }
+  bool part_valid(const std::byte* part, std::size_t bytes, std::size_t count,
+                  std::size_t n) const override {
+    return shards_.part_valid(part, bytes, count, n);
+  }
+  void accumulate_part(const std::byte* part, std::size_t bytes, std::size_t, std::size_t,
+                       float* shard) const override {
+    shards_.accumulate_part(part, bytes, shard);
+  }
+  std::size_t owner_bytes(std::size_t count, std::size_t) const override {
+    return shards_.owner_bytes(count);
+  }
+  void owner_compress(float* sum, float* owner_residual, std::size_t count, std::size_t,
+                      std::byte* out) override {
+    ScratchLease scratch(*this);
+    shards_.owner_compress(sum, owner_residual, count, out, scratch.get());
+  }
+  bool owner_valid(const std::byte* result, std::size_t count, std::size_t) const override {
+    return shards_.owner_valid(result, count);
+  }
+  void owner_decode(const std::byte* result, std::size_t count, std::size_t,
+                    float* out) const override {
+    shards_.owner_decode(result, count, out);
   }
 
   // The payload padded to 16 bytes: every rank's uint32 indices stay aligned.
@@ -98,6 +150,8 @@ class TopkCompressor final : public GatheredCompressor {
 
   double ratio_;
   kernels::TopkValues values_;
+  TopkAlgorithm algorithm_;
+  TopkShards shards_;
   std::mutex idle_mutex_;
   std::vector<std::unique_ptr<kernels::TopkScratch>> idle_;  // grown, kept for the next calls
   std::size_t made_ = 0;

@@ -31,6 +31,11 @@ void Counters::count_by_node(double baseline, double sent, bool hop_crosses) {
   (hop_crosses ? inter_node_sent : intra_node_sent) += sent;
 }
 
+void Counters::count_topk(bool sharded, double sent) {
+  ++(sharded ? topk_sharded : topk_gathered);
+  (sharded ? topk_sharded_sent : topk_gathered_sent) += sent;
+}
+
 double Counters::savings() const {
   return wire_baseline > 0 ? 1.0 - wire_sent / wire_baseline : 0.0;
 }
@@ -50,6 +55,10 @@ Counters& Counters::operator+=(const Counters& other) {
   fused_batches += other.fused_batches;
   fused_tensors += other.fused_tensors;
   partitions += other.partitions;
+  topk_gathered += other.topk_gathered;
+  topk_sharded += other.topk_sharded;
+  topk_gathered_sent += other.topk_gathered_sent;
+  topk_sharded_sent += other.topk_sharded_sent;
   inter_node_baseline += other.inter_node_baseline;
   inter_node_sent += other.inter_node_sent;
   intra_node_baseline += other.intra_node_baseline;
@@ -62,12 +71,14 @@ namespace {
 // Every field of a Counters, in the one order to_values and from_values share.
 template <class Fields, class Visit>
 constexpr void for_each_field(Fields& c, Visit&& visit) {
-  for (auto* field : {&c.intercepted, &c.compressed, &c.passed_through, &c.warmup,
-                      &c.ef_cap_fallback, &c.input_bytes, &c.ef_resets, &c.overflow_rescued,
-                      &c.iallreduce, &c.fused_batches, &c.fused_tensors, &c.partitions})
+  for (auto* field :
+       {&c.intercepted, &c.compressed, &c.passed_through, &c.warmup, &c.ef_cap_fallback,
+        &c.input_bytes, &c.ef_resets, &c.overflow_rescued, &c.iallreduce, &c.fused_batches,
+        &c.fused_tensors, &c.partitions, &c.topk_gathered, &c.topk_sharded})
     visit(*field);
-  for (auto* field : {&c.wire_baseline, &c.wire_sent, &c.inter_node_baseline, &c.inter_node_sent,
-                      &c.intra_node_baseline, &c.intra_node_sent})
+  for (auto* field :
+       {&c.wire_baseline, &c.wire_sent, &c.inter_node_baseline, &c.inter_node_sent,
+        &c.intra_node_baseline, &c.intra_node_sent, &c.topk_gathered_sent, &c.topk_sharded_sent})
     visit(*field);
 }
 
@@ -108,8 +119,8 @@ CounterBoard::~CounterBoard() = default;
 struct CounterBoard::Slot {
   std::atomic<std::uint64_t> compressed{0}, passed_through{0}, warmup{0}, ef_cap_fallback{0},
       input_bytes{0}, ef_resets{0}, overflow_rescued{0}, iallreduce{0}, fused_batches{0},
-      fused_tensors{0}, partitions{0};
-  std::atomic<double> wire_baseline{0}, wire_sent{0};
+      fused_tensors{0}, partitions{0}, topk_gathered{0}, topk_sharded{0};
+  std::atomic<double> wire_baseline{0}, wire_sent{0}, topk_gathered_sent{0}, topk_sharded_sent{0};
   std::atomic<double> inter_node_baseline{0}, inter_node_sent{0}, intra_node_baseline{0},
       intra_node_sent{0};
 };
@@ -155,6 +166,10 @@ void CounterBoard::add(const Counters& delta) {
   bump(slot.fused_batches, delta.fused_batches);
   bump(slot.fused_tensors, delta.fused_tensors);
   bump(slot.partitions, delta.partitions);
+  bump(slot.topk_gathered, delta.topk_gathered);
+  bump(slot.topk_sharded, delta.topk_sharded);
+  bump(slot.topk_gathered_sent, delta.topk_gathered_sent);
+  bump(slot.topk_sharded_sent, delta.topk_sharded_sent);
   bump(slot.inter_node_baseline, delta.inter_node_baseline);
   bump(slot.inter_node_sent, delta.inter_node_sent);
   bump(slot.intra_node_baseline, delta.intra_node_baseline);
@@ -181,6 +196,10 @@ Counters CounterBoard::total() const {
     part.fused_batches = slot->fused_batches.load(relaxed);
     part.fused_tensors = slot->fused_tensors.load(relaxed);
     part.partitions = slot->partitions.load(relaxed);
+    part.topk_gathered = slot->topk_gathered.load(relaxed);
+    part.topk_sharded = slot->topk_sharded.load(relaxed);
+    part.topk_gathered_sent = slot->topk_gathered_sent.load(relaxed);
+    part.topk_sharded_sent = slot->topk_sharded_sent.load(relaxed);
     part.inter_node_baseline = slot->inter_node_baseline.load(relaxed);
     part.inter_node_sent = slot->inter_node_sent.load(relaxed);
     part.intra_node_baseline = slot->intra_node_baseline.load(relaxed);
@@ -214,14 +233,17 @@ std::string report_json(const Counters& c, const ReportContext& context) {
       ", \"passed_through\": %" PRIu64 ", \"warmup\": %" PRIu64 ", \"ef_cap_fallback\": %" PRIu64
       ", \"ef_resets\": %" PRIu64 ", \"overflow_rescued\": %" PRIu64 ", \"iallreduce\": %" PRIu64
       ", \"fused_batches\": %" PRIu64 ", \"fused_tensors\": %" PRIu64 ", \"partitions\": %" PRIu64
+      ", \"topk_gathered\": %" PRIu64 ", \"topk_sharded\": %" PRIu64
       "},\n"
       " \"bytes\": {\"input\": %" PRIu64
-      ", \"wire_baseline\": %.0f, \"wire_sent\": %.0f%s},\n"
+      ", \"wire_baseline\": %.0f, \"wire_sent\": %.0f%s"
+      ", \"topk_gathered_sent\": %.0f, \"topk_sharded_sent\": %.0f},\n"
       " \"savings\": %.6f}\n",
       context.rank, context.world_size, context.compressor.c_str(), c.intercepted, c.compressed,
       c.passed_through, c.warmup, c.ef_cap_fallback, c.ef_resets, c.overflow_rescued, c.iallreduce,
-      c.fused_batches, c.fused_tensors, c.partitions, c.input_bytes, c.wire_baseline, c.wire_sent,
-      node_keys(c, context).c_str(), c.savings());
+      c.fused_batches, c.fused_tensors, c.partitions, c.topk_gathered, c.topk_sharded,
+      c.input_bytes, c.wire_baseline, c.wire_sent, node_keys(c, context).c_str(),
+      c.topk_gathered_sent, c.topk_sharded_sent, c.savings());
   return text;
 }
 
@@ -238,6 +260,8 @@ std::optional<double> report_value(const Counters& c, std::string_view key) {
       {"calls.fused_batches", double(c.fused_batches)},
       {"calls.fused_tensors", double(c.fused_tensors)},
       {"calls.partitions", double(c.partitions)},
+      {"calls.topk_gathered", double(c.topk_gathered)},
+      {"calls.topk_sharded", double(c.topk_sharded)},
       {"bytes.input", double(c.input_bytes)},
       {"bytes.wire_baseline", c.wire_baseline},
       {"bytes.wire_sent", c.wire_sent},
@@ -245,6 +269,8 @@ std::optional<double> report_value(const Counters& c, std::string_view key) {
       {"bytes.inter_node_sent", c.inter_node_sent},
       {"bytes.intra_node_baseline", c.intra_node_baseline},
       {"bytes.intra_node_sent", c.intra_node_sent},
+      {"bytes.topk_gathered_sent", c.topk_gathered_sent},
+      {"bytes.topk_sharded_sent", c.topk_sharded_sent},
       {"savings", c.savings()},
   };
   for (const auto& [name, value] : values) {
@@ -292,6 +318,14 @@ std::string report_table(const Counters& t, const ReportContext& context) {
                   "  partitions %" PRIu64
                   " pieces of calls larger than SLIMREDUCE_PARTITION_BYTES\n",
                   t.partitions);
+    table += text;
+  }
+  if (t.topk_gathered > 0 || t.topk_sharded > 0) {
+    std::snprintf(text, sizeof text,
+                  "  top-k      gathered %" PRIu64 " calls, sent %12.1f MiB   sharded %" PRIu64
+                  " calls, sent %12.1f MiB\n",
+                  t.topk_gathered, t.topk_gathered_sent / kMiB, t.topk_sharded,
+                  t.topk_sharded_sent / kMiB);
     table += text;
   }
   if (context.node_bytes) {

@@ -46,6 +46,13 @@ struct Counters {
   // The pieces that calls larger than SLIMREDUCE_PARTITION_BYTES were cut
   // into (scheduler/partition.h); a call reduced whole adds none.
   std::uint64_t partitions = 0;
+  // Top-k calls by algorithm (SLIMREDUCE_TOPK_ALGORITHM): the payloads
+  // allgathered, or sharded to owners (algorithms/sharded.h), and the bytes
+  // each handed to the transport (a part of wire_sent).
+  std::uint64_t topk_gathered = 0;
+  std::uint64_t topk_sharded = 0;
+  double topk_gathered_sent = 0;
+  double topk_sharded_sent = 0;
   // With SLIMREDUCE_HIERARCHICAL=1, on communicators whose nodes are known:
   // the baseline and sent bytes above, split by whether they cross a node
   // boundary (docs/architecture.md, "Hierarchical").
@@ -61,11 +68,13 @@ struct Counters {
   // Splits a call's baseline and sent bytes by node: all across when this
   // rank's ring hop crosses a node boundary, all inside otherwise.
   void count_by_node(double baseline, double sent, bool hop_crosses);
+  // A compressed top-k call's algorithm and what it sent.
+  void count_topk(bool sharded, double sent);
   double savings() const;
   Counters& operator+=(const Counters& other);
 
   // Every field as a number, in a fixed order (to sum over ranks), and back.
-  static constexpr int kValues = 18;
+  static constexpr int kValues = 22;
   void to_values(double (&values)[kValues]) const;
   static Counters from_values(const double (&values)[kValues]);
 };

@@ -271,6 +271,8 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
   count_compressed(bytes, state, reduced.wire_sent, delta);
   delta.overflow_rescued = reduced.overflow_rescued ? 1 : 0;
   delta.partitions = reduced.partitions > 1 ? reduced.partitions : 0;
+  if (compressor.aggregation() == compressors::Aggregation::gathered)
+    delta.count_topk(reduced.sharded, reduced.wire_sent);
   delta.ef_cap_fallback = no_room ? 1 : 0;
   delta.ef_resets = resets;
   runtime_.board(Side::mpi).add(delta);

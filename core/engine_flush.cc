@@ -18,17 +18,16 @@ namespace slimreduce {
 namespace {
 
 // Consecutive queued calls that one collective can carry: the same
-// compressor, at most `threshold` bytes (a larger call alone); a low-rank
-// compressor's calls alone (not fused yet).
+// compressor, at most `threshold` bytes (a larger call alone); a low-rank or
+// sharded compressor's calls alone (not fused yet).
 std::vector<std::vector<QueuedReduction>> batches_of(const std::vector<QueuedReduction>& taken,
                                                      std::uint64_t threshold) {
   std::vector<std::vector<QueuedReduction>> batches;
   std::uint64_t bytes = 0;
   for (const QueuedReduction& reduction : taken) {
-    const bool fits = !batches.empty() &&
-                      batches.back().front().compressor == reduction.compressor &&
-                      reduction.compressor->aggregation() != compressors::Aggregation::low_rank &&
-                      bytes + reduction.bytes() <= threshold;
+    const bool fits =
+        !batches.empty() && batches.back().front().compressor == reduction.compressor &&
+        compressors::fusable(*reduction.compressor) && bytes + reduction.bytes() <= threshold;
     if (!fits) {
       batches.emplace_back();
       bytes = 0;

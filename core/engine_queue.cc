@@ -77,20 +77,23 @@ struct BatchReduced {
   double wire_sent = 0;
   std::size_t rescued = 0;
   std::size_t partitions = 0;  // of a call cut into partitions
+  std::uint64_t sharded = 0;   // calls reduced by algorithms/sharded.h,
+  double sharded_sent = 0;     // and what they sent
 };
 
 // The batch's collective: one fused step; a lone call larger than a
 // partition cut and pipelined as a blocking call is; on a hierarchical
-// communicator, or with a low-rank compressor (two sums with local work
-// between: not fused yet), the calls one by one.
+// communicator, or with a low-rank or sharded compressor (collectives with
+// local work between: not fused yet), the calls one by one.
 Status run_batch(compressors::Compressor& compressor, backends::Transport& transport,
                  std::vector<algorithms::BatchTensor> tensors, CommState& state,
                  const RunOptions& options, BatchReduced* reduced) {
   const Hierarchy* hierarchy = state.hierarchy();
   const bool cut =
       tensors.size() == 1 && tensors.front().count * sizeof(float) > options.partition_bytes;
-  const bool one_by_one = (hierarchy && !hierarchy->flat()) || cut ||
-                          compressor.aggregation() == compressors::Aggregation::low_rank;
+  const bool one_by_one =
+      (hierarchy && !hierarchy->flat()) || cut || !compressors::fusable(compressor) ||
+      (tensors.size() == 1 && reduces_sharded(compressor, tensors.front().count, transport.size()));
   if (one_by_one) {
     for (const algorithms::BatchTensor& t : tensors) {
       Reduced one;
@@ -99,6 +102,8 @@ Status run_batch(compressors::Compressor& compressor, backends::Transport& trans
       reduced->wire_sent += one.wire_sent;
       reduced->rescued += one.overflow_rescued ? 1 : 0;
       reduced->partitions += one.partitions > 1 ? one.partitions : 0;
+      reduced->sharded += one.sharded ? 1 : 0;
+      reduced->sharded_sent += one.sharded ? one.wire_sent : 0.0;
     }
     return {};
   }
@@ -300,6 +305,12 @@ int Engine::reduce_queued(CommState& state, MPI_Comm wire_comm,
   count_batch(batch, state, reduced.wire_sent, delta);
   delta.overflow_rescued += reduced.rescued;
   delta.partitions += reduced.partitions;
+  if (compressor.aggregation() == compressors::Aggregation::gathered) {
+    delta.topk_sharded += reduced.sharded;
+    delta.topk_sharded_sent += reduced.sharded_sent;
+    delta.topk_gathered += batch.size() - reduced.sharded;
+    delta.topk_gathered_sent += reduced.wire_sent - reduced.sharded_sent;
+  }
   runtime_.board(Side::mpi).add(delta);
   runtime_.note_compressed(batch.size(), delta.ef_resets);
   return MPI_SUCCESS;

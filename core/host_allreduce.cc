@@ -9,6 +9,7 @@
 #include "algorithms/hierarchical.h"
 #include "algorithms/powersgd.h"
 #include "algorithms/rescued_cast_ring.h"
+#include "algorithms/sharded.h"
 #include "scheduler/host_step.h"
 #include "scheduler/partition.h"
 #include "scheduler/plan.h"
@@ -29,9 +30,17 @@ struct Workspace {
 constexpr std::size_t kAlign = 64;
 std::size_t aligned(std::size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
-// What the compressor's flat algorithm needs for count floats over `ranks`.
-Workspace flat_workspace(std::size_t count, const compressors::Compressor& compressor, int ranks) {
+// What the compressor's flat algorithm needs for count floats over
+// `transport`'s ranks (sharded: the sharded algorithm's, this rank's).
+Workspace flat_workspace(std::size_t count, compressors::Compressor& compressor,
+                         const backends::Transport& transport, bool sharded) {
   using algorithms::CastRing;
+  const int ranks = transport.size();
+  if (sharded) {
+    const compressors::ShardedCodec& codec = *compressor.sharded_codec();
+    return {algorithms::ShardedAllreduce::wire_bytes(codec, count, ranks, transport.rank()),
+            algorithms::ShardedAllreduce::scratch_bytes(codec, count, ranks, transport.rank())};
+  }
   if (compressor.aggregation() == compressors::Aggregation::low_rank) {
     const auto& low_rank = static_cast<const compressors::LowRankCompressor&>(compressor);
     return {algorithms::PowerSgd::workspace_bytes(low_rank, count, ranks), 0};
@@ -44,17 +53,42 @@ Workspace flat_workspace(std::size_t count, const compressors::Compressor& compr
   return {payload_bytes * static_cast<std::size_t>(ranks), payload_bytes};
 }
 
+// Where each sharded piece's owner-side residual lies in the key's state
+// (the pieces' owned shards back to back; zeroed when the layout is new):
+// nullptr each without error feedback or a key.
+std::vector<float*> owner_residuals(const AllreduceCall& call, compressors::Compressor& compressor,
+                                    const backends::Transport& transport,
+                                    const std::vector<std::size_t>& counts) {
+  std::vector<float*> residuals(counts.size(), nullptr);
+  if (!call.residual || !call.state) return residuals;
+  std::vector<std::size_t> offsets;
+  std::size_t total = 0;
+  for (const std::size_t count : counts) {
+    offsets.push_back(total);
+    total += algorithms::ShardedAllreduce::owned_count(*compressor.sharded_codec(), count,
+                                                       transport.size(), transport.rank());
+  }
+  if (call.state->size() != total) call.state->assign(total, 0.0f);
+  for (std::size_t i = 0; i < counts.size(); ++i) residuals[i] = call.state->data() + offsets[i];
+  return residuals;
+}
+
 // The compressor's flat algorithm over `transport` on count floats, picked
-// by its aggregation (the same on every rank), on workspace of
+// by its aggregation or sharded (the same on every rank), on workspace of
 // flat_workspace(): a call's whole algorithm, a partition's, or a
 // hierarchical reduction's shard. state: the key's compressor state (a
-// low-rank compressor's Q), or nullptr.
+// low-rank compressor's Q), or nullptr; owner_residual: a sharded one's.
 std::unique_ptr<algorithms::Allreduce> flat_algorithm(std::size_t count,
                                                       compressors::Compressor& compressor,
                                                       backends::Transport& transport,
                                                       std::byte* wire, std::byte* scratch,
-                                                      std::vector<float>* state) {
+                                                      std::vector<float>* state, bool sharded,
+                                                      float* owner_residual) {
   using algorithms::AllreduceOf;
+  if (sharded) {
+    return std::make_unique<AllreduceOf<algorithms::ShardedAllreduce>>(
+        transport, *compressor.sharded_codec(), count, owner_residual, wire, scratch);
+  }
   if (compressor.aggregation() == compressors::Aggregation::low_rank) {
     auto& low_rank = static_cast<compressors::LowRankCompressor&>(compressor);
     return std::make_unique<AllreduceOf<algorithms::PowerSgd>>(transport, low_rank, count, state,
@@ -79,36 +113,46 @@ std::unique_ptr<scheduler::Step> hierarchical(const AllreduceCall& call,
   backends::Transport& node = *hierarchy.node;
   const std::size_t shard = Hierarchical::shard_count(call.count, node.size());
   std::byte* workspace = state.shards(Hierarchical::workspace_bytes(call.count, node.size()));
-  const Workspace needs = flat_workspace(shard, compressor, hierarchy.cross->size());
+  backends::Transport& cross = *hierarchy.cross;
+  const bool sharded = reduces_sharded(compressor, shard, cross.size());
+  const Workspace needs = flat_workspace(shard, compressor, cross, sharded);
   std::byte* wire = state.wire(needs.wire);
   std::byte* scratch = state.scratch(needs.scratch);
+  float* owner_residual =
+      sharded ? owner_residuals(call, compressor, cross, {shard}).front() : nullptr;
   return std::make_unique<HostStep<Hierarchical>>(
       call.input, call.residual, call.output, node, call.count, workspace,
-      flat_algorithm(shard, compressor, *hierarchy.cross, wire, scratch, call.state));
+      flat_algorithm(shard, compressor, cross, wire, scratch, call.state, sharded, owner_residual));
 }
 
 // A step per partition, each on its own part of the workspace (taken whole
 // first: growing it later would move what earlier steps hold).
 void add_partitions(const AllreduceCall& call, compressors::Compressor& compressor,
                     backends::Transport& transport, CommState& state,
-                    const std::vector<scheduler::Partition>& pieces, scheduler::Plan& plan) {
+                    const std::vector<scheduler::Partition>& pieces, bool sharded,
+                    scheduler::Plan& plan) {
   std::vector<Workspace> offsets;
+  std::vector<std::size_t> counts;
   Workspace total;
   for (const scheduler::Partition& piece : pieces) {
     offsets.push_back(total);
-    const Workspace needs = flat_workspace(piece.count, compressor, transport.size());
+    counts.push_back(piece.count);
+    const Workspace needs = flat_workspace(piece.count, compressor, transport, sharded);
     total.wire += aligned(needs.wire);
     total.scratch += aligned(needs.scratch);
   }
   std::byte* wire = state.wire(total.wire);
   std::byte* scratch = state.scratch(total.scratch);
+  const std::vector<float*> owner_residual =
+      sharded ? owner_residuals(call, compressor, transport, counts)
+              : std::vector<float*>(pieces.size(), nullptr);
   for (std::size_t i = 0; i < pieces.size(); ++i) {
     const scheduler::Partition& piece = pieces[i];
     plan.add(std::make_unique<HostStep<algorithms::AnyAllreduce>>(
         call.input + piece.begin, call.residual ? call.residual + piece.begin : nullptr,
         call.output + piece.begin,
         flat_algorithm(piece.count, compressor, transport, wire + offsets[i].wire,
-                       scratch + offsets[i].scratch, call.state)));
+                       scratch + offsets[i].scratch, call.state, sharded, owner_residual[i])));
   }
 }
 
@@ -123,6 +167,10 @@ Status run_plan(const scheduler::Plan& plan, const RunOptions& options) {
 
 }  // namespace
 
+bool reduces_sharded(compressors::Compressor& compressor, std::size_t count, int ranks) {
+  return compressor.sharded_codec() && compressor.prefers_sharded(count, ranks);
+}
+
 Status host_allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
                       backends::Transport& transport, CommState& state, Reduced* reduced) {
   return host_allreduce(call, compressor, transport, state, RunOptions{}, reduced);
@@ -133,16 +181,24 @@ Status host_allreduce(const AllreduceCall& call, compressors::Compressor& compre
                       Reduced* reduced) {
   scheduler::Plan plan;
   const Hierarchy* hierarchy = state.hierarchy();
+  // Decided once for the whole call, so that its partitions and the report agree.
+  const bool sharded = reduces_sharded(compressor, call.count, transport.size());
   if (hierarchy && !hierarchy->flat()) {
     plan.add(hierarchical(call, compressor, *hierarchy, state));
+    reduced->sharded = reduces_sharded(
+        compressor, algorithms::Hierarchical::shard_count(call.count, hierarchy->node->size()),
+        hierarchy->cross->size());
   } else if (options.partition_bytes == 0 ||
              compressor.aggregation() == compressors::Aggregation::low_rank) {
     // A low-rank call is one matrix with one Q: never cut (a partition would
     // be another matrix, with a Q of its own; docs/architecture.md, "Low rank").
-    add_partitions(call, compressor, transport, state, {{0, call.count}}, plan);
+    add_partitions(call, compressor, transport, state, {{0, call.count}}, sharded, plan);
+    reduced->sharded = sharded;
   } else {
     add_partitions(call, compressor, transport, state,
-                   scheduler::partitions(call.count, sizeof(float), options.partition_bytes), plan);
+                   scheduler::partitions(call.count, sizeof(float), options.partition_bytes),
+                   sharded, plan);
+    reduced->sharded = sharded;
   }
   SLIMREDUCE_TRY(run_plan(plan, options));
   reduced->wire_sent = plan.wire_sent();

@@ -2,8 +2,10 @@
 // host memory), with the algorithm the compressor's aggregation picks:
 // algorithms/cast_ring.h for a summable one, algorithms/gathered.h for a
 // gathered one, algorithms/powersgd.h for a low-rank one (never cut into
-// partitions: one matrix, one Q), over the communicator's transport. The same choice on every
-// rank: it reads only the compressor.
+// partitions: one matrix, one Q), algorithms/sharded.h for a sharded one or
+// where the compressor prefers it (top-k, by its cost model), over the
+// communicator's transport. The same choice on every rank: it reads only the
+// compressor, the count and the rank count.
 #pragma once
 
 #include <cstddef>
@@ -32,6 +34,7 @@ struct Reduced {
   double wire_sent = 0;           // bytes this rank handed to the transport
   bool overflow_rescued = false;  // rerun with a wider wire (algorithms/rescued_cast_ring.h)
   std::size_t partitions = 1;     // the pieces it was reduced in (scheduler/partition.h)
+  bool sharded = false;           // by algorithms/sharded.h (else by the compressor's aggregation)
 };
 
 // How a call is cut and run (docs/architecture.md, "Partitions and pipelining").
@@ -40,6 +43,10 @@ struct RunOptions {
   scheduler::HelperPool* helpers = nullptr;      // nullptr: partitions one after another
   scheduler::PhaseObserver* observer = nullptr;  // the timeline's, or nullptr
 };
+
+// Whether a flat call of count values over `ranks` goes sharded
+// (algorithms/sharded.h): the compressor's answer, the same on every rank.
+bool reduces_sharded(compressors::Compressor& compressor, std::size_t count, int ranks);
 
 // Leaves the sum in call.output, bit-identical on every rank. Workspace is
 // the communicator's, all taken before the first compress step writes a

@@ -129,6 +129,19 @@ const std::vector<std::pair<const char*, LogLevel>> kLogLevels = {{"error", LogL
                                                                   {"warn", LogLevel::warn},
                                                                   {"info", LogLevel::info},
                                                                   {"debug", LogLevel::debug}};
+const std::vector<std::pair<const char*, compressors::TopkAlgorithm>> kTopkAlgorithms = {
+    {"gather", compressors::TopkAlgorithm::gather},
+    {"sharded", compressors::TopkAlgorithm::sharded},
+    {"auto", compressors::TopkAlgorithm::automatic}};
+
+// SLIMREDUCE_QUANT_BUCKET: values per scale, in [1, 2^24] (a scale per value
+// already costs more than fp32; a larger bucket shares one scale too widely).
+std::uint64_t parse_bucket(const std::string& value) {
+  const std::uint64_t bucket = parse_unsigned(value);
+  if (bucket < 1 || bucket > (1u << 24)) throw std::invalid_argument("out of range");
+  return bucket;
+}
+
 const std::vector<std::pair<const char*, TopkValueFormat>> kTopkValues = {
     {"fp32", TopkValueFormat::fp32}, {"fp16", TopkValueFormat::fp16}};
 
@@ -156,6 +169,18 @@ const std::vector<SettingSpec>& specs() {
        "How top-k payload values travel; with fp16 the rounding error joins the residual.",
        [](const std::string& v, Settings& s) { s.topk_values = parse_choice(v, kTopkValues); },
        [](const Settings& s) { return show_choice(s.topk_values, kTopkValues); }},
+      {"SLIMREDUCE_TOPK_ALGORITHM", "auto", fixed("gather, sharded, auto"),
+       "How top-k payloads are aggregated: gather (every rank receives every payload), sharded "
+       "(each rank owns a shard: parts sent to owners, summed, re-compressed, allgathered; flat "
+       "in the rank count), or auto (sharded where it sends at most half the gathered bytes).",
+       [](const std::string& v, Settings& s) {
+         s.topk_algorithm = parse_choice(v, kTopkAlgorithms);
+       },
+       [](const Settings& s) { return show_choice(s.topk_algorithm, kTopkAlgorithms); }},
+      {"SLIMREDUCE_QUANT_BUCKET", "512", fixed("a whole number in [1, 16777216]"),
+       "Values per fp32 scale for int8: each value travels as 1 + 4 / bucket bytes.",
+       [](const std::string& v, Settings& s) { s.quant_bucket = parse_bucket(v); },
+       [](const Settings& s) { return std::to_string(s.quant_bucket); }},
       {"SLIMREDUCE_POWERSGD_RANK", "4", fixed("a whole number in [1, 64]"),
        "Rank r of PowerSGD's factors: a tensor viewed as a rows x cols matrix sends r x (rows + "
        "cols) floats in two fp32 sums.",

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "compressors/compressor.h"
+
 namespace slimreduce {
 
 enum class Priority { fifo, reverse };
@@ -21,6 +23,8 @@ struct Settings {
   std::string compressor = "none";
   double topk_ratio = 0.01;
   TopkValueFormat topk_values = TopkValueFormat::fp32;
+  compressors::TopkAlgorithm topk_algorithm = compressors::TopkAlgorithm::automatic;
+  std::uint64_t quant_bucket = 512;
   int powersgd_rank = 4;
   double powersgd_min_compression = 2.0;
   std::optional<bool> error_feedback;  // unset: the compressor's default

@@ -26,7 +26,7 @@ MIB = 1024.0 * 1024.0
 # are required, the others (added later) default to 0.
 CALL_KEYS = ("intercepted", "compressed", "passed_through", "warmup", "ef_cap_fallback")
 CALL_KEYS_LATER = ("ef_resets", "overflow_rescued", "iallreduce", "fused_batches", "fused_tensors",
-                   "partitions")
+                   "partitions", "topk_gathered", "topk_sharded")
 BYTE_KEYS = ("input", "wire_baseline", "wire_sent")
 NODE_KEYS = ("inter_node_baseline", "inter_node_sent", "intra_node_baseline", "intra_node_sent")
 
@@ -144,6 +144,10 @@ def table(run):
     if calls["partitions"] > 0:
         lines.append("  partitions %d pieces of calls larger than SLIMREDUCE_PARTITION_BYTES"
                      % calls["partitions"])
+    if calls["topk_gathered"] > 0 or calls["topk_sharded"] > 0:
+        lines.append("  top-k      gathered %d calls, sent %12.1f MiB   sharded %d calls, sent %12.1f MiB"
+                     % (calls["topk_gathered"], run.total("bytes", "topk_gathered_sent") / MIB,
+                        calls["topk_sharded"], run.total("bytes", "topk_sharded_sent") / MIB))
     if run.node_bytes:
         nodes = [run.total("bytes", k) / MIB for k in NODE_KEYS]
         lines.append("  nodes      across: baseline %12.1f MiB  sent %12.1f MiB   inside: "

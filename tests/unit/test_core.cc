@@ -279,7 +279,7 @@ TEST(Report, TheNodeSplitIsReportedWhenHierarchicalIsOn) {
   const std::string json = report_json(counters, hierarchical);
   for (const char* expected :
        {"\"wire_sent\": 300, \"inter_node_baseline\": 600, \"inter_node_sent\": 100",
-        "\"intra_node_baseline\": 50, \"intra_node_sent\": 250}"}) {
+        "\"intra_node_baseline\": 50, \"intra_node_sent\": 250"}) {
     EXPECT_NE(json.find(expected), std::string::npos) << expected << " in " << json;
   }
   EXPECT_NE(report_table(counters, hierarchical).find("  nodes      across: baseline"),
@@ -300,6 +300,9 @@ Counters counters_with_every_field() {
   counters.fused_tensors = 6;
   counters.count_by_node(600, 100, true);
   counters.count_by_node(150, 350, false);
+  counters.count_topk(false, 120);
+  counters.count_topk(true, 30);
+  counters.count_topk(true, 40);
   return counters;
 }
 
@@ -323,16 +326,28 @@ TEST(Report, EveryJsonKeyIsReadableByName) {
   ReportContext context{0, 4, "fp16"};
   context.node_bytes = true;
   const std::string json = report_json(counters, context);
-  const std::pair<const char*, double> keys[] = {
-      {"calls.intercepted", 2},       {"calls.compressed", 1},
-      {"calls.passed_through", 1},    {"calls.warmup", 2},
-      {"calls.ef_cap_fallback", 9},   {"calls.ef_resets", 5},
-      {"calls.overflow_rescued", 3},  {"calls.iallreduce", 7},
-      {"calls.fused_batches", 4},     {"calls.fused_tensors", 6},
-      {"bytes.input", 500},           {"bytes.wire_baseline", 750},
-      {"bytes.wire_sent", 450},       {"bytes.inter_node_baseline", 600},
-      {"bytes.inter_node_sent", 100}, {"bytes.intra_node_baseline", 150},
-      {"bytes.intra_node_sent", 350}, {"savings", 0.4}};
+  const std::pair<const char*, double> keys[] = {{"calls.intercepted", 2},
+                                                 {"calls.compressed", 1},
+                                                 {"calls.passed_through", 1},
+                                                 {"calls.warmup", 2},
+                                                 {"calls.ef_cap_fallback", 9},
+                                                 {"calls.ef_resets", 5},
+                                                 {"calls.overflow_rescued", 3},
+                                                 {"calls.iallreduce", 7},
+                                                 {"calls.fused_batches", 4},
+                                                 {"calls.fused_tensors", 6},
+                                                 {"bytes.input", 500},
+                                                 {"bytes.wire_baseline", 750},
+                                                 {"bytes.wire_sent", 450},
+                                                 {"bytes.inter_node_baseline", 600},
+                                                 {"bytes.inter_node_sent", 100},
+                                                 {"bytes.intra_node_baseline", 150},
+                                                 {"bytes.intra_node_sent", 350},
+                                                 {"calls.topk_gathered", 1},
+                                                 {"calls.topk_sharded", 2},
+                                                 {"bytes.topk_gathered_sent", 120},
+                                                 {"bytes.topk_sharded_sent", 70},
+                                                 {"savings", 0.4}};
   for (const auto& [key, value] : keys) {
     const std::optional<double> read = report_value(counters, key);
     ASSERT_TRUE(read.has_value()) << key;
@@ -342,6 +357,28 @@ TEST(Report, EveryJsonKeyIsReadableByName) {
   }
   EXPECT_FALSE(report_value(counters, "calls.nothing").has_value());
   EXPECT_FALSE(report_value(counters, "intercepted").has_value()) << "keys are whole paths";
+}
+
+// Top-k calls by algorithm: counted, summed, and on a table line of their own.
+TEST(Report, TopkCallsBySharedOrGatheredAlgorithm) {
+  Counters counters;
+  counters.count_compressed(400, 4, 300);
+  EXPECT_EQ(report_table(counters, {0, 4, "topk"}).find("top-k"), std::string::npos);
+  counters.count_topk(true, 300);
+  Counters other;
+  other.count_topk(false, 1048576);
+  counters += other;
+  EXPECT_EQ(counters.topk_sharded, 1u);
+  EXPECT_EQ(counters.topk_gathered, 1u);
+  const std::string json = report_json(counters, {0, 4, "topk"});
+  EXPECT_NE(json.find("\"topk_gathered\": 1, \"topk_sharded\": 1"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"topk_gathered_sent\": 1048576, \"topk_sharded_sent\": 300"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(report_table(counters, {0, 4, "topk"})
+                .find("  top-k      gathered 1 calls, sent          1.0 MiB   sharded 1 calls"),
+            std::string::npos)
+      << report_table(counters, {0, 4, "topk"});
 }
 
 // A table says whose counters it shows: a rank's own must not claim to be the job's.

@@ -1,0 +1,175 @@
+#include "algorithms/sharded.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "algorithms/wire_bytes.h"
+
+namespace slimreduce::algorithms {
+namespace {
+
+// Sizes travel as 8-byte counts, whatever the platform's size_t.
+static_assert(sizeof(std::size_t) == sizeof(std::uint64_t));
+
+constexpr std::size_t kAlign = 64;
+std::size_t aligned(std::size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+// Where a call's buffers lie, from the codec, the count and the ranks alone.
+struct Layout {
+  std::vector<std::size_t> bounds;
+  std::size_t owned = 0;      // this rank's shard
+  std::size_t send = 0;       // all of this rank's parts
+  std::size_t recv_part = 0;  // one rank's part of this rank's shard, at most
+  std::size_t slot = 0;       // one owner's result, padded to 8 bytes
+
+  Layout(const compressors::ShardedCodec& codec, std::size_t count, int ranks, int rank)
+      : bounds(static_cast<std::size_t>(ranks) + 1) {
+    codec.shard_bounds(count, ranks, bounds.data());
+    owned = bounds[rank + 1] - bounds[rank];
+    send = codec.parts_capacity(count, ranks);
+    recv_part = codec.part_capacity(owned, count);
+    for (int s = 0; s < ranks; ++s) {
+      slot = std::max(slot, codec.owner_bytes(bounds[s + 1] - bounds[s], count));
+    }
+    slot = (slot + 7) / 8 * 8;
+  }
+  std::size_t recv(int ranks) const { return recv_part * static_cast<std::size_t>(ranks); }
+  std::size_t gathered(int ranks) const { return slot * static_cast<std::size_t>(ranks); }
+};
+
+bool host_readable(const backends::Transport& transport) {
+  return transport.execution() == backends::Execution::blocking &&
+         transport.memory() != backends::MemoryKind::device;
+}
+
+}  // namespace
+
+std::size_t ShardedAllreduce::wire_bytes(const compressors::ShardedCodec& codec, std::size_t count,
+                                         int ranks, int rank) {
+  const Layout layout(codec, count, ranks, rank);
+  return aligned(layout.send) + aligned(layout.recv(ranks)) + layout.gathered(ranks);
+}
+
+std::size_t ShardedAllreduce::scratch_bytes(const compressors::ShardedCodec& codec,
+                                            std::size_t count, int ranks, int rank) {
+  const Layout layout(codec, count, ranks, rank);
+  return aligned(layout.owned * sizeof(float)) + layout.slot;
+}
+
+std::size_t ShardedAllreduce::owned_count(const compressors::ShardedCodec& codec, std::size_t count,
+                                          int ranks, int rank) {
+  return Layout(codec, count, ranks, rank).owned;
+}
+
+ShardedAllreduce::ShardedAllreduce(backends::Transport& transport, compressors::ShardedCodec& codec,
+                                   std::size_t count, float* owner_residual, std::byte* wire,
+                                   std::byte* scratch)
+    : transport_(transport),
+      codec_(codec),
+      count_(count),
+      send_bytes_(transport.size(), 0),
+      recv_bytes_(transport.size(), 0),
+      owner_residual_(owner_residual) {
+  const int ranks = transport.size();
+  Layout layout(codec, count, ranks, transport.rank());
+  bounds_ = std::move(layout.bounds);
+  slot_bytes_ = layout.slot;
+  send_ = wire;
+  recv_ = send_ + aligned(layout.send);
+  gathered_ = recv_ + aligned(layout.recv(ranks));
+  shard_ = reinterpret_cast<float*>(scratch);
+  result_ = scratch + aligned(layout.owned * sizeof(float));
+  if (!codec.part_sizes_vary()) {
+    // Sizes from the bounds alone: each part is as large as it can be.
+    for (int r = 0; r < ranks; ++r) {
+      send_bytes_[r] = codec.part_capacity(bounds_[r + 1] - bounds_[r], count);
+      recv_bytes_[r] = layout.recv_part;
+    }
+  }
+}
+
+void ShardedAllreduce::compress(const float* input, float* residual) {
+  feeds_back_ = residual != nullptr;
+  codec_.compress_parts(input, residual, count_, bounds_.data(), transport_.size(), send_,
+                        send_bytes_.data());
+}
+
+// The sizes first, where they vary, then the parts. A size larger than this
+// rank's shard allows is received as nothing (the sender's bytes are then
+// refused by the transport, not written past the buffer) and fails the call.
+Status ShardedAllreduce::exchange_parts() {
+  const int ranks = transport_.size();
+  bool sizes_fit = true;
+  if (codec_.part_sizes_vary()) {
+    const std::vector<std::size_t> eight(ranks, sizeof(std::uint64_t));
+    SLIMREDUCE_TRY(
+        transport_.alltoallv(send_bytes_.data(), eight.data(), recv_bytes_.data(), eight.data()));
+    const std::size_t most =
+        codec_.part_capacity(bounds_[transport_.rank() + 1] - bounds_[transport_.rank()], count_);
+    for (std::size_t& bytes : recv_bytes_) {
+      if (bytes > most) {
+        sizes_fit = false;
+        bytes = 0;
+      }
+    }
+  }
+  SLIMREDUCE_TRY(transport_.alltoallv(send_, send_bytes_.data(), recv_, recv_bytes_.data()));
+  return sizes_fit ? Status{} : Status::internal();
+}
+
+Status ShardedAllreduce::check_parts() const {
+  if (!host_readable(transport_)) return {};
+  const int rank = transport_.rank();
+  const std::size_t owned = bounds_[rank + 1] - bounds_[rank];
+  const std::byte* part = recv_;
+  for (const std::size_t bytes : recv_bytes_) {
+    if (!codec_.part_valid(part, bytes, owned, count_)) return Status::internal();
+    part += bytes;
+  }
+  return {};
+}
+
+Status ShardedAllreduce::check_results() const {
+  if (!host_readable(transport_)) return {};
+  for (int s = 0; s < transport_.size(); ++s) {
+    if (!codec_.owner_valid(gathered_ + slot_bytes_ * s, bounds_[s + 1] - bounds_[s], count_))
+      return Status::internal();
+  }
+  return {};
+}
+
+Status ShardedAllreduce::communicate() {
+  SLIMREDUCE_TRY(exchange_parts());
+  SLIMREDUCE_TRY(check_parts());
+  const int rank = transport_.rank();
+  const std::size_t owned = bounds_[rank + 1] - bounds_[rank];
+  std::fill_n(shard_, owned, 0.0f);
+  const std::byte* part = recv_;
+  for (const std::size_t bytes : recv_bytes_) {  // in rank order: the same adds on every owner
+    codec_.accumulate_part(part, bytes, owned, count_, shard_);
+    part += bytes;
+  }
+  const std::size_t result_bytes = codec_.owner_bytes(owned, count_);
+  std::memset(result_ + result_bytes, 0, slot_bytes_ - result_bytes);  // the padding travels too
+  codec_.owner_compress(shard_, feeds_back_ ? owner_residual_ : nullptr, owned, count_, result_);
+  SLIMREDUCE_TRY(transport_.allgather(result_, slot_bytes_, gathered_));
+  return check_results();
+}
+
+void ShardedAllreduce::finish(float* output) const {
+  for (int s = 0; s < transport_.size(); ++s) {
+    codec_.owner_decode(gathered_ + slot_bytes_ * s, bounds_[s + 1] - bounds_[s], count_,
+                        output + bounds_[s]);
+  }
+}
+
+double ShardedAllreduce::wire_sent() const {
+  const int ranks = transport_.size();
+  double sent = codec_.part_sizes_vary() ? 8.0 * (ranks - 1) : 0.0;
+  for (int r = 0; r < ranks; ++r) {
+    if (r != transport_.rank()) sent += static_cast<double>(send_bytes_[r]);
+  }
+  return sent + ring_allgather_wire_bytes(slot_bytes_, ranks);
+}
+
+}  // namespace slimreduce::algorithms

@@ -1,0 +1,80 @@
+// The sharded allreduce (parameter-server style, as BytePS, gTop-k and
+// Ok-Topk aggregate sparse gradients), written once over a Transport
+// (docs/architecture.md, "Sharded"), for a compressor's ShardedCodec
+// (compressors/compressor.h): top-k when its cost model says so, int8 always.
+//   compress:    this rank's tensor (+ residual) into one part per shard
+//                (rank s owns shard s: the codec's bounds);
+//   communicate: the parts' sizes (where they vary) and then the parts
+//                themselves to their owners (alltoallv); the owner adds
+//                the parts of its shard into zeros, in rank order, and
+//                compresses that sum again with its owner-side residual
+//                (two-way compression); the owners' results allgathered;
+//   finish:      every rank decodes every owner's result into its shard.
+// Every rank decodes the same bytes, so every rank holds the same bits. A
+// rank sends about one payload plus the allgathered results, each about a
+// payload / ranks: flat in the rank count, where the gathered algorithm
+// sends (ranks - 1) payloads.
+//
+// Parts and results from other ranks are checked (sizes before the
+// alltoallv; contents where the host can read them) before they are decoded:
+// a bad one fails the call with an internal error, never a write out of
+// bounds. Host buffers, blocking transports: communicate() decodes and
+// compresses on the host.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "algorithms/phases.h"
+#include "backends/transport.h"
+#include "compressors/compressor.h"
+
+namespace slimreduce::algorithms {
+
+class ShardedAllreduce : public Phases<ShardedAllreduce> {
+ public:
+  // Workspace of a call of `count` values on `transport`'s ranks, this rank's.
+  static std::size_t wire_bytes(const compressors::ShardedCodec& codec, std::size_t count,
+                                int ranks, int rank);
+  static std::size_t scratch_bytes(const compressors::ShardedCodec& codec, std::size_t count,
+                                   int ranks, int rank);
+  // The values of this rank's shard: the length of its owner-side residual.
+  static std::size_t owned_count(const compressors::ShardedCodec& codec, std::size_t count,
+                                 int ranks, int rank);
+
+  // owner_residual: owned_count() floats kept per key (nullptr: none, as
+  // without error feedback); used only when compress() gets a residual.
+  ShardedAllreduce(backends::Transport& transport, compressors::ShardedCodec& codec,
+                   std::size_t count, float* owner_residual, std::byte* wire, std::byte* scratch);
+
+  void compress(const float* input, float* residual);
+  Status communicate();
+  void finish(float* output) const;
+
+  // Bytes this rank hands to the transport: the sizes and parts it sends
+  // to other ranks, and a ring allgather of one result slot.
+  double wire_sent() const;
+
+ private:
+  Status exchange_parts();
+  Status check_parts() const;
+  Status check_results() const;
+
+  backends::Transport& transport_;
+  compressors::ShardedCodec& codec_;
+  std::size_t count_;
+  std::vector<std::size_t> bounds_;      // ranks + 1
+  std::vector<std::size_t> send_bytes_;  // this rank's part of each shard
+  std::vector<std::size_t> recv_bytes_;  // each rank's part of this rank's shard
+  std::size_t slot_bytes_;               // one owner's result in the allgather
+  float* owner_residual_;
+  bool feeds_back_ = false;
+  std::byte* send_;      // the parts, back to back in shard order
+  std::byte* recv_;      // the parts of this rank's shard, in rank order
+  std::byte* gathered_;  // the owners' results, slot_bytes_ apart
+  float* shard_;         // this rank's shard, summed
+  std::byte* result_;    // this rank's result (a slot)
+};
+
+}  // namespace slimreduce::algorithms

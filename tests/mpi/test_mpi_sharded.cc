@@ -1,0 +1,261 @@
+// The sharded allreduce (algorithms/sharded.h) through core's host_allreduce
+// over the real MPI (linked, no preload), 1 to 8 ranks: top-k sharded equal
+// to an independent float64 model of the algorithm (tests/mpi/sharded_model.h:
+// each rank's selection and residual, the owners' sums, their second
+// selection or dense 16-bit shard, and their residuals) over three calls on
+// one key; the same bits on every rank; the report's bytes by hand; uneven
+// shards, shards that receive nothing, all pairs in one shard, k larger
+// than a shard; partitions; the transport's alltoallv, both ways.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "algorithms/wire_bytes.h"
+#include "backends/mpi_transport.h"
+#include "compressors/registry.h"
+#include "core/comm_state.h"
+#include "core/host_allreduce.h"
+#include "tests/mpi/mpi_helpers.h"
+#include "tests/mpi/mpi_test_main.h"
+#include "tests/mpi/sharded_model.h"
+
+namespace slimreduce::testing {
+namespace {
+
+// One rank's side of a series of calls on one key.
+class Caller {
+ public:
+  Caller(const std::string& name, compressors::CompressorOptions options, std::size_t count,
+         bool error_feedback)
+      : count_(count), residual_(error_feedback ? count : 0, 0.0f) {
+    compressor_ = compressors::make_compressor(name, options);
+    EXPECT_EQ(state_.private_comm(&wire_), MPI_SUCCESS);
+  }
+  std::vector<float> call(const std::vector<float>& input, RunOptions options = {}) {
+    backends::MpiTransport transport(wire_, state_.rank(), state_.size());
+    std::vector<float> output(count_, -7.0f);
+    const Status status =
+        host_allreduce({input.data(), output.data(), count_,
+                        residual_.empty() ? nullptr : residual_.data(), &state_vector_},
+                       *compressor_, transport, state_, options, &reduced_);
+    EXPECT_TRUE(status.ok());
+    return output;
+  }
+  const std::vector<float>& residual() const { return residual_; }
+  const std::vector<float>& owner_residual() const { return state_vector_; }
+  const Reduced& reduced() const { return reduced_; }
+  int rank() const { return state_.rank(); }
+  int size() const { return state_.size(); }
+
+ private:
+  std::size_t count_;
+  CommState state_{1, MPI_COMM_WORLD};
+  MPI_Comm wire_ = MPI_COMM_NULL;
+  std::unique_ptr<compressors::Compressor> compressor_;
+  std::vector<float> residual_;
+  std::vector<float> state_vector_;
+  Reduced reduced_;
+};
+
+// Rank r's input for call c: normal values, zero outside [zero_below, n)
+// when asked (so that some shards receive nothing).
+std::vector<float> input_of(int rank, int call, std::size_t n, std::size_t nonzero_from = 0) {
+  std::mt19937 random(1000u * call + rank);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> values(n, 0.0f);
+  for (std::size_t i = nonzero_from; i < n; ++i) values[i] = dist(random);
+  return values;
+}
+
+compressors::CompressorOptions topk_options(double ratio, bool fp16_values,
+                                            compressors::TopkAlgorithm algorithm) {
+  compressors::CompressorOptions options;
+  options.topk_ratio = ratio;
+  options.topk_values_fp16 = fp16_values;
+  options.topk_algorithm = algorithm;
+  return options;
+}
+
+// Within float rounding of the model: fp32 sums in rank order against
+// float64 sums. Where 16-bit values travel, a sum on a rounding boundary
+// rounds one way here and the other way in the model, and the residual
+// carries that step into the next calls: two 16-bit steps at `scale` (the
+// largest value sent) then.
+void expect_near_model(const std::vector<float>& got, const std::vector<double>& want,
+                       bool sixteen_bit, double scale = 0.0) {
+  for (double v : want) scale = std::max(scale, std::fabs(v));
+  scale = std::max(scale, 1.0);
+  std::size_t off = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double tolerance = 1e-5 * scale + (sixteen_bit ? scale / 512 : 0.0);
+    if (std::fabs(got[i] - want[i]) > tolerance && ++off <= 5)
+      ADD_FAILURE() << "value " << i << ": " << got[i] << " against the model's " << want[i];
+  }
+  EXPECT_EQ(off, 0u);
+}
+
+// count, ratio, fp16 values, error feedback
+using TopkCase = std::tuple<std::size_t, double, bool, bool>;
+class ShardedTopk : public ::testing::TestWithParam<TopkCase> {};
+
+TEST_P(ShardedTopk, MatchesTheModelOverThreeCallsOnEveryRank) {
+  const auto [count, ratio, fp16_values, error_feedback] = GetParam();
+  Caller caller("topk", topk_options(ratio, fp16_values, compressors::TopkAlgorithm::sharded),
+                count, error_feedback);
+  const int ranks = caller.size(), rank = caller.rank();
+  ShardedTopkModel model(ranks, count, ratio, fp16_values, error_feedback);
+  for (int c = 0; c < 3; ++c) {
+    SCOPED_TRACE("call " + std::to_string(c));
+    std::vector<std::vector<float>> inputs;
+    for (int r = 0; r < ranks; ++r) inputs.push_back(input_of(r, c, count));
+    const std::vector<double> want = model.call(inputs);
+    const std::vector<float> got = caller.call(inputs[rank]);
+    EXPECT_TRUE(caller.reduced().sharded);
+    bool any_dense = false;
+    for (int s = 0; s < ranks; ++s) any_dense = any_dense || model.owner_dense(s);
+    expect_near_model(got, want, any_dense || fp16_values);
+    EXPECT_TRUE(identical_on_all_ranks(got.data(), got.size() * sizeof(float), MPI_COMM_WORLD));
+    if (error_feedback) {
+      // This rank's own selection is exact: its residual is the model's, bit for bit.
+      EXPECT_EQ(caller.residual(), model.residual(rank)) << "call " << c;
+      const std::vector<double>& owner = model.owner_residual(rank);
+      ASSERT_EQ(caller.owner_residual().size(), owner.size());
+      std::vector<float> owner_float(caller.owner_residual());
+      double sent = 0.0;
+      for (double v : want) sent = std::max(sent, std::fabs(v));
+      expect_near_model(owner_float, owner, any_dense || fp16_values, sent);
+    } else {
+      EXPECT_TRUE(caller.owner_residual().empty());
+    }
+  }
+}
+
+TEST_P(ShardedTopk, WireBytesByHand) {
+  const auto [count, ratio, fp16_values, error_feedback] = GetParam();
+  Caller caller("topk", topk_options(ratio, fp16_values, compressors::TopkAlgorithm::sharded),
+                count, error_feedback);
+  const int ranks = caller.size(), rank = caller.rank();
+  ShardedTopkModel model(ranks, count, ratio, fp16_values, error_feedback);
+  std::vector<std::vector<float>> inputs;
+  for (int r = 0; r < ranks; ++r) inputs.push_back(input_of(r, 0, count));
+  model.call(inputs);
+  caller.call(inputs[rank]);
+  const std::size_t entry = 4 + (fp16_values ? 2 : 4);
+  double parts = 0;
+  for (int s = 0; s < ranks; ++s) {
+    if (s != rank) parts += (model.pairs(rank, s) * entry + 3) / 4 * 4;
+  }
+  std::size_t slot = 0;
+  for (int s = 0; s < ranks; ++s) {
+    const std::size_t body =
+        model.owner_dense(s) ? 2 * model.count(s) : model_k(model.count(s), ratio) * entry;
+    slot = std::max(slot, 4 + body);
+  }
+  slot = (slot + 7) / 8 * 8;
+  EXPECT_DOUBLE_EQ(caller.reduced().wire_sent,
+                   8.0 * (ranks - 1) + parts + algorithms::ring_allgather_wire_bytes(slot, ranks));
+}
+
+// Uneven counts (not divisible by 1..8), fewer values than ranks (empty
+// shards), a high ratio (k larger than a shard: owners send dense 16 bits).
+INSTANTIATE_TEST_SUITE_P(
+    Counts, ShardedTopk,
+    ::testing::Values(TopkCase{1, 0.01, false, true}, TopkCase{5, 0.5, false, true},
+                      TopkCase{1001, 0.01, false, true}, TopkCase{4099, 0.05, false, true},
+                      TopkCase{4099, 0.05, true, true}, TopkCase{4099, 0.05, false, false},
+                      TopkCase{20011, 0.6, false, true}, TopkCase{65537, 0.01, true, true}));
+
+TEST(ShardedTopkShards, AllPairsInOneShardOthersReceiveNothing) {
+  const std::size_t count = 3000;
+  Caller caller("topk", topk_options(0.01, false, compressors::TopkAlgorithm::sharded), count,
+                true);
+  const int ranks = caller.size(), rank = caller.rank();
+  ShardedTopkModel model(ranks, count, 0.01, false, true);
+  const std::size_t last_shard = count * (ranks - 1) / ranks;
+  std::vector<std::vector<float>> inputs;
+  for (int r = 0; r < ranks; ++r) inputs.push_back(input_of(r, 0, count, last_shard));
+  const auto want = model.call(inputs);
+  const auto got = caller.call(inputs[rank]);
+  for (int s = 0; s + 1 < ranks; ++s) EXPECT_EQ(model.pairs(rank, s), 0u);
+  expect_near_model(got, want, false);
+  EXPECT_TRUE(identical_on_all_ranks(got.data(), got.size() * sizeof(float), MPI_COMM_WORLD));
+}
+
+TEST(ShardedTopkShards, PartitionsEachShardedWithTheirOwnOwnerResidual) {
+  const std::size_t count = 50000;
+  Caller whole("topk", topk_options(0.01, false, compressors::TopkAlgorithm::sharded), count, true);
+  Caller cut("topk", topk_options(0.01, false, compressors::TopkAlgorithm::sharded), count, true);
+  RunOptions options;
+  options.partition_bytes = 64 * 1024;  // 50000 floats: 4 pieces
+  for (int c = 0; c < 2; ++c) {
+    const auto input = input_of(whole.rank(), c, count);
+    whole.call(input);
+    const auto got = cut.call(input, options);
+    EXPECT_EQ(cut.reduced().partitions, 4u);
+    EXPECT_TRUE(cut.reduced().sharded);
+    EXPECT_TRUE(identical_on_all_ranks(got.data(), got.size() * sizeof(float), MPI_COMM_WORLD));
+  }
+  // Four pieces' owned shards, back to back: as long as the whole call's owned shard, or a
+  // value or so longer.
+  EXPECT_NEAR(double(cut.owner_residual().size()), double(whole.owner_residual().size()), 4.0);
+}
+
+TEST(ShardedTopkChoice, AutoGathersOnFewRanksAndShardsOnMany) {
+  auto topk = compressors::make_compressor(
+      "topk", topk_options(0.01, false, compressors::TopkAlgorithm::automatic));
+  EXPECT_FALSE(topk->prefers_sharded(1 << 20, 1));
+  EXPECT_FALSE(topk->prefers_sharded(1 << 20, 2));
+  EXPECT_TRUE(topk->prefers_sharded(1 << 20, 8));
+  EXPECT_TRUE(topk->prefers_sharded(1 << 20, 64));
+  auto gather = compressors::make_compressor(
+      "topk", topk_options(0.01, false, compressors::TopkAlgorithm::gather));
+  EXPECT_FALSE(gather->prefers_sharded(1 << 20, 64));
+  auto sharded = compressors::make_compressor(
+      "topk", topk_options(0.01, false, compressors::TopkAlgorithm::sharded));
+  EXPECT_TRUE(sharded->prefers_sharded(1 << 20, 2));
+}
+
+// The transport's alltoallv: MPI's, and the default's pairwise steps.
+class Alltoallv : public ::testing::TestWithParam<bool> {};
+
+TEST_P(Alltoallv, EveryBlockArrivesFromItsSender) {
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  const int ranks = world_size(), rank = world_rank();
+  backends::MpiTransport transport(comm, rank, ranks);
+  // Rank r sends (r + 2 d) % 5 bytes to rank d, each byte r * 16 + d.
+  const auto bytes_from = [](int r, int d) { return std::size_t((r + 2 * d) % 5); };
+  std::vector<std::size_t> send_bytes(ranks), recv_bytes(ranks);
+  std::vector<unsigned char> send, want;
+  for (int d = 0; d < ranks; ++d) {
+    send_bytes[d] = bytes_from(rank, d);
+    send.insert(send.end(), send_bytes[d], static_cast<unsigned char>(rank * 16 + d));
+    recv_bytes[d] = bytes_from(d, rank);
+    want.insert(want.end(), recv_bytes[d], static_cast<unsigned char>(d * 16 + rank));
+  }
+  send.push_back(0);  // never empty: data() of an empty vector may be null
+  std::vector<unsigned char> got(want.size() + 1, 0xee);
+  const Status status =
+      GetParam()
+          ? transport.alltoallv(send.data(), send_bytes.data(), got.data(), recv_bytes.data())
+          : transport.backends::Transport::alltoallv(send.data(), send_bytes.data(), got.data(),
+                                                     recv_bytes.data());
+  EXPECT_TRUE(status.ok());
+  got.pop_back();
+  EXPECT_EQ(got, want);
+  MPI_Comm_free(&comm);
+}
+
+INSTANTIATE_TEST_SUITE_P(MpiAndPairwise, Alltoallv, ::testing::Bool());
+
+}  // namespace
+}  // namespace slimreduce::testing
+
+int main(int argc, char** argv) { return slimreduce::testing::run_all_tests_under_mpi(argc, argv); }
