@@ -3,6 +3,8 @@
 // and check a result without any extra communication or stored reference.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -34,9 +36,19 @@ struct Judgement {
 bool uses_l2_metric(Bound bound);
 
 struct TopkShape {
-  std::size_t k = 0;         // values each rank sends
+  std::size_t k = 0;         // values each rank sends (of a whole call)
   bool fp16_values = false;  // SLIMREDUCE_TOPK_VALUES=fp16
+  double ratio = 0;          // SLIMREDUCE_TOPK_RATIO, for each piece's and shard's k
+  std::size_t pieces = 1;    // the partitions the call was cut into
+  bool sharded = false;      // reduced by the sharded algorithm (SLIMREDUCE_TOPK_ALGORITHM)
 };
+
+// The kernel's k = ceil(ratio x n), at least 1, at most n.
+inline std::size_t topk_k(std::size_t n, double ratio) {
+  const double x = ratio * double(n);
+  if (!(x > 1.0)) return 1;
+  return std::min(n, std::size_t(std::ceil(x)));
+}
 
 // Judges `out` (count values, the allreduce over `ranks` ranks) against the
 // reference; `topk` is read only for the top-k bounds.

@@ -33,6 +33,7 @@ struct Library {
   const char* (*version)() = nullptr;
   int (*set_topk_ratio)(double) = nullptr;  // optional: not in the C API (yet)
   int (*set_powersgd_rank)(int) = nullptr;  // optional: a library without PowerSGD lacks it
+  int (*get_counter)(const char*, double*) = nullptr;  // a report key by name
 };
 
 template <typename Function>
@@ -47,6 +48,7 @@ Library find_library() {
   lib.version = lookup<decltype(lib.version)>("slimreduce_version");
   lib.set_topk_ratio = lookup<decltype(lib.set_topk_ratio)>("slimreduce_set_topk_ratio");
   lib.set_powersgd_rank = lookup<decltype(lib.set_powersgd_rank)>("slimreduce_set_powersgd_rank");
+  lib.get_counter = lookup<decltype(lib.get_counter)>("slimreduce_get_counter");
   return lib;
 }
 
@@ -193,7 +195,9 @@ class Sweep {
     MPI_Gather(&mine, 1, MPI_UINT64_T, digests.data(), 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
     if (rank_ != 0) return 0;
     if (first && options_.corrupt) work_[work_.size() / 2] += 1.0f;
-    const TopkShape shape{ratio > 0 ? topk_k(work_.size(), ratio) : 0, topk_fp16_};
+    TopkShape shape{ratio > 0 ? topk_k(work_.size(), ratio) : 0, topk_fp16_, ratio};
+    shape.pieces = std::max<std::size_t>(1, first_pieces_);  // a call cut in pieces counts them
+    shape.sharded = first_sharded_;
     Judgement j =
         judge(work_.data(), work_.size(), ranks_, bound_for(name, compressed, first), shape);
     if (j.ok && std::count(digests.begin(), digests.end(), mine) != ranks_) {
@@ -211,11 +215,11 @@ class Sweep {
     return j.error;
   }
 
-  // The kernel's k = ceil(ratio x n), at least 1, at most n.
-  static std::size_t topk_k(std::size_t n, double ratio) {
-    const double x = ratio * double(n);
-    if (!(x > 1.0)) return 1;
-    return std::min(n, std::size_t(std::ceil(x)));
+  // A report key by name (0 where the library has no such key).
+  double counter(const char* key) const {
+    double value = 0;
+    if (!lib_.get_counter || lib_.get_counter(key, &value) != 0) return 0;
+    return value;
   }
 
   Row run_round(const CompressorSpec& spec, std::uint64_t bytes) {
@@ -227,8 +231,12 @@ class Sweep {
     select(spec, row);
     if (options_.check) {  // the first step after the switch: no residual yet
       const slimreduce_counters before = counters();
+      const double pieces_before = counter("calls.partitions");
+      const double sharded_before = counter("calls.topk_sharded");
       step(false);
       const bool compressed = counters().compressed > before.compressed;
+      first_pieces_ = std::size_t(counter("calls.partitions") - pieces_before);
+      first_sharded_ = counter("calls.topk_sharded") > sharded_before;
       row.error_first = verify(spec.name, compressed, true, row.topk_ratio, row);
     }
     for (int i = 0; i < options_.warmup; ++i) step(false);
@@ -275,7 +283,9 @@ class Sweep {
   int powersgd_rank_ = 4;
   double topk_ratio_ = 0.01;
   bool topk_fp16_ = false;
-  bool hierarchical_ = false;  // SLIMREDUCE_HIERARCHICAL=1
+  bool hierarchical_ = false;     // SLIMREDUCE_HIERARCHICAL=1
+  std::size_t first_pieces_ = 0;  // what the first step's call was cut into (0: whole)
+  bool first_sharded_ = false;    // whether it went sharded
   bool failed_ = false;
   std::vector<float> input_, work_;
   std::vector<Row> rows_;

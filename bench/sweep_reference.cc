@@ -71,38 +71,97 @@ double relative_l2(const float* out, std::size_t count, int ranks) {
   return norm > 0 ? std::sqrt(err / norm) : std::sqrt(err);
 }
 
-// Adds rank r's top-k payload to `expected` the way the kernel picks it: the
-// k largest magnitudes (bit patterns without sign), ties to the lower index.
-void add_topk_of_rank(int rank, std::size_t k, bool fp16, std::vector<float>& x,
-                      std::vector<std::uint32_t>& keys, std::vector<float>& expected) {
-  fill_input(rank, x.data(), x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) keys[i] = bits_of(x[i]) & 0x7fffffffu;
+// Adds rank r's top-k payload of x[0, n) to `expected` the way the kernel
+// picks it: the k largest magnitudes (bit patterns without sign), ties to the
+// lower index.
+void add_topk_of_rank(const float* x, std::size_t n, std::size_t k, bool fp16,
+                      std::vector<std::uint32_t>& keys, float* expected) {
+  keys.resize(n);
+  for (std::size_t i = 0; i < n; ++i) keys[i] = bits_of(x[i]) & 0x7fffffffu;
   std::nth_element(keys.begin(), keys.begin() + std::ptrdiff_t(k - 1), keys.end(),
                    std::greater<>());
   const std::uint32_t threshold = keys[k - 1];
   std::size_t above = 0;
-  for (float v : x) above += (bits_of(v) & 0x7fffffffu) > threshold;
+  for (std::size_t i = 0; i < n; ++i) above += (bits_of(x[i]) & 0x7fffffffu) > threshold;
   std::size_t ties_left = k - above;  // taken in index order
-  for (std::size_t i = 0; i < x.size(); ++i) {
+  for (std::size_t i = 0; i < n; ++i) {
     const std::uint32_t key = bits_of(x[i]) & 0x7fffffffu;
     const bool take = key > threshold || (key == threshold && ties_left > 0 && ties_left--);
     if (take) expected[i] += as_sent(x[i], fp16);  // rank order, in fp32, as the engine adds
   }
 }
 
-// First top-k step (no residual): the result must be bit for bit the sum, in
-// rank order, of each rank's own top k, since inputs are known exactly.
+float round_bf16(float value) {
+  std::uint32_t bits = bits_of(value);
+  bits = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+  float rounded;
+  std::memcpy(&rounded, &bits, sizeof rounded);
+  return rounded;
+}
+
+// The sharded algorithm's owners on a piece's summed payloads (no owner
+// residual yet): each shard's top k_o kept and the rest zeroed, or the whole
+// shard in 16 bits where that is smaller (bf16 where fp16 would overflow).
+void owner_step(float* sum, std::size_t n, int ranks, const TopkShape& shape,
+                std::vector<std::uint32_t>& keys) {
+  const auto shards = std::size_t(ranks);
+  const std::size_t entry = shape.fp16_values ? 6 : 8;
+  std::vector<float> kept;
+  for (std::size_t s = 0; s < shards; ++s) {
+    const std::size_t begin = n / shards * s + n % shards * s / shards;
+    const std::size_t end = n / shards * (s + 1) + n % shards * (s + 1) / shards;
+    const std::size_t count = end - begin;
+    if (count == 0) continue;
+    float* shard = sum + begin;
+    const std::size_t k = topk_k(count, shape.ratio);
+    if (k * entry >= 2 * count) {
+      const bool wide = std::any_of(shard, shard + count, [](float v) {
+        return std::isfinite(v) && std::fabs(v) >= 65520.0f;
+      });
+      for (std::size_t i = 0; i < count; ++i)
+        shard[i] = wide ? round_bf16(shard[i]) : float(static_cast<_Float16>(shard[i]));
+      continue;
+    }
+    kept.assign(count, 0.0f);
+    add_topk_of_rank(shard, count, k, shape.fp16_values, keys, kept.data());
+    std::copy(kept.begin(), kept.end(), shard);
+  }
+}
+
+// First top-k step (no residual): the result must be bit for bit what the
+// engine makes of inputs known exactly: piece by piece (a call larger than
+// SLIMREDUCE_PARTITION_BYTES is cut into near-equal pieces, each with its own
+// top k), the sum in rank order of each rank's own top k; sharded, each
+// owner's selection of its shard of that sum.
 Judgement judge_topk_first(const float* out, std::size_t count, int ranks, const TopkShape& shape) {
   Judgement j;
   j.error = relative_l2(out, count, ranks);
-  const std::size_t k = std::min(count, std::max<std::size_t>(1, shape.k));
   std::vector<float> x(count), expected(count, 0.0f);
-  std::vector<std::uint32_t> keys(count);
-  for (int r = 0; r < ranks; ++r) add_topk_of_rank(r, k, shape.fp16_values, x, keys, expected);
+  std::vector<std::uint32_t> keys;
+  const std::size_t pieces = std::max<std::size_t>(1, shape.pieces);
+  const auto piece_begin = [&](std::size_t p) {
+    return count / pieces * p + std::min(p, count % pieces);  // the longer pieces first
+  };
+  for (int r = 0; r < ranks; ++r) {
+    fill_input(r, x.data(), count);
+    for (std::size_t p = 0; p < pieces; ++p) {
+      const std::size_t begin = piece_begin(p), n = piece_begin(p + 1) - begin;
+      if (n > 0)
+        add_topk_of_rank(x.data() + begin, n, topk_k(n, shape.ratio), shape.fp16_values, keys,
+                         expected.data() + begin);
+    }
+  }
+  if (shape.sharded) {
+    for (std::size_t p = 0; p < pieces; ++p)
+      owner_step(expected.data() + piece_begin(p), piece_begin(p + 1) - piece_begin(p), ranks,
+                 shape, keys);
+  }
   for (std::size_t i = 0; i < count && j.ok; ++i) {
     if (bits_of(out[i]) != bits_of(expected[i])) {
       j.ok = false;
-      j.why = describe(i, out[i], expected[i], "not the sum of every rank's top k");
+      j.why = describe(i, out[i], expected[i],
+                       shape.sharded ? "not the owners' top k of the sum of every rank's top k"
+                                     : "not the sum of every rank's top k");
     }
   }
   return j;
@@ -121,7 +180,8 @@ Judgement judge_topk_step(const float* out, std::size_t count, int ranks, const 
       j.why = describe(i, out[i], 0, "not finite");
     }
   }
-  if (j.ok && nonzero > shape.k * std::size_t(ranks)) {
+  // Sharded owners may send a shard whole (16 bits) where that is smaller.
+  if (j.ok && !shape.sharded && nonzero > shape.k * std::size_t(ranks)) {
     j.ok = false;
     j.why = std::to_string(nonzero) +
             " nonzeros, more than ranks x k = " + std::to_string(shape.k * std::size_t(ranks));
