@@ -35,17 +35,22 @@ SR_HD inline float quant8_scale(std::uint32_t max_abs_bits) {
 }
 
 // r (|r| <= 126) rounded to the nearest integer, ties to even, with integer
-// operations only: the same on every path whatever the rounding mode.
+// operations only: the same on every path whatever the rounding mode, and
+// without a branch (which way a value rounds is as good as random).
 SR_HD inline int quant8_round(float r) {
   const std::uint32_t u = float_bits(r);
   const std::uint32_t a = u & 0x7fffffffu;
-  const int exponent = static_cast<int>(a >> 23) - 127;
-  if (exponent < -1) return 0;  // |r| < 0.5
-  // |r| = significand / 2^(23 - exponent), the shift 17..24 for |r| in [0.5, 128).
+  // |r| = significand / 2^shift; shift 17..24 for |r| in [0.5, 128). Below
+  // 0.5 (zeros and subnormals too) a shift of 25 leaves 0 as it should.
   const std::uint32_t significand = (a & 0x7fffffu) | 0x800000u;
-  const int magnitude =
-      static_cast<int>(shift_right_rne(significand, static_cast<unsigned>(23 - exponent)));
-  return (u >> 31) ? -magnitude : magnitude;
+  const std::uint32_t field = a >> 23;
+  const std::uint32_t shift = field >= 125u ? 150u - field : 25u;
+  // Adding half - 1, and 1 more when the kept part is odd, carries exactly
+  // when the dropped part is above half, or is half and the kept part odd.
+  const std::uint32_t kept_odd = (significand >> shift) & 1u;
+  const std::uint32_t magnitude = (significand + (1u << (shift - 1u)) - 1u + kept_odd) >> shift;
+  const std::uint32_t negative = u >> 31;
+  return static_cast<int>((magnitude ^ (0u - negative)) + negative);
 }
 
 // The code of x in a bucket of the given scale: inf, -inf and NaN have their
