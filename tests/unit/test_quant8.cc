@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <ostream>
 #include <random>
@@ -335,6 +336,28 @@ TEST(Quant8Rules, RoundsHalvesToEven) {
     const Coded c = code(in, in.size(), isa);
     EXPECT_EQ(c.scales[0], 1.0f);
     EXPECT_EQ(c.codes, (std::vector<int>{126, 0, 2, 2, 0, -2, -126, 3, 0})) << isa_name(isa);
+  }
+}
+
+// With scale 1, x / scale is x: every half k + 0.5, its neighbours, and a
+// sweep over the floats of [-126, 126] code as nearbyint rounds them.
+TEST(Quant8Rules, RoundsEveryQuotientAsNearbyint) {
+  std::vector<float> in = {126.0f};  // the bucket's max: scale 1
+  for (int k = -126; k < 126; ++k) {
+    const float half = static_cast<float>(k) + 0.5f;
+    for (float x : {half, std::nextafter(half, -kInf), std::nextafter(half, kInf)}) in.push_back(x);
+  }
+  for (std::uint32_t u = 0; u <= bits_of(126.0f); u += 997) {
+    in.push_back(from_bits(u));
+    in.push_back(-from_bits(u));
+  }
+  for (Isa isa : isas()) {
+    const Coded c = code(in, in.size(), isa, false);
+    ASSERT_EQ(c.scales[0], 1.0f);
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      ASSERT_EQ(c.codes[i], static_cast<int>(std::nearbyint(in[i])))
+          << std::hexfloat << in[i] << " " << isa_name(isa);
+    }
   }
 }
 
