@@ -280,7 +280,7 @@ std::string param_name(const ::testing::TestParamInfo<Param>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    SizesBucketsIsas, Quant8,
+    quant8, Quant8,
     ::testing::Combine(::testing::Values(Size::zero, Size::one, Size::bucket_less_one, Size::bucket,
                                          Size::bucket_plus_one, Size::large_odd),
                        ::testing::Values<std::size_t>(1, 7, 512, 4096),
@@ -289,13 +289,14 @@ INSTANTIATE_TEST_SUITE_P(
 
 // --------------------------------------------- rules, each path, by hand ----
 
-std::vector<Isa> isas() {
-  std::vector<Isa> all;
-  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
-    if (available(isa)) all.push_back(isa);
+class Quant8Isa : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    isa_ = GetParam();
+    if (!available(isa_)) GTEST_SKIP() << isa_name(isa_) << " not supported by this CPU";
   }
-  return all;
-}
+  Isa isa_;
+};
 
 struct Coded {
   std::vector<float> scales;
@@ -318,30 +319,17 @@ Coded code(const std::vector<float>& in, std::size_t bucket, Isa isa, bool resid
   return c;
 }
 
-TEST(Quant8Rules, SizesOfABlock) {
-  EXPECT_EQ(quant8_buckets(0, 512), 0u);
-  EXPECT_EQ(quant8_buckets(1, 512), 1u);
-  EXPECT_EQ(quant8_buckets(512, 512), 1u);
-  EXPECT_EQ(quant8_buckets(513, 512), 2u);
-  EXPECT_EQ(quant8_buckets(7, 1), 7u);
-  EXPECT_EQ(quant8_bytes(0, 7), 0u);
-  EXPECT_EQ(quant8_bytes(513, 512), 8u + 513u);
-  EXPECT_EQ(quant8_bytes(7, 1), 35u);
-}
-
 // Scale 1 (a bucket whose max is 126): halves round to even, and the clamp holds.
-TEST(Quant8Rules, RoundsHalvesToEven) {
+TEST_P(Quant8Isa, RoundsHalvesToEven) {
   const std::vector<float> in = {126.0f, 0.5f, 1.5f, 2.5f, -0.5f, -2.5f, -125.5f, 3.49f, -0.0f};
-  for (Isa isa : isas()) {
-    const Coded c = code(in, in.size(), isa);
-    EXPECT_EQ(c.scales[0], 1.0f);
-    EXPECT_EQ(c.codes, (std::vector<int>{126, 0, 2, 2, 0, -2, -126, 3, 0})) << isa_name(isa);
-  }
+  const Coded c = code(in, in.size(), isa_);
+  EXPECT_EQ(c.scales[0], 1.0f);
+  EXPECT_EQ(c.codes, (std::vector<int>{126, 0, 2, 2, 0, -2, -126, 3, 0})) << isa_name(isa_);
 }
 
 // With scale 1, x / scale is x: every half k + 0.5, its neighbours, and a
 // sweep over the floats of [-126, 126] code as nearbyint rounds them.
-TEST(Quant8Rules, RoundsEveryQuotientAsNearbyint) {
+TEST_P(Quant8Isa, RoundsEveryQuotientAsNearbyint) {
   std::vector<float> in = {126.0f};  // the bucket's max: scale 1
   for (int k = -126; k < 126; ++k) {
     const float half = static_cast<float>(k) + 0.5f;
@@ -351,46 +339,40 @@ TEST(Quant8Rules, RoundsEveryQuotientAsNearbyint) {
     in.push_back(from_bits(u));
     in.push_back(-from_bits(u));
   }
-  for (Isa isa : isas()) {
-    const Coded c = code(in, in.size(), isa, false);
-    ASSERT_EQ(c.scales[0], 1.0f);
-    for (std::size_t i = 0; i < in.size(); ++i) {
-      ASSERT_EQ(c.codes[i], static_cast<int>(std::nearbyint(in[i])))
-          << std::hexfloat << in[i] << " " << isa_name(isa);
-    }
+  const Coded c = code(in, in.size(), isa_, false);
+  ASSERT_EQ(c.scales[0], 1.0f);
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    ASSERT_EQ(c.codes[i], static_cast<int>(std::nearbyint(in[i])))
+        << std::hexfloat << in[i] << " " << isa_name(isa_);
   }
 }
 
-TEST(Quant8Rules, NonFiniteValuesStayWhereTheyWere) {
+TEST_P(Quant8Isa, NonFiniteValuesStayWhereTheyWere) {
   const std::vector<float> in = {kNan, 1.0f, kInf, -2.0f, -kInf, from_bits(0xffa00001u), 0.25f};
-  for (Isa isa : isas()) {
-    const Coded c = code(in, 4, isa);
-    EXPECT_EQ(c.codes, (std::vector<int>{-128, 63, 127, -126, -127, -128, 126})) << isa_name(isa);
-    EXPECT_EQ(c.scales[0], 2.0f / 126.0f);  // from the finite values alone
-    EXPECT_EQ(c.scales[1], 0.25f / 126.0f);
-    const float s0 = 2.0f / 126.0f, s1 = 0.25f / 126.0f;
-    const std::vector<float> decoded = {kNan, 63 * s0, kInf, -126 * s0, -kInf, kNan, 126 * s1};
-    expect_same_bits(c.decoded, decoded, "decoded");
-    for (std::size_t i : {0, 2, 4, 5}) EXPECT_EQ(bits_of(c.residual[i]), 0u) << i;
-  }
+  const Coded c = code(in, 4, isa_);
+  EXPECT_EQ(c.codes, (std::vector<int>{-128, 63, 127, -126, -127, -128, 126})) << isa_name(isa_);
+  EXPECT_EQ(c.scales[0], 2.0f / 126.0f);  // from the finite values alone
+  EXPECT_EQ(c.scales[1], 0.25f / 126.0f);
+  const float s0 = 2.0f / 126.0f, s1 = 0.25f / 126.0f;
+  const std::vector<float> decoded = {kNan, 63 * s0, kInf, -126 * s0, -kInf, kNan, 126 * s1};
+  expect_same_bits(c.decoded, decoded, "decoded");
+  for (std::size_t i : {0, 2, 4, 5}) EXPECT_EQ(bits_of(c.residual[i]), 0u) << i;
 }
 
-TEST(Quant8Rules, AllZeroBucket) {
+TEST_P(Quant8Isa, AllZeroBucket) {
   const std::vector<float> in(37, 0.0f);
-  for (Isa isa : isas()) {
-    const Coded c = code(in, 16, isa);
-    for (float s : c.scales) EXPECT_EQ(bits_of(s), 0u);
-    for (std::size_t i = 0; i < in.size(); ++i) {
-      EXPECT_EQ(c.codes[i], 0);
-      EXPECT_EQ(bits_of(c.decoded[i]), 0u);
-      EXPECT_EQ(bits_of(c.residual[i]), 0u);
-    }
+  const Coded c = code(in, 16, isa_);
+  for (float s : c.scales) EXPECT_EQ(bits_of(s), 0u);
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    EXPECT_EQ(c.codes[i], 0);
+    EXPECT_EQ(bits_of(c.decoded[i]), 0u);
+    EXPECT_EQ(bits_of(c.residual[i]), 0u);
   }
 }
 
 // Below 2^-100 the scale is 0 and every value stays in the residual; at
 // 2^-100 the bucket is coded (with a normal scale).
-TEST(Quant8Rules, TinyBucketsStayInTheResidual) {
+TEST_P(Quant8Isa, TinyBucketsStayInTheResidual) {
   const float just_below = std::nextafter(std::ldexp(1.0f, -100), 0.0f);
   const std::vector<float> in = {just_below,
                                  -std::ldexp(1.0f, -120),
@@ -400,80 +382,116 @@ TEST(Quant8Rules, TinyBucketsStayInTheResidual) {
                                  std::ldexp(1.0f, -101),
                                  0.0f,
                                  0.0f};
-  for (Isa isa : isas()) {
-    const Coded c = code(in, 4, isa);
-    EXPECT_EQ(bits_of(c.scales[0]), 0u);
-    for (std::size_t i = 0; i < 4; ++i) {
-      EXPECT_EQ(c.codes[i], 0);
-      EXPECT_EQ(bits_of(c.decoded[i]), 0u);
-      EXPECT_EQ(bits_of(c.residual[i]), bits_of(in[i] + 0.0f)) << i;  // acc: -0 + 0 is +0
-    }
-    EXPECT_GE(c.scales[1], FLT_MIN);
-    EXPECT_EQ(c.codes[4], 126);
-    EXPECT_EQ(c.codes[5], 63);
+  const Coded c = code(in, 4, isa_);
+  EXPECT_EQ(bits_of(c.scales[0]), 0u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(c.codes[i], 0);
+    EXPECT_EQ(bits_of(c.decoded[i]), 0u);
+    EXPECT_EQ(bits_of(c.residual[i]), bits_of(in[i] + 0.0f)) << i;  // acc: -0 + 0 is +0
   }
+  EXPECT_GE(c.scales[1], FLT_MIN);
+  EXPECT_EQ(c.codes[4], 126);
+  EXPECT_EQ(c.codes[5], 63);
 }
 
-TEST(Quant8Rules, ValuesNearFltMaxDoNotOverflow) {
+TEST_P(Quant8Isa, ValuesNearFltMaxDoNotOverflow) {
   const std::vector<float> in = {FLT_MAX,     -FLT_MAX, std::nextafter(FLT_MAX, 0.0f),
                                  FLT_MAX / 3, 1.0f,     -FLT_MAX / 126 * 125.5f};
-  for (Isa isa : isas()) {
-    const Coded c = code(in, in.size(), isa);
-    for (std::size_t i = 0; i < in.size(); ++i) {
-      ASSERT_TRUE(std::isfinite(c.decoded[i])) << i << " " << isa_name(isa);
-      EXPECT_EQ(c.decoded[i] + c.residual[i], in[i]) << i;
-    }
-    EXPECT_EQ(c.codes[0], 126);
-    EXPECT_EQ(c.codes[1], -126);
+  const Coded c = code(in, in.size(), isa_);
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(c.decoded[i])) << i << " " << isa_name(isa_);
+    EXPECT_EQ(c.decoded[i] + c.residual[i], in[i]) << i;
   }
+  EXPECT_EQ(c.codes[0], 126);
+  EXPECT_EQ(c.codes[1], -126);
 }
 
-TEST(Quant8Rules, AccumulateIsDecompressThenAdd) {
+TEST_P(Quant8Isa, AccumulateIsDecompressThenAdd) {
   std::mt19937 rng(11);
   const std::size_t n = 5000, bucket = 96;
   const std::vector<float> in = values(n, bucket, rng, true);
   std::vector<std::uint8_t> block(quant8_bytes(n, bucket));
   quant8_compress(in.data(), nullptr, n, bucket, block.data(), Isa::scalar);
   const std::vector<float> dense0 = values(n, bucket, rng, true);
-  for (Isa isa : isas()) {
-    std::vector<float> decoded(n), want = dense0, dense = dense0;
-    quant8_decompress(block.data(), n, bucket, decoded.data(), isa);
-    for (std::size_t i = 0; i < n; ++i) want[i] = model_add(want[i], decoded[i]);
-    quant8_accumulate(block.data(), n, bucket, dense.data(), isa);
-    expect_same_bits(dense, want, isa_name(isa));
-  }
+  std::vector<float> decoded(n), want = dense0, dense = dense0;
+  quant8_decompress(block.data(), n, bucket, decoded.data(), isa_);
+  for (std::size_t i = 0; i < n; ++i) want[i] = model_add(want[i], decoded[i]);
+  quant8_accumulate(block.data(), n, bucket, dense.data(), isa_);
+  expect_same_bits(dense, want, isa_name(isa_));
 }
+
+std::string isa_param_name(const ::testing::TestParamInfo<Isa>& info) {
+  return isa_name(info.param);
+}
+
+INSTANTIATE_TEST_SUITE_P(quant8, Quant8Isa, ::testing::Values(Isa::scalar, Isa::avx2, Isa::avx512),
+                         isa_param_name);
 
 // ------------------------------------------------------------ validity ----
 
-bool valid_with_scale(float scale) {
-  std::vector<std::uint8_t> block(quant8_bytes(20, 8), 0x80);  // codes: NaN, any byte goes
-  std::memset(block.data(), 0, 12);
-  std::memcpy(block.data() + 4, &scale, 4);  // the second of three buckets
-  return quant8_valid(block.data(), 20, 8);
+// Blocks of three buckets and a bit: a scale under test in each of them.
+class Quant8Valid : public ::testing::TestWithParam<std::size_t> {
+ protected:
+  void SetUp() override {
+    bucket_ = GetParam();
+    n_ = 3 * bucket_ + 1;
+  }
+  // Every scale 0 but bucket j's; codes all 0x80 (NaN): any byte goes.
+  bool valid_with_scale(std::size_t j, float scale) const {
+    std::vector<std::uint8_t> block(quant8_bytes(n_, bucket_), 0x80);
+    std::memset(block.data(), 0, 4 * quant8_buckets(n_, bucket_));
+    std::memcpy(block.data() + 4 * j, &scale, 4);
+    return quant8_valid(block.data(), n_, bucket_);
+  }
+  std::size_t bucket_, n_;
+};
+
+const float kLowest = std::ldexp(1.0f, -100) / 126.0f, kHighest = FLT_MAX / 126.0f;
+
+TEST_P(Quant8Valid, BucketsAndBytes) {
+  EXPECT_EQ(quant8_buckets(0, bucket_), 0u);
+  EXPECT_EQ(quant8_buckets(1, bucket_), 1u);
+  EXPECT_EQ(quant8_buckets(bucket_, bucket_), 1u);
+  EXPECT_EQ(quant8_buckets(bucket_ + 1, bucket_), 2u);
+  EXPECT_EQ(quant8_buckets(n_, bucket_), 4u);
+  EXPECT_EQ(quant8_bytes(0, bucket_), 0u);
+  EXPECT_EQ(quant8_bytes(bucket_, bucket_), 4u + bucket_);
+  EXPECT_EQ(quant8_bytes(n_, bucket_), 16u + n_);
 }
 
-TEST(Quant8Valid, AcceptsWhatCompressWrites) {
-  const float lowest = std::ldexp(1.0f, -100) / 126.0f, highest = FLT_MAX / 126.0f;
-  EXPECT_TRUE(valid_with_scale(0.0f));
-  EXPECT_TRUE(valid_with_scale(lowest));
-  EXPECT_TRUE(valid_with_scale(highest));
-  EXPECT_TRUE(valid_with_scale(1.0f));
-  EXPECT_TRUE(quant8_valid(nullptr, 0, 512));
-  // The bounds are exactly the scales of the extreme maxima.
-  const Coded c = code({std::ldexp(1.0f, -100), FLT_MAX}, 1, Isa::scalar);
-  EXPECT_EQ(c.scales[0], lowest);
-  EXPECT_EQ(c.scales[1], highest);
-}
-
-TEST(Quant8Valid, RejectsScalesCompressNeverWrites) {
-  const float lowest = std::ldexp(1.0f, -100) / 126.0f, highest = FLT_MAX / 126.0f;
-  for (float bad : {kNan, from_bits(0xffc00000u), from_bits(0x7f800001u), kInf, -kInf, -1.0f,
-                    -lowest, -0.0f, std::nextafter(lowest, 0.0f), from_bits(1), FLT_MIN,
-                    std::nextafter(highest, kInf), FLT_MAX}) {
-    EXPECT_FALSE(valid_with_scale(bad)) << std::hex << bits_of(bad);
+TEST_P(Quant8Valid, AcceptsWhatCompressWrites) {
+  for (std::size_t j = 0; j < 4; ++j) {
+    for (float scale : {0.0f, kLowest, kHighest, 1.0f, std::nextafter(kLowest, kInf)}) {
+      EXPECT_TRUE(valid_with_scale(j, scale)) << "bucket " << j << " scale " << scale;
+    }
+  }
+  EXPECT_TRUE(quant8_valid(nullptr, 0, bucket_));
+  // The bounds are exactly the scales of the extreme maxima, on every path.
+  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+    std::vector<float> in(2 * bucket_, 0.0f);
+    in[0] = std::ldexp(1.0f, -100);
+    in[bucket_] = FLT_MAX;
+    const Coded c = code(in, bucket_, isa);
+    EXPECT_EQ(c.scales[0], kLowest) << isa_name(isa);
+    EXPECT_EQ(c.scales[1], kHighest) << isa_name(isa);
   }
 }
+
+TEST_P(Quant8Valid, RejectsScalesCompressNeverWrites) {
+  for (std::size_t j = 0; j < 4; ++j) {
+    for (float bad : {kNan, from_bits(0xffc00000u), from_bits(0x7f800001u), kInf, -kInf, -1.0f,
+                      -kLowest, -0.0f, std::nextafter(kLowest, 0.0f), from_bits(1), FLT_MIN,
+                      std::nextafter(kHighest, kInf), FLT_MAX}) {
+      EXPECT_FALSE(valid_with_scale(j, bad))
+          << "bucket " << j << " bits " << std::hex << bits_of(bad);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(quant8, Quant8Valid, ::testing::Values<std::size_t>(1, 7, 512, 4096),
+                         [](const ::testing::TestParamInfo<std::size_t>& info) {
+                           return "bucket" + std::to_string(info.param);
+                         });
 
 }  // namespace
 }  // namespace slimreduce::kernels
