@@ -290,6 +290,85 @@ void check_topk_accumulate(cu::Elem out_type, int divisor, bool fp16_values,
          ok, where);
 }
 
+// ---- 8-bit quantization -------------------------------------------------------------
+
+// A block's bytes at `offset` past a 16-byte boundary (1: every scale misaligned).
+struct Quant8Case {
+  const char* name;
+  std::size_t n, bucket;
+  bool ef;
+  std::size_t offset;
+};
+
+std::string quant8_name(const char* what, const Quant8Case& c, bool with_ef = false) {
+  return std::string(what) + (*c.name ? " " : "") + c.name + " n=" + std::to_string(c.n) +
+         " bucket=" + std::to_string(c.bucket) + (with_ef && c.ef ? " +EF" : "") +
+         (c.offset ? " block+" + std::to_string(c.offset) : "");
+}
+
+void check_quant8_compress(const Quant8Case& c) {
+  const std::vector<float> in = values(c.n, true);
+  std::vector<float> res = values(c.n, false);
+  const std::size_t bytes = k::quant8_bytes(c.n, c.bucket);
+  auto din = dev(c.n * 4), dres = dev(c.n * 4), dout = dev(bytes + c.offset);
+  put(din.get(), in);
+  put(dres.get(), res);
+  std::byte* gout = dout.get() + c.offset;
+  poison(gout, bytes);
+  float* gres = c.ef ? reinterpret_cast<float*>(dres.get()) : nullptr;
+  CK(cu::quant8_compress(reinterpret_cast<float*>(din.get()), gres, c.n, c.bucket, gout, nullptr));
+  std::vector<std::uint8_t> want(bytes);
+  k::quant8_compress(in.data(), c.ef ? res.data() : nullptr, c.n, c.bucket, want.data(),
+                     k::Isa::scalar);
+  std::string where;
+  bool ok = same_bits(get<std::uint8_t>(gout, bytes), want, &where);
+  if (ok && c.ef) ok = same_bits(get<float>(dres.get(), c.n), res, &where);
+  report(quant8_name("quant8_compress", c, true), ok, where);
+}
+
+// A block no compress wrote: every code byte, scales of many magnitudes (and 0).
+std::vector<std::uint8_t> quant8_block(std::size_t n, std::size_t bucket) {
+  std::vector<std::uint8_t> block(k::quant8_bytes(n, bucket));
+  for (auto& b : block) b = static_cast<std::uint8_t>(rng());
+  for (std::size_t j = 0; j < k::quant8_buckets(n, bucket); ++j) {
+    const float scale = j % 7 == 0 ? 0.0f
+                                   : std::ldexp(1.0f + (rng() % 4096) / 4096.0f,
+                                                static_cast<int>(rng() % 200) - 100);
+    std::memcpy(&block[4 * j], &scale, 4);
+  }
+  return block;
+}
+
+// Decompress with a divisor (c.ef unused), then `ranks` blocks accumulated in
+// order into values with NaNs and infinities of their own.
+void check_quant8_decode(const Quant8Case& c, int divisor, int ranks) {
+  const std::size_t bytes = k::quant8_bytes(c.n, c.bucket);
+  auto dblock = dev(bytes + c.offset), dout = dev(c.n * 4);
+  std::byte* gblock = dblock.get() + c.offset;
+  auto* gout = reinterpret_cast<float*>(dout.get());
+  std::vector<std::uint8_t> block = quant8_block(c.n, c.bucket);
+  put(gblock, block);
+  poison(gout, c.n * 4);
+  CK(cu::quant8_decompress(gblock, c.n, c.bucket, gout, divisor, nullptr));
+  std::vector<float> want(c.n);
+  k::quant8_decompress(block.data(), c.n, c.bucket, want.data(), k::Isa::scalar);
+  for (auto& x : want) x = k::divide_keeping_nan(x, divisor);
+  std::string where;
+  report(quant8_name("quant8_decompress", c) + " /" + std::to_string(divisor),
+         same_bits(get<float>(gout, c.n), want, &where), where);
+
+  std::vector<float> sum = values(c.n, true);
+  put(gout, sum);
+  for (int r = 0; r < ranks; ++r) {
+    if (r > 0) block = quant8_block(c.n, c.bucket);
+    put(gblock, block);
+    CK(cu::quant8_accumulate(gblock, c.n, c.bucket, gout, nullptr));
+    k::quant8_accumulate(block.data(), c.n, c.bucket, sum.data(), k::Isa::scalar);
+  }
+  report(quant8_name("quant8_accumulate", c) + " " + std::to_string(ranks) + " ranks",
+         same_bits(get<float>(gout, c.n), sum, &where), where);
+}
+
 }  // namespace
 }  // namespace slimreduce::device_check
 
@@ -363,6 +442,23 @@ int main(int argc, char** argv) {
   check_topk_accumulate(cu::Elem::fp32, 3, true, 2049, 3, 0.5);  // one segment + 1
   check_topk_accumulate(cu::Elem::fp16, 1, false, 100'000, 64, 0.01);
   check_topk_accumulate(cu::Elem::fp32, 1, false, 4'500'001, 2, 0.01);  // several segments a block
+  const Quant8Case quant8_cases[] = {
+      {"", 3'000'017, 512, false, 0},
+      {"", 3'000'017, 512, true, 0},
+      {"misaligned", 3'000'017, 512, true, 1},
+      {"", 1'000'003, 4096, true, 3},
+      {"block per bucket", 1'000'003, 4097, true, 2},
+      {"few buckets", 2'000'000, 1 << 20, true, 0},
+      {"", 100'003, 7, true, 1},
+      {"", 10'007, 1, false, 0},
+      {"one value", 1, 512, true, 0},
+      {"", 511, 512, true, 0},
+  };
+  for (const Quant8Case& c : quant8_cases) check_quant8_compress(c);
+  check_quant8_decode(quant8_cases[0], 1, 4);
+  check_quant8_decode(quant8_cases[2], 3, 2);
+  check_quant8_decode(quant8_cases[4], 5, 3);
+  check_quant8_decode(quant8_cases[6], 1, 2);
   if (timing && timing_elements >= 64) time_all(timing_elements);
   std::printf("device_check: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;

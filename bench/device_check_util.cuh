@@ -19,6 +19,7 @@
 #include "kernels/cuda/kernels.h"
 #include "kernels/element_rules.h"
 #include "kernels/pack.h"
+#include "kernels/quant8.h"
 #include "kernels/topk.h"
 
 namespace slimreduce::device_check {

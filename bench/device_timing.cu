@@ -36,6 +36,15 @@ void time_all(std::size_t n) {
     items.push_back({fa + t * (n / 64), fr + t * (n / 64), n / 64, t * (n / 64), 0});
   line("pack_batch 64 tensors fp16 +EF", 14.0 * n,
        median_ms([&] { CK(cu::pack_batch(cu::Elem::fp16, items.data(), 64, hh, nullptr)); }));
+  auto q8 = dev(k::quant8_bytes(n, 512));
+  line("quant8_compress b512 (in r, block w)", 5.0 * n,
+       median_ms([&] { CK(cu::quant8_compress(fa, nullptr, n, 512, q8.get(), nullptr)); }));
+  line("quant8_compress b512 +EF (res r/w)", 13.0 * n,
+       median_ms([&] { CK(cu::quant8_compress(fa, fr, n, 512, q8.get(), nullptr)); }));
+  line("quant8_decompress b512 /4", 5.0 * n,
+       median_ms([&] { CK(cu::quant8_decompress(q8.get(), n, 512, fb, 4, nullptr)); }));
+  line("quant8_accumulate b512 (dense r/w)", 9.0 * n,
+       median_ms([&] { CK(cu::quant8_accumulate(q8.get(), n, 512, fb, nullptr)); }));
   const std::size_t kk = k::topk_count(n, 0.01);
   const std::size_t stride =
       cu::topk_payload_stride(k::topk_payload_bytes(kk, k::TopkValues::fp32));

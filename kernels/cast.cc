@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "kernels/element_rules.h"
+#include "kernels/simd.h"
 
 namespace slimreduce::kernels {
 namespace {
@@ -87,9 +88,6 @@ inline void accumulate_tail(const std::uint16_t* in, std::uint16_t* inout, std::
 
 // ------------------------------------------------------------------ AVX2 ----
 
-#define SR_AVX2 __attribute__((target("avx2,f16c"), always_inline)) inline
-#define SR_AVX2_ENTRY __attribute__((target("avx2,f16c")))
-
 // RNE of fp32 bits to their top 16 bits, NaN -> (bits >> 16) | 0x40: the
 // integer form of float_to_bf16_bits, one 32-bit result per lane.
 SR_AVX2 __m256i bf16_round8(__m256 v) {
@@ -122,21 +120,8 @@ SR_AVX2 __m256 widen8(__m128i h) {
   }
 }
 
-// add_nan_first for 8 lanes.
-SR_AVX2 __m256 add_nan_first8(__m256 a, __m256 b) {
-  const __m256 quiet = _mm256_castsi256_ps(_mm256_set1_epi32(0x400000));
-  __m256 sum = _mm256_add_ps(a, b);
-  const __m256 any_nan = _mm256_cmp_ps(a, b, _CMP_UNORD_Q);
-  if (__builtin_expect(_mm256_testz_ps(any_nan, any_nan), 1)) return sum;  // NaNs are rare.
-  sum = _mm256_blendv_ps(sum, _mm256_or_ps(b, quiet), _mm256_cmp_ps(b, b, _CMP_UNORD_Q));
-  return _mm256_blendv_ps(sum, _mm256_or_ps(a, quiet), _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
-}
-
-SR_AVX2 __m256 finite_mask8(__m256 v) {
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  const __m256 inf = _mm256_castsi256_ps(_mm256_set1_epi32(0x7f800000));
-  return _mm256_cmp_ps(_mm256_and_ps(v, abs_mask), inf, _CMP_LT_OQ);  // NaN -> false.
-}
+using simd::add_nan_first8;
+using simd::finite_mask8;
 
 // One fused pass: load, add residual, narrow, widen back, store residual.
 template <HalfFormat F>
@@ -201,17 +186,8 @@ SR_AVX2_ENTRY void accumulate_avx2(const std::uint16_t* in, std::uint16_t* inout
 
 // --------------------------------------------------------------- AVX-512 ----
 
-// GCC 12's AVX-512 intrinsics seed results with _mm512_undefined_*(), which
-// -Wuninitialized flags once inlined (GCC bug 105593, fixed in GCC 13).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
-#define SR_AVX512 \
-  __attribute__((target("avx512f,avx512bw,avx512vl,f16c,avx2"), always_inline)) inline
-#define SR_AVX512_ENTRY __attribute__((target("avx512f,avx512bw,avx512vl,f16c,avx2")))
+// GCC 12's spurious -Wuninitialized on AVX-512 intrinsics (kernels/simd.h).
+SR_AVX512_WARNINGS_OFF
 
 template <HalfFormat F>
 SR_AVX512 __m256i narrow16(__m512 v) {
@@ -237,17 +213,7 @@ SR_AVX512 __m512 widen16(__m256i h) {
   }
 }
 
-SR_AVX512 __m512 add_nan_first16(__m512 a, __m512 b) {
-  const __m512i quiet = _mm512_set1_epi32(0x400000);
-  const __m512 sum_ps = _mm512_add_ps(a, b);
-  if (__builtin_expect(_mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q) == 0, 1)) return sum_ps;
-  __m512i sum = _mm512_castps_si512(sum_ps);
-  sum = _mm512_mask_or_epi32(sum, _mm512_cmp_ps_mask(b, b, _CMP_UNORD_Q), _mm512_castps_si512(b),
-                             quiet);
-  sum = _mm512_mask_or_epi32(sum, _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), _mm512_castps_si512(a),
-                             quiet);
-  return _mm512_castsi512_ps(sum);
-}
+using simd::add_nan_first16;
 
 template <HalfFormat F>
 SR_AVX512 void compress16(const float* in, float* res, std::uint16_t* out) {
@@ -259,9 +225,7 @@ SR_AVX512 void compress16(const float* in, float* res, std::uint16_t* out) {
   const __m512 acc = add_nan_first16(x, _mm512_loadu_ps(res));
   const __m256i h = narrow16<F>(acc);
   const __m512 back = widen16<F>(h);
-  const __m512i abs_back =
-      _mm512_and_si512(_mm512_castps_si512(back), _mm512_set1_epi32(0x7fffffff));
-  const __mmask16 finite = _mm512_cmplt_epi32_mask(abs_back, _mm512_set1_epi32(0x7f800000));
+  const __mmask16 finite = simd::finite_mask16(back);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), h);
   _mm512_storeu_ps(res, _mm512_maskz_sub_ps(finite, acc, back));
 }
@@ -314,9 +278,7 @@ SR_AVX512_ENTRY void accumulate_avx512(const std::uint16_t* in, std::uint16_t* i
                           SR_AVX512_ENTRY { accumulate16<F>(a, io); });
 }
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+SR_AVX512_WARNINGS_ON
 
 // -------------------------------------------------------------- dispatch ----
 

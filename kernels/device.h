@@ -32,6 +32,16 @@ int pack_batch(HalfFormat format, const PackItem* items, int count, void* fused,
 int unpack_batch(HalfFormat format, const void* fused, const UnpackItem* items, int count,
                  int divisor, void* stream);
 
+// 8-bit quantization, twins of kernels::quant8_compress, of quant8_decompress
+// with a divisor (divide_keeping_nan; 1 divides nothing) and of
+// quant8_accumulate (kernels/quant8.h): blocks at any address, the same bits.
+int quant8_compress(const float* in, float* residual, std::size_t n, std::size_t bucket, void* out,
+                    void* stream);
+int quant8_decompress(const void* block, std::size_t n, std::size_t bucket, float* out, int divisor,
+                      void* stream);
+int quant8_accumulate(const void* block, std::size_t n, std::size_t bucket, float* dense,
+                      void* stream);
+
 // Exact top-k, twin of kernels::topk_compress / topk_accumulate (kernels/cuda/kernels.h
 // says more: payloads padded to kernels::topk_payload_stride, fp16 or bf16 inputs).
 std::size_t topk_select_scratch_bytes(std::size_t n);

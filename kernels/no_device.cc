@@ -14,6 +14,13 @@ int cast_decompress(HalfFormat, const std::uint16_t*, float*, std::size_t, int, 
 }
 int pack_batch(HalfFormat, const PackItem*, int, void*, void*) { return kNoDevice; }
 int unpack_batch(HalfFormat, const void*, const UnpackItem*, int, int, void*) { return kNoDevice; }
+int quant8_compress(const float*, float*, std::size_t, std::size_t, void*, void*) {
+  return kNoDevice;
+}
+int quant8_decompress(const void*, std::size_t, std::size_t, float*, int, void*) {
+  return kNoDevice;
+}
+int quant8_accumulate(const void*, std::size_t, std::size_t, float*, void*) { return kNoDevice; }
 std::size_t topk_select_scratch_bytes(std::size_t) { return 0; }
 int topk_select(Elem, const void*, float*, std::size_t, std::size_t, bool, void*, std::size_t,
                 void*, void*) {

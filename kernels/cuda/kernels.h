@@ -1,7 +1,8 @@
-// Host entry points of the CUDA kernels: the GPU twins of kernels/cast.h and
-// kernels/topk.h, with the same element rules (kernels/element_rules.h) and
-// the same bits. Every function only enqueues work on `stream`: none
-// allocates, synchronizes or reads device memory on the host, so each is safe
+// Host entry points of the CUDA kernels: the GPU twins of kernels/cast.h,
+// kernels/quant8.h and kernels/topk.h, with the same element rules
+// (kernels/element_rules.h, kernels/quant8_rules.h) and the same bits. Every
+// function only enqueues work on `stream`: none allocates, synchronizes or
+// reads device memory on the host, so each is safe
 // inside CUDA-graph capture. Each returns the launch error (cudaSuccess when
 // everything was enqueued).
 #pragma once
@@ -45,6 +46,20 @@ cudaError_t pack_batch(Elem fused_type, const PackItem* items, int count, void* 
 // (>= 1, else cudaErrorInvalidValue).
 cudaError_t unpack_batch(Elem fused_type, const void* fused, const UnpackItem* items, int count,
                          int divisor, cudaStream_t stream);
+
+// ---- 8-bit quantization (twins of kernels::quant8_compress / decompress / accumulate) ----
+
+// Blocks as kernels/quant8.h lays them out, at any address; the same bits as
+// the CPU twin. bucket 0 (or a divisor below 1) is cudaErrorInvalidValue, with
+// nothing launched; n == 0 launches nothing.
+cudaError_t quant8_compress(const float* in, float* residual, std::size_t n, std::size_t bucket,
+                            void* out, cudaStream_t stream);
+// out[i] = decoded[i] / divisor (divide_keeping_nan; divisor 1 divides nothing).
+cudaError_t quant8_decompress(const void* block, std::size_t n, std::size_t bucket, float* out,
+                              int divisor, cudaStream_t stream);
+// dense[i] = add_nan_first(dense[i], decoded[i]).
+cudaError_t quant8_accumulate(const void* block, std::size_t n, std::size_t bucket, float* dense,
+                              cudaStream_t stream);
 
 // ---- exact top-k by magnitude (twin of kernels::topk_compress) ---------------
 

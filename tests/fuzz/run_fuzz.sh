@@ -18,10 +18,11 @@ kernels=()
 for source in "$root"/kernels/*.cc; do kernels+=("$source"); done  # no_device.cc included
 declare -A sources=(
   [topk_payload]="${kernels[*]}"
+  [quant8_block]="${kernels[*]}"
   [settings]="$root/core/settings.cc $(ls "$root"/compressors/*.cc | tr '\n' ' ') ${kernels[*]}"
 )
 status=0
-for target in topk_payload settings; do
+for target in topk_payload quant8_block settings; do
   binary=$out/fuzz_$target
   # shellcheck disable=SC2086
   clang++ "${flags[@]}" "$root/tests/fuzz/fuzz_$target.cc" ${sources[$target]} -o "$binary" \

@@ -12,6 +12,7 @@
 #include "kernels/cast.h"
 #include "kernels/cuda/kernels.h"
 #include "kernels/element_rules.h"
+#include "kernels/quant8.h"
 #include "kernels/topk.h"
 #include "tests/hostsim/sim.h"
 
@@ -82,6 +83,44 @@ cudaError_t cast_accumulate(Elem format, const std::uint16_t* in, std::uint16_t*
     sim::require_device("cast_accumulate in", in, n * 2);
     sim::require_device("cast_accumulate inout", inout, n * 2);
     accumulate(half_of(format), in, inout, n, Isa::scalar);
+  });
+  return cudaSuccess;
+}
+
+cudaError_t quant8_compress(const float* in, float* residual, std::size_t n, std::size_t bucket,
+                            void* out, cudaStream_t stream) {
+  if (bucket == 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  sim::enqueue(stream, [=] {
+    sim::require_device("quant8_compress in", in, n * 4);
+    if (residual) sim::require_device("quant8_compress residual", residual, n * 4);
+    sim::require_device("quant8_compress out", out, kernels::quant8_bytes(n, bucket));
+    kernels::quant8_compress(in, residual, n, bucket, out, Isa::scalar);
+  });
+  return cudaSuccess;
+}
+
+cudaError_t quant8_decompress(const void* block, std::size_t n, std::size_t bucket, float* out,
+                              int divisor, cudaStream_t stream) {
+  if (bucket == 0 || divisor < 1) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  sim::enqueue(stream, [=] {
+    sim::require_device("quant8_decompress block", block, kernels::quant8_bytes(n, bucket));
+    sim::require_device("quant8_decompress out", out, n * 4);
+    kernels::quant8_decompress(block, n, bucket, out, Isa::scalar);
+    for (std::size_t i = 0; divisor > 1 && i < n; ++i) out[i] = divide_keeping_nan(out[i], divisor);
+  });
+  return cudaSuccess;
+}
+
+cudaError_t quant8_accumulate(const void* block, std::size_t n, std::size_t bucket, float* dense,
+                              cudaStream_t stream) {
+  if (bucket == 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  sim::enqueue(stream, [=] {
+    sim::require_device("quant8_accumulate block", block, kernels::quant8_bytes(n, bucket));
+    sim::require_device("quant8_accumulate dense", dense, n * 4);
+    kernels::quant8_accumulate(block, n, bucket, dense, Isa::scalar);
   });
   return cudaSuccess;
 }

@@ -1,0 +1,72 @@
+// What the CPU kernels' SIMD paths share (cast.cc, quant8.cc): the target
+// attributes of their AVX2 and AVX-512 code, and element_rules.h's
+// add_nan_first for 8 and 16 lanes. Internal to kernels/: include it only
+// from a kernel's .cc, after <immintrin.h>.
+#pragma once
+
+#include <immintrin.h>
+
+// Helpers inline into an entry point compiled for the same ISA; entry points
+// are only called once best_isa() has found the ISA on this CPU.
+#define SR_AVX2 __attribute__((target("avx2,f16c"), always_inline)) inline
+#define SR_AVX2_ENTRY __attribute__((target("avx2,f16c")))
+#define SR_AVX512 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,f16c,avx2"), always_inline)) inline
+#define SR_AVX512_ENTRY __attribute__((target("avx512f,avx512bw,avx512vl,f16c,avx2")))
+
+// GCC 12's AVX-512 intrinsics seed results with _mm512_undefined_*(), which
+// -Wuninitialized flags once inlined (GCC bug 105593, fixed in GCC 13). A .cc
+// with AVX-512 code wraps it in these.
+#if defined(__GNUC__) && !defined(__clang__)
+#define SR_AVX512_WARNINGS_OFF                                                         \
+  _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wuninitialized\"") \
+      _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")
+#define SR_AVX512_WARNINGS_ON _Pragma("GCC diagnostic pop")
+#else
+#define SR_AVX512_WARNINGS_OFF
+#define SR_AVX512_WARNINGS_ON
+#endif
+
+namespace slimreduce::kernels::simd {
+
+// add_nan_first (kernels/element_rules.h) for 8 lanes.
+SR_AVX2 __m256 add_nan_first8(__m256 a, __m256 b) {
+  const __m256 quiet = _mm256_castsi256_ps(_mm256_set1_epi32(0x400000));
+  __m256 sum = _mm256_add_ps(a, b);
+  const __m256 any_nan = _mm256_cmp_ps(a, b, _CMP_UNORD_Q);
+  if (__builtin_expect(_mm256_testz_ps(any_nan, any_nan), 1)) return sum;  // NaNs are rare.
+  sum = _mm256_blendv_ps(sum, _mm256_or_ps(b, quiet), _mm256_cmp_ps(b, b, _CMP_UNORD_Q));
+  return _mm256_blendv_ps(sum, _mm256_or_ps(a, quiet), _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+}
+
+// All ones in the lanes where v is finite (a NaN is not).
+SR_AVX2 __m256 finite_mask8(__m256 v) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 inf = _mm256_castsi256_ps(_mm256_set1_epi32(0x7f800000));
+  return _mm256_cmp_ps(_mm256_and_ps(v, abs_mask), inf, _CMP_LT_OQ);
+}
+
+SR_AVX512_WARNINGS_OFF
+
+// add_nan_first for 16 lanes.
+SR_AVX512 __m512 add_nan_first16(__m512 a, __m512 b) {
+  const __m512i quiet = _mm512_set1_epi32(0x400000);
+  const __m512 sum_ps = _mm512_add_ps(a, b);
+  if (__builtin_expect(_mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q) == 0, 1)) return sum_ps;
+  __m512i sum = _mm512_castps_si512(sum_ps);
+  sum = _mm512_mask_or_epi32(sum, _mm512_cmp_ps_mask(b, b, _CMP_UNORD_Q), _mm512_castps_si512(b),
+                             quiet);
+  sum = _mm512_mask_or_epi32(sum, _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), _mm512_castps_si512(a),
+                             quiet);
+  return _mm512_castsi512_ps(sum);
+}
+
+// The lanes where v is finite.
+SR_AVX512 __mmask16 finite_mask16(__m512 v) {
+  const __m512i abs = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff));
+  return _mm512_cmplt_epi32_mask(abs, _mm512_set1_epi32(0x7f800000));
+}
+
+SR_AVX512_WARNINGS_ON
+
+}  // namespace slimreduce::kernels::simd
