@@ -22,6 +22,7 @@ enum class Bound {
   cast_bf16,   // ring with bf16 on the wire
   topk_first,  // top-k with no residual: exactly the sum of every rank's top k
   topk_step,   // top-k with a residual: structural checks only (see the .cc)
+  quant8,      // int8: each rank's and each owner's 8-bit steps (inputs in [-1, 1))
   none_known,  // a compressor this bench does not know: measured, not judged
 };
 

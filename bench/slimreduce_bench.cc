@@ -179,6 +179,7 @@ class Sweep {
     if (!compressed) return Bound::exact_sum;
     if (name == "fp16") return Bound::cast_fp16;
     if (name == "bf16") return Bound::cast_bf16;
+    if (name == "int8") return Bound::quant8;
     // Hierarchical top-k keeps the top k of each node's sum, not of each
     // rank's input: the first step is judged as any step is.
     if (name == "topk") return first && !hierarchical_ ? Bound::topk_first : Bound::topk_step;

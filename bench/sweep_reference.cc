@@ -216,6 +216,12 @@ Judgement judge(const float* out, std::size_t count, int ranks, Bound bound,
                          "beyond n + 2 fp16 roundings");
     case Bound::cast_bf16:
       return judge_dense(out, count, ranks, (n + 2) * 0x1p-8, 0, "beyond n + 2 bf16 roundings");
+    case Bound::quant8:
+      // A rank's code is off by at most half its bucket's step (largest |x| / 252,
+      // |x| <= 1 here) and its residual carries at most that; the owner's the
+      // same of sums up to n: 4 (n + 1) half steps with the residuals, plus fp32 sums.
+      return judge_dense(out, count, ranks, n * 0x1p-24, 4.1 * (n + 1) / 252,
+                         "beyond the 8-bit steps of every rank and the owner");
     case Bound::topk_first:
       return judge_topk_first(out, count, ranks, topk);
     case Bound::topk_step:

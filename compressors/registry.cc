@@ -11,10 +11,9 @@ using Factory = std::function<std::unique_ptr<Compressor>(const CompressorOption
 // The registration table: one line per compressor.
 const std::vector<std::pair<std::string, Factory>>& registry() {
   static const std::vector<std::pair<std::string, Factory>> table = {
-      {"fp16", make_fp16_compressor},
-      {"bf16", make_bf16_compressor},
-      {"topk", make_topk_compressor},
-      {"powersgd", make_powersgd_compressor},
+      {"fp16", make_fp16_compressor}, {"bf16", make_bf16_compressor},
+      {"topk", make_topk_compressor}, {"powersgd", make_powersgd_compressor},
+      {"int8", make_int8_compressor},
   };
   return table;
 }

@@ -14,6 +14,7 @@ std::unique_ptr<Compressor> make_fp16_compressor(const CompressorOptions& option
 std::unique_ptr<Compressor> make_bf16_compressor(const CompressorOptions& options);
 std::unique_ptr<Compressor> make_topk_compressor(const CompressorOptions& options);
 std::unique_ptr<Compressor> make_powersgd_compressor(const CompressorOptions& options);
+std::unique_ptr<Compressor> make_int8_compressor(const CompressorOptions& options);
 
 // Registered names, in registration order ("none" is not a compressor).
 std::vector<std::string> registered_names();

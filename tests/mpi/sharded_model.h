@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -140,6 +141,100 @@ class ShardedTopkModel {
   std::vector<std::vector<double>> owner_residual_;
   std::vector<std::size_t> bounds_;
   std::vector<std::vector<std::size_t>> pairs_;
+};
+
+// The int8 codec on one bucket, as kernels/quant8.h states its rules: scale =
+// m / 126 in fp32 (0 below 2^-100), codes rint(x / scale) clamped to 126,
+// decoded q * scale; non-finite values kept. Returns the decoded values.
+inline std::vector<float> model_quant8_bucket(const std::vector<float>& x) {
+  float m = 0.0f;
+  for (float v : x)
+    if (std::isfinite(v)) m = std::max(m, std::fabs(v));
+  const float scale = m < 0x1p-100f ? 0.0f : m / 126.0f;
+  std::vector<float> decoded(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (!std::isfinite(x[i])) {
+      decoded[i] = std::isnan(x[i]) ? std::numeric_limits<float>::quiet_NaN() : x[i];
+      continue;
+    }
+    const float q =
+        scale == 0.0f ? 0.0f : std::clamp(std::nearbyint(x[i] / scale), -126.0f, 126.0f);
+    decoded[i] = q == 0.0f ? 0.0f : q * scale;
+  }
+  return decoded;
+}
+
+// The sharded int8 allreduce: shards of whole buckets, each rank's buckets
+// quantized (with its residual), the owners' float64 sums of the decoded
+// values quantized again (with their residuals).
+class ShardedInt8Model {
+ public:
+  ShardedInt8Model(int ranks, std::size_t n, std::size_t bucket, bool error_feedback)
+      : ranks_(ranks),
+        n_(n),
+        bucket_(bucket),
+        error_feedback_(error_feedback),
+        residual_(ranks, std::vector<float>(n, 0.0f)),
+        bounds_(ranks + 1) {
+    const std::size_t buckets = (n + bucket - 1) / bucket;
+    for (int s = 0; s <= ranks; ++s) bounds_[s] = std::min(buckets * s / ranks * bucket, n);
+    for (int s = 0; s < ranks; ++s) owner_residual_.emplace_back(count(s), 0.0);
+  }
+
+  std::size_t begin(int s) const { return bounds_[s]; }
+  std::size_t count(int s) const { return bounds_[s + 1] - bounds_[s]; }
+  const std::vector<float>& residual(int r) const { return residual_[r]; }
+  const std::vector<double>& owner_residual(int s) const { return owner_residual_[s]; }
+
+  std::vector<double> call(const std::vector<std::vector<float>>& inputs) {
+    std::vector<double> sum(n_, 0.0);
+    for (int r = 0; r < ranks_; ++r) {
+      std::vector<float> acc(n_);
+      for (std::size_t i = 0; i < n_; ++i)
+        acc[i] = error_feedback_ ? inputs[r][i] + residual_[r][i] : inputs[r][i];
+      const std::vector<float> sent = quantize(acc);
+      for (std::size_t i = 0; i < n_; ++i) {
+        sum[i] += sent[i];
+        if (error_feedback_) residual_[r][i] = std::isfinite(sent[i]) ? acc[i] - sent[i] : 0.0f;
+      }
+    }
+    std::vector<double> output(n_);
+    std::vector<float> acc(n_);
+    for (int s = 0; s < ranks_; ++s)
+      for (std::size_t i = 0; i < count(s); ++i)
+        acc[begin(s) + i] =
+            static_cast<float>(sum[begin(s) + i] + (error_feedback_ ? owner_residual_[s][i] : 0.0));
+    const std::vector<float> sent = quantize(acc);
+    for (int s = 0; s < ranks_; ++s)
+      for (std::size_t i = 0; i < count(s); ++i) {
+        const std::size_t at = begin(s) + i;
+        output[at] = sent[at];
+        if (error_feedback_)
+          owner_residual_[s][i] = std::isfinite(sent[at]) ? double(acc[at]) - sent[at] : 0.0;
+      }
+    return output;
+  }
+
+ private:
+  // Bucket by bucket: shards begin on bucket bounds, so buckets are the same
+  // whether a tensor is cut into shards or not.
+  std::vector<float> quantize(const std::vector<float>& x) const {
+    std::vector<float> out;
+    for (std::size_t b = 0; b < n_; b += bucket_) {
+      const std::vector<float> part(x.begin() + b, x.begin() + std::min(n_, b + bucket_));
+      const std::vector<float> decoded = model_quant8_bucket(part);
+      out.insert(out.end(), decoded.begin(), decoded.end());
+    }
+    return out;
+  }
+
+  int ranks_;
+  std::size_t n_;
+  std::size_t bucket_;
+  bool error_feedback_;
+  std::vector<std::vector<float>> residual_;
+  std::vector<std::vector<double>> owner_residual_;
+  std::vector<std::size_t> bounds_;
 };
 
 }  // namespace slimreduce::testing

@@ -1,6 +1,6 @@
 // The sharded allreduce (algorithms/sharded.h) through core's host_allreduce
-// over the real MPI (linked, no preload), 1 to 8 ranks: top-k sharded equal
-// to an independent float64 model of the algorithm (tests/mpi/sharded_model.h:
+// over the real MPI (linked, no preload), 1 to 8 ranks: top-k sharded and
+// int8 equal to independent float64 models of the algorithm (tests/mpi/sharded_model.h:
 // each rank's selection and residual, the owners' sums, their second
 // selection or dense 16-bit shard, and their residuals) over three calls on
 // one key; the same bits on every rank; the report's bytes by hand; uneven
@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -220,6 +221,103 @@ TEST(ShardedTopkChoice, AutoGathersOnFewRanksAndShardsOnMany) {
   auto sharded = compressors::make_compressor(
       "topk", topk_options(0.01, false, compressors::TopkAlgorithm::sharded));
   EXPECT_TRUE(sharded->prefers_sharded(1 << 20, 2));
+}
+
+compressors::CompressorOptions int8_options(std::size_t bucket) {
+  compressors::CompressorOptions options;
+  options.quant_bucket = bucket;
+  return options;
+}
+
+// Two of the owner's 8-bit steps at the largest value: its requantization
+// of a float64 sum may round one code apart from the model's fp32 one, and
+// the owner residual carries that into the next call.
+void expect_near_int8_model(const std::vector<float>& got, const std::vector<double>& want) {
+  double largest = 0.0;
+  for (double v : want) largest = std::max(largest, std::fabs(v));
+  const double tolerance = 2.0 * largest / 126 + 1e-6;
+  std::size_t off = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    if (!(std::fabs(got[i] - want[i]) <= tolerance) && ++off <= 5)
+      ADD_FAILURE() << "value " << i << ": " << got[i] << " against the model's " << want[i];
+  }
+  EXPECT_EQ(off, 0u);
+}
+
+// count, bucket, error feedback
+using Int8Case = std::tuple<std::size_t, std::size_t, bool>;
+class ShardedInt8 : public ::testing::TestWithParam<Int8Case> {};
+
+TEST_P(ShardedInt8, MatchesTheModelOverThreeCallsOnEveryRank) {
+  const auto [count, bucket, error_feedback] = GetParam();
+  Caller caller("int8", int8_options(bucket), count, error_feedback);
+  const int ranks = caller.size(), rank = caller.rank();
+  ShardedInt8Model model(ranks, count, bucket, error_feedback);
+  for (int c = 0; c < 3; ++c) {
+    SCOPED_TRACE("call " + std::to_string(c));
+    std::vector<std::vector<float>> inputs;
+    for (int r = 0; r < ranks; ++r) inputs.push_back(input_of(r, c, count));
+    const std::vector<double> want = model.call(inputs);
+    const std::vector<float> got = caller.call(inputs[rank]);
+    EXPECT_TRUE(caller.reduced().sharded);
+    expect_near_int8_model(got, want);
+    EXPECT_TRUE(identical_on_all_ranks(got.data(), got.size() * sizeof(float), MPI_COMM_WORLD));
+    if (error_feedback) {
+      // This rank's own quantization is exact: its residual is the model's, bit for bit.
+      EXPECT_EQ(caller.residual(), model.residual(rank));
+      EXPECT_EQ(caller.owner_residual().size(), model.count(rank));
+    }
+  }
+}
+
+TEST_P(ShardedInt8, WireBytesByHand) {
+  const auto [count, bucket, error_feedback] = GetParam();
+  Caller caller("int8", int8_options(bucket), count, error_feedback);
+  const int ranks = caller.size(), rank = caller.rank();
+  const ShardedInt8Model model(ranks, count, bucket, error_feedback);
+  caller.call(input_of(rank, 0, count));
+  const auto block = [bucket = bucket](std::size_t n) { return (n + bucket - 1) / bucket * 4 + n; };
+  double parts = 0;
+  std::size_t slot = 0;
+  for (int s = 0; s < ranks; ++s) {
+    if (s != rank) parts += (block(model.count(s)) + 3) / 4 * 4;
+    slot = std::max(slot, block(model.count(s)));
+  }
+  slot = (slot + 7) / 8 * 8;
+  EXPECT_DOUBLE_EQ(caller.reduced().wire_sent,
+                   parts + algorithms::ring_allgather_wire_bytes(slot, ranks));
+}
+
+INSTANTIATE_TEST_SUITE_P(CountsBuckets, ShardedInt8,
+                         ::testing::Values(Int8Case{1, 512, true}, Int8Case{5, 1, true},
+                                           Int8Case{1000, 7, true}, Int8Case{4099, 512, true},
+                                           Int8Case{4099, 512, false}, Int8Case{65537, 512, true},
+                                           Int8Case{65537, 4096, false}));
+
+// An inf or NaN comes out where a plain sum has it, and nowhere else: the
+// other values of its bucket stay finite.
+TEST(ShardedInt8Values, InfAndNanWhereAPlainSumHasThem) {
+  const std::size_t count = 5000;
+  Caller caller("int8", int8_options(512), count, true);
+  auto input = input_of(caller.rank(), 0, count);
+  const float inf = std::numeric_limits<float>::infinity();
+  if (caller.rank() == 0) input[10] = inf;
+  if (caller.rank() == caller.size() - 1) input[2000] = std::nanf("");
+  input[4000] = caller.rank() % 2 ? -inf : inf;  // inf - inf: NaN, with two ranks or more
+  const auto got = caller.call(input);
+  EXPECT_EQ(got[10], inf);
+  EXPECT_TRUE(std::isnan(got[2000]));
+  if (caller.size() == 1) {
+    EXPECT_EQ(got[4000], inf);
+  } else {
+    EXPECT_TRUE(std::isnan(got[4000]));
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    if (i != 10 && i != 2000 && i != 4000) ASSERT_TRUE(std::isfinite(got[i])) << i;
+  }
+  // The next call starts clean: a non-finite value is not carried in the residual.
+  const auto next = caller.call(input_of(caller.rank(), 1, count));
+  for (std::size_t i = 0; i < count; ++i) ASSERT_TRUE(std::isfinite(next[i])) << i;
 }
 
 // The transport's alltoallv: MPI's, and the default's pairwise steps.

@@ -139,7 +139,7 @@ TEST_P(BadSettings, FailWithOneLineNamingVariableValueAndWhatIsAccepted) {
 }
 
 constexpr const char* kSizes = "a byte size: 65536, 64K, 64KiB, 1M, 1MiB, 4G (powers of 1024)";
-constexpr const char* kCompressors = "none, fp16, bf16, topk, powersgd";
+constexpr const char* kCompressors = "none, fp16, bf16, topk, powersgd, int8";
 constexpr const char* kRank = "a whole number in [1, 64]";
 constexpr const char* kTimes = "a number >= 1";
 constexpr const char* kRatio = "a number in (0, 1]";

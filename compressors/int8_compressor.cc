@@ -1,0 +1,94 @@
+// int8: 8-bit quantization with an fp32 scale per bucket of
+// SLIMREDUCE_QUANT_BUCKET values (kernels/quant8.h), over the sharded
+// algorithm (algorithms/sharded.h), as Bagua's ByteGrad and CGX do: each
+// rank quantizes its tensor, each owner dequantizes its shard's parts, sums
+// them in fp32 in rank order and quantizes the sum again for the allgather.
+// A quarter of fp32's bytes (plus a scale per bucket) each way.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "compressors/registry.h"
+#include "kernels/quant8.h"
+
+namespace slimreduce::compressors {
+namespace {
+
+// Parts are padded to 4 bytes: the next part's fp32 scales stay aligned.
+std::size_t padded(std::size_t bytes) { return (bytes + 3) / 4 * 4; }
+
+class Int8Compressor final : public ShardedCompressor {
+ public:
+  explicit Int8Compressor(const CompressorOptions& options)
+      : bucket_(std::max<std::size_t>(options.quant_bucket, 1)) {}
+
+  std::string_view name() const override { return "int8"; }
+  // A value below half its bucket's step codes 0 on every call: without
+  // error feedback a small gradient next to a large one is never sent.
+  bool default_error_feedback() const override { return true; }
+  std::size_t compressed_bytes(std::size_t n) const override {
+    return kernels::quant8_bytes(n, bucket_);
+  }
+
+  // Shards of whole buckets (a bucket's scale is one rank's), as even as buckets allow.
+  void shard_bounds(std::size_t n, int ranks, std::size_t* bounds) const override {
+    const std::size_t buckets = kernels::quant8_buckets(n, bucket_);
+    const auto shards = static_cast<std::size_t>(ranks);
+    for (std::size_t s = 0; s <= shards; ++s) {
+      const std::size_t first = buckets / shards * s + buckets % shards * s / shards;
+      bounds[s] = std::min(first * bucket_, n);
+    }
+  }
+  bool part_sizes_vary() const override { return false; }
+  std::size_t part_capacity(std::size_t count, std::size_t) const override {
+    return padded(kernels::quant8_bytes(count, bucket_));
+  }
+  std::size_t parts_capacity(std::size_t n, int ranks) const override {
+    return kernels::quant8_bytes(n, bucket_) + 3 * static_cast<std::size_t>(ranks);
+  }
+  void compress_parts(const float* in, float* residual, std::size_t n, const std::size_t* bounds,
+                      int ranks, std::byte* out, std::size_t* part_bytes) override {
+    for (int s = 0; s < ranks; ++s) {
+      const std::size_t count = bounds[s + 1] - bounds[s];
+      const std::size_t bytes = kernels::quant8_bytes(count, bucket_);
+      kernels::quant8_compress(in + bounds[s], residual ? residual + bounds[s] : nullptr, count,
+                               bucket_, out);
+      part_bytes[s] = part_capacity(count, n);
+      std::memset(out + bytes, 0, part_bytes[s] - bytes);
+      out += part_bytes[s];
+    }
+  }
+  bool part_valid(const std::byte* part, std::size_t bytes, std::size_t count,
+                  std::size_t n) const override {
+    return bytes == part_capacity(count, n) && kernels::quant8_valid(part, count, bucket_);
+  }
+  void accumulate_part(const std::byte* part, std::size_t, std::size_t count, std::size_t,
+                       float* shard) const override {
+    kernels::quant8_accumulate(part, count, bucket_, shard);
+  }
+  std::size_t owner_bytes(std::size_t count, std::size_t) const override {
+    return kernels::quant8_bytes(count, bucket_);
+  }
+  void owner_compress(float* sum, float* owner_residual, std::size_t count, std::size_t,
+                      std::byte* out) override {
+    kernels::quant8_compress(sum, owner_residual, count, bucket_, out);
+  }
+  bool owner_valid(const std::byte* result, std::size_t count, std::size_t) const override {
+    return kernels::quant8_valid(result, count, bucket_);
+  }
+  void owner_decode(const std::byte* result, std::size_t count, std::size_t,
+                    float* out) const override {
+    kernels::quant8_decompress(result, count, bucket_, out);
+  }
+
+ private:
+  std::size_t bucket_;
+};
+
+}  // namespace
+
+std::unique_ptr<Compressor> make_int8_compressor(const CompressorOptions& options) {
+  return std::make_unique<Int8Compressor>(options);
+}
+
+}  // namespace slimreduce::compressors
