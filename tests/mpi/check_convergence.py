@@ -5,7 +5,11 @@ the same number of steps, and checks each final loss against the uncompressed
 one: at most `bound` percent worse.
 
   check_convergence.py --lib L --train T --np N --steps S -- MPIRUN... \
-      --case fp16:1 --case bf16:1 --case topk:0.01:3
+      --case fp16:1 --case bf16:1 --case topk:0.01:3 \
+      --case topk:0.01:3@SLIMREDUCE_TOPK_ALGORITHM=sharded
+
+A case may carry settings after @ (NAME=VALUE, comma-separated). With
+SLIMREDUCE_TOPK_ALGORITHM=sharded the run must report sharded top-k calls.
 """
 import argparse
 import re
@@ -14,7 +18,7 @@ import sys
 
 
 def final_loss(mpirun, lib, train, steps, settings):
-    exports = ["-x", f"LD_PRELOAD={lib}"]
+    exports = ["-x", f"LD_PRELOAD={lib}", "-x", "SLIMREDUCE_REPORT=stderr"]
     for name, value in settings.items():
         exports += ["-x", f"{name}={value}"]
     result = subprocess.run(mpirun + exports + [train, "--steps", str(steps)],
@@ -23,6 +27,11 @@ def final_loss(mpirun, lib, train, steps, settings):
     if result.returncode != 0 or not match:
         print(result.stdout[-3000:], result.stderr[-3000:])
         sys.exit(f"FAIL: run with {settings} exited {result.returncode}")
+    if settings.get("SLIMREDUCE_TOPK_ALGORITHM") == "sharded":
+        sharded = re.search(r"sharded (\d+) calls", result.stderr)
+        if not sharded or int(sharded.group(1)) == 0:
+            print(result.stderr[-3000:])
+            sys.exit(f"FAIL: run with {settings} reported no sharded top-k call")
     return float(match.group(1))
 
 
@@ -43,9 +52,13 @@ def main():
     print(f"none: final loss {baseline:.6f}")
     failed = False
     for case in args.case:
-        parts = case.split(":")
+        spec, _, extra = case.partition("@")
+        parts = spec.split(":")
         compressor, bound = parts[0], float(parts[-1])
         settings = {"SLIMREDUCE_COMPRESSOR": compressor}
+        for setting in filter(None, extra.split(",")):
+            name, _, value = setting.partition("=")
+            settings[name] = value
         if len(parts) == 3:
             settings["SLIMREDUCE_TOPK_RATIO"] = parts[1]
         loss = final_loss(mpirun, args.lib, args.train, args.steps, settings)

@@ -43,6 +43,19 @@ TEST(Settings, PowerSgdRankAndMinimumCompression) {
       parse({{"SLIMREDUCE_POWERSGD_MIN_COMPRESSION", "12.5"}}).powersgd_min_compression, 12.5);
 }
 
+TEST(Settings, TopkAlgorithmAndQuantBucket) {
+  EXPECT_EQ(parse({}).topk_algorithm, compressors::TopkAlgorithm::automatic);
+  EXPECT_EQ(parse({}).quant_bucket, 512u);
+  EXPECT_EQ(parse({{"SLIMREDUCE_TOPK_ALGORITHM", "sharded"}}).topk_algorithm,
+            compressors::TopkAlgorithm::sharded);
+  EXPECT_EQ(parse({{"SLIMREDUCE_TOPK_ALGORITHM", "gather"}}).topk_algorithm,
+            compressors::TopkAlgorithm::gather);
+  const Settings s = parse({{"SLIMREDUCE_COMPRESSOR", "int8"}, {"SLIMREDUCE_QUANT_BUCKET", "1"}});
+  EXPECT_EQ(s.compressor, "int8");
+  EXPECT_EQ(s.quant_bucket, 1u);
+  EXPECT_EQ(parse({{"SLIMREDUCE_QUANT_BUCKET", "16777216"}}).quant_bucket, 16777216u);
+}
+
 TEST(Settings, OtherEnvironmentIsIgnored) {
   EXPECT_EQ(parse({{"PATH", "/bin"}, {"SLIMREDUCEX", "1"}}).compressor, "none");
 }
@@ -176,6 +189,10 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"SLIMREDUCE_REPORT", "",
                               "stderr, or a path prefix P (each rank writes P.<rank>.json)"},
                       BadCase{"SLIMREDUCE_TOPK_VALUES", "int8", "fp32, fp16"},
+                      BadCase{"SLIMREDUCE_TOPK_ALGORITHM", "allgather", "gather, sharded, auto"},
+                      BadCase{"SLIMREDUCE_QUANT_BUCKET", "0", "a whole number in [1, 16777216]"},
+                      BadCase{"SLIMREDUCE_QUANT_BUCKET", "16777217",
+                              "a whole number in [1, 16777216]"},
                       BadCase{"SLIMREDUCE_POWERSGD_RANK", "0", kRank},
                       BadCase{"SLIMREDUCE_POWERSGD_RANK", "65", kRank},
                       BadCase{"SLIMREDUCE_POWERSGD_RANK", "-4", kRank},
