@@ -95,7 +95,14 @@ run_lib "bf16" bf16
 
 run_lib "topk-0.01" topk -x SLIMREDUCE_TOPK_RATIO=0.01
 run_lib "topk-0.001" topk -x SLIMREDUCE_TOPK_RATIO=0.001
+run_lib "topk-0.01-sharded" topk -x SLIMREDUCE_TOPK_RATIO=0.01 -x SLIMREDUCE_TOPK_ALGORITHM=sharded
 run_lib "powersgd-4" powersgd -x SLIMREDUCE_POWERSGD_RANK=4
+run_lib "int8" int8
+# Under the slow-link option, hierarchical fp16 with two emulated nodes
+# (SLIMREDUCE_LOCAL_SIZE = NP / 2): full precision inside a node.
+if [[ -n "${DEMO_NETEM:-}" && $((NP % 2)) -eq 0 && $NP -ge 4 ]]; then
+  run_lib "fp16-hierarchical" fp16 -x SLIMREDUCE_HIERARCHICAL=1 -x "SLIMREDUCE_LOCAL_SIZE=$((NP / 2))"
+fi
 
 # ---- 3. table -------------------------------------------------------------------
 
