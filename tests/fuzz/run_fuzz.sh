@@ -19,10 +19,11 @@ for source in "$root"/kernels/*.cc; do kernels+=("$source"); done  # no_device.c
 declare -A sources=(
   [topk_payload]="${kernels[*]}"
   [quant8_block]="${kernels[*]}"
+  [sharded_parts]="$(ls "$root"/compressors/*.cc | tr '\n' ' ') ${kernels[*]}"
   [settings]="$root/core/settings.cc $(ls "$root"/compressors/*.cc | tr '\n' ' ') ${kernels[*]}"
 )
 status=0
-for target in topk_payload quant8_block settings; do
+for target in topk_payload quant8_block sharded_parts settings; do
   binary=$out/fuzz_$target
   # shellcheck disable=SC2086
   clang++ "${flags[@]}" "$root/tests/fuzz/fuzz_$target.cc" ${sources[$target]} -o "$binary" \
