@@ -56,8 +56,8 @@ ncclResult_t NcclEngine::know_nodes(ncclComm_t comm, cudaStream_t stream) {
   const Settings& settings = runtime_.settings();
   const int job_rank = runtime_.report_context().rank;
   auto made = std::make_shared<NcclHierarchy>();
-  if (const ncclResult_t rc =
-          make_nccl_hierarchy(comm, rank, size, device, job_rank, settings.local_size, made.get());
+  if (const ncclResult_t rc = make_nccl_hierarchy(comm, rank, size, device, job_rank,
+                                                  settings.local_size, device_memory_, made.get());
       rc != ncclSuccess) {
     log_line(settings.log_level, LogLevel::error, job_rank,
              "nccl: communicator %llu: its nodes or node sub-communicators could not be made "

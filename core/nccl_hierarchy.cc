@@ -47,7 +47,8 @@ NodeName node_name(int job_rank, std::optional<int> local_size) {
   return name;
 }
 
-// A stream and a device buffer of our own, gone with the scope.
+// A stream of our own, and device memory ordered on it (no device-wide wait,
+// as cudaMalloc and cudaFree may make), gone with the scope.
 struct PrivateStream {
   cudaStream_t stream = nullptr;
   ~PrivateStream() {
@@ -55,28 +56,30 @@ struct PrivateStream {
   }
 };
 struct PrivateBuffer {
+  DeviceAllocator& allocator;
+  cudaStream_t stream;
   void* ptr = nullptr;
   ~PrivateBuffer() {
-    if (ptr) cudaFree(ptr);
+    if (ptr) allocator.release(ptr, stream);
   }
 };
 
 // Every rank's node name, by an allgather over comm on a stream of our own,
 // waited for: the caller's stream is never waited for (NCCL orders this after
 // the communicator's earlier work, wherever that was enqueued).
-ncclResult_t exchange(ncclComm_t comm, int size, int device, const NodeName& mine,
-                      std::vector<NodeName>* all) {
+ncclResult_t exchange(ncclComm_t comm, int size, int device, DeviceAllocator& allocator,
+                      const NodeName& mine, std::vector<NodeName>* all) {
   DeviceGuard guard(device);
   if (!guard.ok()) return ncclUnhandledCudaError;
   PrivateStream stream;
-  PrivateBuffer buffer;
-  const std::size_t bytes = kNameBytes * (size + 1);  // every rank's names, then this rank's
   cudaError_t rc = cudaStreamCreateWithFlags(&stream.stream, cudaStreamNonBlocking);
-  if (rc == cudaSuccess) rc = cudaMalloc(&buffer.ptr, bytes);
+  if (rc != cudaSuccess) return nccl_error(rc);
+  const std::size_t bytes = kNameBytes * (size + 1);  // every rank's names, then this rank's
+  PrivateBuffer buffer{allocator, stream.stream, allocator.allocate(bytes, stream.stream, false)};
+  if (!buffer.ptr) return ncclSystemError;
   auto* names = static_cast<std::byte*>(buffer.ptr);
   std::byte* own = names + kNameBytes * size;
-  if (rc == cudaSuccess)
-    rc = cudaMemcpyAsync(own, mine.data(), kNameBytes, cudaMemcpyHostToDevice, stream.stream);
+  rc = cudaMemcpyAsync(own, mine.data(), kNameBytes, cudaMemcpyHostToDevice, stream.stream);
   if (rc != cudaSuccess) return nccl_error(rc);
   const ncclResult_t gathered =
       real::call(real::api().all_gather, static_cast<const void*>(own), static_cast<void*>(names),
@@ -291,10 +294,12 @@ void NcclHierarchy::end(Ending how) {
 }
 
 ncclResult_t make_nccl_hierarchy(ncclComm_t comm, int rank, int size, int device, int job_rank,
-                                 std::optional<int> local_size, NcclHierarchy* out) {
+                                 std::optional<int> local_size, DeviceAllocator& allocator,
+                                 NcclHierarchy* out) {
   *out = NcclHierarchy{};
   std::vector<NodeName> names;
-  if (const ncclResult_t rc = exchange(comm, size, device, node_name(job_rank, local_size), &names);
+  if (const ncclResult_t rc =
+          exchange(comm, size, device, allocator, node_name(job_rank, local_size), &names);
       rc != ncclSuccess) {
     return rc;
   }

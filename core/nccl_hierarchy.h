@@ -16,6 +16,7 @@
 #include "backends/nccl_transport.h"
 #include "compressors/compressor.h"
 #include "core/counters.h"
+#include "core/device_memory.h"
 #include "scheduler/plan.h"
 
 namespace slimreduce {
@@ -48,8 +49,10 @@ struct NcclHierarchy {
 // (job_rank: the launcher's or MPI's rank) when set, else the ranks on one
 // machine (host name and boot id). Flat, with the reason, for one node,
 // nodes of unequal size, one rank per node, or an NCCL without ncclCommSplit.
+// The exchange's buffer comes from `allocator`, ordered on its stream.
 ncclResult_t make_nccl_hierarchy(ncclComm_t comm, int rank, int size, int device, int job_rank,
-                                 std::optional<int> local_size, NcclHierarchy* out);
+                                 std::optional<int> local_size, DeviceAllocator& allocator,
+                                 NcclHierarchy* out);
 
 // Whether this planned call runs hierarchically: compressed, fp32, on a
 // communicator whose nodes allow it.
