@@ -237,6 +237,35 @@ void bucket_steps(Comm& world, const Shape& shape, float* send, float* recv, cud
   }
 }
 
+// In a group with the caller's call on a non-blocking communicator: the
+// group's end answers ncclInProgress, which reaches the caller, and the
+// hierarchical call finishes after it, right.
+void beside_non_blocking(Comm& world, const Shape& shape, float* send, float* recv,
+                         cudaStream_t stream) {
+  Comm quick = make_world_comm(false);
+  const std::size_t gathered = 1000;
+  const std::vector<float> mine = sim::values_for(next_call++, world.rank, gathered, ncclFloat32);
+  float* gather_send = send + 900000;
+  float* gather_recv = recv + 900000;
+  CUDA_OK(cudaMemcpyAsync(gather_send, mine.data(), gathered * 4, cudaMemcpyHostToDevice, stream));
+  Call c = prepare(world, send, recv, 70001, ncclFloat32, ncclSum, stream);
+  if (shape.hierarchical()) c.model.local_size = kLocal;
+  NCCL_OK(ncclGroupStart());
+  NCCL_OK(ncclAllGather(gather_send, gather_recv, gathered, ncclFloat32, quick.nccl, stream));
+  issue(c);
+  const ncclResult_t end = ncclGroupEnd();
+  expect(end == ncclInProgress,
+         "beside a non-blocking call: the end in progress reaches the caller");
+  wait_ready(quick.nccl);
+  verify("beside a non-blocking call", c);
+  std::vector<float> all(gathered * quick.size);
+  CUDA_OK(cudaMemcpyAsync(all.data(), gather_recv, all.size() * 4, cudaMemcpyDeviceToHost, stream));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  expect(std::memcmp(all.data() + gathered * quick.rank, mine.data(), gathered * 4) == 0,
+         "beside a non-blocking call: the allgather");
+  NCCL_OK(ncclCommDestroy(quick.nccl));
+}
+
 // A communicator ended three ways: its sub-communicators go with it.
 void lifecycle(const Shape& shape, float* send, float* recv, cudaStream_t stream) {
   const std::size_t alive = sim::nccl_comms_alive();
@@ -366,6 +395,7 @@ int main(int argc, char** argv) {
 
   first_call(world, shape, send, recv, stream, "world");
   bucket_steps(world, shape, send, recv, stream);
+  beside_non_blocking(world, shape, send, recv, stream);
 
   // Alone: in place, counts that split evenly and counts that leave padding, sum and average.
   for (std::size_t n : {16385ul, 65536ul, 100003ul}) {
