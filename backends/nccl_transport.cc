@@ -29,6 +29,17 @@ NcclTransport::~NcclTransport() {
   if (owns_comm_) nccl::call(nccl::api().comm_destroy, comm_);
 }
 
+Status NcclTransport::abort_owned() {
+  if (!owns_comm_) return {};
+  owns_comm_ = false;  // an aborted communicator is gone: never destroyed after
+  return Status::nccl(nccl::call(nccl::api().comm_abort, comm_));
+}
+
+Status NcclTransport::finalize_owned() {
+  if (!owns_comm_) return {};
+  return Status::nccl(nccl::call(nccl::api().comm_finalize, comm_));
+}
+
 Status NcclTransport::reduce_scatter_sum(const float* send, float* recv,
                                          std::size_t count_per_rank) {
   return Status::nccl(nccl::call(nccl::api().reduce_scatter, static_cast<const void*>(send),

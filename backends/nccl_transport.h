@@ -36,6 +36,14 @@ class NcclTransport final : public Transport {
   bool sums_natively(kernels::HalfFormat) const override { return true; }
   Status sum16(void* inout, std::size_t n, kernels::HalfFormat format) override;
 
+  ncclComm_t comm() const { return comm_; }
+  // Before the parent goes (a split kept for later calls): a sub-transport's
+  // communicator aborted (the parent is being aborted: a destroy could wait
+  // for work that never ends) or finalized (the parent is); the destructor
+  // then destroys only a communicator that was not aborted.
+  Status abort_owned();
+  Status finalize_owned();
+
  private:
   ncclComm_t comm_;
   cudaStream_t stream_;

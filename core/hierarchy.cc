@@ -1,8 +1,8 @@
 #include "core/hierarchy.h"
 
-#include <algorithm>
-#include <map>
 #include <vector>
+
+#include "algorithms/hierarchical.h"
 
 namespace slimreduce {
 namespace {
@@ -23,20 +23,6 @@ Status node_color(MPI_Comm comm, int rank, int world_rank, std::optional<int> lo
   return Status::mpi(rc);
 }
 
-// Why the nodes cannot carry a hierarchical reduction (empty: they can), from
-// every rank's color: the same verdict on every rank.
-std::string flat_reason(const std::vector<int>& colors) {
-  std::map<int, int> ranks_of;
-  for (int color : colors) ++ranks_of[color];
-  if (ranks_of.size() < 2) return "one node";
-  const int local = ranks_of.begin()->second;
-  for (const auto& [color, ranks] : ranks_of) {
-    if (ranks != local) return "nodes of unequal size";
-  }
-  if (local < 2) return "one rank per node";
-  return {};
-}
-
 }  // namespace
 
 Status make_hierarchy(MPI_Comm comm, backends::Transport& transport, int world_rank,
@@ -47,7 +33,7 @@ Status make_hierarchy(MPI_Comm comm, backends::Transport& transport, int world_r
   std::vector<int> colors(transport.size());
   SLIMREDUCE_TRY(Status::mpi(PMPI_Allgather(&color, 1, MPI_INT, colors.data(), 1, MPI_INT, comm)));
   out->ring_hop_crosses = colors[(transport.rank() + 1) % transport.size()] != color;
-  out->flat_because = flat_reason(colors);
+  out->flat_because = algorithms::Hierarchical::flat_reason(colors);
   if (!out->flat_because.empty()) return {};
   std::unique_ptr<backends::Transport> node;
   std::unique_ptr<backends::Transport> cross;

@@ -182,6 +182,7 @@ void NcclEngine::shape_created_in_group() {
 
 void NcclEngine::comm_gone(ncclComm_t comm, bool aborted) {
   std::shared_ptr<NcclCommState> gone;
+  std::shared_ptr<NcclHierarchy> hierarchy;
   {
     std::lock_guard lock(mutex_);
     auto found = comms_.find(comm);
@@ -190,6 +191,11 @@ void NcclEngine::comm_gone(ncclComm_t comm, bool aborted) {
     comms_.erase(found);
     // Its residuals stay with it: a plan on another thread may still use them.
     runtime_.forget_communicator(gone->id, gone->orphaned_residuals);
+    hierarchy = std::move(gone->hierarchy);
+  }
+  // Ended before the real call (comm_ending) unless the shim could not: then now.
+  if (hierarchy) {
+    hierarchy->end(aborted ? NcclHierarchy::Ending::abort : NcclHierarchy::Ending::destroy);
   }
   // Dropped outside the lock: unless a plan still holds it, its device memory
   // is freed then, after a wait for the device (~NcclCommState): NCCL's destroy
@@ -244,6 +250,12 @@ ncclResult_t NcclEngine::all_reduce(const void* sendbuff, void* recvbuff, size_t
   PlanRunner actions(*this);
   if (call.verdict.path == ReductionPath::pass_through) {
     return static_cast<ncclResult_t>(group.pass_through(call, facts.blocking_comm, actions));
+  }
+  // Hierarchical: the communicator's nodes and sub-communicators, made at its
+  // first eligible call outside any group (inside one NCCL would only queue
+  // the splits), the same call on every rank; calls before it reduce flat.
+  if (runtime_.settings().hierarchical && !group.in_group()) {
+    if (const ncclResult_t rc = know_nodes(comm, stream); rc != ncclSuccess) return rc;
   }
   return static_cast<ncclResult_t>(group.eligible(call, actions));
 }
@@ -330,6 +342,7 @@ ncclResult_t NcclEngine::plan(GroupPlan& plan) {
     for (CallPlan& p : plan.calls) {
       auto found = comms_.find(static_cast<ncclComm_t>(p.call.comm));
       p.comm = found == comms_.end() ? nullptr : found->second;
+      if (p.comm) p.nodes = p.comm->hierarchy;
       // A compressor switched while the call was held (not supported, but never
       // a wrong cast): the call passes through, as NCCL would run it.
       if (!plan.carries(p.call.verdict.path)) {
@@ -338,6 +351,7 @@ ncclResult_t NcclEngine::plan(GroupPlan& plan) {
       }
       const bool capturing = is_capturing(static_cast<cudaStream_t>(p.call.stream));
       if (decide(p, capturing, *shared, passed) == Planned::out_of_memory) return ncclSystemError;
+      p.hierarchical = runs_hierarchically(p);
     }
   }
   if (const ncclResult_t rc = plan_memory(plan); rc != ncclSuccess) return rc;
@@ -352,6 +366,7 @@ ncclResult_t NcclEngine::plan(GroupPlan& plan) {
     } else {
       counted.count_pass_through(bytes, p.comm ? p.comm->size : 1);
     }
+    count_by_node(counted, p.nodes.get(), p.compressed && p.hierarchical, p.call.count);
     runtime_.board(Side::nccl).add(counted);
   }
   Counters fused;  // the cast batches that carry two calls or more
@@ -404,9 +419,15 @@ void NcclEngine::warn_no_residual_in_graph() {
 
 void NcclEngine::count_pass_through(const Reduction& call) {
   const std::uint64_t bytes = call.count * nccl_type_bytes(call.datatype);
-  NcclCallFacts facts;
-  comm_facts(static_cast<ncclComm_t>(call.comm), facts);
-  int size = facts.comm_size;
+  int size = 0;
+  std::shared_ptr<NcclHierarchy> nodes;  // the report's node split, once they are known
+  {
+    std::lock_guard lock(mutex_);
+    if (auto found = comms_.find(static_cast<ncclComm_t>(call.comm)); found != comms_.end()) {
+      size = found->second->size;
+      nodes = found->second->hierarchy;
+    }
+  }
   // A communicator we know nothing of: ask it (cheap; a non-ready one answers nothing, or 0).
   if (size < 1 && (real::call(real::api().comm_count, static_cast<ncclComm_t>(call.comm), &size) !=
                        ncclSuccess ||
@@ -415,6 +436,7 @@ void NcclEngine::count_pass_through(const Reduction& call) {
   }
   Counters counted;
   counted.count_pass_through(bytes, size);
+  count_by_node(counted, nodes.get(), false, call.count);
   runtime_.board(Side::nccl).add(counted);
 }
 

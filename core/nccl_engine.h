@@ -17,6 +17,7 @@
 #include "core/counters.h"
 #include "core/cuda_support.h"
 #include "core/nccl_eligibility.h"
+#include "core/nccl_hierarchy.h"
 #include "core/nccl_memory.h"
 #include "core/nccl_plan.h"
 #include "core/runtime.h"
@@ -58,6 +59,9 @@ class NcclEngine : public RuntimeSide {
   // on a thread of its own: a watchdog aborting several hung communicators one
   // by one must not block on the kernels of those it has not aborted yet.
   void comm_gone(ncclComm_t comm, bool aborted = false);
+  // Before a real destroy, abort or finalize: the communicator's node
+  // sub-communicators (SLIMREDUCE_HIERARCHICAL) end first, the same way.
+  void comm_ending(ncclComm_t comm, NcclHierarchy::Ending how);
 
   // The runtime switched the compressor: the devices of our communicators,
   // whose queued kernels may still use the residuals it dropped.
@@ -73,6 +77,9 @@ class NcclEngine : public RuntimeSide {
   // Asks a blocking communicator its rank count, rank and device, once they mean something.
   void shape(ncclComm_t comm);
   void shape_created_in_group();
+  // SLIMREDUCE_HIERARCHICAL=1, outside any group: comm's nodes learnt and its
+  // sub-communicators made, once (nccl_engine_setup.cc).
+  ncclResult_t know_nodes(ncclComm_t comm, cudaStream_t stream);
   void comm_facts(ncclComm_t comm, NcclCallFacts& facts) const;
   NcclCallFacts facts_of(const Reduction& call, const compressors::Compressor* compressor);
   ncclResult_t plan(GroupPlan& plan);

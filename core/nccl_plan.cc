@@ -222,6 +222,10 @@ std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> GroupPlan::layout
     CallPlan& p = calls[i];
     if (!p.compressed) continue;
     const auto key = std::make_pair(p.comm.get(), stream_of(p.call));
+    if (p.hierarchical) {  // a step of its own, in a region of its own
+      need[key] += round256(hierarchical_region_bytes(p, *compressor_));
+      continue;
+    }
     if (p.call.verdict.path == ReductionPath::topk) {
       p.stride = gathered().device_slot_bytes(p.call.count);
       p.select_scratch = gathered().device_compress_scratch_bytes(p.call.count);
@@ -285,6 +289,11 @@ void GroupPlan::assign(NcclCommState* comm, cudaStream_t stream, std::byte* base
   }
   for (CallPlan& p : calls) {
     if (!p.compressed || p.comm.get() != comm || stream_of(p.call) != stream) continue;
+    if (p.hierarchical) {
+      p.region = base;
+      base += round256(hierarchical_region_bytes(p, *compressor_));
+      continue;
+    }
     if (p.call.verdict.path != ReductionPath::topk) continue;
     p.region = base;
     base += topk_region_bytes(p);
@@ -293,7 +302,7 @@ void GroupPlan::assign(NcclCommState* comm, cudaStream_t stream, std::byte* base
 
 void GroupPlan::pass_through_on(NcclCommState* comm, cudaStream_t stream) {
   for (CallPlan& p : calls) {
-    if (p.comm.get() == comm && stream_of(p.call) == stream) p.compressed = false;
+    if (p.comm.get() == comm && stream_of(p.call) == stream) p.compressed = p.hierarchical = false;
   }
 }
 
@@ -305,6 +314,7 @@ std::vector<std::size_t> GroupPlan::batch_sizes() const {
 }
 
 double GroupPlan::wire_sent(const CallPlan& p) const {
+  if (p.hierarchical) return hierarchical_wire_sent(p, *compressor_);
   if (p.call.verdict.path == ReductionPath::topk)
     return ring_allgather_wire_bytes(p.stride, p.comm->size);
   return ring_allreduce_wire_bytes(p.call.count * sizeof(std::uint16_t), p.comm->size);
@@ -317,6 +327,8 @@ scheduler::Plan GroupPlan::steps() const {
   for (const CallPlan& p : calls) {
     if (!p.compressed) {
       steps.add(std::make_unique<PassedStep>(p.call));
+    } else if (p.hierarchical) {
+      steps.add(hierarchical_step(p, *compressor_));
     } else if (p.call.verdict.path == ReductionPath::topk) {
       if (topk_added[p.batch]) continue;  // as a cast batch: where its first call was
       topk_added[p.batch] = true;

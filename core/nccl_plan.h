@@ -19,6 +19,7 @@
 #include "backends/status.h"
 #include "compressors/compressor.h"
 #include "core/nccl_eligibility.h"
+#include "core/nccl_hierarchy.h"
 #include "core/nccl_memory.h"
 #include "kernels/pack.h"
 #include "scheduler/group_deferral.h"
@@ -49,6 +50,10 @@ struct NcclCommState {
   DeviceAllocator* allocator = nullptr;
   std::map<cudaStream_t, Workspace> workspaces;  // under the engine's lock
   std::vector<DeviceBlock> orphaned_residuals;   // its residuals, once it is gone
+  // SLIMREDUCE_HIERARCHICAL=1: its nodes and sub-communicators, once made
+  // (core/nccl_hierarchy.h); under the engine's lock. Shared with the plans
+  // that use it; ended before the communicator ends.
+  std::shared_ptr<NcclHierarchy> hierarchy;
 };
 
 struct CallPlan {
@@ -60,11 +65,15 @@ struct CallPlan {
   // can be made during graph capture. Counted once the call is known to be
   // compressed (a capture may still pass it through for want of workspace).
   enum class Missing { none, no_room, in_graph } residual_missing = Missing::none;
+  // The communicator's nodes when known (the report's node split), and
+  // whether the call runs hierarchically over them (core/nccl_hierarchy.h).
+  std::shared_ptr<NcclHierarchy> nodes;
+  bool hierarchical = false;
   int batch = -1;          // its fusion batch (a CastBatch, or a TopkBatch)
   std::size_t offset = 0;  // cast: elements into the fused buffer; top-k: bytes into the slot
   std::size_t stride = 0;  // top-k: the payload's own slot (device_slot_bytes)
   std::size_t select_scratch = 0;  // top-k: device_compress's scratch
-  std::byte* region = nullptr;     // top-k: select scratch, then accumulate scratch
+  std::byte* region = nullptr;  // top-k: select scratch, then accumulate; hierarchical: all its own
 };
 
 // Top-k calls on one communicator and stream: each selects into its slot of

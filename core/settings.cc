@@ -239,7 +239,7 @@ const std::vector<SettingSpec>& specs() {
        [](const Settings& s) { return show_choice(s.priority, kPriorities); }},
       {"SLIMREDUCE_HIERARCHICAL", "0", fixed("0, 1"),
        "Full precision inside a node, compressed across nodes (MPI host buffers; device "
-       "buffers staged through the host; NCCL not yet).",
+       "buffers staged through the host; NCCL fp32 calls).",
        [](const std::string& v, Settings& s) { s.hierarchical = parse_flag(v); },
        [](const Settings& s) { return std::to_string(s.hierarchical); }},
       {"SLIMREDUCE_LOCAL_SIZE", "from the node", fixed("a whole number >= 1"),

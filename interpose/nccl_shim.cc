@@ -17,6 +17,7 @@
 namespace {
 
 using slimreduce::NcclEngine;
+using slimreduce::NcclHierarchy;
 namespace real = slimreduce::backends::nccl;
 
 // The NCCL side, attached on the first NCCL call: to the runtime MPI_Init
@@ -68,11 +69,21 @@ ncclResult_t child_of(ncclComm_t parent, ncclComm_t* newcomm, ncclConfig_t* conf
   });
 }
 
-// Destroy and abort: the real call first (it ends the work on the
-// communicator), then our memory of it goes.
+// Our sub-communicators of comm (SLIMREDUCE_HIERARCHICAL) end before it, the same way.
+void sub_communicators_end(ncclComm_t comm, NcclHierarchy::Ending how) {
+  guarded([&] {
+    if (NcclEngine* e = NcclEngine::get()) e->comm_ending(comm, how);
+    return ncclSuccess;
+  });
+}
+
+// Destroy and abort: our sub-communicators of it first, then the real call
+// (it ends the work on the communicator), then our memory of it goes.
 template <class Fn>
 ncclResult_t ending(Fn fn, ncclComm_t comm, bool aborted) {
   if (real::in_real_call()) return real::call(fn, comm);
+  sub_communicators_end(comm,
+                        aborted ? NcclHierarchy::Ending::abort : NcclHierarchy::Ending::destroy);
   const ncclResult_t rc = real::call(fn, comm);
   guarded([&] {
     if (NcclEngine* e = NcclEngine::get()) e->comm_gone(comm, aborted);
@@ -201,8 +212,10 @@ SR_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
   return ending(real::api().comm_abort, comm, true);
 }
 
-// Finalize only flushes the communicator's work: our memory of it stays until destroy.
+// Finalize flushes the communicator's work: our sub-communicators of it are
+// finalized and destroyed first; our memory of it stays until destroy.
 SR_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  if (!real::in_real_call()) sub_communicators_end(comm, NcclHierarchy::Ending::finalize);
   return real::call(real::api().comm_finalize, comm);
 }
 

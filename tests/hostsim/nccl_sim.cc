@@ -14,7 +14,8 @@
 // Limits: ncclCommInitRank and ncclCommGrow split MPI_COMM_WORLD (by the
 // unique id; a grown communicator spans it), so every process makes each such
 // communicator; splits and shrinks come from their parent; one device (0),
-// one thread per communicator; fp8 types are refused.
+// one thread per communicator; fp8 types are refused. Built with
+// HOSTSIM_NCCL_WITHOUT_SPLIT, it has no ncclCommSplit, as NCCL before 2.18.
 #include <mpi.h>
 #include <nccl.h>
 #include <unistd.h>
@@ -45,6 +46,7 @@ struct ncclComm {
   // ncclInProgress a few more times before ncclSuccess, as a real one may.
   bool blocking = true;
   std::atomic<int> busy_polls{0};
+  const ncclComm* parent = nullptr;  // the communicator ncclCommSplit made it from
 };
 
 namespace slimreduce::hostsim {
@@ -105,12 +107,15 @@ ncclComm_t keep(std::unique_ptr<ncclComm> comm) {
   return raw;
 }
 
+std::atomic<std::size_t> ended_before_children{0};
+
 ncclResult_t forget(ncclComm_t comm) {
   std::unique_ptr<ncclComm> gone;
   {
     std::lock_guard lock(registry_mutex);
     auto it = registry().find(comm);
     if (it == registry().end()) return ncclInvalidArgument;
+    for (const auto& [handle, other] : registry()) ended_before_children += other->parent == comm;
     gone = std::move(it->second);
     registry().erase(it);
   }
@@ -342,6 +347,13 @@ std::atomic<std::size_t> configs_received{0};
 
 std::size_t nccl_configs_received() { return configs_received; }
 
+std::size_t nccl_comms_ended_before_their_splits() { return ended_before_children; }
+
+std::size_t nccl_comms_alive() {
+  std::lock_guard lock(registry_mutex);
+  return registry().size();
+}
+
 }  // namespace slimreduce::hostsim
 
 namespace sim = slimreduce::hostsim;
@@ -388,6 +400,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
   const ncclResult_t end = ncclGroupEnd();
   return rc != ncclSuccess ? rc : end;
 }
+#ifndef HOSTSIM_NCCL_WITHOUT_SPLIT  // defined: an NCCL before 2.18, which had no split
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                            ncclConfig_t* config) {
   if (!sim::known(comm) || !newcomm) return ncclInvalidArgument;
@@ -403,10 +416,12 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
     if (made->size == 1) MPI_Comm_free(&made->mpi);
   }
   made->blocking = config ? config->blocking != 0 : comm->blocking;  // inherited, as in NCCL
+  made->parent = comm;
   ncclComm* child = made.get();
   *newcomm = sim::keep(std::move(made));
   return sim::taken(child);
 }
+#endif
 // The parent's ranks but the excluded ones, in their order. As in NCCL, only
 // the ranks that stay call it: MPI_Comm_create_group involves them alone.
 ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude, int nexclude, ncclComm_t* newcomm,

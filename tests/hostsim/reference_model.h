@@ -1,13 +1,16 @@
 // What SlimReduce must return for an ncclAllReduce on the host simulation,
 // built from the CPU twins (kernels/): compress each rank's input with its
 // residual, sum in rank order (the simulated NCCL's order; a top-k sum does
-// not depend on it), widen, divide for ncclAvg. It keeps the residuals and
-// the warm-up counts as the library does, so calls after calls stay exact.
+// not depend on it), widen, divide for ncclAvg; hierarchically (a call's
+// local_size), each node's fp32 sum first, then each shard over the nodes. It
+// keeps the residuals and the warm-up counts as the library does, so calls
+// after calls stay exact.
 // One model per stream of calls (not thread-safe).
 #pragma once
 
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -80,6 +83,9 @@ struct ModelCall {
   bool passes_through = false;
   float premul = 1.0f;    // an op of ncclRedOpCreatePreMulSum: its scalar
   bool captured = false;  // a replay of a graph: no residual is made or reshaped for it
+  // > 1: compressed hierarchically over nodes of local_size consecutive ranks
+  // (SLIMREDUCE_HIERARCHICAL=1, algorithms/hierarchical.h).
+  int local_size = 0;
 };
 
 class Model {
@@ -146,39 +152,94 @@ class Model {
 
   std::vector<float> compressed_result(const ModelCall& c) {
     std::vector<std::vector<float>>* res = residual_of(c);
-    std::vector<float> out = mode_.topk ? summed_topk(c, res) : summed_casts(c, res);
+    std::vector<float> out;
+    if (c.local_size > 1) {
+      out = hierarchical(c, res);
+    } else {
+      std::vector<const float*> in;
+      std::vector<float*> slices;
+      for (int r = 0; r < c.comm_size; ++r) {
+        in.push_back(c.inputs[r].data());
+        slices.push_back(res ? (*res)[r].data() : nullptr);
+      }
+      out = summed(in, slices, c.n);
+    }
     if (c.op == ncclAvg) {
       for (float& x : out) x = kernels::divide_keeping_nan(x, c.comm_size);
     }
     return out;
   }
 
-  std::vector<float> summed_casts(const ModelCall& c, std::vector<std::vector<float>>* res) const {
+  // The compressor's flat sum of n values over the ranks in[r] (residual
+  // res[r], or none), in rank order.
+  std::vector<float> summed(const std::vector<const float*>& in, const std::vector<float*>& res,
+                            std::size_t n) const {
+    return mode_.topk ? summed_topk(in, res, n) : summed_casts(in, res, n);
+  }
+
+  std::vector<float> summed_casts(const std::vector<const float*>& in,
+                                  const std::vector<float*>& res, std::size_t n) const {
     namespace k = kernels;
-    std::vector<std::uint16_t> acc(c.n), wire(c.n);
-    for (int r = 0; r < c.comm_size; ++r) {
+    std::vector<std::uint16_t> acc(n), wire(n);
+    for (std::size_t r = 0; r < in.size(); ++r) {
       std::uint16_t* out = r == 0 ? acc.data() : wire.data();
-      k::compress(mode_.format, c.inputs[r].data(), res ? (*res)[r].data() : nullptr, out, c.n);
-      if (r > 0) k::accumulate(mode_.format, wire.data(), acc.data(), c.n);
+      k::compress(mode_.format, in[r], res[r], out, n);
+      if (r > 0) k::accumulate(mode_.format, wire.data(), acc.data(), n);
     }
-    std::vector<float> sum(c.n);
-    k::decompress(mode_.format, acc.data(), sum.data(), c.n);
+    std::vector<float> sum(n);
+    k::decompress(mode_.format, acc.data(), sum.data(), n);
     return sum;
   }
 
-  std::vector<float> summed_topk(const ModelCall& c, std::vector<std::vector<float>>* res) const {
+  std::vector<float> summed_topk(const std::vector<const float*>& in,
+                                 const std::vector<float*>& res, std::size_t n) const {
     namespace k = kernels;
-    const std::size_t kk = k::topk_count(c.n, mode_.ratio);
+    const std::size_t kk = k::topk_count(n, mode_.ratio);
     const auto values = mode_.fp16_values ? k::TopkValues::fp16 : k::TopkValues::fp32;
     std::vector<std::uint8_t> payload(k::topk_payload_bytes(kk, values));
-    std::vector<float> sum(c.n, 0.0f);
+    std::vector<float> sum(n, 0.0f);
     k::TopkScratch scratch;
-    for (int r = 0; r < c.comm_size; ++r) {
-      k::topk_compress(c.inputs[r].data(), res ? (*res)[r].data() : nullptr, c.n, kk, values,
-                       payload.data(), scratch);
+    for (std::size_t r = 0; r < in.size(); ++r) {
+      k::topk_compress(in[r], res[r], n, kk, values, payload.data(), scratch);
       k::topk_accumulate(payload.data(), kk, values, sum.data());
     }
     return sum;
+  }
+
+  // Hierarchically: each node's fp32 sum (its ranks in order, as the
+  // simulated ncclReduceScatter adds), padded with zeros to local_size equal
+  // shards; shard j summed by the compressor over the nodes (in node order),
+  // each node's rank j with its residual's slice of the shard's elements.
+  std::vector<float> hierarchical(const ModelCall& c, std::vector<std::vector<float>>* res) const {
+    const int local = c.local_size;
+    const int nodes = c.comm_size / local;
+    const std::size_t shard = (c.n + local - 1) / local;
+    std::vector<std::vector<float>> node_sums(nodes, std::vector<float>(shard * local, 0.0f));
+    for (int m = 0; m < nodes; ++m) {
+      for (std::size_t i = 0; i < c.n; ++i) {
+        float acc = c.inputs[m * local][i];
+        for (int l = 1; l < local; ++l) acc = acc + c.inputs[m * local + l][i];
+        node_sums[m][i] = acc;
+      }
+    }
+    std::vector<float> out(c.n);
+    for (int j = 0; j < local; ++j) {
+      const std::size_t offset = shard * j;
+      const std::size_t valid = offset >= c.n ? 0 : std::min(shard, c.n - offset);
+      std::vector<std::vector<float>> slices(nodes, std::vector<float>(shard, 0.0f));
+      std::vector<const float*> in;
+      std::vector<float*> slice_of;
+      for (int m = 0; m < nodes; ++m) {
+        in.push_back(node_sums[m].data() + offset);
+        if (res) std::copy_n((*res)[m * local + j].data() + offset, valid, slices[m].data());
+        slice_of.push_back(res ? slices[m].data() : nullptr);
+      }
+      const std::vector<float> sum = summed(in, slice_of, shard);
+      for (int m = 0; res && m < nodes; ++m)
+        std::copy_n(slices[m].data(), valid, (*res)[m * local + j].data() + offset);
+      std::copy_n(sum.data(), valid, out.data() + offset);
+    }
+    return out;
   }
 
   // The simulated NCCL's rank-order reduction, rounded to the type each step.

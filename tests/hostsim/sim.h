@@ -39,4 +39,12 @@ void require_device(const char* what, const void* ptr, std::size_t bytes);
 // through with its config.
 std::size_t nccl_configs_received();
 
+// The simulated NCCL's communicators alive now (made and not yet destroyed or
+// aborted), SlimReduce's own sub-communicators included: a test can tell that
+// they went with their parent.
+std::size_t nccl_comms_alive();
+// How many destroys or aborts found communicators split from the one ended
+// still alive (SlimReduce must end its sub-communicators first).
+std::size_t nccl_comms_ended_before_their_splits();
+
 }  // namespace slimreduce::hostsim
