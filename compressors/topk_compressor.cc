@@ -45,10 +45,13 @@ class TopkCompressor final : public GatheredCompressor, public ShardedCodec {
 
   ShardedCodec* sharded_codec() override { return this; }
   // auto: sharded when it sends at most half the gathered bytes (it pays two
-  // more collectives and a second selection on the owner for them).
+  // more collectives and a second selection on the owner for them), and only
+  // where the owners send top-k too: their dense 16-bit shards (ratios above
+  // about 1/4) would round what the gathered algorithm sends exactly.
   bool prefers_sharded(std::size_t n, int ranks) const override {
     if (algorithm_ != TopkAlgorithm::automatic) return algorithm_ == TopkAlgorithm::sharded;
-    return ranks > 2 &&
+    const std::size_t largest_shard = (n + static_cast<std::size_t>(ranks) - 1) / ranks;
+    return ranks > 2 && !shards_.owner_dense(largest_shard) &&
            2 * shards_.sharded_wire_bytes(n, ranks) <= shards_.gathered_wire_bytes(n, ranks);
   }
 

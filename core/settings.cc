@@ -172,7 +172,9 @@ const std::vector<SettingSpec>& specs() {
       {"SLIMREDUCE_TOPK_ALGORITHM", "auto", fixed("gather, sharded, auto"),
        "How top-k payloads are aggregated: gather (every rank receives every payload), sharded "
        "(each rank owns a shard: parts sent to owners, summed, re-compressed, allgathered; flat "
-       "in the rank count), or auto (sharded where it sends at most half the gathered bytes).",
+       "in the rank count), or auto (sharded where it sends at most half the gathered bytes and "
+       "the "
+       "owners send top-k: ratios below about 1/4).",
        [](const std::string& v, Settings& s) {
          s.topk_algorithm = parse_choice(v, kTopkAlgorithms);
        },

@@ -215,6 +215,10 @@ TEST(ShardedTopkChoice, AutoGathersOnFewRanksAndShardsOnMany) {
   EXPECT_FALSE(topk->prefers_sharded(1 << 20, 2));
   EXPECT_TRUE(topk->prefers_sharded(1 << 20, 8));
   EXPECT_TRUE(topk->prefers_sharded(1 << 20, 64));
+  // Owners that would send dense 16-bit shards (ratio 0.3): gathered, exact in fp32.
+  auto dense = compressors::make_compressor(
+      "topk", topk_options(0.3, false, compressors::TopkAlgorithm::automatic));
+  EXPECT_FALSE(dense->prefers_sharded(1 << 20, 64));
   auto gather = compressors::make_compressor(
       "topk", topk_options(0.01, false, compressors::TopkAlgorithm::gather));
   EXPECT_FALSE(gather->prefers_sharded(1 << 20, 64));
