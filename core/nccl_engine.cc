@@ -361,6 +361,7 @@ ncclResult_t NcclEngine::plan(GroupPlan& plan) {
     Counters counted;
     if (p.compressed) {
       counted.count_compressed(bytes, p.comm->size, plan.wire_sent(p));
+      if (plan.gathers()) counted.count_topk(false, plan.wire_sent(p));
       if (p.residual_missing != CallPlan::Missing::none) ++counted.ef_cap_fallback;
       if (p.residual_missing == CallPlan::Missing::in_graph) warn_no_residual_in_graph();
     } else {

@@ -123,6 +123,8 @@ class GroupPlan {
 
   // The bytes this rank hands to the transport for calls[i] (compressed).
   double wire_sent(const CallPlan& plan) const;
+  // Whether the compressed calls are top-k's (gathered: the NCCL path has no sharded one yet).
+  bool gathers() const { return compressor_->aggregation() == compressors::Aggregation::gathered; }
 
   // The plan's steps in call order (after assign()): a cast batch where its
   // first call was, each top-k call, and each call passed through in its
