@@ -9,10 +9,7 @@ namespace slimreduce::algorithms {
 Status check_payloads(const backends::Transport& transport,
                       const compressors::GatheredCompressor& compressor, const std::byte* first,
                       std::size_t stride, std::size_t count) {
-  if (transport.execution() != backends::Execution::blocking ||
-      transport.memory() == backends::MemoryKind::device) {
-    return {};
-  }
+  if (!transport.host_readable()) return {};
   for (int rank = 0; rank < transport.size(); ++rank) {
     if (!compressor.payload_valid(first + stride * rank, count)) return Status::internal();
   }

@@ -37,11 +37,6 @@ struct Layout {
   std::size_t gathered(int ranks) const { return slot * static_cast<std::size_t>(ranks); }
 };
 
-bool host_readable(const backends::Transport& transport) {
-  return transport.execution() == backends::Execution::blocking &&
-         transport.memory() != backends::MemoryKind::device;
-}
-
 }  // namespace
 
 std::size_t ShardedAllreduce::wire_bytes(const compressors::ShardedCodec& codec, std::size_t count,
@@ -73,6 +68,8 @@ ShardedAllreduce::ShardedAllreduce(backends::Transport& transport, compressors::
   const int ranks = transport.size();
   Layout layout(codec, count, ranks, transport.rank());
   bounds_ = std::move(layout.bounds);
+  owned_ = layout.owned;
+  part_most_ = layout.recv_part;
   slot_bytes_ = layout.slot;
   send_ = wire;
   recv_ = send_ + aligned(layout.send);
@@ -83,7 +80,7 @@ ShardedAllreduce::ShardedAllreduce(backends::Transport& transport, compressors::
     // Sizes from the bounds alone: each part is as large as it can be.
     for (int r = 0; r < ranks; ++r) {
       send_bytes_[r] = codec.part_capacity(bounds_[r + 1] - bounds_[r], count);
-      recv_bytes_[r] = layout.recv_part;
+      recv_bytes_[r] = part_most_;
     }
   }
 }
@@ -104,10 +101,8 @@ Status ShardedAllreduce::exchange_parts() {
     const std::vector<std::size_t> eight(ranks, sizeof(std::uint64_t));
     SLIMREDUCE_TRY(
         transport_.alltoallv(send_bytes_.data(), eight.data(), recv_bytes_.data(), eight.data()));
-    const std::size_t most =
-        codec_.part_capacity(bounds_[transport_.rank() + 1] - bounds_[transport_.rank()], count_);
     for (std::size_t& bytes : recv_bytes_) {
-      if (bytes > most) {
+      if (bytes > part_most_) {
         sizes_fit = false;
         bytes = 0;
       }
@@ -118,19 +113,17 @@ Status ShardedAllreduce::exchange_parts() {
 }
 
 Status ShardedAllreduce::check_parts() const {
-  if (!host_readable(transport_)) return {};
-  const int rank = transport_.rank();
-  const std::size_t owned = bounds_[rank + 1] - bounds_[rank];
+  if (!transport_.host_readable()) return {};
   const std::byte* part = recv_;
   for (const std::size_t bytes : recv_bytes_) {
-    if (!codec_.part_valid(part, bytes, owned, count_)) return Status::internal();
+    if (!codec_.part_valid(part, bytes, owned_, count_)) return Status::internal();
     part += bytes;
   }
   return {};
 }
 
 Status ShardedAllreduce::check_results() const {
-  if (!host_readable(transport_)) return {};
+  if (!transport_.host_readable()) return {};
   for (int s = 0; s < transport_.size(); ++s) {
     if (!codec_.owner_valid(gathered_ + slot_bytes_ * s, bounds_[s + 1] - bounds_[s], count_))
       return Status::internal();
@@ -141,17 +134,15 @@ Status ShardedAllreduce::check_results() const {
 Status ShardedAllreduce::communicate() {
   SLIMREDUCE_TRY(exchange_parts());
   SLIMREDUCE_TRY(check_parts());
-  const int rank = transport_.rank();
-  const std::size_t owned = bounds_[rank + 1] - bounds_[rank];
-  std::fill_n(shard_, owned, 0.0f);
+  std::fill_n(shard_, owned_, 0.0f);
   const std::byte* part = recv_;
   for (const std::size_t bytes : recv_bytes_) {  // in rank order: the same adds on every owner
-    codec_.accumulate_part(part, bytes, owned, count_, shard_);
+    codec_.accumulate_part(part, bytes, owned_, count_, shard_);
     part += bytes;
   }
-  const std::size_t result_bytes = codec_.owner_bytes(owned, count_);
+  const std::size_t result_bytes = codec_.owner_bytes(owned_, count_);
   std::memset(result_ + result_bytes, 0, slot_bytes_ - result_bytes);  // the padding travels too
-  codec_.owner_compress(shard_, feeds_back_ ? owner_residual_ : nullptr, owned, count_, result_);
+  codec_.owner_compress(shard_, feeds_back_ ? owner_residual_ : nullptr, owned_, count_, result_);
   SLIMREDUCE_TRY(transport_.allgather(result_, slot_bytes_, gathered_));
   return check_results();
 }

@@ -65,6 +65,8 @@ class ShardedAllreduce : public Phases<ShardedAllreduce> {
   compressors::ShardedCodec& codec_;
   std::size_t count_;
   std::vector<std::size_t> bounds_;      // ranks + 1
+  std::size_t owned_;                    // this rank's shard: bounds_[rank + 1] - bounds_[rank]
+  std::size_t part_most_;                // the most bytes one rank's part of it may take
   std::vector<std::size_t> send_bytes_;  // this rank's part of each shard
   std::vector<std::size_t> recv_bytes_;  // each rank's part of this rank's shard
   std::size_t slot_bytes_;               // one owner's result in the allgather

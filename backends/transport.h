@@ -39,6 +39,11 @@ class Transport {
   int size() const { return size_; }
   MemoryKind memory() const { return memory_; }
   Execution execution() const { return execution_; }
+  // Whether the host can read what a collective received once it returns
+  // (blocking, not device memory): where bytes from other ranks are checked.
+  bool host_readable() const {
+    return execution_ == Execution::blocking && memory_ != MemoryKind::device;
+  }
 
   // Sends send_bytes to rank dest while receiving recv_bytes from rank source.
   virtual Status sendrecv(const void* send, std::size_t send_bytes, int dest, void* recv,

@@ -64,6 +64,9 @@ using kernels::device::Elem;
 class ShardedCodec {
  public:
   virtual ~ShardedCodec() = default;
+  // Parts travel back to back, each padded to 4 bytes, so that the next
+  // part's 4-byte fields (top-k's indices, int8's scales) stay aligned.
+  static std::size_t padded_part(std::size_t bytes) { return (bytes + 3) / 4 * 4; }
   // bounds[0..ranks]: bounds[0] == 0, bounds[ranks] == n, non-decreasing;
   // from n and ranks alone, so the same on every rank.
   virtual void shard_bounds(std::size_t n, int ranks, std::size_t* bounds) const = 0;

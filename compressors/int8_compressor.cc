@@ -14,9 +14,6 @@
 namespace slimreduce::compressors {
 namespace {
 
-// Parts are padded to 4 bytes: the next part's fp32 scales stay aligned.
-std::size_t padded(std::size_t bytes) { return (bytes + 3) / 4 * 4; }
-
 class Int8Compressor final : public ShardedCompressor {
  public:
   explicit Int8Compressor(const CompressorOptions& options)
@@ -41,7 +38,7 @@ class Int8Compressor final : public ShardedCompressor {
   }
   bool part_sizes_vary() const override { return false; }
   std::size_t part_capacity(std::size_t count, std::size_t) const override {
-    return padded(kernels::quant8_bytes(count, bucket_));
+    return padded_part(kernels::quant8_bytes(count, bucket_));
   }
   std::size_t parts_capacity(std::size_t n, int ranks) const override {
     return kernels::quant8_bytes(n, bucket_) + 3 * static_cast<std::size_t>(ranks);

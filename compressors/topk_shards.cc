@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "compressors/compressor.h"
 #include "kernels/cast.h"
 
 namespace slimreduce::compressors {
@@ -34,12 +35,10 @@ bool beyond_fp16(const float* sum, const float* residual, std::size_t count) {
   return false;
 }
 
-// Parts are padded to 4 bytes: the next part's uint32 indices stay aligned.
-std::size_t padded(std::size_t bytes) { return (bytes + 3) / 4 * 4; }
-
-// The parts of a payload of payload_bytes, padded: the payload itself sits behind them.
+// The parts of a payload of payload_bytes, each padded (3 bytes at most): the payload itself sits
+// behind them.
 std::size_t parts_room(std::size_t payload_bytes, int ranks) {
-  return padded(payload_bytes + 3 * static_cast<std::size_t>(ranks));
+  return ShardedCodec::padded_part(payload_bytes + 3 * static_cast<std::size_t>(ranks));
 }
 
 }  // namespace
@@ -53,7 +52,7 @@ void TopkShards::shard_bounds(std::size_t n, int ranks, std::size_t* bounds) {
 }
 
 std::size_t TopkShards::part_capacity(std::size_t count, std::size_t n) const {
-  return padded(
+  return ShardedCodec::padded_part(
       kernels::topk_payload_bytes(std::min(kernels::topk_count(n, ratio_), count), values_));
 }
 
@@ -81,7 +80,7 @@ void TopkShards::compress_parts(const float* in, float* residual, std::size_t n,
     }
     std::memcpy(out + m * sizeof(std::uint32_t), values + first * value_bytes(), m * value_bytes());
     const std::size_t bytes = kernels::topk_payload_bytes(m, values_);
-    part_bytes[s] = padded(bytes);
+    part_bytes[s] = ShardedCodec::padded_part(bytes);
     std::memset(out + bytes, 0, part_bytes[s] - bytes);
     out += part_bytes[s];
     first = end;
@@ -91,7 +90,8 @@ void TopkShards::compress_parts(const float* in, float* residual, std::size_t n,
 bool TopkShards::part_valid(const std::byte* part, std::size_t bytes, std::size_t count,
                             std::size_t n) const {
   const std::size_t m = bytes / (sizeof(std::uint32_t) + value_bytes());
-  if (padded(kernels::topk_payload_bytes(m, values_)) != bytes || bytes > part_capacity(count, n))
+  if (ShardedCodec::padded_part(kernels::topk_payload_bytes(m, values_)) != bytes ||
+      bytes > part_capacity(count, n))
     return false;
   return kernels::topk_payload_valid(part, m, count);
 }

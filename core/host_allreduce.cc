@@ -105,16 +105,17 @@ std::unique_ptr<algorithms::Allreduce> flat_algorithm(std::size_t count,
                                                                       payload_bytes, scratch, wire);
 }
 
-// Full precision inside the node, the compressor's algorithm on a shard across nodes.
+// Full precision inside the node, the compressor's algorithm on a shard
+// across nodes (sharded: reduces_sharded() of that shard over the nodes).
 std::unique_ptr<scheduler::Step> hierarchical(const AllreduceCall& call,
                                               compressors::Compressor& compressor,
-                                              const Hierarchy& hierarchy, CommState& state) {
+                                              const Hierarchy& hierarchy, CommState& state,
+                                              bool sharded) {
   using algorithms::Hierarchical;
   backends::Transport& node = *hierarchy.node;
   const std::size_t shard = Hierarchical::shard_count(call.count, node.size());
   std::byte* workspace = state.shards(Hierarchical::workspace_bytes(call.count, node.size()));
   backends::Transport& cross = *hierarchy.cross;
-  const bool sharded = reduces_sharded(compressor, shard, cross.size());
   const Workspace needs = flat_workspace(shard, compressor, cross, sharded);
   std::byte* wire = state.wire(needs.wire);
   std::byte* scratch = state.scratch(needs.scratch);
@@ -182,24 +183,25 @@ Status host_allreduce(const AllreduceCall& call, compressors::Compressor& compre
   scheduler::Plan plan;
   const Hierarchy* hierarchy = state.hierarchy();
   // Decided once for the whole call, so that its partitions and the report agree.
-  const bool sharded = reduces_sharded(compressor, call.count, transport.size());
+  bool sharded = false;
   if (hierarchy && !hierarchy->flat()) {
-    plan.add(hierarchical(call, compressor, *hierarchy, state));
-    reduced->sharded = reduces_sharded(
-        compressor, algorithms::Hierarchical::shard_count(call.count, hierarchy->node->size()),
-        hierarchy->cross->size());
-  } else if (options.partition_bytes == 0 ||
-             compressor.aggregation() == compressors::Aggregation::low_rank) {
+    const std::size_t shard =
+        algorithms::Hierarchical::shard_count(call.count, hierarchy->node->size());
+    sharded = reduces_sharded(compressor, shard, hierarchy->cross->size());
+    plan.add(hierarchical(call, compressor, *hierarchy, state, sharded));
+  } else {
+    sharded = reduces_sharded(compressor, call.count, transport.size());
     // A low-rank call is one matrix with one Q: never cut (a partition would
     // be another matrix, with a Q of its own; docs/architecture.md, "Low rank").
-    add_partitions(call, compressor, transport, state, {{0, call.count}}, sharded, plan);
-    reduced->sharded = sharded;
-  } else {
+    const bool whole = options.partition_bytes == 0 ||
+                       compressor.aggregation() == compressors::Aggregation::low_rank;
     add_partitions(call, compressor, transport, state,
-                   scheduler::partitions(call.count, sizeof(float), options.partition_bytes),
+                   whole
+                       ? std::vector<scheduler::Partition>{{0, call.count}}
+                       : scheduler::partitions(call.count, sizeof(float), options.partition_bytes),
                    sharded, plan);
-    reduced->sharded = sharded;
   }
+  reduced->sharded = sharded;
   SLIMREDUCE_TRY(run_plan(plan, options));
   reduced->wire_sent = plan.wire_sent();
   reduced->overflow_rescued = plan.overflow_rescued() > 0;
