@@ -86,15 +86,15 @@ class TallyBoard {
   // The calling thread's tally on board number board_id, or nullptr before
   // the thread's first call to that board's mine().
   static ThreadTally* known_on(std::uint64_t board_id) {
-    const Cached& cached = cache();
-    return cached.board == board_id ? cached.tally : nullptr;
+    return cache_.board == board_id ? cache_.tally : nullptr;
   }
   ThreadTally* known() const { return known_on(id_); }
   // The calling thread's tally, registered on first use.
   ThreadTally& mine() {
     if (ThreadTally* tally = known()) [[likely]]
       return *tally;
-    return *(cache() = {id_, register_thread()}).tally;
+    cache_ = {id_, register_thread()};
+    return *cache_.tally;
   }
   // Makes every thread look its communicator up again on its next call.
   void forget_communicators();
@@ -106,13 +106,15 @@ class TallyBoard {
     std::uint64_t board = 0;
     ThreadTally* tally = nullptr;
   };
-  static Cached& cache() {
-    // initial-exec (the library is preloaded, so its TLS is static) and
-    // constant-initialized: otherwise every access would cost a
-    // __tls_get_addr call, and a dynamic initializer a guard too.
-    static thread_local Cached cached __attribute__((tls_model("initial-exec")));
-    return cached;
-  }
+  // initial-exec (the library is preloaded, so its TLS is static) and
+  // constant-initialized: otherwise every access would cost a __tls_get_addr
+  // call, and a dynamic initializer a guard too. Named directly, never through
+  // a reference: GCC 12's null check of a reference to a thread_local tests
+  // the flags of the add that forms its address, and where the linker turns
+  // that add into a lea (an initial-exec access inside an executable, as in
+  // the unit tests) the check read stale flags and reported a null store.
+  static inline constinit thread_local Cached cache_
+      __attribute__((tls_model("initial-exec"))){0, nullptr};
   ThreadTally* register_thread();
 
   std::uint64_t id_;  // tells this board's tallies from an earlier board's in a thread's cache
