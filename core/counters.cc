@@ -31,6 +31,12 @@ void Counters::count_by_node(double baseline, double sent, bool hop_crosses) {
   (hop_crosses ? inter_node_sent : intra_node_sent) += sent;
 }
 
+void Counters::count_hierarchical_by_node(double intra_sent, bool hop_crosses) {
+  count_by_node(wire_baseline, 0, hop_crosses);
+  inter_node_sent += wire_sent - intra_sent;
+  intra_node_sent += intra_sent;
+}
+
 void Counters::count_topk(bool sharded, double sent) {
   ++(sharded ? topk_sharded : topk_gathered);
   (sharded ? topk_sharded_sent : topk_gathered_sent) += sent;

@@ -68,6 +68,10 @@ struct Counters {
   // Splits a call's baseline and sent bytes by node: all across when this
   // rank's ring hop crosses a node boundary, all inside otherwise.
   void count_by_node(double baseline, double sent, bool hop_crosses);
+  // The same for a hierarchical call, whose baseline is a flat ring's: of what
+  // it sent (wire_sent, counted already), intra_sent bytes (the fp32 shards)
+  // stayed inside the node and the rest crossed.
+  void count_hierarchical_by_node(double intra_sent, bool hop_crosses);
   // A compressed top-k call's algorithm and what it sent.
   void count_topk(bool sharded, double sent);
   double savings() const;

@@ -188,19 +188,20 @@ void Engine::count_pass_through(std::uint64_t bytes, const CommState& state,
 
 void Engine::count_compressed(std::uint64_t bytes, const CommState& state, double wire_sent,
                               Counters& delta) const {
-  delta.count_compressed(bytes, state.size(), wire_sent);
-  const Hierarchy* hierarchy = state.hierarchy();
-  if (!hierarchy) return;
-  if (hierarchy->flat()) {
-    delta.count_by_node(delta.wire_baseline, wire_sent, hierarchy->ring_hop_crosses);
-    return;
+  // This call alone, then added: the node split reads the call's own baseline
+  // (delta may hold a fused batch's earlier calls).
+  Counters call;
+  call.count_compressed(bytes, state.size(), wire_sent);
+  if (const Hierarchy* hierarchy = state.hierarchy()) {
+    if (hierarchy->flat()) {
+      call.count_by_node(call.wire_baseline, wire_sent, hierarchy->ring_hop_crosses);
+    } else {
+      call.count_hierarchical_by_node(algorithms::Hierarchical::intra_node_bytes(
+                                          bytes / sizeof(float), hierarchy->node->size()),
+                                      hierarchy->ring_hop_crosses);
+    }
   }
-  // Hierarchical: the fp32 shards stay inside the node, the rest crosses.
-  const double intra =
-      algorithms::Hierarchical::intra_node_bytes(bytes / sizeof(float), hierarchy->node->size());
-  delta.count_by_node(delta.wire_baseline, 0, hierarchy->ring_hop_crosses);
-  delta.inter_node_sent += wire_sent - intra;
-  delta.intra_node_sent += intra;
+  delta += call;
 }
 
 int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,

@@ -367,11 +367,8 @@ void count_by_node(Counters& counted, const NcclHierarchy* nodes, bool hierarchi
     counted.count_by_node(counted.wire_baseline, counted.wire_sent, nodes->ring_hop_crosses);
     return;
   }
-  // The fp32 shards stay inside the node; the rest crosses.
-  const double intra = Hierarchical::intra_node_bytes(count, nodes->node->size());
-  counted.count_by_node(counted.wire_baseline, 0, nodes->ring_hop_crosses);
-  counted.inter_node_sent += counted.wire_sent - intra;
-  counted.intra_node_sent += intra;
+  counted.count_hierarchical_by_node(Hierarchical::intra_node_bytes(count, nodes->node->size()),
+                                     nodes->ring_hop_crosses);
 }
 
 }  // namespace slimreduce

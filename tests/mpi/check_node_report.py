@@ -7,6 +7,12 @@ last rank of each node; a hierarchical call sends its fp32 shards inside the
 node and its fp16 shard across.
 
   check_node_report.py --np N --local L -- MPIRUN... PROGRAM
+
+With --sums-only it runs PROGRAM with the arguments given instead, and checks
+only that the node split adds up: inside plus across equals the whole, for
+the baseline and for what was sent (fused batches of queued calls included).
+
+  check_node_report.py --np N --sums-only -- MPIRUN... PROGRAM ARGS...
 """
 import argparse
 import glob
@@ -38,18 +44,39 @@ def expected(ranks, local):
     return want
 
 
+def check_sums(got, fused, ranks):
+    failures = 0
+    for part in ("baseline", "sent"):
+        whole = got["wire_" + part]
+        split = got["inter_node_" + part] + got["intra_node_" + part]
+        ok = whole > 0 and abs(split - whole) <= 1e-6 * whole + ranks  # the JSON rounds to bytes
+        print(f"{part}: across {got['inter_node_' + part]:.0f} + inside "
+              f"{got['intra_node_' + part]:.0f} = {split:.0f}, whole {whole:.0f} "
+              f"{'ok' if ok else 'DIFFERS'}")
+        failures += not ok
+    print(f"fused batches: {fused}")
+    if fused == 0:
+        print("check_node_report: no fused batch, so the case is not exercised")
+        failures += 1
+    return 1 if failures else 0
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--np", type=int, required=True)
-    parser.add_argument("--local", type=int, required=True)
+    parser.add_argument("--local", type=int)
+    parser.add_argument("--sums-only", action="store_true")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     with tempfile.TemporaryDirectory() as work:
         prefix = os.path.join(work, "report")
         env = ["-x", "SLIMREDUCE_REPORT=" + prefix]
-        run = subprocess.run(command[:-1] + env + [command[-1], "--gtest_filter=Hierarchical.WireBytes*"],
-                             capture_output=True, text=True)
+        if args.sums_only:  # the launcher's options may come anywhere before the program
+            run = subprocess.run(command[:1] + env + command[1:], capture_output=True, text=True)
+        else:
+            run = subprocess.run(command[:-1] + env + [command[-1], "--gtest_filter=Hierarchical.WireBytes*"],
+                                 capture_output=True, text=True)
         if run.returncode != 0:
             print(run.stdout + run.stderr)
             print("check_node_report: the job failed")
@@ -58,12 +85,15 @@ def main():
         if len(files) != args.np:
             print(f"check_node_report: {len(files)} reports, expected {args.np}")
             return 1
-        got = dict.fromkeys(expected(args.np, args.local), 0.0)
+        got, fused = {}, 0
         for name in files:
             with open(name) as report:
-                nbytes = json.load(report)["bytes"]
-            for key in got:
-                got[key] += nbytes[key]
+                whole = json.load(report)
+            fused += whole["calls"]["fused_batches"]
+            for key, value in whole["bytes"].items():
+                got[key] = got.get(key, 0.0) + value
+    if args.sums_only:
+        return check_sums(got, fused, args.np)
     failures = 0
     for key, want in expected(args.np, args.local).items():
         ok = abs(got[key] - want) <= 1e-6 * max(want, 1.0) + 0.5 * args.np  # the JSON rounds to bytes
