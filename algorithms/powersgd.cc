@@ -45,8 +45,8 @@ PowerSgd::PowerSgd(backends::Transport& transport, compressors::LowRankCompresso
   p_ = m_ + f.m;
   q_sum_ = p_ + f.p;
   q_local_ = q_sum_ + f.q_sum;
-  block_ = q_local_ + f.q_local;
-  tail_ = block_ + f.block;
+  sums_.block = q_local_ + f.q_local;
+  sums_.tail = sums_.block + f.block;
   p_padded_ = f.p;
   q_padded_ = f.q_sum;
   if (shape_.rank == 0) return;
@@ -74,17 +74,39 @@ void PowerSgd::compress(const float* input, float* residual) {
 
 Status PowerSgd::communicate() {
   if (shape_.rank == 0) return sum_exactly();
-  SLIMREDUCE_TRY(sum(p_, p_padded_));
+  SLIMREDUCE_TRY(sum_over_ranks(transport_, p_, p_padded_, sums_, &wire_sent_));
+  if (!p_summed()) return sum_exactly();
+  SLIMREDUCE_TRY(sum_over_ranks(transport_, q_sum_, q_padded_, sums_, &wire_sent_));
+  if (!q_summed()) return sum_exactly();
+  return {};
+}
+
+std::span<float> PowerSgd::p_summand() {
+  if (shape_.rank == 0) return {};
+  return {p_, shape_.p_floats()};
+}
+
+bool PowerSgd::p_summed() {
   // Every rank holds the same summed bits, so every rank decides alike.
-  if (!kernels::all_finite(p_, shape_.p_floats())) return sum_exactly();
+  if (!kernels::all_finite(p_, shape_.p_floats())) return false;
   compressor_.orthonormalise(p_, shape_);
   compressor_.back_project(m_, shape_, p_, q_local_);
   std::copy_n(q_local_, shape_.q_floats(), q_sum_);
   std::fill(q_sum_ + shape_.q_floats(), q_sum_ + q_padded_, 0.0f);
-  SLIMREDUCE_TRY(sum(q_sum_, q_padded_));
-  if (!kernels::all_finite(q_sum_, shape_.q_floats())) return sum_exactly();
+  return true;
+}
+
+std::span<float> PowerSgd::q_summand() { return {q_sum_, shape_.q_floats()}; }
+
+bool PowerSgd::q_summed() {
+  if (!kernels::all_finite(q_sum_, shape_.q_floats())) return false;
   std::copy_n(q_sum_, shape_.q_floats(), q_->data());  // the next call's start
-  return {};
+  return true;
+}
+
+std::span<float> PowerSgd::exact_summand() {
+  exact_ = true;
+  return {m_, shape_.count};
 }
 
 void PowerSgd::finish(float* output) {
@@ -97,27 +119,28 @@ void PowerSgd::finish(float* output) {
 }
 
 Status PowerSgd::sum_exactly() {
-  exact_ = true;
-  return sum(m_, shape_.count);
+  const std::span<float> m = exact_summand();
+  return sum_over_ranks(transport_, m.data(), m.size(), sums_, &wire_sent_);
 }
 
-Status PowerSgd::sum(float* data, std::size_t n) {
-  const auto ranks = static_cast<std::size_t>(transport_.size());
+Status sum_over_ranks(backends::Transport& transport, float* data, std::size_t n,
+                      const SumScratch& scratch, double* wire_sent) {
+  const auto ranks = static_cast<std::size_t>(transport.size());
   const std::size_t block = n / ranks;
   const std::size_t rest = n % ranks;
   if (block > 0) {
-    SLIMREDUCE_TRY(transport_.reduce_scatter_sum(data, block_, block));
-    SLIMREDUCE_TRY(transport_.allgather(block_, block * sizeof(float), data));
-    wire_sent_ += ring_allreduce_wire_bytes(block * ranks * sizeof(float), transport_.size());
+    SLIMREDUCE_TRY(transport.reduce_scatter_sum(data, scratch.block, block));
+    SLIMREDUCE_TRY(transport.allgather(scratch.block, block * sizeof(float), data));
+    *wire_sent += ring_allreduce_wire_bytes(block * ranks * sizeof(float), transport.size());
   }
   if (rest > 0) {
     // The last floats, one per rank, the rest zeros: one more block each.
-    std::fill_n(tail_, ranks, 0.0f);
-    std::copy_n(data + block * ranks, rest, tail_);
-    SLIMREDUCE_TRY(transport_.reduce_scatter_sum(tail_, block_, 1));
-    SLIMREDUCE_TRY(transport_.allgather(block_, sizeof(float), tail_));
-    std::copy_n(tail_, rest, data + block * ranks);
-    wire_sent_ += ring_allreduce_wire_bytes(ranks * sizeof(float), transport_.size());
+    std::fill_n(scratch.tail, ranks, 0.0f);
+    std::copy_n(data + block * ranks, rest, scratch.tail);
+    SLIMREDUCE_TRY(transport.reduce_scatter_sum(scratch.tail, scratch.block, 1));
+    SLIMREDUCE_TRY(transport.allgather(scratch.block, sizeof(float), scratch.tail));
+    std::copy_n(scratch.tail, rest, data + block * ranks);
+    *wire_sent += ring_allreduce_wire_bytes(ranks * sizeof(float), transport.size());
   }
   return {};
 }

@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <vector>
 
 #include "algorithms/phases.h"
@@ -38,6 +39,19 @@
 #include "compressors/compressor.h"
 
 namespace slimreduce::algorithms {
+
+// Where a sum of n floats over the ranks keeps one rank's block, and a
+// sum's last n % ranks floats padded to one per rank.
+struct SumScratch {
+  float* block;
+  float* tail;
+};
+// data (n floats) becomes its sum over the ranks: a reduce-scatter and an
+// allgather of whole blocks, every element added once (the same bits on every
+// rank); wire_sent grows by each as a ring allreduce of its floats.
+// scratch.block holds max(n / ranks, 1) floats, scratch.tail ranks floats.
+Status sum_over_ranks(backends::Transport& transport, float* data, std::size_t n,
+                      const SumScratch& scratch, double* wire_sent);
 
 class PowerSgd : public Phases<PowerSgd> {
  public:
@@ -59,9 +73,21 @@ class PowerSgd : public Phases<PowerSgd> {
   // Whether the call was summed exactly rather than compressed.
   bool exact() const { return exact_; }
 
+  // communicate()'s stages, for a fused batch (algorithms/fused_powersgd.h)
+  // whose tensors' P (then Q, then M where summed exactly) ride one sum:
+  // each summand is summed over the ranks in place between the stages.
+  // P = M Q, to be summed; empty where the tensor is summed exactly from the start.
+  std::span<float> p_summand();
+  // After P's sum: false when it is not finite (the tensor is then summed
+  // exactly); else P orthonormalised and Q_local = M^T P, the next summand.
+  bool p_summed();
+  std::span<float> q_summand();
+  // After Q's sum: false when it is not finite (summed exactly); else Q kept.
+  bool q_summed();
+  // Marks the tensor as summed exactly, and returns M, to be summed.
+  std::span<float> exact_summand();
+
  private:
-  // data (n floats) becomes its sum over the ranks.
-  Status sum(float* data, std::size_t n);
   Status sum_exactly();
 
   backends::Transport& transport_;
@@ -73,8 +99,7 @@ class PowerSgd : public Phases<PowerSgd> {
   float* p_;
   float* q_sum_;
   float* q_local_;
-  float* block_;  // one rank's block of a sum
-  float* tail_;   // a sum's last count % ranks floats, padded to one per rank
+  SumScratch sums_;
   std::size_t p_padded_ = 0;
   std::size_t q_padded_ = 0;
   float* residual_ = nullptr;

@@ -196,10 +196,10 @@ class GatheredCompressor : public Compressor {
 };
 
 // Whether calls of this compressor can share one fused collective
-// (algorithms/fused_casts.h, fused_gathered.h): summable and gathered ones.
+// (algorithms/fused_casts.h, fused_gathered.h, fused_powersgd.h): all but
+// the sharded ones.
 inline bool fusable(const Compressor& compressor) {
-  return compressor.aggregation() == Aggregation::summable ||
-         compressor.aggregation() == Aggregation::gathered;
+  return compressor.aggregation() != Aggregation::sharded;
 }
 
 // A compressor whose only algorithm is the sharded one (int8).

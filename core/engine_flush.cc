@@ -18,8 +18,8 @@ namespace slimreduce {
 namespace {
 
 // Consecutive queued calls that one collective can carry: the same
-// compressor, at most `threshold` bytes (a larger call alone); a low-rank or
-// sharded compressor's calls alone (not fused yet).
+// compressor, at most `threshold` bytes (a larger call alone); a sharded
+// compressor's calls alone (not fused yet).
 std::vector<std::vector<QueuedReduction>> batches_of(const std::vector<QueuedReduction>& taken,
                                                      std::uint64_t threshold) {
   std::vector<std::vector<QueuedReduction>> batches;

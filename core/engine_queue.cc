@@ -12,6 +12,7 @@
 
 #include "algorithms/fused_casts.h"
 #include "algorithms/fused_gathered.h"
+#include "algorithms/fused_powersgd.h"
 #include "backends/mpi_backend.h"
 #include "backends/mpi_transport.h"
 #include "core/decision.h"
@@ -62,6 +63,14 @@ std::unique_ptr<scheduler::Step> fused_step(compressors::Compressor& compressor,
     return std::make_unique<HostBatchStep<FusedCasts>>(transport, summable, std::move(tensors),
                                                        wire, scratch);
   }
+  if (compressor.aggregation() == compressors::Aggregation::low_rank) {
+    using algorithms::FusedPowerSgd;
+    auto& low_rank = static_cast<compressors::LowRankCompressor&>(compressor);
+    std::byte* workspace =
+        state.scratch(FusedPowerSgd::workspace_bytes(low_rank, tensors, transport.size()));
+    return std::make_unique<HostBatchStep<FusedPowerSgd>>(transport, low_rank, std::move(tensors),
+                                                          workspace);
+  }
   using algorithms::FusedGathered;
   auto& gathered = static_cast<compressors::GatheredCompressor&>(compressor);
   const std::size_t slot = FusedGathered::slot_bytes(gathered, tensors);
@@ -83,16 +92,21 @@ struct BatchReduced {
 
 // The batch's collective: one fused step; a lone call larger than a
 // partition cut and pipelined as a blocking call is; on a hierarchical
-// communicator, or with a low-rank or sharded compressor (collectives with
-// local work between: not fused yet), the calls one by one.
+// communicator, or with a sharded compressor (not fused yet), the calls one
+// by one; a lone low-rank call too.
 Status run_batch(compressors::Compressor& compressor, backends::Transport& transport,
                  std::vector<algorithms::BatchTensor> tensors, CommState& state,
                  const RunOptions& options, BatchReduced* reduced) {
   const Hierarchy* hierarchy = state.hierarchy();
   const bool cut =
       tensors.size() == 1 && tensors.front().count * sizeof(float) > options.partition_bytes;
+  // A lone low-rank call as a blocking one: its sums then pad P and Q to
+  // whole blocks, as MPI_Allreduce's do (the same bits, the same bytes).
+  const bool lone_low_rank =
+      tensors.size() == 1 && compressor.aggregation() == compressors::Aggregation::low_rank;
   const bool one_by_one =
       (hierarchy && !hierarchy->flat()) || cut || !compressors::fusable(compressor) ||
+      lone_low_rank ||
       (tensors.size() == 1 && reduces_sharded(compressor, tensors.front().count, transport.size()));
   if (one_by_one) {
     for (const algorithms::BatchTensor& t : tensors) {

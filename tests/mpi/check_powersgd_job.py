@@ -3,14 +3,17 @@
 compression, then with PowerSGD through MPI_Allreduce (one call per tensor)
 and through queued MPI_Iallreduce, and checks:
 - the final loss is at most `bound` percent worse than the uncompressed one;
-- the queued calls (reduced one by one) give the blocking run's loss, bit for
-  bit where the rank count is a power of two (train_mlp divides the sums by
-  the rank count with `x * (1/n)` after MPI_Allreduce but `x / n` after
-  MPI_Iallreduce: the same bits only when n is a power of two); else within the bound too;
+- the queued calls (both weights fused into one batch per step,
+  algorithms/fused_powersgd.h) give the blocking run's loss, bit for bit where
+  the rank count is a power of two (train_mlp divides the sums by the rank
+  count with `x * (1/n)` after MPI_Allreduce but `x / n` after MPI_Iallreduce:
+  the same bits only when n is a power of two; and the fused sums add each
+  element in the same order as the separate ones there); else within the bound too;
 - each rank's report: two compressed calls per step (the two weight matrices;
   the biases are below SLIMREDUCE_MIN_BYTES), and wire_sent is the
   uncompressed run's less the weights' ring bytes plus, per call, the two
-  sums of P and Q (the view and padding rebuilt here from the documented rule).
+  sums of P and Q (the view and padding rebuilt here from the documented rule);
+  the queued run's, one fused batch per step, the sums of every P and every Q.
 
   check_powersgd_job.py --lib L --train T --np N --steps S --rank R --bound B \
       [--env NAME=VALUE ...] [--hierarchical] -- MPIRUN...
@@ -36,8 +39,8 @@ def ring(nbytes, ranks):
     return 2.0 * (ranks - 1) / ranks * nbytes
 
 
-def factor_bytes(count, rank, ranks, min_compression=2.0):
-    """This rank's bytes for one call: kernels/low_rank.h's view, P and Q padded to whole blocks."""
+def view(count, rank):
+    """kernels/low_rank.h's view of count floats: rows, cols and the rank r."""
     rows = math.isqrt(count)
     while count % rows:
         rows -= 1
@@ -46,9 +49,26 @@ def factor_bytes(count, rank, ranks, min_compression=2.0):
         cols = math.isqrt(count - 1) + 1
         rows = -(-count // cols)
     r = min(rank, 64, rows, cols)
-    assert r * (rows + cols) * min_compression <= count, "train_mlp's weights are compressed"
+    assert r * (rows + cols) * 2.0 <= count, "train_mlp's weights are compressed"
+    return rows, cols, r
+
+
+def factor_bytes(count, rank, ranks):
+    """This rank's bytes for one call: P and Q padded to whole blocks."""
+    rows, cols, r = view(count, rank)
     padded = lambda floats: -(-floats // ranks) * ranks * 4
     return ring(padded(rows * r), ranks) + ring(padded(cols * r), ranks)
+
+
+def fused_bytes(counts, rank, ranks):
+    """This rank's bytes for one fused batch (algorithms/fused_powersgd.h): every P end to
+    end, then every Q, each summed as whole blocks plus, where the ranks do not divide
+    it, one more block of one float each."""
+    def summed(floats):
+        whole = floats // ranks * ranks
+        return (ring(whole * 4, ranks) if whole else 0.0) + (ring(ranks * 4, ranks) if floats % ranks else 0.0)
+    shapes = [view(count, rank) for count in counts]
+    return summed(sum(rows * r for rows, _, r in shapes)) + summed(sum(cols * r for _, cols, r in shapes))
 
 
 def train(mpirun, args, settings, sync, tmp, label):
@@ -115,8 +135,15 @@ def main():
             failed.append(f"rank {rank}: compressed calls")
         if report["compressor"] != "powersgd":
             failed.append(f"rank {rank}: compressor {report['compressor']}")
-        if queued[rank]["bytes"]["wire_sent"] != got:
-            failed.append(f"rank {rank}: queued wire_sent {queued[rank]['bytes']['wire_sent']}")
+        # The queued run: both weights fused into one batch per step.
+        fused = queued[rank]["calls"]["fused_batches"]
+        want_queued = base[rank]["bytes"]["wire_sent"] + args.steps * (
+            fused_bytes(WEIGHTS, args.rank, args.np) - dense)
+        got_queued = queued[rank]["bytes"]["wire_sent"]
+        print(f"rank {rank}: queued: {fused} fused batches, wire_sent {got_queued:.0f}, "
+              f"{expected if args.hierarchical else f'expected {want_queued:.0f}'}")
+        if not args.hierarchical and (fused != args.steps or abs(got_queued - want_queued) > 1.0):
+            failed.append(f"rank {rank}: queued batches {fused}, wire_sent {got_queued:.0f}")
     if failed:
         sys.exit("FAIL: " + "; ".join(failed))
     print("OK")
