@@ -2,7 +2,8 @@
 // through it (kernels/low_rank.h): loaded out of the process's main link-map
 // namespace, so the job never sees it; its products within float rounding of
 // a float64 reference and of our loops, short last row included; the same
-// bits call after call and wherever the buffers lie. Needs
+// bits call after call and wherever the buffers lie; and the compressor
+// taking the BLAS or our loops as SLIMREDUCE_POWERSGD_BLAS says. Needs
 // Debian's libopenblas0-serial (scripts/setup.sh installs it).
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -15,10 +16,12 @@
 #include <tuple>
 #include <vector>
 
+#include "compressors/registry.h"
 #include "kernels/blas_loader.h"
 #include "kernels/low_rank.h"
 
 namespace sk = slimreduce::kernels;
+namespace sc = slimreduce::compressors;
 using sk::LowRankShape;
 
 namespace {
@@ -166,5 +169,34 @@ INSTANTIATE_TEST_SUITE_P(Shapes, BlasProducts,
                                            ShapeParam{1, 40, 1, 17},       // only a short row
                                            ShapeParam{512, 512, 16, 0},
                                            ShapeParam{300, 301, 64, 1}));
+
+// The compressor's products: the BLAS's bits unless told builtin.
+TEST(PowerSgdCompressorProducts, FollowTheSetting) {
+  const std::size_t count = 100 * 99 - 57;
+  const sc::PowerSgdProducts choices[] = {sc::PowerSgdProducts::builtin,
+                                          sc::PowerSgdProducts::openblas,
+                                          sc::PowerSgdProducts::automatic};
+  for (const sc::PowerSgdProducts choice : choices) {
+    sc::CompressorOptions options;
+    options.powersgd_rank = 4;
+    options.powersgd_min_compression = 1.0;
+    options.powersgd_products = choice;
+    const auto made = sc::make_compressor("powersgd", options);
+    const auto& compressor = static_cast<const sc::LowRankCompressor&>(*made);
+    const LowRankShape s = compressor.shape(count);
+    ASSERT_EQ(s.rank, 4u);
+    const auto m = random_floats(count, 8);
+    const auto q = random_floats(s.q_floats(), 9);
+    std::vector<float> ours(s.p_floats()), theirs(s.p_floats()), p(s.p_floats());
+    sk::low_rank_project(m.data(), s, q.data(), ours.data());
+    sk::low_rank_project_blas(blas(), m.data(), s, q.data(), theirs.data());
+    ASSERT_FALSE(same_bits(ours, theirs)) << "another seed: the test cannot tell them apart";
+    compressor.project(m.data(), s, q.data(), p.data());
+    const bool builtin = choice == sc::PowerSgdProducts::builtin;
+    EXPECT_TRUE(same_bits(p, builtin ? ours : theirs)) << compressor.products();
+    const std::string expected = builtin ? "our loops" : "cblas_sgemm of a private OpenBLAS";
+    EXPECT_EQ(compressor.products().rfind(expected, 0), 0u) << compressor.products();
+  }
+}
 
 }  // namespace
