@@ -45,13 +45,15 @@ std::unique_ptr<PrivateBlas> PrivateBlas::load(const char* path, std::string* wh
   auto blas = std::make_unique<PrivateBlas>(Key());
   blas->handle_.reset(raw);
   blas->sgemm_ = reinterpret_cast<Sgemm>(dlsym(raw, "cblas_sgemm"));
+  blas->sgemv_ = reinterpret_cast<Sgemv>(dlsym(raw, "cblas_sgemv"));
   using Text = const char* (*)();
   using Number = int (*)();
   auto config = reinterpret_cast<Text>(dlsym(raw, "openblas_get_config"));
   auto core = reinterpret_cast<Text>(dlsym(raw, "openblas_get_corename"));
   auto parallel = reinterpret_cast<Number>(dlsym(raw, "openblas_get_parallel"));
-  if (!blas->sgemm_ || !config || !core || !parallel)
-    return fail(std::string(path) + " is not an OpenBLAS (no cblas_sgemm or openblas_get_*)");
+  if (!blas->sgemm_ || !blas->sgemv_ || !config || !core || !parallel)
+    return fail(std::string(path) +
+                " is not an OpenBLAS (no cblas_sgemm, cblas_sgemv or openblas_get_*)");
   // openblas_get_parallel: 0 serial, 1 pthreads, 2 OpenMP. A threaded one
   // would start its threads in the job and sum in an order set by their count.
   if (parallel() != 0) return fail(std::string(path) + " is a multi-threaded OpenBLAS");
@@ -85,6 +87,12 @@ void PrivateBlas::sgemm(bool transpose_a, int m, int n, int k, const float* a, i
   const std::lock_guard<std::mutex> lock(mutex_);
   sgemm_(kRowMajor, transpose_a ? kTrans : kNoTrans, kNoTrans, m, n, k, 1.0f, a, lda, b, ldb, 0.0f,
          c, ldc);
+}
+
+void PrivateBlas::sgemv(bool transpose_a, int m, int n, const float* a, int lda, const float* x,
+                        float* y) const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  sgemv_(kRowMajor, transpose_a ? kTrans : kNoTrans, m, n, 1.0f, a, lda, x, 1, 0.0f, y, 1);
 }
 
 }  // namespace slimreduce::kernels

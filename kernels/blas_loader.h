@@ -48,6 +48,11 @@ class PrivateBlas {
   void sgemm(bool transpose_a, int m, int n, int k, const float* a, int lda, const float* b,
              int ldb, float* c, int ldc) const;
 
+  // y (m or n) = op(A) x with A row-major m x n (lda): cblas_sgemv with
+  // alpha 1, beta 0; op(A) = A^T takes x of m and gives y of n. Serialised.
+  void sgemv(bool transpose_a, int m, int n, const float* a, int lda, const float* x,
+             float* y) const;
+
   // "OpenBLAS 0.3.21 ... SINGLE_THREADED, core SkylakeX, /usr/lib/.../libopenblas.so.0".
   const std::string& description() const { return description_; }
 
@@ -58,7 +63,10 @@ class PrivateBlas {
     void operator()(void* handle) const;
   };
   std::unique_ptr<void, Closer> handle_;
+  using Sgemv = void (*)(int, int, int, int, float, const float*, int, const float*, int, float,
+                         float*, int);
   Sgemm sgemm_ = nullptr;
+  Sgemv sgemv_ = nullptr;
   std::string description_;
   mutable std::mutex mutex_;
 };

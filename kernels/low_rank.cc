@@ -231,7 +231,11 @@ void low_rank_project_blas(const PrivateBlas& blas, const float* m, const LowRan
   const auto cols = static_cast<int>(s.cols);
   const auto r = static_cast<int>(s.rank);
   const std::size_t full = s.count / s.cols;
-  if (full > 0) blas.sgemm(false, static_cast<int>(full), r, cols, m, cols, q, r, p, r);
+  if (full > 0 && r == 1) {
+    blas.sgemv(false, static_cast<int>(full), cols, m, cols, q, p);
+  } else if (full > 0) {
+    blas.sgemm(false, static_cast<int>(full), r, cols, m, cols, q, r, p, r);
+  }
   if (full < s.rows)  // the short last row
     project_rows<1>(m + full * s.cols, s.cols, s.row_length(full), q, s.rank, p + full * s.rank);
 }
@@ -242,7 +246,9 @@ void low_rank_back_project_blas(const PrivateBlas& blas, const float* m, const L
   const auto cols = static_cast<int>(s.cols);
   const auto r = static_cast<int>(s.rank);
   const std::size_t full = s.count / s.cols;
-  if (full > 0) {
+  if (full > 0 && r == 1) {
+    blas.sgemv(true, static_cast<int>(full), cols, m, cols, p, q);
+  } else if (full > 0) {
     blas.sgemm(true, cols, r, static_cast<int>(full), m, cols, p, r, q, r);
   } else {
     std::memset(q, 0, s.q_floats() * sizeof(float));

@@ -167,8 +167,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, BlasProducts,
                                            ShapeParam{100, 99, 4, 57},     // short last row
                                            ShapeParam{17, 1000, 16, 999},  // one element in it
                                            ShapeParam{1, 40, 1, 17},       // only a short row
-                                           ShapeParam{512, 512, 16, 0},
-                                           ShapeParam{300, 301, 64, 1}));
+                                           ShapeParam{512, 512, 16, 0}, ShapeParam{300, 301, 64, 1},
+                                           ShapeParam{512, 512, 1, 0},  // r = 1: sgemv
+                                           ShapeParam{1000, 999, 1, 500}));
 
 // The compressor's products: the BLAS's bits unless told builtin.
 TEST(PowerSgdCompressorProducts, FollowTheSetting) {
