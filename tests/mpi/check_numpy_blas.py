@@ -26,7 +26,10 @@ import sys
 import tempfile
 
 PYTHON = "/usr/bin/python3"  # Debian's numpy and mpi4py are installed for it
-LINE = re.compile(r"^rank=(\d+) (.*)$", re.M)
+# One record per rank; mpirun may join two ranks' lines, so fields, not lines.
+FIELDS = ("before", "after", "numpy_blas", "openblas_loads", "summed")
+RECORD = re.compile(r"rank=(\d+) before=([0-9a-f]{64}) after=([0-9a-f]{64}) numpy_blas=(\S+?) "
+                    r"openblas_loads=(\d+) summed=([0-9a-f]{64})")
 
 
 def run(command):
@@ -39,10 +42,10 @@ def run(command):
 
 
 def ranks_of(output, np):
-    """{rank: {field: value}} from the job's lines; every rank must have one."""
+    """{rank: {field: value}} from the job's records; every rank must have one."""
     found = {}
-    for rank, fields in LINE.findall(output):
-        found[int(rank)] = dict(field.split("=", 1) for field in fields.split())
+    for rank, *values in RECORD.findall(output):
+        found[int(rank)] = dict(zip(FIELDS, values))
     if sorted(found) != list(range(np)):
         sys.exit(f"check_numpy_blas: expected a line from each of {np} ranks:\n{output}")
     return found
