@@ -51,7 +51,7 @@ void low_rank_back_project(const float* m, const LowRankShape& shape, const floa
                            Isa isa = best_isa());
 class PrivateBlas;
 
-// The same two products through a BLAS's sgemm (kernels/blas_loader.h) for
+// The same two products through a BLAS's sgemm (sgemv at rank 1; kernels/blas_loader.h) for
 // the rows without padding, and our loop for a short last row: the BLAS adds
 // in an order of its own (blocked, and by the kernel it picks for this CPU),
 // so the bits differ from the loops' above within float rounding; a serial
