@@ -2,13 +2,17 @@
 // as its most square matrix, at ranks 1, 4 and 16, scalar and with the best
 // ISA, with a memcpy of the same input bytes in the same run as the
 // yardstick: the products read M once each, so for small r they should run
-// near memory speed. Bytes/s counts the input (n floats) for every benchmark.
+// near memory speed. The two products also through cblas_sgemm of the
+// process's private OpenBLAS (kernels/blas_loader.h; skipped with an error
+// when it is not installed), in the same binary, to keep the faster.
+// Bytes/s counts the input (n floats) for every benchmark.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
+#include "kernels/blas_loader.h"
 #include "kernels/low_rank.h"
 
 namespace sk = slimreduce::kernels;
@@ -82,6 +86,37 @@ void BM_BackProject(benchmark::State& state) {  // Q = M^T P
   finish(state);
 }
 
+// The same products through the private OpenBLAS (range(2) unused).
+const sk::PrivateBlas* blas_or_skip(benchmark::State& state) {
+  const sk::PrivateBlas* blas = sk::PrivateBlas::process();
+  if (!blas) state.SkipWithError("no private OpenBLAS (libopenblas0-serial not installed?)");
+  return blas;
+}
+
+void BM_ProjectBlas(benchmark::State& state) {
+  Fixture f(state);
+  const sk::PrivateBlas* blas = blas_or_skip(state);
+  if (!blas) return;
+  for (auto _ : state) {
+    sk::low_rank_project_blas(*blas, matrix().data(), f.shape, f.q.data(), f.p.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * state.range(0) * std::int64_t{sizeof(float)});
+  state.SetLabel("openblas");
+}
+
+void BM_BackProjectBlas(benchmark::State& state) {
+  Fixture f(state);
+  const sk::PrivateBlas* blas = blas_or_skip(state);
+  if (!blas) return;
+  for (auto _ : state) {
+    sk::low_rank_back_project_blas(*blas, matrix().data(), f.shape, f.p.data(), f.q.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * state.range(0) * std::int64_t{sizeof(float)});
+  state.SetLabel("openblas");
+}
+
 void BM_Finish(benchmark::State& state) {  // out = P Q^T, residual = M - P Q_local^T
   Fixture f(state);
   for (auto _ : state) {
@@ -92,15 +127,28 @@ void BM_Finish(benchmark::State& state) {  // out = P Q^T, residual = M - P Q_lo
   finish(state);
 }
 
+constexpr std::int64_t kSizes[] = {std::int64_t{1} << 16, std::int64_t{1} << 20, kMaxN};
+
 void sizes(benchmark::internal::Benchmark* b) {
-  for (std::int64_t n : {std::int64_t{1} << 20, kMaxN})
+  for (std::int64_t n : kSizes)
     for (std::int64_t r : {1, 4, 16})
       for (std::int64_t vector : {0, 1}) b->Args({n, r, vector});
 }
 
-BENCHMARK(BM_Memcpy)->Args({1 << 20, 0, 0})->Args({kMaxN, 0, 0})->Unit(benchmark::kMicrosecond);
+void blas_sizes(benchmark::internal::Benchmark* b) {
+  for (std::int64_t n : kSizes)
+    for (std::int64_t r : {1, 4, 16}) b->Args({n, r, 0});
+}
+
+BENCHMARK(BM_Memcpy)
+    ->Args({1 << 16, 0, 0})
+    ->Args({1 << 20, 0, 0})
+    ->Args({kMaxN, 0, 0})
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Project)->Apply(sizes)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ProjectBlas)->Apply(blas_sizes)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_BackProject)->Apply(sizes)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_BackProjectBlas)->Apply(blas_sizes)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Finish)->Apply(sizes)->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -239,7 +239,16 @@ class LowRankCompressor : public Compressor {
   virtual void finish(const float* m, const kernels::LowRankShape& shape, const float* p,
                       const float* q_sum, const float* q_local, float* out,
                       float* residual) const = 0;
+  // What computes the two products, for the log: "cblas_sgemm of a private
+  // OpenBLAS ..." or "our loops (...)"; may load the BLAS.
+  virtual std::string products() const = 0;
 };
+
+// What computes PowerSGD's two products P = M Q and Q = M^T P: a private
+// copy of Debian's serial OpenBLAS where it is installed, else our loops
+// (automatic); that BLAS or an error at start (openblas); our loops, whose
+// bits do not depend on the CPU (builtin). docs/architecture.md, "Low rank".
+enum class PowerSgdProducts { automatic, openblas, builtin };
 
 // How top-k aggregates: allgathered payloads, sharded to owners, or picked
 // per call by a cost model of n, k and the rank count.
@@ -253,6 +262,7 @@ struct CompressorOptions {
   double powersgd_min_compression = 2.0;                    // SLIMREDUCE_POWERSGD_MIN_COMPRESSION
   TopkAlgorithm topk_algorithm = TopkAlgorithm::automatic;  // SLIMREDUCE_TOPK_ALGORITHM
   std::size_t quant_bucket = 512;                           // SLIMREDUCE_QUANT_BUCKET
+  PowerSgdProducts powersgd_products = PowerSgdProducts::automatic;  // SLIMREDUCE_POWERSGD_BLAS
 };
 
 }  // namespace slimreduce::compressors

@@ -1,9 +1,14 @@
 // PowerSGD: rank-r low-rank compression (Vogels et al., NeurIPS 2019) with
 // error feedback and warm start; the steps are kernels/low_rank.h's, the two
-// sums and their order algorithms/powersgd.h's.
+// sums and their order algorithms/powersgd.h's. The two products through a
+// private OpenBLAS when there is one (settings: SLIMREDUCE_POWERSGD_BLAS),
+// faster than our loops at the shapes PowerSGD sees (docs/performance.md,
+// "PowerSGD (CPU)").
 #include <memory>
+#include <string>
 
 #include "compressors/registry.h"
+#include "kernels/blas_loader.h"
 #include "kernels/low_rank.h"
 
 namespace slimreduce::compressors {
@@ -15,7 +20,8 @@ class PowerSgdCompressor final : public LowRankCompressor {
  public:
   explicit PowerSgdCompressor(const CompressorOptions& options)
       : rank_(static_cast<std::size_t>(options.powersgd_rank > 0 ? options.powersgd_rank : 1)),
-        min_compression_(options.powersgd_min_compression) {}
+        min_compression_(options.powersgd_min_compression),
+        products_(options.powersgd_products) {}
 
   std::string_view name() const override { return "powersgd"; }
   // Rank r keeps little of each tensor: without error feedback what it
@@ -34,23 +40,44 @@ class PowerSgdCompressor final : public LowRankCompressor {
     kernels::low_rank_seed(shape, q);
   }
   void project(const float* m, const LowRankShape& shape, const float* q, float* p) const override {
-    kernels::low_rank_project(m, shape, q, p);
+    if (const kernels::PrivateBlas* blas = this->blas()) {
+      kernels::low_rank_project_blas(*blas, m, shape, q, p);
+    } else {
+      kernels::low_rank_project(m, shape, q, p);
+    }
   }
   void orthonormalise(float* p, const LowRankShape& shape) const override {
     kernels::orthonormalise(p, shape.rows, shape.rank);
   }
   void back_project(const float* m, const LowRankShape& shape, const float* p,
                     float* q) const override {
-    kernels::low_rank_back_project(m, shape, p, q);
+    if (const kernels::PrivateBlas* blas = this->blas()) {
+      kernels::low_rank_back_project_blas(*blas, m, shape, p, q);
+    } else {
+      kernels::low_rank_back_project(m, shape, p, q);
+    }
   }
   void finish(const float* m, const LowRankShape& shape, const float* p, const float* q_sum,
               const float* q_local, float* out, float* residual) const override {
     kernels::low_rank_finish(m, shape, p, q_sum, q_local, out, residual);
   }
+  std::string products() const override {
+    if (const kernels::PrivateBlas* blas = this->blas())
+      return "cblas_sgemm of a private " + blas->description();
+    std::string loops = std::string("our loops (") + kernels::isa_name(kernels::best_isa()) + ")";
+    if (products_ == PowerSgdProducts::builtin) return loops;
+    return loops + ", no private OpenBLAS: " + kernels::PrivateBlas::process_failure();
+  }
 
  private:
+  // The process's private copy (loaded at the first product), or nullptr for our loops.
+  const kernels::PrivateBlas* blas() const {
+    return products_ == PowerSgdProducts::builtin ? nullptr : kernels::PrivateBlas::process();
+  }
+
   std::size_t rank_;
   double min_compression_;
+  PowerSgdProducts products_;
 };
 
 }  // namespace

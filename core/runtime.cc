@@ -43,6 +43,7 @@ Runtime::Runtime(Settings settings, std::unique_ptr<DeviceAllocator> device_memo
               CompressionDecision(settings_.ef_max_bytes, settings_.warmup_steps),
               ResidualStore(settings_.ef_max_bytes)} {
   log_settings(launcher_rank);
+  log_products(launcher_rank);
   timeline_.know_rank(launcher_rank);  // until MPI or NCCL says
 }
 
@@ -80,6 +81,15 @@ void Runtime::log_settings(int rank) const {
            shared_.policy.error_feedback ? "on" : "off");
 }
 
+void Runtime::log_products(int rank) {
+  if (settings_.log_level < LogLevel::info) return;
+  const auto* low_rank =
+      dynamic_cast<const compressors::LowRankCompressor*>(policy().compressor.get());
+  if (!low_rank || logged_products_.exchange(true)) return;
+  log_line(settings_.log_level, LogLevel::info, rank, "powersgd products: %s",
+           low_rank->products().c_str());
+}
+
 Policy Runtime::policy() const {
   std::lock_guard lock(mutex_);
   return shared_.policy;
@@ -113,6 +123,7 @@ bool Runtime::use_compressor(const std::string& name) {
   // between its planning and its launches is not covered: switching the
   // compressor while another thread reduces is not supported.)
   if (device_memory_) release_after_device_wait(dropped, devices, *device_memory_);
+  log_products(report_context().rank);
   return true;
 }
 

@@ -154,6 +154,9 @@ class Runtime {
   // The one exit handler: the report of a job that never reached MPI_Finalize.
   static void report_at_exit();
   void log_settings(int launcher_rank) const;
+  // Once per runtime, on every rank (nodes may differ): what computes
+  // PowerSGD's products, when the compressor is low-rank.
+  void log_products(int rank);
 
   // The runtime, and the number of the MPI side's tally board (0 while there
   // is none), side by side so the MPI hot path reads one line of ours.
@@ -179,6 +182,7 @@ class Runtime {
   std::atomic<std::uint64_t> compressed_noted_{0};
   std::atomic<std::uint64_t> resets_noted_{0};
   std::atomic<bool> warned_resets_{false};
+  std::atomic<bool> logged_products_{false};
 
   mutable std::mutex report_mutex_;  // guards the report's identity and claim
   int rank_ = -1;

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "compressors/registry.h"
+#include "kernels/blas_loader.h"
 
 extern char** environ;
 
@@ -142,6 +143,11 @@ std::uint64_t parse_bucket(const std::string& value) {
   return bucket;
 }
 
+const std::vector<std::pair<const char*, compressors::PowerSgdProducts>> kPowerSgdBlas = {
+    {"auto", compressors::PowerSgdProducts::automatic},
+    {"openblas", compressors::PowerSgdProducts::openblas},
+    {"builtin", compressors::PowerSgdProducts::builtin}};
+
 const std::vector<std::pair<const char*, TopkValueFormat>> kTopkValues = {
     {"fp32", TopkValueFormat::fp32}, {"fp16", TopkValueFormat::fp16}};
 
@@ -195,6 +201,19 @@ const std::vector<SettingSpec>& specs() {
          s.powersgd_min_compression = parse_min_compression(v);
        },
        [](const Settings& s) { return std::to_string(s.powersgd_min_compression); }},
+      {"SLIMREDUCE_POWERSGD_BLAS", "auto",
+       fixed("auto, openblas (an error unless Debian's libopenblas0-serial loads), builtin"),
+       "What computes PowerSGD's products P = M Q and Q = M^T P: auto (a private copy of Debian's "
+       "serial OpenBLAS where installed, else our loops), openblas, or builtin (our loops: the "
+       "same bits on every CPU).",
+       [](const std::string& v, Settings& s) {
+         s.powersgd_blas = parse_choice(v, kPowerSgdBlas);
+         // Checked now, before any collective: loads the process's private copy.
+         if (s.powersgd_blas == compressors::PowerSgdProducts::openblas &&
+             !kernels::PrivateBlas::process())
+           throw std::invalid_argument(kernels::PrivateBlas::process_failure());
+       },
+       [](const Settings& s) { return show_choice(s.powersgd_blas, kPowerSgdBlas); }},
       {"SLIMREDUCE_ERROR_FEEDBACK", "1 for topk and powersgd, 0 for casts", fixed("0, 1"),
        "Carry what compression lost into the next call with the same residual key.",
        [](const std::string& v, Settings& s) { s.error_feedback = parse_flag(v); },

@@ -27,6 +27,7 @@ struct Settings {
   std::uint64_t quant_bucket = 512;
   int powersgd_rank = 4;
   double powersgd_min_compression = 2.0;
+  compressors::PowerSgdProducts powersgd_blas = compressors::PowerSgdProducts::automatic;
   std::optional<bool> error_feedback;  // unset: the compressor's default
   std::uint64_t min_bytes = 65536;
   std::uint64_t warmup_steps = 0;

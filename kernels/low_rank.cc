@@ -1,8 +1,11 @@
 #include "kernels/low_rank.h"
 
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <vector>
+
+#include "kernels/blas_loader.h"
 
 namespace slimreduce::kernels {
 namespace {
@@ -216,6 +219,43 @@ void low_rank_project(const float* m, const LowRankShape& shape, const float* q,
 void low_rank_back_project(const float* m, const LowRankShape& shape, const float* p, float* q,
                            Isa isa) {
   pick(isa, &back_scalar, &back_avx2, &back_avx512)(m, shape, p, q);
+}
+
+bool low_rank_blas_fits(const LowRankShape& shape) {
+  return shape.cols <= INT_MAX && shape.rows <= INT_MAX && shape.rank <= INT_MAX;
+}
+
+void low_rank_project_blas(const PrivateBlas& blas, const float* m, const LowRankShape& s,
+                           const float* q, float* p) {
+  if (!low_rank_blas_fits(s)) return low_rank_project(m, s, q, p);
+  const auto cols = static_cast<int>(s.cols);
+  const auto r = static_cast<int>(s.rank);
+  const std::size_t full = s.count / s.cols;
+  if (full > 0 && r == 1) {
+    blas.sgemv(false, static_cast<int>(full), cols, m, cols, q, p);
+  } else if (full > 0) {
+    blas.sgemm(false, static_cast<int>(full), r, cols, m, cols, q, r, p, r);
+  }
+  if (full < s.rows)  // the short last row
+    project_rows<1>(m + full * s.cols, s.cols, s.row_length(full), q, s.rank, p + full * s.rank);
+}
+
+void low_rank_back_project_blas(const PrivateBlas& blas, const float* m, const LowRankShape& s,
+                                const float* p, float* q) {
+  if (!low_rank_blas_fits(s)) return low_rank_back_project(m, s, p, q);
+  const auto cols = static_cast<int>(s.cols);
+  const auto r = static_cast<int>(s.rank);
+  const std::size_t full = s.count / s.cols;
+  if (full > 0 && r == 1) {
+    blas.sgemv(true, static_cast<int>(full), cols, m, cols, p, q);
+  } else if (full > 0) {
+    blas.sgemm(true, cols, r, static_cast<int>(full), m, cols, p, r, q, r);
+  } else {
+    std::memset(q, 0, s.q_floats() * sizeof(float));
+  }
+  if (full < s.rows)  // the short last row, added last
+    back_project_rows<1>(m + full * s.cols, s.cols, s.row_length(full), p + full * s.rank, s.rank,
+                         q);
 }
 
 void low_rank_finish(const float* m, const LowRankShape& shape, const float* p, const float* q_sum,

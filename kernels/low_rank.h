@@ -49,6 +49,22 @@ void low_rank_project(const float* m, const LowRankShape& shape, const float* q,
 // q (cols x rank) = M^T p. q[j][k] = sum over i ascending of M[i][j] p[i][k].
 void low_rank_back_project(const float* m, const LowRankShape& shape, const float* p, float* q,
                            Isa isa = best_isa());
+class PrivateBlas;
+
+// The same two products through a BLAS's sgemm (sgemv at rank 1; kernels/blas_loader.h) for
+// the rows without padding, and our loop for a short last row: the BLAS adds
+// in an order of its own (blocked, and by the kernel it picks for this CPU),
+// so the bits differ from the loops' above within float rounding; a serial
+// BLAS gives the same bits run to run on one CPU. Only the sums over ranks of
+// these products are shared, so every rank still holds the same summed P and
+// Q (docs/architecture.md, "Low rank", "A private BLAS").
+void low_rank_project_blas(const PrivateBlas& blas, const float* m, const LowRankShape& shape,
+                           const float* q, float* p);
+void low_rank_back_project_blas(const PrivateBlas& blas, const float* m, const LowRankShape& shape,
+                                const float* p, float* q);
+// Whether the BLAS variants take this shape (its sizes fit cblas's int).
+bool low_rank_blas_fits(const LowRankShape& shape);
+
 // For each stored element e = (i, j): out[e] = sum over k ascending of p[i][k] q_sum[j][k];
 // with residual != nullptr, residual[e] = m[e] - sum over k of p[i][k] q_local[j][k].
 // out may be m itself; residual may not. Keeps a per-thread scratch of 2 x cols x rank

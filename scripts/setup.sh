@@ -7,6 +7,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 packages=(cmake g++ make gfortran openmpi-bin libopenmpi-dev libgtest-dev libbenchmark-dev
           python3 python3-mpi4py python3-numpy iproute2
+          libopenblas0-serial  # PowerSGD's products (loaded privately at run time)
           python3-venv python3-pip python3-matplotlib pkgconf  # the tools' tests (docs/tools.md)
           clang libclang-rt-14-dev)  # libFuzzer, for tests/fuzz
 missing=()

@@ -1,7 +1,9 @@
 #!/bin/sh
 # check_exports.sh LIB: the library exports only the entry points it
 # intercepts (MPI C and Fortran, NCCL) and its own slimreduce_* API, so its
-# internals (C++ templates, a static CUDA runtime) never clash with the job's.
+# internals (C++ templates, a static CUDA runtime) never clash with the job's;
+# and it needs no BLAS at load time (PowerSGD's private OpenBLAS is loaded
+# with dlmopen when used, so the job's numpy keeps its own).
 set -eu
 exports=$(nm -D --defined-only "$1" | awk '{print $3}')
 unexpected=$(printf '%s\n' "$exports" |
@@ -16,4 +18,8 @@ large=$(printf '%s\n' "$exports" | grep -E '^MPI_[A-Za-z_]+_c$' || true)
 if [ -n "$large" ]; then
   echo "large-count calls exported (they must pass to the real MPI):"; echo "$large"; exit 1
 fi
-echo "OK: $(printf '%s\n' "$exports" | wc -l) symbols, all entry points"
+needed=$(readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+if printf '%s\n' "$needed" | grep -iE 'blas|lapack|gfortran'; then
+  echo "a BLAS is a load-time dependency (NEEDED) of $1"; exit 1
+fi
+echo "OK: $(printf '%s\n' "$exports" | wc -l) symbols, all entry points; NEEDED: $(printf '%s ' $needed)"

@@ -37,6 +37,8 @@ namespace {
 struct Options {
   int rank = 4;
   double min_compression = 1.0;
+  // automatic: the private OpenBLAS's products (installed by scripts/setup.sh).
+  compressors::PowerSgdProducts products = compressors::PowerSgdProducts::automatic;
 };
 
 // One rank's side of a series of calls on one key: its residual and its Q.
@@ -47,6 +49,7 @@ class Caller {
     compressors::CompressorOptions options;
     options.powersgd_rank = setup.rank;
     options.powersgd_min_compression = setup.min_compression;
+    options.powersgd_products = setup.products;
     compressor_ = compressors::make_compressor("powersgd", options);
     EXPECT_EQ(state_.private_comm(&wire_), MPI_SUCCESS);
   }
@@ -296,6 +299,43 @@ TEST(PowerSgd, NeverCutIntoPartitions) {
   EXPECT_EQ(std::memcmp(whole.data(), output.data(), count * sizeof(float)), 0);
 }
 
+// Only the sums over ranks of the local products are shared: ranks that
+// compute them with the private OpenBLAS and ranks with our loops (other
+// bits locally) still hold the same output bits, call after call, and a second
+// run gives the first one's bits (the serial BLAS sums in one order).
+TEST(PowerSgd, SameBitsWithBlasAndOurLoopsMixedAcrossRanks) {
+  for (const std::size_t count : {std::size_t{65536}, std::size_t{100003}}) {
+    std::vector<std::vector<float>> runs[2];
+    for (auto& outputs : runs) {
+      int rank = 0;
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      Options setup;
+      setup.products = rank % 2 == 0 ? compressors::PowerSgdProducts::openblas
+                                     : compressors::PowerSgdProducts::builtin;
+      Caller caller(count, setup, true);
+      for (int step = 0; step < 3; ++step) {
+        const auto input = normal(count, 700 + 10 * caller.rank() + step);
+        const std::vector<float> before = caller.residual();
+        outputs.push_back(caller.call(input));
+        EXPECT_TRUE(same_on_every_rank(outputs.back())) << "count " << count << " step " << step;
+        std::vector<float> sent(count);
+        double magnitude = 0;
+        for (std::size_t e = 0; e < count; ++e) {
+          sent[e] = input[e] + before[e] - caller.residual()[e];
+          magnitude = std::max(magnitude, double(std::fabs(input[e]) + std::fabs(before[e])));
+        }
+        const auto total = sum_over_ranks(sent);
+        for (std::size_t e = 0; e < count; ++e)
+          ASSERT_NEAR(outputs.back()[e], total[e], 1e-3 * magnitude * caller.size())
+              << "count " << count << " step " << step << " element " << e;
+      }
+    }
+    for (std::size_t step = 0; step < runs[0].size(); ++step)
+      EXPECT_EQ(std::memcmp(runs[0][step].data(), runs[1][step].data(), count * sizeof(float)), 0)
+          << "count " << count << ": step " << step << " of the second run";
+  }
+}
+
 // PowerSGD's steps pinned to one instruction set: each rank runs another
 // (scalar, AVX2, AVX-512, as far as the CPU has them).
 class PinnedIsa final : public compressors::LowRankCompressor {
@@ -325,6 +365,7 @@ class PinnedIsa final : public compressors::LowRankCompressor {
               const float* q_local, float* out, float* residual) const override {
     kernels::low_rank_finish(m, s, p, q_sum, q_local, out, residual, isa_);
   }
+  std::string products() const override { return kernels::isa_name(isa_); }
 
  private:
   kernels::Isa isa_;

@@ -43,6 +43,17 @@ TEST(Settings, PowerSgdRankAndMinimumCompression) {
       parse({{"SLIMREDUCE_POWERSGD_MIN_COMPRESSION", "12.5"}}).powersgd_min_compression, 12.5);
 }
 
+TEST(Settings, PowerSgdBlas) {
+  EXPECT_EQ(parse({}).powersgd_blas, compressors::PowerSgdProducts::automatic);
+  EXPECT_EQ(parse({{"SLIMREDUCE_POWERSGD_BLAS", "builtin"}}).powersgd_blas,
+            compressors::PowerSgdProducts::builtin);
+  // Accepted only where the private copy loads (scripts/setup.sh installs it).
+  EXPECT_EQ(parse({{"SLIMREDUCE_POWERSGD_BLAS", "openblas"}}).powersgd_blas,
+            compressors::PowerSgdProducts::openblas);
+  EXPECT_EQ(describe_settings(parse({{"SLIMREDUCE_POWERSGD_BLAS", "builtin"}}))[7],
+            "SLIMREDUCE_POWERSGD_BLAS=builtin");
+}
+
 TEST(Settings, TopkAlgorithmAndQuantBucket) {
   EXPECT_EQ(parse({}).topk_algorithm, compressors::TopkAlgorithm::automatic);
   EXPECT_EQ(parse({}).quant_bucket, 512u);
@@ -155,6 +166,8 @@ constexpr const char* kSizes = "a byte size: 65536, 64K, 64KiB, 1M, 1MiB, 4G (po
 constexpr const char* kCompressors = "none, fp16, bf16, topk, powersgd, int8";
 constexpr const char* kRank = "a whole number in [1, 64]";
 constexpr const char* kTimes = "a number >= 1";
+constexpr const char* kBlas =
+    "auto, openblas (an error unless Debian's libopenblas0-serial loads), builtin";
 constexpr const char* kRatio = "a number in (0, 1]";
 constexpr const char* kFlag = "0, 1";
 constexpr const char* kCount = "a whole number >= 0";
@@ -202,7 +215,9 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"SLIMREDUCE_POWERSGD_MIN_COMPRESSION", "inf", kTimes},
                       BadCase{"SLIMREDUCE_POWERSGD_MIN_COMPRESSION", "nan", kTimes},
                       BadCase{"SLIMREDUCE_POWERSGD_MIN_COMPRESSION", "2x", kTimes},
-                      BadCase{"SLIMREDUCE_POWERSGD_MIN_COMPRESSION", "", kTimes}));
+                      BadCase{"SLIMREDUCE_POWERSGD_MIN_COMPRESSION", "", kTimes},
+                      BadCase{"SLIMREDUCE_POWERSGD_BLAS", "mkl", kBlas},
+                      BadCase{"SLIMREDUCE_POWERSGD_BLAS", "OpenBLAS", kBlas}));
 
 TEST(BadSettings, UnknownNameIsATypo) {
   try {
@@ -220,7 +235,7 @@ TEST(BadSettings, UnknownNameIsATypo) {
 
 TEST(Settings, DescribeListsEverySettingOnce) {
   const auto lines = describe_settings(parse({{"SLIMREDUCE_COMPRESSOR", "fp16"}}));
-  EXPECT_EQ(lines.size(), 20u);
+  EXPECT_EQ(lines.size(), 21u);
   EXPECT_EQ(lines.front(), "SLIMREDUCE_COMPRESSOR=fp16");
   EXPECT_NE(settings_markdown().find("| `SLIMREDUCE_MIN_BYTES` | 65536 |"), std::string::npos);
 }
