@@ -14,6 +14,7 @@ struct BatchTensor {
   float* output;
   std::size_t count;
   std::vector<float>* state = nullptr;  // the key's compressor state (a low-rank one's Q)
+  std::size_t rows = 0;                 // the tensor's real row count (the native API's), or 0
 };
 
 }  // namespace slimreduce::algorithms

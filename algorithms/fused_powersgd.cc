@@ -11,7 +11,7 @@ std::size_t floats_of(const compressors::LowRankCompressor& compressor,
                       const std::vector<BatchTensor>& tensors) {
   std::size_t p = 0, q = 0, m = 0;
   for (const BatchTensor& t : tensors) {
-    const kernels::LowRankShape shape = compressor.shape(t.count);
+    const kernels::LowRankShape shape = compressor.shape(t.count, t.rows);
     if (shape.rank > 0) p += shape.p_floats(), q += shape.q_floats();
     m += t.count;
   }
@@ -34,7 +34,7 @@ std::size_t FusedPowerSgd::workspace_bytes(const compressors::LowRankCompressor&
                                            const std::vector<BatchTensor>& tensors, int ranks) {
   std::size_t bytes = Shared(floats_of(compressor, tensors), ranks).bytes();
   for (const BatchTensor& t : tensors)
-    bytes += PowerSgd::workspace_bytes(compressor, t.count, ranks);
+    bytes += PowerSgd::workspace_bytes(compressor, t.count, ranks, t.rows);
   return bytes;
 }
 
@@ -47,8 +47,9 @@ FusedPowerSgd::FusedPowerSgd(backends::Transport& transport,
   sums_ = {together_ + shared.together, together_ + shared.together + shared.block};
   std::byte* next = workspace + shared.bytes();
   for (const BatchTensor& t : tensors_) {
-    steps_.push_back(std::make_unique<PowerSgd>(transport, compressor, t.count, t.state, next));
-    next += PowerSgd::workspace_bytes(compressor, t.count, transport.size());
+    steps_.push_back(
+        std::make_unique<PowerSgd>(transport, compressor, t.count, t.state, next, t.rows));
+    next += PowerSgd::workspace_bytes(compressor, t.count, transport.size(), t.rows);
   }
 }
 

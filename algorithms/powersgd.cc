@@ -33,13 +33,17 @@ Floats floats_for(const kernels::LowRankShape& shape, int ranks) {
 }  // namespace
 
 std::size_t PowerSgd::workspace_bytes(const compressors::LowRankCompressor& compressor,
-                                      std::size_t count, int ranks) {
-  return floats_for(compressor.shape(count), ranks).total() * sizeof(float);
+                                      std::size_t count, int ranks, std::size_t rows) {
+  return floats_for(compressor.shape(count, rows), ranks).total() * sizeof(float);
 }
 
 PowerSgd::PowerSgd(backends::Transport& transport, compressors::LowRankCompressor& compressor,
-                   std::size_t count, std::vector<float>* state, std::byte* workspace)
-    : transport_(transport), compressor_(compressor), shape_(compressor.shape(count)), q_(state) {
+                   std::size_t count, std::vector<float>* state, std::byte* workspace,
+                   std::size_t rows)
+    : transport_(transport),
+      compressor_(compressor),
+      shape_(compressor.shape(count, rows)),
+      q_(state) {
   const Floats f = floats_for(shape_, transport.size());
   m_ = reinterpret_cast<float*>(workspace);
   p_ = m_ + f.m;

@@ -55,13 +55,15 @@ Status sum_over_ranks(backends::Transport& transport, float* data, std::size_t n
 
 class PowerSgd : public Phases<PowerSgd> {
  public:
+  // rows: the tensor's real row count (the native API's), or 0: the view's choice.
   static std::size_t workspace_bytes(const compressors::LowRankCompressor& compressor,
-                                     std::size_t count, int ranks);
+                                     std::size_t count, int ranks, std::size_t rows = 0);
 
   // state: the key's Q (cols x rank floats once used), seeded when its size
   // does not fit the shape; nullptr: a seeded Q for this call alone.
   PowerSgd(backends::Transport& transport, compressors::LowRankCompressor& compressor,
-           std::size_t count, std::vector<float>* state, std::byte* workspace);
+           std::size_t count, std::vector<float>* state, std::byte* workspace,
+           std::size_t rows = 0);
 
   void compress(const float* input, float* residual);
   Status communicate();

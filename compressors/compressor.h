@@ -222,9 +222,10 @@ class ShardedCompressor : public Compressor, public ShardedCodec {
 class LowRankCompressor : public Compressor {
  public:
   Aggregation aggregation() const final { return Aggregation::low_rank; }
-  // The matrix view of n values; rank 0: not worth compressing (the call is
+  // The matrix view of n values (rows: a tensor's real row count, from the
+  // native API, or 0 to choose); rank 0: not worth compressing (the call is
   // summed exactly in fp32 instead).
-  virtual kernels::LowRankShape shape(std::size_t n) const = 0;
+  virtual kernels::LowRankShape shape(std::size_t n, std::size_t rows) const = 0;
   // q's first value, the same on every rank.
   virtual void seed(const kernels::LowRankShape& shape, float* q) const = 0;
   // p = M q.

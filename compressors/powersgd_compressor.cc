@@ -29,12 +29,12 @@ class PowerSgdCompressor final : public LowRankCompressor {
   bool default_error_feedback() const override { return true; }
   // The two factors of one rank; a tensor not worth compressing is sent whole.
   std::size_t compressed_bytes(std::size_t n) const override {
-    const LowRankShape s = shape(n);
+    const LowRankShape s = shape(n, 0);
     return s.rank == 0 ? n * sizeof(float) : (s.p_floats() + s.q_floats()) * sizeof(float);
   }
 
-  LowRankShape shape(std::size_t n) const override {
-    return kernels::low_rank_shape(n, rank_, min_compression_);
+  LowRankShape shape(std::size_t n, std::size_t rows) const override {
+    return kernels::low_rank_shape(n, rank_, min_compression_, rows);
   }
   void seed(const LowRankShape& shape, float* q) const override {
     kernels::low_rank_seed(shape, q);

@@ -69,8 +69,9 @@ class Engine : public RuntimeSide {
   // The native API (interpose/slimreduce.h): an in-place float32 SUM
   // MPI_Iallreduce whose residual is keyed by `name`, its request held here
   // until synchronize(comm) completes every one of comm's.
-  int enqueue_named(const char* name, float* buffer, std::size_t count, MPI_Comm comm,
-                    int priority);
+  // rows: the tensor's real row count (slimreduce_enqueue_matrix), or 0.
+  int enqueue_named(const char* name, float* buffer, std::size_t count, std::size_t rows,
+                    MPI_Comm comm, int priority);
   int synchronize(MPI_Comm comm);
   // Whether any compressed MPI_Iallreduce waits in a queue: the wait and
   // test shims skip everything else while none does.
@@ -136,13 +137,19 @@ class Engine : public RuntimeSide {
   void count_compressed(std::uint64_t bytes, const CommState& state, double wire_sent,
                         Counters& delta) const;
 
+  // What a queued call carries besides MPI's arguments: its residual key (the
+  // receive buffer, or a tensor name's stand-in), the native API's priority
+  // (0 for MPI_Iallreduce) and the tensor's real row count (or 0).
+  struct Tag {
+    const void* residual_key;
+    int priority = 0;
+    std::size_t rows = 0;
+  };
   // An eligible MPI_Iallreduce, queued (or passed through by the decision).
   int iallreduce_keyed(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
-                       MPI_Op op, MPI_Comm comm, MPI_Request* request, const void* residual_key,
-                       int priority);
+                       MPI_Op op, MPI_Comm comm, MPI_Request* request, const Tag& tag);
   int enqueue(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-              MPI_Comm comm, CommState& state, MPI_Request* request, const void* residual_key,
-              int priority);
+              MPI_Comm comm, CommState& state, MPI_Request* request, const Tag& tag);
   // A generalized request of ours (its record kept until MPI frees it).
   int start_request(MPI_Request* request, RequestRecord** record);
   // A request already complete: a call reduced before it returned.

@@ -111,8 +111,8 @@ Status run_batch(compressors::Compressor& compressor, backends::Transport& trans
   if (one_by_one) {
     for (const algorithms::BatchTensor& t : tensors) {
       Reduced one;
-      SLIMREDUCE_TRY(host_allreduce({t.input, t.output, t.count, t.residual, t.state}, compressor,
-                                    transport, state, options, &one));
+      SLIMREDUCE_TRY(host_allreduce({t.input, t.output, t.count, t.residual, t.state, t.rows},
+                                    compressor, transport, state, options, &one));
       reduced->wire_sent += one.wire_sent;
       reduced->rescued += one.overflow_rescued ? 1 : 0;
       reduced->partitions += one.partitions > 1 ? one.partitions : 0;
@@ -133,12 +133,11 @@ Status run_batch(compressors::Compressor& compressor, backends::Transport& trans
 
 int Engine::iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
                        MPI_Op op, MPI_Comm comm, MPI_Request* request) {
-  return iallreduce_keyed(sendbuf, recvbuf, count, datatype, op, comm, request, recvbuf, 0);
+  return iallreduce_keyed(sendbuf, recvbuf, count, datatype, op, comm, request, Tag{recvbuf});
 }
 
 int Engine::iallreduce_keyed(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
-                             MPI_Op op, MPI_Comm comm, MPI_Request* request,
-                             const void* residual_key, int priority) {
+                             MPI_Op op, MPI_Comm comm, MPI_Request* request, const Tag& tag) {
   ReadCall read;
   if (!read_call(sendbuf, recvbuf, count, datatype, op, comm, &read)) {
     return backends::mpi::iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
@@ -157,16 +156,14 @@ int Engine::iallreduce_keyed(const void* sendbuf, void* recvbuf, int count, MPI_
     return rc == MPI_SUCCESS ? completed_request(comm, request) : rc;
   }
   if (read.compress) {
-    return enqueue(sendbuf, recvbuf, count, datatype, op, comm, *read.state, request, residual_key,
-                   priority);
+    return enqueue(sendbuf, recvbuf, count, datatype, op, comm, *read.state, request, tag);
   }
   tallies_.mine().count(read.bytes);  // read_call made comm the tally's communicator
   return backends::mpi::iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
 }
 
 int Engine::enqueue(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                    MPI_Comm comm, CommState& state, MPI_Request* request, const void* residual_key,
-                    int priority) {
+                    MPI_Comm comm, CommState& state, MPI_Request* request, const Tag& tag) {
   MPI_Comm wire_comm = MPI_COMM_NULL;
   if (const int rc = prepare_wire(state, comm, &wire_comm)) return rc;
   const auto datatype_tag = reinterpret_cast<std::uintptr_t>(datatype);
@@ -194,11 +191,11 @@ int Engine::enqueue(const void* sendbuf, void* recvbuf, int count, MPI_Datatype 
   bool full = false;
   {
     std::lock_guard lock(queue.mutex);
-    queue.pending.push_back({static_cast<const float*>(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf),
-                             static_cast<float*>(recvbuf), static_cast<std::size_t>(count),
-                             residual_key, datatype_tag, policy.compressor, policy.error_feedback,
-                             priority, runtime_.timeline().on() ? Timeline::now_us() : 0.0, made,
-                             held});
+    queue.pending.push_back(
+        {static_cast<const float*>(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf),
+         static_cast<float*>(recvbuf), static_cast<std::size_t>(count), tag.residual_key,
+         datatype_tag, policy.compressor, policy.error_feedback, tag.priority,
+         runtime_.timeline().on() ? Timeline::now_us() : 0.0, made, held, tag.rows});
     queue.bytes += queue.pending.back().bytes();
     full = queue.bytes >= runtime_.settings().fusion_threshold;  // 0: every call at once
   }
@@ -237,8 +234,8 @@ void Engine::complete(const std::vector<QueuedReduction>& reductions, int rc) {
   queued_.store(queued_requests_.size(), std::memory_order_relaxed);
 }
 
-int Engine::enqueue_named(const char* name, float* buffer, std::size_t count, MPI_Comm comm,
-                          int priority) {
+int Engine::enqueue_named(const char* name, float* buffer, std::size_t count, std::size_t rows,
+                          MPI_Comm comm, int priority) {
   if (count > static_cast<std::size_t>(INT_MAX)) {
     return raise(comm, MPI_ERR_COUNT, "slimreduce_enqueue");
   }
@@ -251,7 +248,7 @@ int Engine::enqueue_named(const char* name, float* buffer, std::size_t count, MP
   }
   MPI_Request request = MPI_REQUEST_NULL;
   const int rc = iallreduce_keyed(MPI_IN_PLACE, buffer, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
-                                  comm, &request, key, priority);
+                                  comm, &request, Tag{key, priority, rows});
   if (rc != MPI_SUCCESS) return rc;
   std::lock_guard lock(native_mutex_);
   native_requests_[comm].push_back(request);
@@ -301,7 +298,7 @@ int Engine::reduce_queued(CommState& state, MPI_Comm wire_comm,
       delta.ef_resets += shared->residuals.resets() - resets_before;
       delta.ef_cap_fallback += slot ? 0 : 1;
       tensors.push_back({r.input, slot ? slot->host_residual() : nullptr, r.output, r.count,
-                         slot ? &slot->compressor_state : nullptr});
+                         slot ? &slot->compressor_state : nullptr, r.rows});
     }
   }
   backends::MpiTransport transport(wire_comm, state.rank(), state.size());

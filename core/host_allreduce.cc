@@ -33,7 +33,7 @@ std::size_t aligned(std::size_t bytes) { return (bytes + kAlign - 1) / kAlign * 
 // What the compressor's flat algorithm needs for count floats over
 // `transport`'s ranks (sharded: the sharded algorithm's, this rank's).
 Workspace flat_workspace(std::size_t count, compressors::Compressor& compressor,
-                         const backends::Transport& transport, bool sharded) {
+                         const backends::Transport& transport, bool sharded, std::size_t rows) {
   using algorithms::CastRing;
   const int ranks = transport.size();
   if (sharded) {
@@ -43,7 +43,7 @@ Workspace flat_workspace(std::size_t count, compressors::Compressor& compressor,
   }
   if (compressor.aggregation() == compressors::Aggregation::low_rank) {
     const auto& low_rank = static_cast<const compressors::LowRankCompressor&>(compressor);
-    return {algorithms::PowerSgd::workspace_bytes(low_rank, count, ranks), 0};
+    return {algorithms::PowerSgd::workspace_bytes(low_rank, count, ranks, rows), 0};
   }
   if (compressor.aggregation() == compressors::Aggregation::summable) {
     const auto& summable = static_cast<const compressors::SummableCompressor&>(compressor);
@@ -77,13 +77,14 @@ std::vector<float*> owner_residuals(const AllreduceCall& call, compressors::Comp
 // by its aggregation or sharded (the same on every rank), on workspace of
 // flat_workspace(): a call's whole algorithm, a partition's, or a
 // hierarchical reduction's shard. state: the key's compressor state (a
-// low-rank compressor's Q), or nullptr; owner_residual: a sharded one's.
+// low-rank compressor's Q), or nullptr; owner_residual: a sharded one's;
+// rows: the tensor's real row count where count is the whole tensor, else 0.
 std::unique_ptr<algorithms::Allreduce> flat_algorithm(std::size_t count,
                                                       compressors::Compressor& compressor,
                                                       backends::Transport& transport,
                                                       std::byte* wire, std::byte* scratch,
                                                       std::vector<float>* state, bool sharded,
-                                                      float* owner_residual) {
+                                                      float* owner_residual, std::size_t rows) {
   using algorithms::AllreduceOf;
   if (sharded) {
     return std::make_unique<AllreduceOf<algorithms::ShardedAllreduce>>(
@@ -92,7 +93,7 @@ std::unique_ptr<algorithms::Allreduce> flat_algorithm(std::size_t count,
   if (compressor.aggregation() == compressors::Aggregation::low_rank) {
     auto& low_rank = static_cast<compressors::LowRankCompressor&>(compressor);
     return std::make_unique<AllreduceOf<algorithms::PowerSgd>>(transport, low_rank, count, state,
-                                                               wire);
+                                                               wire, rows);
   }
   if (compressor.aggregation() == compressors::Aggregation::summable) {
     auto& summable = static_cast<compressors::SummableCompressor&>(compressor);
@@ -116,14 +117,15 @@ std::unique_ptr<scheduler::Step> hierarchical(const AllreduceCall& call,
   const std::size_t shard = Hierarchical::shard_count(call.count, node.size());
   std::byte* workspace = state.shards(Hierarchical::workspace_bytes(call.count, node.size()));
   backends::Transport& cross = *hierarchy.cross;
-  const Workspace needs = flat_workspace(shard, compressor, cross, sharded);
+  const Workspace needs = flat_workspace(shard, compressor, cross, sharded, 0);
   std::byte* wire = state.wire(needs.wire);
   std::byte* scratch = state.scratch(needs.scratch);
   float* owner_residual =
       sharded ? owner_residuals(call, compressor, cross, {shard}).front() : nullptr;
   return std::make_unique<HostStep<Hierarchical>>(
       call.input, call.residual, call.output, node, call.count, workspace,
-      flat_algorithm(shard, compressor, cross, wire, scratch, call.state, sharded, owner_residual));
+      flat_algorithm(shard, compressor, cross, wire, scratch, call.state, sharded, owner_residual,
+                     0));
 }
 
 // A step per partition, each on its own part of the workspace (taken whole
@@ -135,10 +137,15 @@ void add_partitions(const AllreduceCall& call, compressors::Compressor& compress
   std::vector<Workspace> offsets;
   std::vector<std::size_t> counts;
   Workspace total;
+  // The tensor's real shape, where a piece is the whole of it.
+  auto rows_of = [&call](const scheduler::Partition& piece) {
+    return piece.count == call.count ? call.rows : 0;
+  };
   for (const scheduler::Partition& piece : pieces) {
     offsets.push_back(total);
     counts.push_back(piece.count);
-    const Workspace needs = flat_workspace(piece.count, compressor, transport, sharded);
+    const Workspace needs =
+        flat_workspace(piece.count, compressor, transport, sharded, rows_of(piece));
     total.wire += aligned(needs.wire);
     total.scratch += aligned(needs.scratch);
   }
@@ -153,7 +160,8 @@ void add_partitions(const AllreduceCall& call, compressors::Compressor& compress
         call.input + piece.begin, call.residual ? call.residual + piece.begin : nullptr,
         call.output + piece.begin,
         flat_algorithm(piece.count, compressor, transport, wire + offsets[i].wire,
-                       scratch + offsets[i].scratch, call.state, sharded, owner_residual[i])));
+                       scratch + offsets[i].scratch, call.state, sharded, owner_residual[i],
+                       rows_of(piece))));
   }
 }
 

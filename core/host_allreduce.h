@@ -27,6 +27,7 @@ struct AllreduceCall {
   float* residual;  // nullptr: no error feedback
   // The key's compressor state (core/residuals.h), nullptr: none kept.
   std::vector<float>* state = nullptr;
+  std::size_t rows = 0;  // the tensor's real row count (the native API's), or 0
 };
 
 // What a compressed call did, for the report.

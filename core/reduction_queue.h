@@ -37,6 +37,7 @@ struct QueuedReduction {
   double queued_us;  // when it was queued (SLIMREDUCE_TIMELINE's QUEUE span), or 0
   MPI_Request request;
   RequestRecord* record;
+  std::size_t rows = 0;  // the tensor's real row count (slimreduce_enqueue_matrix), or 0
   std::uint64_t bytes() const { return count * sizeof(float); }
 };
 

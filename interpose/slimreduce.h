@@ -89,6 +89,15 @@ int slimreduce_get_setting(const char* name, char* value, size_t size);
 #ifdef MPI_VERSION
 int slimreduce_enqueue(const char* name, float* buffer, size_t count, MPI_Comm comm, int priority);
 
+/* The same for a tensor of `rows` x `cols` floats, row-major (a layer's
+ * weights: rows = its first dimension, cols = the product of the others).
+ * A low-rank compressor (SLIMREDUCE_COMPRESSOR=powersgd) views it as that
+ * matrix rather than choosing a view of rows x cols flat floats
+ * (docs/architecture.md, "Low rank"); other compressors see rows x cols
+ * floats. Every rank must pass the same shape. rows or cols 0: MPI_ERR_COUNT. */
+int slimreduce_enqueue_matrix(const char* name, float* buffer, size_t rows, size_t cols,
+                              MPI_Comm comm, int priority);
+
 /* Completes every tensor enqueued on `comm`: their sums are in their buffers
  * on return. Collective over `comm`. Returns 0 or an MPI error code. */
 int slimreduce_synchronize(MPI_Comm comm);

@@ -185,10 +185,27 @@ double column_dot(const float* p, std::size_t rows, std::size_t r, std::size_t a
 
 }  // namespace
 
-LowRankShape low_rank_shape(std::size_t count, std::size_t rank, double min_compression) {
+// The view's rank: the requested one clamped to min(rows, cols) and 64, or 0
+// where the factors would not be min_compression times smaller than the tensor.
+LowRankShape with_rank(LowRankShape shape, std::size_t rank, double min_compression) {
+  std::size_t r = rank < kMaxRank ? rank : kMaxRank;
+  if (r > shape.rows) r = shape.rows;
+  if (r > shape.cols) r = shape.cols;
+  const double factors = static_cast<double>(r * (shape.rows + shape.cols));
+  shape.rank = factors * min_compression <= static_cast<double>(shape.count) ? r : 0;
+  return shape;
+}
+
+LowRankShape low_rank_shape(std::size_t count, std::size_t rank, double min_compression,
+                            std::size_t given_rows) {
   LowRankShape shape;
   shape.count = count;
   if (count == 0) return shape;
+  if (given_rows > 0 && count % given_rows == 0) {
+    shape.rows = given_rows;
+    shape.cols = count / given_rows;
+    return with_rank(shape, rank, min_compression);
+  }
   // The most square exact factorisation first: a row-major layer of R x C
   // viewed as rows x cols where one of C, cols divides the other keeps its
   // low rank (at most C / cols or cols / C times it), and layer sizes are
@@ -203,12 +220,7 @@ LowRankShape low_rank_shape(std::size_t count, std::size_t rank, double min_comp
     shape.cols = ceil_sqrt(count);
     shape.rows = (count + shape.cols - 1) / shape.cols;
   }
-  std::size_t r = rank < kMaxRank ? rank : kMaxRank;
-  if (r > shape.rows) r = shape.rows;
-  if (r > shape.cols) r = shape.cols;
-  const double factors = static_cast<double>(r * (shape.rows + shape.cols));
-  shape.rank = factors * min_compression <= static_cast<double>(count) ? r : 0;
-  return shape;
+  return with_rank(shape, rank, min_compression);
 }
 
 void low_rank_project(const float* m, const LowRankShape& shape, const float* q, float* p,

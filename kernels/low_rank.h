@@ -41,7 +41,10 @@ struct LowRankShape {
 // The most square view of count floats with the requested rank (clamped to
 // min(rows, cols)); rank 0 when rank x (rows + cols) x min_compression > count
 // (the factors would not be that many times smaller than the tensor).
-LowRankShape low_rank_shape(std::size_t count, std::size_t rank, double min_compression);
+// given_rows: a tensor's real shape (the native API's slimreduce_enqueue_matrix),
+// used as the view rows x count / rows when it divides count; 0: choose.
+LowRankShape low_rank_shape(std::size_t count, std::size_t rank, double min_compression,
+                            std::size_t given_rows = 0);
 
 // p (rows x rank) = M q, q (cols x rank). p[i][k] = sum over j ascending of M[i][j] q[j][k].
 void low_rank_project(const float* m, const LowRankShape& shape, const float* q, float* p,

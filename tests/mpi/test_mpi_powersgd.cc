@@ -344,8 +344,8 @@ class PinnedIsa final : public compressors::LowRankCompressor {
   std::string_view name() const override { return "powersgd"; }
   bool default_error_feedback() const override { return true; }
   std::size_t compressed_bytes(std::size_t) const override { return 0; }
-  kernels::LowRankShape shape(std::size_t n) const override {
-    return kernels::low_rank_shape(n, 4, 1.0);
+  kernels::LowRankShape shape(std::size_t n, std::size_t rows) const override {
+    return kernels::low_rank_shape(n, 4, 1.0, rows);
   }
   void seed(const kernels::LowRankShape& s, float* q) const override {
     kernels::low_rank_seed(s, q);

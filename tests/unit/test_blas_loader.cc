@@ -184,7 +184,7 @@ TEST(PowerSgdCompressorProducts, FollowTheSetting) {
     options.powersgd_products = choice;
     const auto made = sc::make_compressor("powersgd", options);
     const auto& compressor = static_cast<const sc::LowRankCompressor&>(*made);
-    const LowRankShape s = compressor.shape(count);
+    const LowRankShape s = compressor.shape(count, 0);
     ASSERT_EQ(s.rank, 4u);
     const auto m = random_floats(count, 8);
     const auto q = random_floats(s.q_floats(), 9);

@@ -228,6 +228,25 @@ TEST(LowRankOrthonormalise, DependentColumnBecomesZeroAndNaNStays) {
   EXPECT_TRUE(std::isnan(nan[0]) || std::isnan(nan[2])) << "a NaN is never made finite";
 }
 
+// A tensor's real shape (the native API's slimreduce_enqueue_matrix) is the
+// view as given, even where another would be chosen; rows that do not
+// divide the count are ignored.
+TEST(LowRankShapeTest, GivenRowsAreTheView) {
+  const LowRankShape tall = sk::low_rank_shape(2048 * 64, 4, 2.0, 2048);
+  EXPECT_EQ(tall.rows, 2048u);
+  EXPECT_EQ(tall.cols, 64u);
+  EXPECT_EQ(tall.rank, 4u);
+  EXPECT_EQ(tall.row_length(2047), 64u) << "no padding";
+  const LowRankShape thin = sk::low_rank_shape(3 * 1000, 8, 0.5, 3);
+  EXPECT_EQ(thin.rows, 3u);
+  EXPECT_EQ(thin.rank, 3u) << "clamped to min(rows, cols)";
+  EXPECT_EQ(sk::low_rank_shape(1000, 4, 2.0, 1000).rank, 0u) << "1000 x 1: not worth it";
+  const LowRankShape chosen = sk::low_rank_shape(64 * 1000, 4, 2.0);
+  const LowRankShape ignored = sk::low_rank_shape(64 * 1000, 4, 2.0, 7);
+  EXPECT_EQ(ignored.rows, chosen.rows);
+  EXPECT_EQ(ignored.cols, chosen.cols);
+}
+
 TEST(LowRankShapeTest, MostSquareViewWithPadding) {
   const LowRankShape one = sk::low_rank_shape(1, 4, 1.0);
   EXPECT_EQ(one.rows, 1u);
