@@ -16,6 +16,13 @@
 // communicator; splits and shrinks come from their parent; one device (0),
 // one thread per communicator; fp8 types are refused. Built with
 // HOSTSIM_NCCL_WITHOUT_SPLIT, it has no ncclCommSplit, as NCCL before 2.18.
+// ncclCommAbort, as NCCL's, ends the collectives of the communicator that wait
+// for other ranks (from any thread): their output is left as it was, a call
+// that was running its work in place answers ncclInternalError (what NCCL's
+// host code answers when it finds its abort flag set), and the stream's later
+// work runs. MPI cannot cancel a collective: the one cut short stays with MPI,
+// with buffers of its own, and the communicator's MPI communicator is never
+// freed. Point-to-point calls are not ended by an abort.
 #include <mpi.h>
 #include <nccl.h>
 #include <unistd.h>
@@ -30,6 +37,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -47,6 +55,7 @@ struct ncclComm {
   bool blocking = true;
   std::atomic<int> busy_polls{0};
   const ncclComm* parent = nullptr;  // the communicator ncclCommSplit made it from
+  std::atomic<bool> aborted{false};  // by ncclCommAbort: its waiting collectives end
 };
 
 namespace slimreduce::hostsim {
@@ -54,10 +63,12 @@ namespace {
 
 namespace k = kernels;
 
+// The communicators alive. Work queued on a stream holds its communicator
+// too, so that a destroy or abort never frees one that work still uses.
 std::mutex registry_mutex;
-std::map<const ncclComm*, std::unique_ptr<ncclComm>>& registry() {
+std::map<const ncclComm*, std::shared_ptr<ncclComm>>& registry() {
   static auto* comms =
-      std::make_unique<std::map<const ncclComm*, std::unique_ptr<ncclComm>>>().release();
+      std::make_unique<std::map<const ncclComm*, std::shared_ptr<ncclComm>>>().release();
   return *comms;
 }
 
@@ -89,16 +100,19 @@ struct P2p {
 struct Pending {
   cudaStream_t stream;
   std::function<void()> work;
-  ncclComm* comm;
+  std::shared_ptr<ncclComm> comm;
   std::vector<P2p> p2p;
 };
 thread_local int group_depth = 0;
 thread_local std::vector<Pending> pending;
 
-bool known(const ncclComm* comm) {
+std::shared_ptr<ncclComm> held(const ncclComm* comm) {
   std::lock_guard lock(registry_mutex);
-  return comm && registry().count(comm);
+  auto it = registry().find(comm);
+  return it == registry().end() ? nullptr : it->second;
 }
+
+bool known(const ncclComm* comm) { return held(comm) != nullptr; }
 
 ncclComm_t keep(std::unique_ptr<ncclComm> comm) {
   ncclComm* raw = comm.get();
@@ -109,8 +123,11 @@ ncclComm_t keep(std::unique_ptr<ncclComm> comm) {
 
 std::atomic<std::size_t> ended_before_children{0};
 
-ncclResult_t forget(ncclComm_t comm) {
-  std::unique_ptr<ncclComm> gone;
+// Destroy and abort. With work still queued or running on it, the
+// communicator stays with that work, and so does its MPI communicator (a
+// collective cut short by the abort may still use it).
+ncclResult_t forget(ncclComm_t comm, bool abort) {
+  std::shared_ptr<ncclComm> gone;
   {
     std::lock_guard lock(registry_mutex);
     auto it = registry().find(comm);
@@ -119,9 +136,24 @@ ncclResult_t forget(ncclComm_t comm) {
     gone = std::move(it->second);
     registry().erase(it);
   }
-  if (gone->mpi != MPI_COMM_NULL) MPI_Comm_free(&gone->mpi);
+  if (abort) gone->aborted = true;
+  if (gone.use_count() == 1 && gone->mpi != MPI_COMM_NULL) MPI_Comm_free(&gone->mpi);
   return ncclSuccess;
 }
+
+// Collectives cut short by an abort: MPI still owns their requests, so their
+// buffers are kept to the end of the process.
+struct CutShort {
+  std::vector<std::byte> send, all;
+  MPI_Request request = MPI_REQUEST_NULL;
+};
+std::mutex cut_short_mutex;
+std::vector<std::unique_ptr<CutShort>>& cut_short() {
+  static auto* kept = std::make_unique<std::vector<std::unique_ptr<CutShort>>>().release();
+  return *kept;
+}
+
+std::atomic<std::size_t> waiting{0};  // collectives waiting for other ranks now
 
 std::size_t type_bytes(ncclDataType_t type) {
   switch (type) {
@@ -144,16 +176,35 @@ std::size_t type_bytes(ncclDataType_t type) {
   }
 }
 
-// Every rank's `bytes` from send, rank after rank (one rank: just its own).
-std::vector<std::byte> gather_all(const ncclComm& comm, const void* send, std::size_t bytes) {
-  std::vector<std::byte> all(bytes * comm.size);
+// Every rank's `bytes` from send, rank after rank (one rank: just its own),
+// into all; false if comm was aborted while this waited for the other ranks.
+bool gather_all(const ncclComm& comm, const void* send, std::size_t bytes,
+                std::vector<std::byte>& all) {
   if (comm.size == 1) {
-    std::memcpy(all.data(), send, bytes);
-  } else {
-    MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, all.data(), static_cast<int>(bytes),
-                  MPI_BYTE, comm.mpi);
+    all.assign(static_cast<const std::byte*>(send), static_cast<const std::byte*>(send) + bytes);
+    return true;
   }
-  return all;
+  auto gather = std::make_unique<CutShort>();
+  gather->send.assign(static_cast<const std::byte*>(send),
+                      static_cast<const std::byte*>(send) + bytes);
+  gather->all.resize(bytes * comm.size);
+  MPI_Iallgather(gather->send.data(), static_cast<int>(bytes), MPI_BYTE, gather->all.data(),
+                 static_cast<int>(bytes), MPI_BYTE, comm.mpi, &gather->request);
+  ++waiting;
+  for (int done = 0;;) {
+    MPI_Test(&gather->request, &done, MPI_STATUS_IGNORE);
+    if (done) break;
+    if (comm.aborted) {
+      --waiting;
+      std::lock_guard lock(cut_short_mutex);
+      cut_short().push_back(std::move(gather));
+      return false;
+    }
+    std::this_thread::yield();
+  }
+  --waiting;
+  all = std::move(gather->all);
+  return true;
 }
 
 template <class W>
@@ -234,8 +285,10 @@ void reduce_any(ncclDataType_t type, void* out, const std::vector<std::byte>& al
 
 constexpr int kBusyPolls = 3;
 
-// What a call on comm answers once it has been taken.
+// What a call on comm answers once it has been taken: an error if an abort
+// ended it while it ran in place (no stream thread, no capture).
 ncclResult_t taken(ncclComm* comm) {
+  if (comm->aborted) return ncclInternalError;
   if (comm->blocking) return ncclSuccess;
   comm->busy_polls = kBusyPolls;
   return ncclInProgress;
@@ -244,13 +297,17 @@ ncclResult_t taken(ncclComm* comm) {
 // Runs `work` on `stream` now, or at the outermost ncclGroupEnd. As in NCCL
 // (enqueue.cc, taskAppend: its one-rank path), a one-rank communicator's
 // collective is enqueued at once, even inside a group.
-ncclResult_t submit(ncclComm* comm, cudaStream_t stream, std::function<void()> work) {
+// The work holds the communicator until it has run.
+ncclResult_t submit(ncclComm_t handle, cudaStream_t stream, std::function<void(ncclComm&)> work) {
+  std::shared_ptr<ncclComm> comm = held(handle);
+  if (!comm) return ncclInvalidArgument;
+  std::function<void()> bound = [comm, work = std::move(work)] { work(*comm); };
   if (group_depth > 0 && comm->size > 1) {
-    pending.push_back({stream, std::move(work), comm, {}});
+    pending.push_back({stream, std::move(bound), comm, {}});
     return ncclSuccess;
   }
-  enqueue(stream, std::move(work));
-  return taken(comm);
+  enqueue(stream, std::move(bound));
+  return taken(comm.get());
 }
 
 // Runs point-to-point calls together: every receive and send posted, then
@@ -281,8 +338,9 @@ void run_p2p(const ncclComm& comm, const std::vector<P2p>& calls) {
 
 // ncclSend and ncclRecv: at once outside a group; inside one, joined to the
 // group's other point-to-point calls on the same communicator and stream.
-ncclResult_t submit_p2p(ncclComm* comm, cudaStream_t stream, P2p call) {
-  if (!known(comm) || call.peer < 0 || call.peer >= comm->size || call.bytes > INT_MAX)
+ncclResult_t submit_p2p(ncclComm_t handle, cudaStream_t stream, P2p call) {
+  std::shared_ptr<ncclComm> comm = held(handle);
+  if (!comm || call.peer < 0 || call.peer >= comm->size || call.bytes > INT_MAX)
     return ncclInvalidArgument;
   if (group_depth > 0) {  // one rank too: its send and receive meet at the group's end
     for (Pending& p : pending) {
@@ -295,7 +353,7 @@ ncclResult_t submit_p2p(ncclComm* comm, cudaStream_t stream, P2p call) {
     return ncclSuccess;
   }
   enqueue(stream, [comm, call] { run_p2p(*comm, {call}); });
-  return taken(comm);
+  return taken(comm.get());
 }
 
 ncclResult_t init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
@@ -334,10 +392,11 @@ ncclResult_t all_reduce(const void* send, void* recv, size_t count, ncclDataType
       bytes > INT_MAX) {
     return ncclInvalidArgument;
   }
-  return submit(comm, stream, [=] {
+  return submit(comm, stream, [=](ncclComm& c) {
     require_device("ncclAllReduce sendbuff", send, bytes);
     require_device("ncclAllReduce recvbuff", recv, bytes);
-    reduce_any(type, recv, gather_all(*comm, send, bytes), comm->size, count, op);
+    if (std::vector<std::byte> all; gather_all(c, send, bytes, all))
+      reduce_any(type, recv, all, c.size, count, op);
   });
 }
 
@@ -346,6 +405,8 @@ std::atomic<std::size_t> configs_received{0};
 }  // namespace
 
 std::size_t nccl_configs_received() { return configs_received; }
+
+std::size_t nccl_collectives_waiting() { return waiting; }
 
 std::size_t nccl_comms_ended_before_their_splits() { return ended_before_children; }
 
@@ -479,8 +540,8 @@ ncclResult_t ncclCommGrow(ncclComm_t comm, int nranks, const ncclUniqueId* id, i
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   return sim::known(comm) ? ncclSuccess : ncclInvalidArgument;
 }
-ncclResult_t ncclCommDestroy(ncclComm_t comm) { return sim::forget(comm); }
-ncclResult_t ncclCommAbort(ncclComm_t comm) { return sim::forget(comm); }
+ncclResult_t ncclCommDestroy(ncclComm_t comm) { return sim::forget(comm, false); }
+ncclResult_t ncclCommAbort(ncclComm_t comm) { return sim::forget(comm, true); }
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
   if (!sim::known(comm)) return ncclInvalidArgument;
   *state = comm->busy_polls > 0 && comm->busy_polls-- > 0 ? ncclInProgress : ncclSuccess;
@@ -525,11 +586,11 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataT
   const std::size_t bytes = count * sim::type_bytes(type);
   if (!sim::known(comm) || sim::type_bytes(type) == 0 || bytes > INT_MAX)
     return ncclInvalidArgument;
-  return sim::submit(comm, stream, [=] {
+  return sim::submit(comm, stream, [=](ncclComm& c) {
     sim::require_device("ncclAllGather sendbuff", send, bytes);
-    sim::require_device("ncclAllGather recvbuff", recv, bytes * comm->size);
-    const std::vector<std::byte> all = sim::gather_all(*comm, send, bytes);
-    std::memcpy(recv, all.data(), all.size());
+    sim::require_device("ncclAllGather recvbuff", recv, bytes * c.size);
+    if (std::vector<std::byte> all; sim::gather_all(c, send, bytes, all))
+      std::memcpy(recv, all.data(), all.size());
   });
 }
 
@@ -542,16 +603,17 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclD
       block * comm->size > INT_MAX) {
     return ncclInvalidArgument;
   }
-  return sim::submit(comm, stream, [=] {
-    sim::require_device("ncclReduceScatter sendbuff", send, block * comm->size);
+  return sim::submit(comm, stream, [=](ncclComm& c) {
+    sim::require_device("ncclReduceScatter sendbuff", send, block * c.size);
     sim::require_device("ncclReduceScatter recvbuff", recv, block);
-    const std::vector<std::byte> all = sim::gather_all(*comm, send, block * comm->size);
-    std::vector<std::byte> mine(block * comm->size);  // each rank's block for this rank
-    for (int source = 0; source < comm->size; ++source) {
+    std::vector<std::byte> all;
+    if (!sim::gather_all(c, send, block * c.size, all)) return;
+    std::vector<std::byte> mine(block * c.size);  // each rank's block for this rank
+    for (int source = 0; source < c.size; ++source) {
       std::memcpy(mine.data() + source * block,
-                  all.data() + (std::size_t(source) * comm->size + comm->rank) * block, block);
+                  all.data() + (std::size_t(source) * c.size + c.rank) * block, block);
     }
-    sim::reduce_any(type, recv, mine, comm->size, count, op);
+    sim::reduce_any(type, recv, mine, c.size, count, op);
   });
 }
 
@@ -599,7 +661,9 @@ ncclResult_t ncclGroupEnd() {
       p.work = [comm = p.comm, calls = std::move(p.p2p)] { sim::run_p2p(*comm, calls); };
     }
     sim::enqueue(p.stream, std::move(p.work));
-    if (sim::taken(p.comm) == ncclInProgress) rc = ncclInProgress;
+    if (const ncclResult_t answer = sim::taken(p.comm.get());
+        answer != ncclSuccess && rc == ncclSuccess)
+      rc = answer;
   }
   return rc;
 }

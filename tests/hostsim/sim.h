@@ -39,6 +39,10 @@ void require_device(const char* what, const void* ptr, std::size_t bytes);
 // through with its config.
 std::size_t nccl_configs_received();
 
+// How many of the simulated NCCL's collectives wait for other ranks now (a
+// test can abort their communicator while one does).
+std::size_t nccl_collectives_waiting();
+
 // The simulated NCCL's communicators alive now (made and not yet destroyed or
 // aborted), SlimReduce's own sub-communicators included: a test can tell that
 // they went with their parent.
