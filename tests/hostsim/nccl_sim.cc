@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <cstdint>
 #include <cstring>
@@ -196,8 +197,14 @@ bool gather_all(const ncclComm& comm, const void* send, std::size_t bytes,
     if (done) break;
     if (comm.aborted) {
       --waiting;
-      std::lock_guard lock(cut_short_mutex);
-      cut_short().push_back(std::move(gather));
+      {
+        std::lock_guard lock(cut_short_mutex);
+        cut_short().push_back(std::move(gather));
+      }
+      // A GPU kernel takes a while to see NCCL's abort flag: the work queued
+      // after it runs that much later, so that memory freed by the aborting
+      // thread without waiting for the device is gone by then, as on a GPU.
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
       return false;
     }
     std::this_thread::yield();
