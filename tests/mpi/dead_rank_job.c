@@ -1,16 +1,20 @@
 /* A rank that dies mid-job (docs/reliability.md): every rank reduces 4 MiB
- * of floats over and over, with MPI_Allreduce ("blocking") or MPI_Iallreduce
- * then MPI_Wait ("queued"), and rank 1 calls abort() while its main thread is
- * inside one of those calls: a second thread waits DIE_AFTER_MS
- * (argv[2], default 300), then signals the main thread until the signal finds
- * it inside the call (MPI_Allreduce, or MPI_Wait, where a queued call runs),
- * and the handler prints a marker and aborts there. The other ranks are then
- * inside the same collective, waiting for rank 1: the job must end with the
- * MPI's own error (check_dead_rank.sh times it), not hang in SlimReduce.
- * The marker says how many calls came before and how many of them SlimReduce
- * compressed (its counters, through dlsym: 0 without the library), so the
- * checker can tell that the call rank 1 died in was a compressed one (every
- * call has the same arguments, so each is decided alike).
+ * of floats over and over, with MPI_Allreduce ("blocking", argv[1]) or
+ * MPI_Iallreduce then MPI_Wait ("queued"), and rank 1 dies while its main
+ * thread is inside one of those calls (MPI_Allreduce, or MPI_Wait, where a
+ * queued call runs). A second thread waits DIE_AFTER_MS (argv[3], default
+ * 300), then, by argv[2]:
+ *  - "abort": signals the main thread until the signal finds it inside the
+ *    call, and the handler prints a marker and calls abort() there;
+ *  - "exit": waits until the main thread is inside the call, prints a marker
+ *    and calls exit(1) itself, so that the exit handlers (SlimReduce's report
+ *    and timeline) run while the main thread is still inside the call.
+ * The other ranks are then inside the same collective, waiting for rank 1:
+ * the job must end with the MPI's own error (check_dead_rank.sh times it),
+ * not hang in SlimReduce. The marker says how many calls came before and how
+ * many of them SlimReduce compressed (its counters, through dlsym: 0 without
+ * the library), so the checker can tell that the call rank 1 died in was a
+ * compressed one (every call has the same arguments, so each is decided alike).
  * Exit 0 only if no rank died within MAX_CALLS calls (a failure for the checker). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -27,10 +31,11 @@
 enum { kCount = 1 << 20, kMaxCalls = 200000 };
 enum { kOutside = 0, kInAllreduce = 1, kInIallreduce = 2, kInWait = 3 };
 
-static volatile sig_atomic_t where = kOutside; /* written by the main thread only */
+static atomic_int where = kOutside; /* written by the main thread only; lock-free */
 static atomic_long calls_done;
 static atomic_long compressed_done;
 static int die_in = kInAllreduce; /* where the handler may abort */
+static int by_exit;               /* exit(1) from the second thread, not abort() */
 static pthread_t main_thread;
 
 /* Formats and writes with write(2) alone: called from a signal handler. */
@@ -48,13 +53,14 @@ static void put_text(char** out, const char* text) {
   while (*text) *(*out)++ = *text++;
 }
 
-static void die_here(int signo) {
-  (void)signo;
-  if (where != die_in) return; /* not inside the call: the killer tries again */
+/* The marker, with write(2) alone (in a signal handler too). */
+static void say_dying(const char* how) {
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
   char line[200], *p = line;
-  put_text(&p, "dead_rank_job: rank 1 dies inside ");
+  put_text(&p, "dead_rank_job: rank 1 ");
+  put_text(&p, how);
+  put_text(&p, " inside ");
   put_text(&p, die_in == kInWait ? "MPI_Wait" : "MPI_Allreduce");
   put_text(&p, " after ");
   put_number(&p, atomic_load(&calls_done));
@@ -69,6 +75,12 @@ static void die_here(int signo) {
   *p++ = (char)('0' + ms % 10);
   *p++ = '\n';
   if (write(STDERR_FILENO, line, (size_t)(p - line)) < 0) _exit(3);
+}
+
+static void die_here(int signo) {
+  (void)signo;
+  if (where != die_in) return; /* not inside the call: the killer tries again */
+  say_dying("dies");
   abort();
 }
 
@@ -78,6 +90,11 @@ static void* killer(void* arg) {
   nanosleep(&pause, NULL);
   while (atomic_load(&calls_done) < 2) usleep(1000); /* a few calls known compressed first */
   struct timespec tick = {0, 200000};                /* 0.2 ms */
+  if (by_exit) {
+    while (where != die_in) nanosleep(&tick, NULL);
+    say_dying("exits");
+    exit(1);
+  }
   for (;;) {
     pthread_kill(main_thread, SIGUSR1);
     nanosleep(&tick, NULL);
@@ -103,7 +120,8 @@ int main(int argc, char** argv) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   const int queued = argc > 1 && strcmp(argv[1], "queued") == 0;
-  long after_ms = argc > 2 ? atol(argv[2]) : 300;
+  by_exit = argc > 2 && strcmp(argv[2], "exit") == 0;
+  long after_ms = argc > 3 ? atol(argv[3]) : 300;
   die_in = queued ? kInWait : kInAllreduce;
   float* input = malloc(sizeof(float) * kCount);
   float* values = malloc(sizeof(float) * kCount);
