@@ -34,7 +34,7 @@ std::size_t device_bytes_live();
 // Aborts with `what` unless [ptr, ptr + bytes) is device memory (bytes 0: no check).
 void require_device(const char* what, const void* ptr, std::size_t bytes);
 
-// The simulated NCCL (nccl_sim.cc): how many ncclAllReduceConfig calls have
+// The simulated NCCL (nccl_sim.cc, nccl_sim_comms.cc): how many ncclAllReduceConfig calls have
 // reached it with a config (not null), so a test can tell that a call came
 // through with its config.
 std::size_t nccl_configs_received();
