@@ -2,16 +2,23 @@
 # The NCCL path under threads (nccl_threads_app.cc on the host simulation),
 # built with ThreadSanitizer in a scratch folder: a data race in the NCCL
 # engine, the shim or the plans fails this even when the results come out
-# right (as they mostly do with a race). A few minutes of CPU.
-# Usage: check_threads_tsan.sh SOURCE_DIR SCRATCH_DIR
+# right (as they mostly do with a race). Then, given MPIRUN..., nccl_abort_app.cc
+# (ncclCommAbort from a watchdog thread during a compressed call) the same
+# way, over shared memory alone (Open MPI's TCP transport has a lock-order
+# inversion of its own at start-up). A few minutes of CPU.
+# Usage: check_threads_tsan.sh SOURCE_DIR SCRATCH_DIR [MPIRUN...]
 set -euo pipefail
 src=$1 dir=$2
+shift 2
+mpirun=("$@")
 rm -rf "$dir"
 tsan=-fsanitize=thread
 cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLIMREDUCE_BUILD_BENCH=OFF \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CXX_FLAGS=$tsan -DCMAKE_EXE_LINKER_FLAGS=$tsan \
   -DCMAKE_SHARED_LINKER_FLAGS=$tsan >"$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; exit 1; }
-cmake --build "$dir" -j2 --target hostsim_nccl_threads_app >"$dir.build.log" 2>&1 ||
+targets=(hostsim_nccl_threads_app)
+[ ${#mpirun[@]} -gt 0 ] && targets+=(hostsim_nccl_abort_app)
+cmake --build "$dir" -j2 --target "${targets[@]}" >"$dir.build.log" 2>&1 ||
   { tail -40 "$dir.build.log"; exit 1; }
 app=$dir/tests/hostsim/hostsim_nccl_threads_app
 # "topk async": with the streams' work on threads of their own (HOSTSIM_ASYNC=1).
@@ -20,6 +27,15 @@ run() {
   [ "${1#* }" = async ] && async=1
   SLIMREDUCE_COMPRESSOR=${1%% *} HOSTSIM_ASYNC=$async SLIMREDUCE_MIN_BYTES=64K \
     TSAN_OPTIONS="halt_on_error=1 exitcode=66" "${@:2}" "$app"
+}
+# The abort app: "compressor ranks async" (the variables reach the ranks through -x).
+run_abort() {
+  local settings
+  read -r -a settings <<<"$1"
+  SLIMREDUCE_COMPRESSOR=${settings[0]} HOSTSIM_ASYNC=${settings[2]} SLIMREDUCE_MIN_BYTES=64K \
+    TSAN_OPTIONS="halt_on_error=1 exitcode=66" "${mpirun[@]}" --mca btl self,vader \
+    -np "${settings[1]}" -x SLIMREDUCE_COMPRESSOR -x HOSTSIM_ASYNC -x SLIMREDUCE_MIN_BYTES \
+    -x TSAN_OPTIONS "${@:2}" "$dir/tests/hostsim/hostsim_nccl_abort_app"
 }
 for compressor in fp16 topk "topk async"; do
   out=$dir/threads_${compressor// /_}.log
@@ -38,4 +54,21 @@ for compressor in fp16 topk "topk async"; do
     exit 1
   fi
   echo "ok: $compressor: $(tail -1 "$out"), no race reported"
+done
+[ ${#mpirun[@]} -gt 0 ] || exit 0
+for run in "fp16 2 0" "topk 2 0" "fp16 2 1" "topk 3 1"; do
+  out=$dir/abort_${run// /_}.log
+  ok=1
+  run_abort "$run" >"$out" 2>&1 || ok=0
+  if [ $ok = 0 ] && grep -q "unexpected memory mapping" "$out"; then
+    echo "ThreadSanitizer could not start here (address randomization): again under setarch -R"
+    ok=1
+    run_abort "$run" setarch "$(uname -m)" -R >"$out" 2>&1 || ok=0
+  fi
+  if [ $ok = 0 ]; then
+    grep -A40 -m1 "WARNING: ThreadSanitizer" "$out" || tail -20 "$out"
+    echo "FAIL: abort app ($run: compressor, ranks, async) under ThreadSanitizer (full log: $out)"
+    exit 1
+  fi
+  echo "ok: abort app ($run: compressor, ranks, async): $(grep -m1 PASSED "$out"), no race reported"
 done

@@ -57,6 +57,7 @@ struct Block {
   std::unique_ptr<std::byte, FreeBytes> bytes;
   std::size_t size = 0;
   Kind kind = Kind::device;
+  bool pooled = false;  // from cudaMallocAsync: cudaFree of it does not wait for the device
 };
 
 struct Runtime {
@@ -125,14 +126,14 @@ const Block* block_holding(std::uintptr_t p) {
   return p < it->first + it->second.size ? &it->second : nullptr;
 }
 
-cudaError_t allocate(void** ptr, std::size_t bytes, Kind kind) {
+cudaError_t allocate(void** ptr, std::size_t bytes, Kind kind, bool pooled = false) {
   if (!ptr) return fail(cudaErrorInvalidValue);
   *ptr = nullptr;
   if (bytes == 0) return cudaSuccess;
   const std::size_t rounded = (bytes + 255) / 256 * 256;
   Block block{std::unique_ptr<std::byte, FreeBytes>(
                   static_cast<std::byte*>(std::aligned_alloc(256, rounded))),
-              bytes, kind};
+              bytes, kind, pooled};
   if (!block.bytes) return fail(cudaErrorMemoryAllocation);
   std::memset(block.bytes.get(), 0xff, rounded);
   *ptr = block.bytes.get();
@@ -148,6 +149,12 @@ cudaError_t release(void* ptr, Kind kind) {
   if (it == runtime().blocks.end() || it->second.kind != kind) return fail(cudaErrorInvalidValue);
   runtime().blocks.erase(it);
   return cudaSuccess;
+}
+
+bool pooled(const void* ptr) {
+  std::lock_guard lock(runtime().mutex);
+  auto it = runtime().blocks.find(reinterpret_cast<std::uintptr_t>(ptr));
+  return it != runtime().blocks.end() && it->second.pooled;
 }
 
 // Device or pinned memory of ours (the rest is pageable host memory).
@@ -271,12 +278,14 @@ cudaError_t cudaMallocAsync(void** ptr, size_t bytes, cudaStream_t stream) {
     sim::stream_of(stream)->invalidated = true;
     return sim::fail(cudaErrorStreamCaptureUnsupported);
   }
-  return sim::allocate(ptr, bytes, sim::Kind::device);
+  return sim::allocate(ptr, bytes, sim::Kind::device, true);
 }
+// cudaFree waits for the device, but not for work that uses memory of the
+// stream-ordered allocator (cudaMallocAsync): whoever frees that waits first.
 cudaError_t cudaFree(void* ptr) {
   ++sim::syncs;
   if (sim::unsafe_while_capturing("cudaFree")) return sim::fail(cudaErrorStreamCaptureUnsupported);
-  sim::drain_all();  // cudaFree waits for the device
+  if (!sim::pooled(ptr)) sim::drain_all();
   return sim::release(ptr, sim::Kind::device);
 }
 cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {

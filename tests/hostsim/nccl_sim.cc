@@ -16,9 +16,9 @@
 // communicator; splits and shrinks come from their parent; one device (0),
 // one thread per communicator; fp8 types are refused. Built with
 // HOSTSIM_NCCL_WITHOUT_SPLIT, it has no ncclCommSplit, as NCCL before 2.18.
+// The communicators, their lifecycle and abort: nccl_sim_comms.cc.
 #include <mpi.h>
 #include <nccl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -29,37 +29,18 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <utility>
 #include <vector>
 
 #include "backends/nccl_compat.h"
 #include "kernels/element_rules.h"
+#include "tests/hostsim/nccl_sim_comms.h"
 #include "tests/hostsim/sim.h"
-
-struct ncclComm {
-  MPI_Comm mpi = MPI_COMM_NULL;  // MPI_COMM_NULL for one rank
-  int rank = 0;
-  int size = 1;
-  // Non-blocking (config.blocking = 0): its init, its calls and a group end
-  // that holds one answer ncclInProgress, and ncclCommGetAsyncError answers
-  // ncclInProgress a few more times before ncclSuccess, as a real one may.
-  bool blocking = true;
-  std::atomic<int> busy_polls{0};
-  const ncclComm* parent = nullptr;  // the communicator ncclCommSplit made it from
-};
 
 namespace slimreduce::hostsim {
 namespace {
 
 namespace k = kernels;
-
-std::mutex registry_mutex;
-std::map<const ncclComm*, std::unique_ptr<ncclComm>>& registry() {
-  static auto* comms =
-      std::make_unique<std::map<const ncclComm*, std::unique_ptr<ncclComm>>>().release();
-  return *comms;
-}
 
 // ncclRedOpCreatePreMulSum's ops (fp32 only here): the scalar, read when the call runs.
 struct PreMulSum {
@@ -89,39 +70,11 @@ struct P2p {
 struct Pending {
   cudaStream_t stream;
   std::function<void()> work;
-  ncclComm* comm;
+  std::shared_ptr<ncclComm> comm;
   std::vector<P2p> p2p;
 };
 thread_local int group_depth = 0;
 thread_local std::vector<Pending> pending;
-
-bool known(const ncclComm* comm) {
-  std::lock_guard lock(registry_mutex);
-  return comm && registry().count(comm);
-}
-
-ncclComm_t keep(std::unique_ptr<ncclComm> comm) {
-  ncclComm* raw = comm.get();
-  std::lock_guard lock(registry_mutex);
-  registry().emplace(raw, std::move(comm));
-  return raw;
-}
-
-std::atomic<std::size_t> ended_before_children{0};
-
-ncclResult_t forget(ncclComm_t comm) {
-  std::unique_ptr<ncclComm> gone;
-  {
-    std::lock_guard lock(registry_mutex);
-    auto it = registry().find(comm);
-    if (it == registry().end()) return ncclInvalidArgument;
-    for (const auto& [handle, other] : registry()) ended_before_children += other->parent == comm;
-    gone = std::move(it->second);
-    registry().erase(it);
-  }
-  if (gone->mpi != MPI_COMM_NULL) MPI_Comm_free(&gone->mpi);
-  return ncclSuccess;
-}
 
 std::size_t type_bytes(ncclDataType_t type) {
   switch (type) {
@@ -142,18 +95,6 @@ std::size_t type_bytes(ncclDataType_t type) {
     default:
       return 0;  // fp8 and unknown: refused
   }
-}
-
-// Every rank's `bytes` from send, rank after rank (one rank: just its own).
-std::vector<std::byte> gather_all(const ncclComm& comm, const void* send, std::size_t bytes) {
-  std::vector<std::byte> all(bytes * comm.size);
-  if (comm.size == 1) {
-    std::memcpy(all.data(), send, bytes);
-  } else {
-    MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, all.data(), static_cast<int>(bytes),
-                  MPI_BYTE, comm.mpi);
-  }
-  return all;
 }
 
 template <class W>
@@ -232,25 +173,20 @@ void reduce_any(ncclDataType_t type, void* out, const std::vector<std::byte>& al
   }
 }
 
-constexpr int kBusyPolls = 3;
-
-// What a call on comm answers once it has been taken.
-ncclResult_t taken(ncclComm* comm) {
-  if (comm->blocking) return ncclSuccess;
-  comm->busy_polls = kBusyPolls;
-  return ncclInProgress;
-}
-
 // Runs `work` on `stream` now, or at the outermost ncclGroupEnd. As in NCCL
 // (enqueue.cc, taskAppend: its one-rank path), a one-rank communicator's
 // collective is enqueued at once, even inside a group.
-ncclResult_t submit(ncclComm* comm, cudaStream_t stream, std::function<void()> work) {
+// The work holds the communicator until it has run.
+ncclResult_t submit(ncclComm_t handle, cudaStream_t stream, std::function<void(ncclComm&)> work) {
+  std::shared_ptr<ncclComm> comm = held(handle);
+  if (!comm) return ncclInvalidArgument;
+  std::function<void()> bound = [comm, work = std::move(work)] { work(*comm); };
   if (group_depth > 0 && comm->size > 1) {
-    pending.push_back({stream, std::move(work), comm, {}});
+    pending.push_back({stream, std::move(bound), comm, {}});
     return ncclSuccess;
   }
-  enqueue(stream, std::move(work));
-  return taken(comm);
+  enqueue(stream, std::move(bound));
+  return taken(comm.get());
 }
 
 // Runs point-to-point calls together: every receive and send posted, then
@@ -281,8 +217,9 @@ void run_p2p(const ncclComm& comm, const std::vector<P2p>& calls) {
 
 // ncclSend and ncclRecv: at once outside a group; inside one, joined to the
 // group's other point-to-point calls on the same communicator and stream.
-ncclResult_t submit_p2p(ncclComm* comm, cudaStream_t stream, P2p call) {
-  if (!known(comm) || call.peer < 0 || call.peer >= comm->size || call.bytes > INT_MAX)
+ncclResult_t submit_p2p(ncclComm_t handle, cudaStream_t stream, P2p call) {
+  std::shared_ptr<ncclComm> comm = held(handle);
+  if (!comm || call.peer < 0 || call.peer >= comm->size || call.bytes > INT_MAX)
     return ncclInvalidArgument;
   if (group_depth > 0) {  // one rank too: its send and receive meet at the group's end
     for (Pending& p : pending) {
@@ -295,33 +232,7 @@ ncclResult_t submit_p2p(ncclComm* comm, cudaStream_t stream, P2p call) {
     return ncclSuccess;
   }
   enqueue(stream, [comm, call] { run_p2p(*comm, {call}); });
-  return taken(comm);
-}
-
-ncclResult_t init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
-                       const ncclConfig_t* config = nullptr) {
-  if (!out || nranks < 1 || rank < 0 || rank >= nranks) return ncclInvalidArgument;
-  auto comm = std::make_unique<ncclComm>();
-  comm->rank = rank;
-  comm->size = nranks;
-  comm->blocking = !config || config->blocking != 0;
-  if (nranks > 1) {
-    int initialized = 0;
-    MPI_Initialized(&initialized);
-    if (!initialized) return ncclInvalidUsage;  // the job brings MPI_Init for several ranks
-    std::uint32_t color = 0;
-    std::memcpy(&color, id.internal, sizeof color);
-    MPI_Comm_split(MPI_COMM_WORLD, static_cast<int>(color & INT_MAX), rank, &comm->mpi);
-    int got = 0;
-    MPI_Comm_size(comm->mpi, &got);
-    if (got != nranks) {
-      MPI_Comm_free(&comm->mpi);
-      return ncclInvalidArgument;
-    }
-  }
-  ncclComm* made = comm.get();
-  *out = keep(std::move(comm));
-  return taken(made);
+  return taken(comm.get());
 }
 
 // ncclAllReduce, and ncclAllReduceConfig, whose config changes nothing here.
@@ -334,10 +245,11 @@ ncclResult_t all_reduce(const void* send, void* recv, size_t count, ncclDataType
       bytes > INT_MAX) {
     return ncclInvalidArgument;
   }
-  return submit(comm, stream, [=] {
+  return submit(comm, stream, [=](ncclComm& c) {
     require_device("ncclAllReduce sendbuff", send, bytes);
     require_device("ncclAllReduce recvbuff", recv, bytes);
-    reduce_any(type, recv, gather_all(*comm, send, bytes), comm->size, count, op);
+    if (std::vector<std::byte> all; gather_all(c, send, bytes, all))
+      reduce_any(type, recv, all, c.size, count, op);
   });
 }
 
@@ -347,160 +259,11 @@ std::atomic<std::size_t> configs_received{0};
 
 std::size_t nccl_configs_received() { return configs_received; }
 
-std::size_t nccl_comms_ended_before_their_splits() { return ended_before_children; }
-
-std::size_t nccl_comms_alive() {
-  std::lock_guard lock(registry_mutex);
-  return registry().size();
-}
-
 }  // namespace slimreduce::hostsim
 
 namespace sim = slimreduce::hostsim;
 
 extern "C" {
-
-const char* ncclGetErrorString(ncclResult_t rc) {
-  return rc == ncclSuccess ? "no error" : "NCCL error (host simulation)";
-}
-const char* ncclGetLastError(ncclComm_t) { return ""; }
-ncclResult_t ncclGetVersion(int* version) {
-  *version = NCCL_VERSION_CODE;
-  return ncclSuccess;
-}
-ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
-  static std::atomic<std::uint32_t> counter{0};
-  std::memset(id->internal, 0, sizeof id->internal);
-  const std::uint32_t tag = (static_cast<std::uint32_t>(getpid()) << 8) ^ ++counter;
-  std::memcpy(id->internal, &tag, sizeof tag);
-  return ncclSuccess;
-}
-ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
-  return sim::init_rank(comm, nranks, id, rank);
-}
-ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
-                                    ncclConfig_t* config) {
-  return sim::init_rank(comm, nranks, id, rank, config);
-}
-ncclResult_t ncclCommInitRankScalable(ncclComm_t* comm, int nranks, int rank, int nIds,
-                                      ncclUniqueId* ids, ncclConfig_t* config) {
-  if (nIds < 1 || !ids) return ncclInvalidArgument;
-  return sim::init_rank(comm, nranks, ids[0], rank, config);
-}
-// As NCCL's (init.cc), inside a group opened and closed by its exported
-// ncclGroupStart/End: under LD_PRELOAD those reach SlimReduce's first, whose
-// re-entry guard hands them straight to NCCL (without the guard the engine
-// would open and close an empty group of its own around them: no test here
-// can tell the two apart).
-ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
-  if (ndev != 1 || (devlist && devlist[0] != 0)) return ncclInvalidArgument;  // one device
-  ncclUniqueId id{};
-  if (const ncclResult_t rc = ncclGroupStart(); rc != ncclSuccess) return rc;
-  const ncclResult_t rc = sim::init_rank(&comms[0], 1, id, 0);
-  const ncclResult_t end = ncclGroupEnd();
-  return rc != ncclSuccess ? rc : end;
-}
-#ifndef HOSTSIM_NCCL_WITHOUT_SPLIT  // defined: an NCCL before 2.18, which had no split
-ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
-                           ncclConfig_t* config) {
-  if (!sim::known(comm) || !newcomm) return ncclInvalidArgument;
-  *newcomm = nullptr;
-  auto made = std::make_unique<ncclComm>();
-  if (comm->size == 1) {
-    if (color == NCCL_SPLIT_NOCOLOR) return ncclSuccess;
-  } else {
-    MPI_Comm_split(comm->mpi, color == NCCL_SPLIT_NOCOLOR ? MPI_UNDEFINED : color, key, &made->mpi);
-    if (made->mpi == MPI_COMM_NULL) return ncclSuccess;
-    MPI_Comm_rank(made->mpi, &made->rank);
-    MPI_Comm_size(made->mpi, &made->size);
-    if (made->size == 1) MPI_Comm_free(&made->mpi);
-  }
-  made->blocking = config ? config->blocking != 0 : comm->blocking;  // inherited, as in NCCL
-  made->parent = comm;
-  ncclComm* child = made.get();
-  *newcomm = sim::keep(std::move(made));
-  return sim::taken(child);
-}
-#endif
-// The parent's ranks but the excluded ones, in their order. As in NCCL, only
-// the ranks that stay call it: MPI_Comm_create_group involves them alone.
-ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude, int nexclude, ncclComm_t* newcomm,
-                            ncclConfig_t* config, int) {
-  if (!sim::known(comm) || !newcomm || nexclude < 0 || (nexclude > 0 && !exclude))
-    return ncclInvalidArgument;
-  *newcomm = nullptr;
-  const std::set<int> excluded(exclude, exclude + nexclude);
-  if (excluded.size() != static_cast<std::size_t>(nexclude) || excluded.count(comm->rank) ||
-      *excluded.begin() < 0 || *excluded.rbegin() >= comm->size || nexclude >= comm->size)
-    return ncclInvalidArgument;
-  auto made = std::make_unique<ncclComm>();
-  made->size = comm->size - nexclude;
-  made->rank = comm->rank -
-               static_cast<int>(std::distance(excluded.begin(), excluded.lower_bound(comm->rank)));
-  if (made->size > 1) {
-    MPI_Group parent, kept;
-    MPI_Comm_group(comm->mpi, &parent);
-    MPI_Group_excl(parent, nexclude, exclude, &kept);
-    MPI_Comm_create_group(comm->mpi, kept, 0, &made->mpi);
-    MPI_Group_free(&kept);
-    MPI_Group_free(&parent);
-  }
-  made->blocking = config ? config->blocking != 0 : comm->blocking;  // inherited, as in NCCL
-  ncclComm* child = made.get();
-  *newcomm = sim::keep(std::move(made));
-  return sim::taken(child);
-}
-ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* id) {
-  return sim::known(comm) ? ncclGetUniqueId(id) : ncclInvalidArgument;
-}
-// Ranks already in `comm` keep their numbers and new ones take theirs. Limit:
-// the grown communicator spans MPI_COMM_WORLD (it is split from it).
-ncclResult_t ncclCommGrow(ncclComm_t comm, int nranks, const ncclUniqueId* id, int rank,
-                          ncclComm_t* newcomm, ncclConfig_t* config) {
-  if (!newcomm || (comm && (!sim::known(comm) || rank != -1 || nranks <= comm->size)) ||
-      (!comm && (!id || rank < 0 || rank >= nranks)))
-    return ncclInvalidArgument;
-  *newcomm = nullptr;
-  auto made = std::make_unique<ncclComm>();
-  made->size = nranks;
-  made->rank = comm ? comm->rank : rank;
-  MPI_Comm_split(MPI_COMM_WORLD, 0, made->rank, &made->mpi);
-  int got = 0;
-  MPI_Comm_size(made->mpi, &got);
-  if (got != nranks) {
-    MPI_Comm_free(&made->mpi);
-    return ncclInvalidArgument;
-  }
-  made->blocking = config ? config->blocking != 0 : !comm || comm->blocking;
-  ncclComm* grown = made.get();
-  *newcomm = sim::keep(std::move(made));
-  return sim::taken(grown);
-}
-ncclResult_t ncclCommFinalize(ncclComm_t comm) {
-  return sim::known(comm) ? ncclSuccess : ncclInvalidArgument;
-}
-ncclResult_t ncclCommDestroy(ncclComm_t comm) { return sim::forget(comm); }
-ncclResult_t ncclCommAbort(ncclComm_t comm) { return sim::forget(comm); }
-ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
-  if (!sim::known(comm)) return ncclInvalidArgument;
-  *state = comm->busy_polls > 0 && comm->busy_polls-- > 0 ? ncclInProgress : ncclSuccess;
-  return ncclSuccess;
-}
-ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
-  if (!sim::known(comm)) return ncclInvalidArgument;
-  *count = comm->size;
-  return ncclSuccess;
-}
-ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
-  if (!sim::known(comm)) return ncclInvalidArgument;
-  *rank = comm->rank;
-  return ncclSuccess;
-}
-ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
-  if (!sim::known(comm)) return ncclInvalidArgument;
-  *device = 0;
-  return ncclSuccess;
-}
 
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
@@ -525,11 +288,11 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataT
   const std::size_t bytes = count * sim::type_bytes(type);
   if (!sim::known(comm) || sim::type_bytes(type) == 0 || bytes > INT_MAX)
     return ncclInvalidArgument;
-  return sim::submit(comm, stream, [=] {
+  return sim::submit(comm, stream, [=](ncclComm& c) {
     sim::require_device("ncclAllGather sendbuff", send, bytes);
-    sim::require_device("ncclAllGather recvbuff", recv, bytes * comm->size);
-    const std::vector<std::byte> all = sim::gather_all(*comm, send, bytes);
-    std::memcpy(recv, all.data(), all.size());
+    sim::require_device("ncclAllGather recvbuff", recv, bytes * c.size);
+    if (std::vector<std::byte> all; sim::gather_all(c, send, bytes, all))
+      std::memcpy(recv, all.data(), all.size());
   });
 }
 
@@ -542,16 +305,17 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclD
       block * comm->size > INT_MAX) {
     return ncclInvalidArgument;
   }
-  return sim::submit(comm, stream, [=] {
-    sim::require_device("ncclReduceScatter sendbuff", send, block * comm->size);
+  return sim::submit(comm, stream, [=](ncclComm& c) {
+    sim::require_device("ncclReduceScatter sendbuff", send, block * c.size);
     sim::require_device("ncclReduceScatter recvbuff", recv, block);
-    const std::vector<std::byte> all = sim::gather_all(*comm, send, block * comm->size);
-    std::vector<std::byte> mine(block * comm->size);  // each rank's block for this rank
-    for (int source = 0; source < comm->size; ++source) {
+    std::vector<std::byte> all;
+    if (!sim::gather_all(c, send, block * c.size, all)) return;
+    std::vector<std::byte> mine(block * c.size);  // each rank's block for this rank
+    for (int source = 0; source < c.size; ++source) {
       std::memcpy(mine.data() + source * block,
-                  all.data() + (std::size_t(source) * comm->size + comm->rank) * block, block);
+                  all.data() + (std::size_t(source) * c.size + c.rank) * block, block);
     }
-    sim::reduce_any(type, recv, mine, comm->size, count, op);
+    sim::reduce_any(type, recv, mine, c.size, count, op);
   });
 }
 
@@ -599,7 +363,9 @@ ncclResult_t ncclGroupEnd() {
       p.work = [comm = p.comm, calls = std::move(p.p2p)] { sim::run_p2p(*comm, calls); };
     }
     sim::enqueue(p.stream, std::move(p.work));
-    if (sim::taken(p.comm) == ncclInProgress) rc = ncclInProgress;
+    if (const ncclResult_t answer = sim::taken(p.comm.get());
+        answer != ncclSuccess && rc == ncclSuccess)
+      rc = answer;
   }
   return rc;
 }

@@ -34,10 +34,14 @@ std::size_t device_bytes_live();
 // Aborts with `what` unless [ptr, ptr + bytes) is device memory (bytes 0: no check).
 void require_device(const char* what, const void* ptr, std::size_t bytes);
 
-// The simulated NCCL (nccl_sim.cc): how many ncclAllReduceConfig calls have
+// The simulated NCCL (nccl_sim.cc, nccl_sim_comms.cc): how many ncclAllReduceConfig calls have
 // reached it with a config (not null), so a test can tell that a call came
 // through with its config.
 std::size_t nccl_configs_received();
+
+// How many of the simulated NCCL's collectives wait for other ranks now (a
+// test can abort their communicator while one does).
+std::size_t nccl_collectives_waiting();
 
 // The simulated NCCL's communicators alive now (made and not yet destroyed or
 // aborted), SlimReduce's own sub-communicators included: a test can tell that

@@ -1,0 +1,109 @@
+// ncclCommAbort from another thread while a compressed ncclAllReduce is in
+// flight (docs/reliability.md), on the host simulation, several ranks under
+// mpirun. Every rank has two communicators, A and B, and makes a compressed
+// call on each, checked. Then rank 0 alone calls on A (the others never
+// will): its call waits for them, inside ncclAllReduce (streams run in
+// place) or on the stream's thread (HOSTSIM_ASYNC=1, as on a GPU). A
+// watchdog thread of rank 0 sees the simulated collective waiting and aborts
+// A. The call must end: in place, with NCCL's error for an abort
+// (ncclInternalError) coming back through SlimReduce; on the stream, the call
+// returned (ncclSuccess, or an error where the abort came while SlimReduce was
+// still issuing its collectives) and the stream's later work (SlimReduce's
+// kernels after the collective, which read its workspace of A) ends, with that
+// memory still there (a simulated kernel aborts the process on memory that is
+// not live device memory). The other ranks abort A too, unused; then every
+// rank reduces on B and on a communicator made after the abort, checked bit
+// for bit against the model, and compressed. A hang fails by the test's timeout.
+// Exit 0: all passed; 1: a check failed.
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "tests/hostsim/nccl_ranks_job.h"
+
+using namespace ranks_job;
+
+namespace {
+
+constexpr std::size_t kCount = 262144;  // 1 MiB of floats: compressed (SLIMREDUCE_MIN_BYTES=64K)
+
+// Rank 0's call on A that no other rank joins, aborted by a watchdog thread.
+void call_aborted(Comm& a, float* send, float* recv, cudaStream_t stream) {
+  Call c = prepare(a, send, recv, kCount, ncclFloat32, ncclSum, stream);  // every rank: the seeds
+  if (world_rank != 0) return;
+  const std::uint64_t compressed_before = counters_now().compressed;
+  // The call cannot end before the abort: no other rank ever joins it.
+  ncclResult_t abort_rc = ncclSuccess;
+  std::thread watchdog([&] {
+    while (sim::nccl_collectives_waiting() == 0) std::this_thread::yield();
+    abort_rc = ncclCommAbort(a.nccl);
+  });
+  const ncclResult_t rc =
+      ncclAllReduce(c.send, c.recv, kCount, ncclFloat32, ncclSum, a.nccl, stream);
+  const bool in_place = !sim::env_or("HOSTSIM_ASYNC", "0").starts_with("1");
+  if (in_place) {
+    expect(rc == ncclInternalError,
+           "the call in flight when A was aborted returns ncclInternalError (rc " +
+               std::to_string(rc) + ")");
+  } else {
+    // Taken, or (the abort came while SlimReduce was still issuing the call's
+    // collectives) the simulated NCCL's error for an aborted or unknown communicator.
+    expect(rc == ncclSuccess || rc == ncclInternalError || rc == ncclInvalidArgument,
+           "the call on A was taken, or ended by the abort (rc " + std::to_string(rc) + ")");
+    expect(cudaStreamSynchronize(stream) == cudaSuccess,
+           "the stream's work after the aborted collective ends");
+  }
+  watchdog.join();
+  expect(abort_rc == ncclSuccess, "ncclCommAbort from the watchdog thread");
+  expect(counters_now().compressed == compressed_before + 1, "the aborted call was compressed");
+  a.nccl = nullptr;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Threads: the watchdog, and with HOSTSIM_ASYNC=1 the streams' threads.
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  CHECK(provided == MPI_THREAD_MULTIPLE, "MPI_THREAD_MULTIPLE");
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  CHECK(mode.compressor != "none", "a compressor");
+  Comm a = make_world_comm();
+  Comm b = make_world_comm();
+  cudaStream_t stream = nullptr, other = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CUDA_OK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+  float *send = nullptr, *recv = nullptr;
+  CUDA_OK(cudaMalloc(&send, kCount * 4));
+  CUDA_OK(cudaMalloc(&recv, kCount * 4));
+  if (world_rank == 0)
+    std::printf("compressor %s, %d ranks, streams %s\n", mode.compressor.c_str(), a.size,
+                sim::env_or("HOSTSIM_ASYNC", "0").starts_with("1") ? "on threads" : "in place");
+
+  reduce_on(a, "A before the abort", send, recv, kCount, stream);
+  reduce_on(b, "B before the abort", send, recv, kCount, other);
+  const auto started = std::chrono::steady_clock::now();
+  call_aborted(a, send, recv, stream);
+  if (a.nccl) NCCL_OK(ncclCommAbort(a.nccl));  // the other ranks: A unused since
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank == 0) std::printf("rank 0: the aborted call ended after %.3f s\n", took);
+
+  reduce_on(b, "B after the abort", send, recv, kCount, other);
+  reduce_on(b, "B after the abort, on A's stream", send, recv, kCount, stream);
+  Comm c = make_world_comm();
+  reduce_on(c, "a communicator made after the abort", send, recv, kCount, stream);
+  NCCL_OK(ncclCommDestroy(c.nccl));
+  NCCL_OK(ncclCommDestroy(b.nccl));
+  CUDA_OK(cudaDeviceSynchronize());
+  CUDA_OK(cudaFree(send));
+  CUDA_OK(cudaFree(recv));
+  int all_failures = 0;
+  MPI_Allreduce(&failures, &all_failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (world_rank == 0)
+    std::printf("%s: %d checks, %d failed\n", all_failures ? "FAILED" : "PASSED", checks,
+                all_failures);
+  MPI_Finalize();
+  return all_failures ? 1 : 0;
+}
