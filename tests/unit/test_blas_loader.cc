@@ -19,28 +19,14 @@
 #include "compressors/registry.h"
 #include "kernels/blas_loader.h"
 #include "kernels/low_rank.h"
+#include "tests/unit/low_rank_reference.h"
 
 namespace sk = slimreduce::kernels;
 namespace sc = slimreduce::compressors;
 using sk::LowRankShape;
+using namespace slimreduce::kernels::testing;
 
 namespace {
-
-constexpr double kUnit = 1.0 / (1 << 24);  // float's unit roundoff
-
-std::vector<float> random_floats(std::size_t n, std::uint64_t seed) {
-  std::vector<float> out(n);
-  std::uint64_t s = seed;
-  for (auto& value : out) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    value = static_cast<float>(static_cast<double>(s >> 40) / 8388608.0 - 1.0);
-  }
-  return out;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 const sk::PrivateBlas& blas() {
   const sk::PrivateBlas* loaded = sk::PrivateBlas::process();
@@ -73,21 +59,10 @@ TEST(PrivateBlas, MissingLibraryIsAReasonNotACrash) {
   EXPECT_EQ(sk::PrivateBlas::load("", &why), nullptr);
 }
 
-// (rows, cols, rank, missing): missing elements of the last row.
-using ShapeParam = std::tuple<std::size_t, std::size_t, std::size_t, std::size_t>;
-
 class BlasProducts : public ::testing::TestWithParam<ShapeParam> {
  protected:
-  LowRankShape shape() const {
-    const auto [rows, cols, rank, missing] = GetParam();
-    return {rows * cols - missing, rows, cols, rank};
-  }
+  LowRankShape shape() const { return shape_of(GetParam()); }
 };
-
-double at(const std::vector<float>& m, const LowRankShape& s, std::size_t i, std::size_t j) {
-  const std::size_t e = i * s.cols + j;
-  return e < s.count ? m[e] : 0.0;
-}
 
 TEST_P(BlasProducts, ProjectWithinRoundingOfReferenceAndOurLoops) {
   const LowRankShape s = shape();
@@ -98,16 +73,12 @@ TEST_P(BlasProducts, ProjectWithinRoundingOfReferenceAndOurLoops) {
   sk::low_rank_project(m.data(), s, q.data(), ours.data());
   for (std::size_t i = 0; i < s.rows; ++i) {
     for (std::size_t k = 0; k < s.rank; ++k) {
-      double exact = 0, magnitude = 0;
-      for (std::size_t j = 0; j < s.cols; ++j) {
-        exact += at(m, s, i, j) * q[j * s.rank + k];
-        magnitude += std::fabs(at(m, s, i, j) * q[j * s.rank + k]);
-      }
+      const Reference r = project_reference(m, s, q, i, k);
       // Any order of cols rounded products and adds (fused or not): at most
       // (cols + 1) roundings each side.
-      const double bound = (s.cols + 1) * kUnit * magnitude + 1e-30;
+      const double bound = (s.cols + 1) * kUnit * r.magnitude + 1e-30;
       const std::size_t e = i * s.rank + k;
-      ASSERT_LE(std::fabs(p[e] - exact), bound) << "p[" << i << "][" << k << "]";
+      ASSERT_LE(std::fabs(p[e] - r.exact), bound) << "p[" << i << "][" << k << "]";
       ASSERT_LE(std::fabs(p[e] - ours[e]), 2 * bound) << "p[" << i << "][" << k << "]";
     }
   }
@@ -122,14 +93,10 @@ TEST_P(BlasProducts, BackProjectWithinRoundingOfReferenceAndOurLoops) {
   sk::low_rank_back_project(m.data(), s, p.data(), ours.data());
   for (std::size_t j = 0; j < s.cols; ++j) {
     for (std::size_t k = 0; k < s.rank; ++k) {
-      double exact = 0, magnitude = 0;
-      for (std::size_t i = 0; i < s.rows; ++i) {
-        exact += at(m, s, i, j) * p[i * s.rank + k];
-        magnitude += std::fabs(at(m, s, i, j) * p[i * s.rank + k]);
-      }
-      const double bound = (s.rows + 1) * kUnit * magnitude + 1e-30;
+      const Reference r = back_project_reference(m, s, p, j, k);
+      const double bound = (s.rows + 1) * kUnit * r.magnitude + 1e-30;
       const std::size_t e = j * s.rank + k;
-      ASSERT_LE(std::fabs(q[e] - exact), bound) << "q[" << j << "][" << k << "]";
+      ASSERT_LE(std::fabs(q[e] - r.exact), bound) << "q[" << j << "][" << k << "]";
       ASSERT_LE(std::fabs(q[e] - ours[e]), 2 * bound) << "q[" << j << "][" << k << "]";
     }
   }

@@ -15,47 +15,18 @@
 #include <vector>
 
 #include "kernels/low_rank.h"
+#include "tests/unit/low_rank_reference.h"
 
 namespace sk = slimreduce::kernels;
+using namespace slimreduce::kernels::testing;
 using sk::Isa;
 using sk::LowRankShape;
 
 namespace {
 
-constexpr double kUnit = 1.0 / (1 << 24);  // float's unit roundoff
-
-std::vector<float> random_floats(std::size_t n, std::uint64_t seed) {
-  std::vector<float> out(n);
-  std::uint64_t s = seed;
-  for (auto& value : out) {
-    std::uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    value = static_cast<float>(static_cast<double>(z >> 40) / 8388608.0 - 1.0);
-  }
-  return out;
-}
-
-// M[i][j] of the view (zero past count).
-double at(const std::vector<float>& m, const LowRankShape& s, std::size_t i, std::size_t j) {
-  const std::size_t e = i * s.cols + j;
-  return e < s.count ? m[e] : 0.0;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-// (rows, cols, rank, short): short elements missing from the last row.
-using ShapeParam = std::tuple<std::size_t, std::size_t, std::size_t, std::size_t>;
-
 class LowRankKernels : public ::testing::TestWithParam<ShapeParam> {
  protected:
-  LowRankShape shape() const {
-    const auto [rows, cols, rank, missing] = GetParam();
-    return {rows * cols - missing, rows, cols, rank};
-  }
+  LowRankShape shape() const { return shape_of(GetParam()); }
 };
 
 TEST_P(LowRankKernels, ProjectMatchesDoubleReference) {
@@ -66,13 +37,9 @@ TEST_P(LowRankKernels, ProjectMatchesDoubleReference) {
   sk::low_rank_project(m.data(), s, q.data(), p.data());
   for (std::size_t i = 0; i < s.rows; ++i) {
     for (std::size_t k = 0; k < s.rank; ++k) {
-      double exact = 0, magnitude = 0;
-      for (std::size_t j = 0; j < s.cols; ++j) {
-        exact += at(m, s, i, j) * q[j * s.rank + k];
-        magnitude += std::fabs(at(m, s, i, j) * q[j * s.rank + k]);
-      }
+      const Reference r = project_reference(m, s, q, i, k);
       // A float sum of cols rounded products: at most (cols + 1) roundings.
-      ASSERT_LE(std::fabs(p[i * s.rank + k] - exact), (s.cols + 1) * kUnit * magnitude + 1e-30)
+      ASSERT_LE(std::fabs(p[i * s.rank + k] - r.exact), (s.cols + 1) * kUnit * r.magnitude + 1e-30)
           << "p[" << i << "][" << k << "]";
     }
   }
@@ -86,12 +53,8 @@ TEST_P(LowRankKernels, BackProjectMatchesDoubleReference) {
   sk::low_rank_back_project(m.data(), s, p.data(), q.data());
   for (std::size_t j = 0; j < s.cols; ++j) {
     for (std::size_t k = 0; k < s.rank; ++k) {
-      double exact = 0, magnitude = 0;
-      for (std::size_t i = 0; i < s.rows; ++i) {
-        exact += at(m, s, i, j) * p[i * s.rank + k];
-        magnitude += std::fabs(at(m, s, i, j) * p[i * s.rank + k]);
-      }
-      ASSERT_LE(std::fabs(q[j * s.rank + k] - exact), (s.rows + 1) * kUnit * magnitude + 1e-30)
+      const Reference r = back_project_reference(m, s, p, j, k);
+      ASSERT_LE(std::fabs(q[j * s.rank + k] - r.exact), (s.rows + 1) * kUnit * r.magnitude + 1e-30)
           << "q[" << j << "][" << k << "]";
     }
   }
