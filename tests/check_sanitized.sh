@@ -26,7 +26,7 @@ units=$(sed -n 's/.*tests passed, 0 tests failed out of \([0-9]*\)/\1/p' unit.lo
 # Multi-rank: Open MPI's own allocations outlive MPI_Finalize, so no leak
 # check; nor the memory job (ASan's quarantine holds freed memory by design).
 ASAN_OPTIONS=detect_leaks=0 ctest -j2 --output-on-failure -R \
-  "^(mpi_dense_(fp16|bf16)_np3|mpi_topk_np3|mpi_iallreduce_(fp16|topk)_np2|mpi_fused_np3|mpi_pipeline_multiple_np3|mpi_topk_partitioned_pipeline1_np3|mpi_hierarchical_fp16_np4_l2|mpi_sharded_np3)$" \
+  "^(mpi_dense_(fp16|bf16)_np3|mpi_topk_np3|mpi_iallreduce_(fp16|topk)_np2|mpi_fused_np3|mpi_pipeline_multiple_np3|mpi_topk_partitioned_pipeline1_np3|mpi_hierarchical_fp16_np4_l2|mpi_sharded_np3|mpi_fused_powersgd_np3)$" \
   >mpi.log 2>&1 || { tail -80 mpi.log; exit 1; }
 ranked=$(sed -n 's/.*tests passed, 0 tests failed out of \([0-9]*\)/\1/p' mpi.log)
 echo "ok: address,undefined: $units unit tests (leaks checked) and $ranked multi-rank tests, no report"
