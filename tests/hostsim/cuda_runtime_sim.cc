@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -195,6 +197,16 @@ std::size_t device_bytes_live() {
   for (const auto& [start, block] : runtime().blocks)
     bytes += block.kind == Kind::device ? block.size : 0;
   return bytes;
+}
+
+std::size_t device_bytes_live_settled() {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  std::size_t live = device_bytes_live();
+  while (live != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    live = device_bytes_live();
+  }
+  return live;
 }
 
 void require_device(const char* what, const void* ptr, std::size_t bytes) {

@@ -30,6 +30,11 @@ bool is_device_range(const void* ptr, std::size_t bytes);
 
 // Bytes of device memory allocated and not yet freed (a leak check for tests).
 std::size_t device_bytes_live();
+// The same once every free under way has been made: after ncclCommAbort the
+// library frees a communicator's memory on a thread of its own (its wait for
+// the device must not hold up the aborting thread), so a leak check after an
+// abort waits for that, up to 30 s, before it counts.
+std::size_t device_bytes_live_settled();
 
 // Aborts with `what` unless [ptr, ptr + bytes) is device memory (bytes 0: no check).
 void require_device(const char* what, const void* ptr, std::size_t bytes);
