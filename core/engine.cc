@@ -359,6 +359,7 @@ int Engine::raise(MPI_Comm comm, int code, const char* what) {
 }
 
 void Engine::finish() {
+  finalized_.store(true, std::memory_order_relaxed);
   std::vector<CommState*> states;
   {
     std::lock_guard lock(mutex_);

@@ -86,8 +86,12 @@ class Engine : public RuntimeSide {
   void release_record(const RequestRecord* record);
 
   // Writes the report (once, summed over ranks) and lets go of MPI
-  // resources; call before PMPI_Finalize.
+  // resources; call before PMPI_Finalize. From then on finalized() is true.
   void finish();
+  // Whether MPI_Finalize has begun: every later call goes to the real MPI as
+  // given, which reports a call after MPI_Finalize in its own words (not as
+  // a call of ours, such as the attribute lookup a compressed call makes).
+  bool finalized() const { return finalized_.load(std::memory_order_relaxed); }
 
   // An error that no MPI call has reported to the caller yet (an exception
   // of ours, a failed compressed call): logged, then handed to comm's error
@@ -206,7 +210,8 @@ class Engine : public RuntimeSide {
   std::map<CommState*, std::unique_ptr<CommState>> comms_;
 
   std::atomic<std::size_t> queued_{0};  // queued_requests_.size(), read without the lock
-  std::mutex requests_mutex_;           // guards the two maps below; never held across MPI
+  std::atomic<bool> finalized_{false};
+  std::mutex requests_mutex_;  // guards the two maps below; never held across MPI
   std::unordered_map<MPI_Request, CommState*> queued_requests_;
   std::unordered_map<const RequestRecord*, std::unique_ptr<RequestRecord>> records_;
 

@@ -49,7 +49,7 @@ inline int start_engine(int rc, Runtime& runtime) {
 // The engine, or nullptr where MPI is not (or no longer) running.
 inline Engine* engine_or_null() {
   if (Engine* engine = Engine::get()) [[likely]]
-    return engine;
+    return engine->finalized() ? nullptr : engine;
   return start_engine_late();
 }
 
