@@ -19,6 +19,9 @@ struct CallFacts {
   // receive buffer, and not one buffer twice without MPI_IN_PLACE. The real
   // library reports such an erroneous call (MPI_ERR_BUFFER); ours would crash.
   bool usable_buffers = false;
+  // More than one rank: a communicator of one sends nothing, so compressing
+  // would only round the caller's values (MPI_COMM_SELF's sum is the input).
+  bool several_ranks = true;
 };
 
 // usable_buffers for an allreduce's two buffer arguments.
@@ -37,7 +40,8 @@ EligibilityRule eligibility_rule(const Settings& settings);
 
 inline Verdict classify(const CallFacts& facts, const EligibilityRule& rule) {
   const bool eligible = rule.compressing && facts.float32 && facts.op_sum && facts.intracomm &&
-                        facts.usable_buffers && facts.bytes > 0 && facts.bytes >= rule.min_bytes;
+                        facts.usable_buffers && facts.several_ranks && facts.bytes > 0 &&
+                        facts.bytes >= rule.min_bytes;
   return eligible ? Verdict::compress : Verdict::pass_through;
 }
 

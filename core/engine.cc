@@ -91,7 +91,8 @@ CommState* Engine::state_of(MPI_Comm comm) {
   CommState* state = look_up_state(comm);
   if (!state) return nullptr;
   // The same rule as classify(), for the fp32 SUM calls the hot path sees.
-  const bool compressible = rule_.compressing && !state->is_intercommunicator();
+  const bool compressible =
+      rule_.compressing && !state->is_intercommunicator() && state->size() > 1;
   const std::uint64_t compress_from =
       compressible ? std::max<std::uint64_t>(rule_.min_bytes, 1) : ThreadTally::kNever;
   tally.real_type = real32_;
@@ -156,9 +157,12 @@ bool Engine::read_call(const void* sendbuf, const void* recvbuf, int count, MPI_
   if (!state || PMPI_Type_size(datatype, &type_size) != MPI_SUCCESS || count < 0) return false;
   read->state = state;
   read->bytes = std::uint64_t(count) * std::uint64_t(type_size);
-  const CallFacts facts{is_float32(datatype, type_size), op == MPI_SUM,
-                        !state->is_intercommunicator(), read->bytes,
-                        usable_buffers(sendbuf, recvbuf, MPI_IN_PLACE)};
+  const CallFacts facts{is_float32(datatype, type_size),
+                        op == MPI_SUM,
+                        !state->is_intercommunicator(),
+                        read->bytes,
+                        usable_buffers(sendbuf, recvbuf, MPI_IN_PLACE),
+                        state->size() > 1};
   read->compress = classify(facts, rule_) == Verdict::compress;
   return true;
 }

@@ -104,6 +104,23 @@ TEST(EdgeInputs, OneElement) {
   EXPECT_TRUE(same_on_every_rank(output));
 }
 
+// A communicator of one rank (MPI_COMM_SELF) sends nothing: the call passes
+// through, and its sum is the input, bit for bit.
+TEST(EdgeInputs, OneRankCommunicatorPassesThrough) {
+  std::vector<float> input(65537);
+  for (std::size_t i = 0; i < input.size(); ++i) input[i] = std::sin(float(i)) * 1.2345f;
+  std::vector<float> output(input.size(), 0.0f);
+  slimreduce_counters before{}, after{};
+  ASSERT_TRUE(read_counters(&before));
+  ASSERT_EQ(MPI_Allreduce(input.data(), output.data(), int(input.size()), MPI_FLOAT, MPI_SUM,
+                          MPI_COMM_SELF),
+            MPI_SUCCESS);
+  ASSERT_TRUE(read_counters(&after));
+  EXPECT_EQ(std::memcmp(input.data(), output.data(), input.size() * sizeof(float)), 0);
+  EXPECT_EQ(after.compressed - before.compressed, 0u);
+  EXPECT_EQ(after.passed_through - before.passed_through, 1u);
+}
+
 }  // namespace
 }  // namespace slimreduce::testing
 

@@ -28,13 +28,14 @@ TEST(Eligibility, OnlyLargeFloatSumsOnIntracommunicators) {
   const CallFacts eligible{true, true, true, 65536, true};
   EXPECT_EQ(classify(eligible, fp16), Verdict::compress);
   CallFacts not_float = eligible, not_sum = eligible, inter = eligible, small = eligible,
-            bad_buffers = eligible;
+            bad_buffers = eligible, one_rank = eligible;
   not_float.float32 = false;
   not_sum.op_sum = false;
   inter.intracomm = false;
   small.bytes = 65532;
   bad_buffers.usable_buffers = false;
-  for (const CallFacts& facts : {not_float, not_sum, inter, small, bad_buffers}) {
+  one_rank.several_ranks = false;
+  for (const CallFacts& facts : {not_float, not_sum, inter, small, bad_buffers, one_rank}) {
     EXPECT_EQ(classify(facts, fp16), Verdict::pass_through);
   }
   EXPECT_EQ(classify(eligible, with_compressor("none")), Verdict::pass_through);
