@@ -128,6 +128,23 @@ double max_abs(const std::vector<double>& values) {
   return most;
 }
 
+// The residual carries what this rank did not send: sent_i = input_i + old
+// residual_i - new residual_i, and the sum of sent_i over the ranks is the
+// output (to float rounding of the largest input).
+void expect_sum_of_sent(const std::vector<float>& input, const std::vector<float>& before,
+                        Caller& caller, const std::vector<float>& output) {
+  const std::size_t count = input.size();
+  std::vector<float> sent(count);
+  double magnitude = 0;
+  for (std::size_t e = 0; e < count; ++e) {
+    sent[e] = input[e] + before[e] - caller.residual()[e];
+    magnitude = std::max(magnitude, double(std::fabs(input[e]) + std::fabs(before[e])));
+  }
+  const auto total = sum_over_ranks(sent);
+  for (std::size_t e = 0; e < count; ++e)
+    ASSERT_NEAR(output[e], total[e], 1e-3 * magnitude * caller.size()) << "element " << e;
+}
+
 // (rows, cols, r): counts whose view is exactly rows x cols (no padding).
 class RankR : public ::testing::TestWithParam<std::tuple<std::size_t, std::size_t, int>> {};
 
@@ -171,17 +188,8 @@ TEST_P(Counts, SameBitsOnEveryRankAndResidualCarriesTheRest) {
     const std::vector<float> before = caller.residual();
     const auto output = caller.call(input);
     EXPECT_TRUE(same_on_every_rank(output)) << "step " << step;
-    // sent_i = input_i + old residual_i - new residual_i; the sum of sent_i is the output.
-    std::vector<float> sent(count);
-    double magnitude = 0;
-    for (std::size_t e = 0; e < count; ++e) {
-      sent[e] = input[e] + before[e] - caller.residual()[e];
-      magnitude = std::max(magnitude, double(std::fabs(input[e]) + std::fabs(before[e])));
-    }
-    const auto total = sum_over_ranks(sent);
-    for (std::size_t e = 0; e < count; ++e)
-      ASSERT_NEAR(output[e], total[e], 1e-3 * magnitude * caller.size())
-          << "step " << step << " element " << e;
+    SCOPED_TRACE(::testing::Message() << "step " << step);
+    expect_sum_of_sent(input, before, caller, output);
   }
 }
 
@@ -318,16 +326,8 @@ TEST(PowerSgd, SameBitsWithBlasAndOurLoopsMixedAcrossRanks) {
         const std::vector<float> before = caller.residual();
         outputs.push_back(caller.call(input));
         EXPECT_TRUE(same_on_every_rank(outputs.back())) << "count " << count << " step " << step;
-        std::vector<float> sent(count);
-        double magnitude = 0;
-        for (std::size_t e = 0; e < count; ++e) {
-          sent[e] = input[e] + before[e] - caller.residual()[e];
-          magnitude = std::max(magnitude, double(std::fabs(input[e]) + std::fabs(before[e])));
-        }
-        const auto total = sum_over_ranks(sent);
-        for (std::size_t e = 0; e < count; ++e)
-          ASSERT_NEAR(outputs.back()[e], total[e], 1e-3 * magnitude * caller.size())
-              << "count " << count << " step " << step << " element " << e;
+        SCOPED_TRACE(::testing::Message() << "count " << count << " step " << step);
+        expect_sum_of_sent(input, before, caller, outputs.back());
       }
     }
     for (std::size_t step = 0; step < runs[0].size(); ++step)
