@@ -21,31 +21,20 @@ cmake --build "$dir" -j2 --target slimreduce test_mpi_threads test_mpi_pipeline 
   test_mpi_iallreduce >"$dir.build.log" 2>&1 || { tail -40 "$dir.build.log"; exit 1; }
 tests=$dir/tests/mpi
 options="halt_on_error=1 exitcode=66 ignore_noninstrumented_modules=1"
+source "$src/tests/tsan_case.sh"
 # NAME RANKS [SETTING=VALUE ...] -- PROGRAM ARGS...
 run_case() {
   local name=$1 ranks=$2 exports=()
   shift 2
   while [ "$1" != -- ]; do exports+=(-x "$1"); shift; done
   shift
-  local out=$dir/$name.log ok=1
   launch() {
     timeout 600 "$mpiexec" --allow-run-as-root --oversubscribe --mca btl_vader_single_copy_mechanism none \
       -np "$ranks" -x LD_PRELOAD="$dir/interpose/libslimreduce.so" -x TSAN_OPTIONS="$options" \
-      "${exports[@]}" "$@"
+      "${exports[@]}" "${tsan_wrap[@]}" "$@"
   }
-  launch "$@" >"$out" 2>&1 || ok=0
-  # Kernels with more address randomization (vm.mmap_rnd_bits above 28) stop
-  # this GCC's ThreadSanitizer before main: run again without randomization.
-  if [ $ok = 0 ] && grep -q "unexpected memory mapping" "$out"; then
-    echo "ThreadSanitizer could not start here (address randomization): again under setarch -R"
-    ok=1
-    launch setarch "$(uname -m)" -R "$@" >"$out" 2>&1 || ok=0
-  fi
-  if [ $ok = 0 ] || grep -q "WARNING: ThreadSanitizer" "$out"; then
-    grep -a -A40 -m1 "WARNING: ThreadSanitizer" "$out" || tail -30 "$out"
-    echo "FAIL: $name under ThreadSanitizer (full log: $out)"
-    exit 1
-  fi
+  local out=$dir/$name.log
+  tsan_case "$out" "$name" launch "$@"
   echo "ok: $name: $(grep -a -E 'PASSED|tests ran' "$out" | tail -1 | sed 's/\x1b\[[0-9;]*m//g'), no race reported"
 }
 run_case threads_fp16_np2 2 SLIMREDUCE_COMPRESSOR=fp16 -- "$tests/test_mpi_threads"

@@ -21,12 +21,13 @@ targets=(hostsim_nccl_threads_app)
 cmake --build "$dir" -j2 --target "${targets[@]}" >"$dir.build.log" 2>&1 ||
   { tail -40 "$dir.build.log"; exit 1; }
 app=$dir/tests/hostsim/hostsim_nccl_threads_app
+source "$src/tests/tsan_case.sh"
 # "topk async": with the streams' work on threads of their own (HOSTSIM_ASYNC=1).
 run() {
   local async=0
   [ "${1#* }" = async ] && async=1
   SLIMREDUCE_COMPRESSOR=${1%% *} HOSTSIM_ASYNC=$async SLIMREDUCE_MIN_BYTES=64K \
-    TSAN_OPTIONS="halt_on_error=1 exitcode=66" "${@:2}" "$app"
+    TSAN_OPTIONS="halt_on_error=1 exitcode=66" "${tsan_wrap[@]}" "$app"
 }
 # The abort app: "compressor ranks async" (the variables reach the ranks through -x).
 run_abort() {
@@ -35,40 +36,16 @@ run_abort() {
   SLIMREDUCE_COMPRESSOR=${settings[0]} HOSTSIM_ASYNC=${settings[2]} SLIMREDUCE_MIN_BYTES=64K \
     TSAN_OPTIONS="halt_on_error=1 exitcode=66" "${mpirun[@]}" --mca btl self,vader \
     -np "${settings[1]}" -x SLIMREDUCE_COMPRESSOR -x HOSTSIM_ASYNC -x SLIMREDUCE_MIN_BYTES \
-    -x TSAN_OPTIONS "${@:2}" "$dir/tests/hostsim/hostsim_nccl_abort_app"
+    -x TSAN_OPTIONS "${tsan_wrap[@]}" "$dir/tests/hostsim/hostsim_nccl_abort_app"
 }
 for compressor in fp16 topk "topk async"; do
   out=$dir/threads_${compressor// /_}.log
-  ok=1
-  run "$compressor" >"$out" 2>&1 || ok=0
-  # Kernels with more address randomization (vm.mmap_rnd_bits above 28) stop
-  # this GCC's ThreadSanitizer before main: run again without randomization.
-  if [ $ok = 0 ] && grep -q "unexpected memory mapping" "$out"; then
-    echo "ThreadSanitizer could not start here (address randomization): again under setarch -R"
-    ok=1
-    run "$compressor" setarch "$(uname -m)" -R >"$out" 2>&1 || ok=0
-  fi
-  if [ $ok = 0 ]; then
-    grep -A40 -m1 "WARNING: ThreadSanitizer" "$out" || tail -20 "$out"
-    echo "FAIL: $compressor under ThreadSanitizer (full log: $out)"
-    exit 1
-  fi
+  tsan_case "$out" "$compressor" run "$compressor"
   echo "ok: $compressor: $(tail -1 "$out"), no race reported"
 done
 [ ${#mpirun[@]} -gt 0 ] || exit 0
 for run in "fp16 2 0" "topk 2 0" "fp16 2 1" "topk 3 1"; do
   out=$dir/abort_${run// /_}.log
-  ok=1
-  run_abort "$run" >"$out" 2>&1 || ok=0
-  if [ $ok = 0 ] && grep -q "unexpected memory mapping" "$out"; then
-    echo "ThreadSanitizer could not start here (address randomization): again under setarch -R"
-    ok=1
-    run_abort "$run" setarch "$(uname -m)" -R >"$out" 2>&1 || ok=0
-  fi
-  if [ $ok = 0 ]; then
-    grep -A40 -m1 "WARNING: ThreadSanitizer" "$out" || tail -20 "$out"
-    echo "FAIL: abort app ($run: compressor, ranks, async) under ThreadSanitizer (full log: $out)"
-    exit 1
-  fi
+  tsan_case "$out" "abort app ($run: compressor, ranks, async)" run_abort "$run"
   echo "ok: abort app ($run: compressor, ranks, async): $(grep -m1 PASSED "$out"), no race reported"
 done
