@@ -2,6 +2,7 @@
 // rules applied per type, and grid-stride loops with a vector body.
 #pragma once
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -25,14 +26,30 @@ __host__ __device__ inline bool aligned16(const void* p) {
   return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0;
 }
 
+// fp16 <-> fp32 through the hardware's conversions (one cvt each), which
+// round as IEEE 754 says (nearest even, subnormals kept, overflow to inf) and
+// so give the shared rules' bits for every value but NaN: there the hardware
+// makes its canonical NaN, while the rules keep the payload as F16C does, so a
+// NaN takes the rules' path. The rules' branchy bit arithmetic made the fp16
+// casts compute-bound on an H200 (60% of copy against bf16's 84%, 2026-12-04).
+__device__ inline std::uint16_t fast_float_to_fp16_bits(float f) {
+  if (f != f) return float_to_fp16_bits(f);
+  return __half_as_ushort(__float2half_rn(f));
+}
+
+__device__ inline float fast_fp16_bits_to_float(std::uint16_t h) {
+  if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu)) return fp16_bits_to_float(h);
+  return __half2float(__ushort_as_half(h));
+}
+
 template <Elem E>
 __device__ inline float widen(std::uint16_t h) {
-  return E == Elem::fp16 ? fp16_bits_to_float(h) : bf16_bits_to_float(h);
+  return E == Elem::fp16 ? fast_fp16_bits_to_float(h) : bf16_bits_to_float(h);
 }
 
 template <Elem E>
 __device__ inline std::uint16_t narrow(float f) {
-  return E == Elem::fp16 ? float_to_fp16_bits(f) : float_to_bf16_bits(f);
+  return E == Elem::fp16 ? fast_float_to_fp16_bits(f) : float_to_bf16_bits(f);
 }
 
 // Element i of a tensor of type E, as fp32 (exact).

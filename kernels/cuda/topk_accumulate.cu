@@ -58,9 +58,9 @@ __global__ void __launch_bounds__(kBlock)
       const std::uint8_t* values = payload + std::size_t{k} * sizeof(std::uint32_t);
       const std::uint32_t* bounds = starts + static_cast<std::size_t>(r) * (segments + 1) + seg;
       for (std::size_t e = std::size_t{bounds[0]} + threadIdx.x; e < bounds[1]; e += blockDim.x) {
-        const float v = fp16_values
-                            ? fp16_bits_to_float(reinterpret_cast<const std::uint16_t*>(values)[e])
-                            : reinterpret_cast<const float*>(values)[e];
+        const float v =
+            fp16_values ? fast_fp16_bits_to_float(reinterpret_cast<const std::uint16_t*>(values)[e])
+                        : reinterpret_cast<const float*>(values)[e];
         float& slot = sum[index[e] - base];
         slot = add_nan_first(slot, v);  // dense[i] += v, the CPU's operand order
       }

@@ -301,9 +301,9 @@ __global__ void __launch_bounds__(kTileThreads)
         index_out[pos] = static_cast<std::uint32_t>(first + j);
         float sent = acc;
         if (fp16_values) {
-          const std::uint16_t h = float_to_fp16_bits(acc);
+          const std::uint16_t h = fast_float_to_fp16_bits(acc);
           reinterpret_cast<std::uint16_t*>(value_out)[pos] = h;
-          sent = fp16_bits_to_float(h);
+          sent = fast_fp16_bits_to_float(h);
         } else {
           reinterpret_cast<float*>(value_out)[pos] = acc;
         }
