@@ -272,6 +272,9 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
                         : backends::mpi_code(host_allreduce(call, compressor, transport, state,
                                                             run_options(phases), &reduced));
   if (rc != MPI_SUCCESS) return raise(comm, rc, "MPI_Allreduce (compressed)");
+  // What the call made for its key (an owner-side residual) counts against the cap from now.
+  if (slot && slot->state_uncounted())
+    runtime_.shared()->residuals.count_state({state.id(), recvbuf});
   Counters delta;
   count_compressed(bytes, state, reduced.wire_sent, delta);
   delta.overflow_rescued = reduced.overflow_rescued ? 1 : 0;

@@ -288,6 +288,7 @@ void Engine::release_record(const RequestRecord* record) {
 int Engine::reduce_queued(CommState& state, MPI_Comm wire_comm,
                           const std::vector<QueuedReduction>& batch) {
   std::vector<algorithms::BatchTensor> tensors;
+  std::vector<std::pair<ResidualKey, ResidualSlot*>> slots;  // those found
   Counters delta;
   {
     Runtime::Locked shared = runtime_.shared();
@@ -297,6 +298,7 @@ int Engine::reduce_queued(CommState& state, MPI_Comm wire_comm,
                                                             r.datatype_tag, r.error_feedback);
       delta.ef_resets += shared->residuals.resets() - resets_before;
       delta.ef_cap_fallback += slot ? 0 : 1;
+      if (slot) slots.emplace_back(ResidualKey{state.id(), r.residual_key}, slot);
       tensors.push_back({r.input, slot ? slot->host_residual() : nullptr, r.output, r.count,
                          slot ? &slot->compressor_state : nullptr, r.rows});
     }
@@ -313,6 +315,12 @@ int Engine::reduce_queued(CommState& state, MPI_Comm wire_comm,
   const Status status =
       run_batch(compressor, transport, std::move(tensors), state, run_options(phases), &reduced);
   if (!status.ok()) return backends::mpi_code(status);
+  // What the batch made for its keys (owner-side residuals) counts against the cap from now.
+  if (std::any_of(slots.begin(), slots.end(),
+                  [](auto& s) { return s.second->state_uncounted(); })) {
+    Runtime::Locked shared = runtime_.shared();
+    for (const auto& [key, slot] : slots) shared->residuals.count_state(key);
+  }
   count_batch(batch, state, reduced.wire_sent, delta);
   delta.overflow_rescued += reduced.rescued;
   delta.partitions += reduced.partitions;

@@ -72,6 +72,15 @@ ResidualStore::Slots::iterator ResidualStore::reset(Slots::iterator found, void*
   return slots_.end();
 }
 
+void ResidualStore::count_state(const ResidualKey& key) {
+  const auto found = slots_.find(key);
+  if (found == slots_.end() || !found->second.state_uncounted()) return;
+  ResidualSlot& slot = found->second;
+  bytes_held_ -= slot.held_bytes();
+  slot.state_floats_counted = slot.compressor_state.size();
+  bytes_held_ += slot.held_bytes();
+}
+
 void ResidualStore::forget_communicator(std::uint64_t comm_id) {
   std::vector<DeviceBlock> freed_now;
   take_communicator(comm_id, freed_now);

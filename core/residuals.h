@@ -47,11 +47,15 @@ struct ResidualSlot {
   // use; freed with the slot, when its key resets or its communicator goes.
   DeviceBlock device;
   // The compressor's own state for this key, kept whether or not error
-  // feedback is on: PowerSGD's Q (warm start), made by its algorithm on first
-  // use (algorithms/powersgd.h). Dropped with the slot (a new shape, the
-  // communicator freed, a compressor switched). Small (cols x rank floats):
-  // not counted against SLIMREDUCE_EF_MAX_BYTES.
+  // feedback is on: PowerSGD's Q (warm start), a sharded call's owner-side
+  // residual (a 1/ranks share of the tensor), made by its algorithm on first
+  // use (algorithms/powersgd.h, core/host_allreduce.cc). Dropped with the
+  // slot (a new shape, the communicator freed, a compressor switched).
   std::vector<float> compressor_state;
+  // How much of compressor_state the store counts against the cap: while the
+  // key feeds back error, what the algorithm made, once the call that made it
+  // is over (ResidualStore::count_state); without error feedback, nothing.
+  std::size_t state_floats_counted = 0;
 
   // The host residual, or nullptr when error feedback is off.
   float* host_residual() {
@@ -70,7 +74,13 @@ struct ResidualSlot {
     }
     return static_cast<float*>(device.get());
   }
-  std::uint64_t held_bytes() const { return feeds_back ? std::uint64_t{count} * sizeof(float) : 0; }
+  std::uint64_t held_bytes() const {
+    return feeds_back ? (std::uint64_t{count} + state_floats_counted) * sizeof(float) : 0;
+  }
+  // The key's state changed size since the store last counted it.
+  bool state_uncounted() const {
+    return feeds_back && compressor_state.size() != state_floats_counted;
+  }
   // Memory is held for it (what a key reset during graph capture may not free).
   bool holds_memory() const { return !residual.empty() || device.get(); }
 };
@@ -100,6 +110,12 @@ class ResidualStore {
                        bool want_residual, bool may_allocate, void* stream,
                        DeviceAllocator& allocator, ResidualSlot** slot);
 
+  // Counts the key's compressor state (what its last call made: an
+  // owner-side residual, PowerSGD's Q) against the cap, while it feeds back
+  // error. Counted after the call that made it, outside whose lock it was
+  // made: a key may pass the cap by its own state once; the next new key
+  // then finds no room.
+  void count_state(const ResidualKey& key);
   // Forgets the communicator's keys and frees their memory at once (the MPI
   // paths are synchronous: no work of ours still uses it).
   void forget_communicator(std::uint64_t comm_id);

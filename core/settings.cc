@@ -230,7 +230,8 @@ const std::vector<SettingSpec>& specs() {
        [](const std::string& v, Settings& s) { s.warmup_steps = parse_unsigned(v); },
        [](const Settings& s) { return std::to_string(s.warmup_steps); }},
       {"SLIMREDUCE_EF_MAX_BYTES", "4GiB", fixed(kByteSize),
-       "Cap on residual memory per rank; past it, new keys are compressed without error feedback, "
+       "Cap on error-feedback memory per rank (residuals, and a sharded call's owner-side "
+       "residuals once made); past it, new keys are compressed without error feedback, "
        "and a tensor larger than the cap goes uncompressed (both counted).",
        [](const std::string& v, Settings& s) { s.ef_max_bytes = parse_byte_size(v); },
        [](const Settings& s) { return show_bytes(s.ef_max_bytes); }},

@@ -98,6 +98,35 @@ TEST(Residuals, HostMemoryIsMadeOnlyWhenAsked) {
   EXPECT_EQ(off->host_residual(), nullptr) << "no error feedback, no residual";
 }
 
+// What a call makes for its key besides the residual (a sharded call's
+// owner-side residual) counts against the cap once the call is over, while
+// the key feeds back error, and is given back with the key.
+TEST(Residuals, AKeysStateCountsAgainstTheCap) {
+  ResidualStore store(1000);
+  int a = 0, b = 0, c = 0;
+  ResidualSlot* key = store.find_or_create({1, &a}, 150, 0, true);
+  ASSERT_NE(key, nullptr);
+  EXPECT_EQ(store.bytes_held(), 600u);
+  key->compressor_state.assign(75, 0.0f);  // as owner_residuals() makes it
+  EXPECT_TRUE(key->state_uncounted());
+  EXPECT_NE(store.find_or_create({2, &b}, 100, 0, true), nullptr) << "not counted yet: room";
+  store.count_state({1, &a});
+  EXPECT_FALSE(key->state_uncounted());
+  EXPECT_EQ(store.bytes_held(), 600u + 300u + 400u);
+  EXPECT_EQ(store.find_or_create({3, &c}, 10, 0, true), nullptr) << "the state took the room";
+  key->compressor_state.assign(25, 0.0f);  // another layout: a smaller share
+  store.count_state({1, &a});
+  EXPECT_EQ(store.bytes_held(), 600u + 100u + 400u);
+  store.forget_communicator(1);
+  EXPECT_EQ(store.bytes_held(), 400u) << "given back with the key";
+  ResidualSlot* without = store.find_or_create({4, &c}, 10, 0, false);
+  ASSERT_NE(without, nullptr);
+  without->compressor_state.assign(1000, 0.0f);  // PowerSGD's Q without error feedback
+  EXPECT_FALSE(without->state_uncounted());
+  store.count_state({4, &c});
+  EXPECT_EQ(store.bytes_held(), 400u) << "without error feedback, nothing is counted";
+}
+
 // Host memory standing in for the device: counts what is made and freed.
 class CountingAllocator : public DeviceAllocator {
  public:
