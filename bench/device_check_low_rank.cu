@@ -216,9 +216,9 @@ void time_low_rank(std::size_t n_floats, double copy_gbs) {
     std::printf("time %-34s SKIP cuBLAS unavailable: %s\n", "low_rank products", why.c_str());
     return;
   }
-  line(("low_rank_project P=MQ " + name).c_str(), 4.0 * n + factors,
+  line(("project P=MQ " + name).c_str(), 4.0 * n + factors,
        median_ms([&] { CK(cu::low_rank_project(m, s, q, p, nullptr)); }));
-  line(("low_rank_back_project Q=MtP " + name).c_str(), 4.0 * n + factors,
+  line(("back_project Q=MtP " + name).c_str(), 4.0 * n + factors,
        median_ms([&] { CK(cu::low_rank_back_project(m, s, p, q, nullptr)); }));
 }
 

@@ -112,8 +112,7 @@ cudaError_t low_rank_finish(const float* m, const LowRankShape& shape, const flo
                             cudaStream_t stream);
 
 // kernels::orthonormalise on p (rows x rank, row-major) in place, the same
-// bits: its dot products are the CPU's order (double, rows ascending), so
-// one thread adds each of them (slow for many rows: rows x rank^2 dependent adds).
+// bits: one block whose threads are the CPU twin's dot-product lanes.
 cudaError_t orthonormalise(float* p, std::size_t rows, std::size_t rank, cudaStream_t stream);
 
 // Whether cuBLAS could be loaded (at run time, never linked:

@@ -55,42 +55,48 @@ __global__ void finish_kernel(const float* m, LowRankShape s, const float* __res
   }
 }
 
-// The CPU twin's column_dot: one double accumulator over the rows in
-// ascending order, on one thread (the order is the CPU's; see orthonormalise).
-__device__ inline double column_dot(const float* p, std::size_t rows, std::size_t r, std::size_t a,
-                                    std::size_t b) {
+// The CPU twin's column_dot (kernels/low_rank.cc), in its order: thread l
+// is lane l, adding rows l, l + L, ... in double, then the lanes are combined
+// in the same pairwise tree. Every thread returns the result.
+__device__ double column_dot(const float* p, std::size_t rows, std::size_t r, std::size_t a,
+                             std::size_t b, double* partial) {
   double sum = 0.0;
-  for (std::size_t i = 0; i < rows; ++i)
+  for (std::size_t i = threadIdx.x; i < rows; i += kOrthonormaliseLanes)
     sum = __dadd_rn(
         sum, __dmul_rn(static_cast<double>(p[i * r + a]), static_cast<double>(p[i * r + b])));
-  return sum;
+  __syncthreads();  // every thread has read the previous result from partial[0]
+  partial[threadIdx.x] = sum;
+  for (unsigned half = kOrthonormaliseLanes / 2; half > 0; half /= 2) {
+    __syncthreads();
+    if (threadIdx.x < half)
+      partial[threadIdx.x] = __dadd_rn(partial[threadIdx.x], partial[threadIdx.x + half]);
+  }
+  __syncthreads();
+  return partial[0];
 }
 
 // The CPU twin's modified Gram-Schmidt, each column's projections twice, in
-// one block: thread 0 computes each dot product (the CPU's order, hence one
-// thread) and the block applies it to the rows in parallel (independent
-// elements, each rounded as on the CPU).
-__global__ void orthonormalise_kernel(float* p, std::size_t rows, std::size_t r) {
+// one block of kOrthonormaliseLanes threads: the dot products in the CPU's
+// lane-and-tree order, the projections and the scaling one row per thread
+// (independent elements, each rounded as on the CPU). A thread writes only
+// its own rows, the ones it reads in its lane, so the barriers inside
+// column_dot are all the ordering needed.
+__global__ void __launch_bounds__(kOrthonormaliseLanes)
+    orthonormalise_kernel(float* p, std::size_t rows, std::size_t r) {
   constexpr double kNoiseFraction = 1e-5;  // kernels/low_rank.cc's
-  __shared__ double shared;
-  auto dot = [&](std::size_t a, std::size_t b) {
-    __syncthreads();  // the block's last updates to p are visible, `shared` is free
-    if (threadIdx.x == 0) shared = column_dot(p, rows, r, a, b);
-    __syncthreads();
-    return shared;
-  };
+  __shared__ double partial[kOrthonormaliseLanes];
   for (std::size_t k = 0; k < r; ++k) {
-    const double before = __dsqrt_rn(dot(k, k));
+    const double before = __dsqrt_rn(column_dot(p, rows, r, k, k, partial));
     for (int pass = 0; pass < 2; ++pass) {
       for (std::size_t l = 0; l < k; ++l) {
-        const float along = __double2float_rn(dot(l, k));
-        for (std::size_t i = threadIdx.x; i < rows; i += blockDim.x)
+        const float along = __double2float_rn(column_dot(p, rows, r, l, k, partial));
+        for (std::size_t i = threadIdx.x; i < rows; i += kOrthonormaliseLanes)
           p[i * r + k] = __fsub_rn(p[i * r + k], __fmul_rn(along, p[i * r + l]));
       }
     }
-    const double norm = __dsqrt_rn(dot(k, k));
+    const double norm = __dsqrt_rn(column_dot(p, rows, r, k, k, partial));
     const bool noise = norm <= __dmul_rn(kNoiseFraction, before);  // also 0 of 0; NaN stays NaN
-    for (std::size_t i = threadIdx.x; i < rows; i += blockDim.x) {
+    for (std::size_t i = threadIdx.x; i < rows; i += kOrthonormaliseLanes) {
       float& value = p[i * r + k];
       value = noise ? 0.0f : __double2float_rn(__ddiv_rn(static_cast<double>(value), norm));
     }
@@ -155,7 +161,7 @@ cudaError_t low_rank_finish(const float* m, const LowRankShape& shape, const flo
 
 cudaError_t orthonormalise(float* p, std::size_t rows, std::size_t rank, cudaStream_t stream) {
   if (rows == 0 || rank == 0) return cudaSuccess;
-  orthonormalise_kernel<<<1, kBlock, 0, stream>>>(p, rows, rank);
+  orthonormalise_kernel<<<1, kOrthonormaliseLanes, 0, stream>>>(p, rows, rank);
   return cudaGetLastError();
 }
 
