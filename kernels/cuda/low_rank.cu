@@ -18,8 +18,8 @@ constexpr std::size_t kMaxRank = 64;  // SLIMREDUCE_POWERSGD_RANK's upper bound
 
 // m = input + residual, NaNs as an x86 CPU's `+` gives them (add_nan_first):
 // the twin of the CPU path's loop in algorithms/powersgd.cc.
-__global__ void add_kernel(const float* __restrict__ input, const float* __restrict__ residual,
-                           float* m, std::size_t n) {
+// No __restrict__: m may be input.
+__global__ void add_kernel(const float* input, const float* residual, float* m, std::size_t n) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t e = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n;
        e += stride)
