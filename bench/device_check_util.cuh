@@ -198,4 +198,10 @@ inline float median_ms(Launch launch, int runs = 25) {
 // n floats (at least 64: 64 tensors are packed).
 void time_all(std::size_t n);
 
+// The PowerSGD steps (bench/device_check_low_rank.cu): their checks, and
+// their timings on the most square view of n floats at rank 4, against a copy
+// of copy_gbs (called by time_all).
+void check_low_rank();
+void time_low_rank(std::size_t n, double copy_gbs);
+
 }  // namespace slimreduce::device_check

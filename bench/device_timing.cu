@@ -71,6 +71,7 @@ void time_all(std::size_t n) {
          CK(cu::topk_accumulate(pay.get(), stride, 8, kk, false, n, cu::Elem::fp32, fb, 1,
                                 acc_scratch.get(), nullptr));
        }));
+  time_low_rank(n, copy_gbs);
 }
 
 }  // namespace slimreduce::device_check

@@ -176,11 +176,24 @@ std::uint64_t splitmix64(std::uint64_t x) {
 // holds rounding noise (the matrix has rank below the column's index).
 constexpr double kNoiseFraction = 1e-5;
 
+// The dot product of columns a and b in double, in the order a GPU block of
+// kOrthonormaliseLanes threads runs in parallel (kernels/cuda/low_rank.cu):
+// lane l adds rows l, l + L, l + 2L, ... in ascending order from zero, then
+// the lanes are combined pairwise, partial[l] += partial[l + h] for
+// h = L/2, L/4, ..., 1. The order depends on L alone, not on the ISA (the
+// vector paths only run the independent lanes side by side).
 double column_dot(const float* p, std::size_t rows, std::size_t r, std::size_t a, std::size_t b) {
-  double sum = 0.0;
-  for (std::size_t i = 0; i < rows; ++i)
-    sum += static_cast<double>(p[i * r + a]) * static_cast<double>(p[i * r + b]);
-  return sum;
+  constexpr std::size_t kLanes = kOrthonormaliseLanes;
+  double partial[kLanes] = {};
+  for (std::size_t base = 0; base < rows; base += kLanes) {
+    const std::size_t lanes = rows - base < kLanes ? rows - base : kLanes;
+    const float* block = p + base * r;
+    for (std::size_t l = 0; l < lanes; ++l)
+      partial[l] += static_cast<double>(block[l * r + a]) * static_cast<double>(block[l * r + b]);
+  }
+  for (std::size_t half = kLanes / 2; half > 0; half /= 2)
+    for (std::size_t l = 0; l < half; ++l) partial[l] += partial[l + half];
+  return partial[0];
 }
 
 }  // namespace

@@ -75,9 +75,14 @@ bool low_rank_blas_fits(const LowRankShape& shape);
 void low_rank_finish(const float* m, const LowRankShape& shape, const float* p, const float* q_sum,
                      const float* q_local, float* out, float* residual, Isa isa = best_isa());
 
+// The lanes of orthonormalise's dot products (one GPU block's threads).
+inline constexpr std::size_t kOrthonormaliseLanes = 256;
+
 // Modified Gram-Schmidt, each column's projections done twice, on the
 // columns of p (rows x rank, row-major), in place; dot products and norms
-// in double over rows in ascending order. A
+// in double, in a fixed order a GPU runs in parallel: kOrthonormaliseLanes
+// lanes, lane l adding rows l, l + L, ... ascending, then the lanes combined
+// in a pairwise tree (partial[l] += partial[l + h], h = L/2, ..., 1). A
 // column that is (relative to its norm before) no more than rounding noise
 // after the projections becomes zero rather than noise scaled up.
 void orthonormalise(float* p, std::size_t rows, std::size_t rank);

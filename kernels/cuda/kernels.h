@@ -1,5 +1,5 @@
 // Host entry points of the CUDA kernels: the GPU twins of kernels/cast.h,
-// kernels/quant8.h and kernels/topk.h, with the same element rules
+// kernels/quant8.h, kernels/topk.h and kernels/low_rank.h, with the same element rules
 // (kernels/element_rules.h, kernels/quant8_rules.h) and the same bits. Every
 // function only enqueues work on `stream`: none allocates, synchronizes or
 // reads device memory on the host, so each is safe
@@ -11,7 +11,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
+#include "kernels/low_rank.h"
 #include "kernels/pack.h"
 
 namespace slimreduce::kernels::cuda {
@@ -91,5 +93,46 @@ std::size_t topk_accumulate_scratch_bytes(std::size_t n, int ranks);
 cudaError_t topk_accumulate(const void* gathered, std::size_t payload_stride, int ranks,
                             std::size_t k, bool fp16_values, std::size_t n, Elem out_type,
                             void* out, int divisor, void* scratch, cudaStream_t stream);
+
+// ---- low rank (PowerSGD) (twins of kernels/low_rank.h) ---------------------
+
+using kernels::LowRankShape;
+
+// m[e] = input[e] + residual[e] (add_nan_first: an x86 CPU's `+`), the
+// compressor's first step (algorithms/powersgd.cc); the same bits. m may be input.
+cudaError_t low_rank_add(const float* input, const float* residual, float* m, std::size_t n,
+                         cudaStream_t stream);
+
+// out[e] = sum over k ascending of p[i][k] q_sum[j][k]; with residual,
+// residual[e] = m[e] - sum over k of p[i][k] q_local[j][k]: the same bits as
+// kernels::low_rank_finish. out may be m; residual may not. Needs
+// 0 < rank <= 64, else cudaErrorInvalidValue.
+cudaError_t low_rank_finish(const float* m, const LowRankShape& shape, const float* p,
+                            const float* q_sum, const float* q_local, float* out, float* residual,
+                            cudaStream_t stream);
+
+// kernels::orthonormalise on p (rows x rank, row-major) in place, the same
+// bits: one block whose threads are the CPU twin's dot-product lanes.
+cudaError_t orthonormalise(float* p, std::size_t rows, std::size_t rank, cudaStream_t stream);
+
+// Whether cuBLAS could be loaded (at run time, never linked:
+// kernels/cuda/cublas_loader.h) and a handle made on the current device for
+// this thread; why: the reason when not. The first call on a (device, thread)
+// creates that handle, which allocates device memory (its workspace
+// included): call this once before capturing a graph that runs the products.
+bool cublas_available(std::string* why);
+
+// p (rows x rank) = M q and q (cols x rank) = M^T p through cuBLAS's sgemm
+// (loaded at run time: kernels/cuda/cublas_loader.h, cublas_available) for
+// the full rows, a small kernel for a short last row: fp32 without TF32, in
+// an order of cuBLAS's own, so within fp32 rounding of the CPU twins, not
+// their bits. cudaErrorNotSupported when cuBLAS is unavailable,
+// cudaErrorUnknown when it fails, cudaErrorInvalidValue for rank 0 or sizes
+// past int. The first call on a (device, thread) creates a cuBLAS handle,
+// which allocates: make it (cublas_available) before graph capture.
+cudaError_t low_rank_project(const float* m, const LowRankShape& shape, const float* q, float* p,
+                             cudaStream_t stream);
+cudaError_t low_rank_back_project(const float* m, const LowRankShape& shape, const float* p,
+                                  float* q, cudaStream_t stream);
 
 }  // namespace slimreduce::kernels::cuda

@@ -6,6 +6,7 @@
 #ifdef SLIMREDUCE_HAVE_CUDA
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/kernels.h"
@@ -63,6 +64,25 @@ TEST(CudaArguments, TopkSelectRefusesBadCountsAndAShortStride) {
   EXPECT_EQ(call(0, n, stride_for(1, false)), cudaErrorInvalidValue);
   EXPECT_EQ(call(n + 1, n, stride_for(n + 1, false)), cudaErrorInvalidValue);
   EXPECT_EQ(call(k, n, k * 8 - 1), cudaErrorInvalidValue);
+}
+
+TEST(CudaArguments, LowRankRefusesRankZeroAndPast64) {
+  auto* f = static_cast<float*>(kNowhere);
+  LowRankShape shape{1000, 10, 100, 0};
+  EXPECT_EQ(low_rank_finish(f, shape, f, f, f, f, f, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(low_rank_project(f, shape, f, f, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(low_rank_back_project(f, shape, f, f, nullptr), cudaErrorInvalidValue);
+  shape.rank = 65;
+  EXPECT_EQ(low_rank_finish(f, shape, f, f, f, f, f, nullptr), cudaErrorInvalidValue);
+}
+
+// cuBLAS is looked up at run time: without it, or without a GPU (as here),
+// the answer is no with a reason, never a crash.
+TEST(CudaArguments, CublasAvailableAnswersWithAReason) {
+  std::string why;
+  if (!cublas_available(&why)) {
+    EXPECT_FALSE(why.empty());
+  }
 }
 
 }  // namespace
