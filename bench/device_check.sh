@@ -125,7 +125,7 @@ NCCL_ONLY_LIB=$B/interpose/libslimreduce_nccl.so
         g++ -std=c++20 -O2 -fPIC -ffp-contract=off -I"$ROOT" -c "$f" -o "$(basename "$f").o" &
       done && wait &&
       timeout "$(cap 180 120)" nvcc -std=c++17 -O3 --fmad=false -arch=sm_90 -I"$ROOT" "$ROOT"/bench/device_check.cu \
-        "$ROOT"/bench/device_timing.cu \
+        "$ROOT"/bench/device_timing.cu "$ROOT"/bench/device_check_low_rank.cu \
         "$ROOT"/kernels/cuda/*.cu ./*.o -o device_check -Xcompiler -pthread
     cd "$ROOT"
     DEVICE_CHECK=$B/direct/device_check

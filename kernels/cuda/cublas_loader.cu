@@ -1,11 +1,14 @@
-#include "kernels/cuda/cublas_loader.h"
-
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <utility>
+#include <vector>
+
+#include "kernels/cuda/cublas_loader.h"
 
 namespace slimreduce::kernels::cuda {
 namespace {
@@ -27,14 +30,29 @@ struct Library {
   std::string why;  // empty when loaded
 };
 
-// Loaded once per process. The newest soname first; the unversioned name last
-// (a development install). RTLD_LOCAL: its symbols stay out of the global scope.
+// Where to look: the newest soname first (one already loaded, by PyTorch
+// say, is found by it; else the loader's paths); the unversioned name (a
+// development install); then the toolkit's own folder, which a plain CUDA
+// install does not put on the loader's paths.
+std::vector<std::string> candidates() {
+  std::vector<std::string> names = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
+  std::vector<std::string> folders;
+  if (const char* home = std::getenv("CUDA_HOME")) folders.push_back(std::string(home) + "/lib64");
+  folders.push_back("/usr/local/cuda/lib64");
+  for (const std::string& folder : folders) {
+    for (const char* soname : {"libcublas.so.13", "libcublas.so.12"})
+      names.push_back(folder + "/" + soname);
+  }
+  return names;
+}
+
+// Loaded once per process. RTLD_LOCAL: its symbols stay out of the global scope.
 const Library& library() {
   static const Library lib = [] {
     Library l;
     std::string errors;
-    for (const char* name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"}) {
-      l.handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    for (const std::string& name : candidates()) {
+      l.handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
       if (l.handle) break;
       const char* error = dlerror();
       errors += std::string(errors.empty() ? "" : "; ") + (error ? error : name);
