@@ -169,6 +169,13 @@ void check_low_rank() {
     }
   }
   check_finish(shape_of(300'007, 64), true, false);  // the largest rank
+  // The register-tiled kernel's ranks (up to 4, 8, 16), a rank that fills
+  // none of them, the row-per-block kernel past 16, and narrow rows.
+  check_finish(shape_of(1'000'003, 1), true, true);
+  check_finish(shape_of(1'000'003, 12), true, false);
+  check_finish(shape_of(600'011, 16), true, true);
+  check_finish(shape_of(300'007, 17), true, false);
+  check_finish(shape_of(1'000'000, 4, 10'000), true, true);  // 10000 x 100
   std::string why;
   if (!cu::cublas_available(&why)) {
     std::printf("check %-44s SKIP cuBLAS unavailable: %s\n", "low_rank products", why.c_str());
