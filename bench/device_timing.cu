@@ -22,6 +22,10 @@ void time_all(std::size_t n) {
   };
   const std::string copy_what = "d2d copy " + std::to_string(n * 4 >> 20) + " MiB (read+write)";
   line(copy_what.c_str(), 8.0 * n, copy);
+  // The write side alone: kernels that write more than they read (widening
+  // fp16, int8 decoding) stay below the copy's rate; is that the writes' ceiling?
+  const std::string memset_what = "memset " + std::to_string(n * 4 >> 20) + " MiB (write only)";
+  line(memset_what.c_str(), 4.0 * n, median_ms([&] { CK(cudaMemsetAsync(fb, 0x3c, n * 4)); }));
   line("cast_compress fp16", 6.0 * n,
        median_ms([&] { CK(cu::cast_compress(cu::Elem::fp16, fa, nullptr, hh, n, nullptr)); }));
   line("cast_compress bf16 +EF", 14.0 * n,
