@@ -121,45 +121,8 @@ __global__ void __launch_bounds__(kBlock)
   }
 }
 
-// Widens 16-bit values 512 a warp a pass: lane l takes the 4 values at
-// 4l + 128j, j = 0..3, so that each of the warp's loads (8 bytes a lane) and
-// stores (16 bytes a lane) is one contiguous stretch, with four loads in
-// flight before the first store. Eight contiguous values a lane (one 16-byte
-// load, two 16-byte stores 32 bytes apart) ran at 62%, and two such steps a
-// pass at 67%, of the copy's rate on the H200 (2026-12-04), where a memset
-// reached 102%: the writes' rate was not the limit. Anything not 16-byte
-// aligned, and the last count % 512 values, one value a thread.
 template <Elem F>
-__device__ inline void widen_by_warps(const std::uint16_t* in, float* out, std::size_t count,
-                                      int divisor, unsigned block, unsigned blocks) {
-  constexpr unsigned kLanes = 32, kPerLane = 4, kParts = 4;
-  constexpr std::size_t kChunk = kLanes * kPerLane * kParts;
-  const std::size_t stride = static_cast<std::size_t>(blocks) * blockDim.x;
-  const std::size_t first = static_cast<std::size_t>(block) * blockDim.x + threadIdx.x;
-  const std::size_t chunks = aligned16(in) && aligned16(out) ? count / kChunk : 0;
-  const unsigned lane = threadIdx.x % kLanes;
-  for (std::size_t c = first / kLanes; c < chunks; c += stride / kLanes) {
-    const std::size_t base = c * kChunk + lane * kPerLane;
-    uint2 raw[kParts];
-#pragma unroll
-    for (unsigned j = 0; j < kParts; ++j)
-      raw[j] = *reinterpret_cast<const uint2*>(in + base + j * kLanes * kPerLane);
-#pragma unroll
-    for (unsigned j = 0; j < kParts; ++j) {
-      const float4 v =
-          make_float4(scaled(widen<F>(static_cast<std::uint16_t>(raw[j].x & 0xffffu)), divisor),
-                      scaled(widen<F>(static_cast<std::uint16_t>(raw[j].x >> 16)), divisor),
-                      scaled(widen<F>(static_cast<std::uint16_t>(raw[j].y & 0xffffu)), divisor),
-                      scaled(widen<F>(static_cast<std::uint16_t>(raw[j].y >> 16)), divisor));
-      *reinterpret_cast<float4*>(out + base + j * kLanes * kPerLane) = v;
-    }
-  }
-  for (std::size_t i = chunks * kChunk + first; i < count; i += stride)
-    out[i] = scaled(widen<F>(in[i]), divisor);
-}
-
-template <Elem F>
-__global__ void __launch_bounds__(kBlock, 8)  // 8 blocks an SM: at most 32 registers
+__global__ void __launch_bounds__(kBlock)
     unpack_kernel(const __grid_constant__ UnpackBatch batch, const void* fused, int divisor) {
   unsigned block = 0, blocks = 1;
   const UnpackItem& it = batch.items[item_of_block(batch, &block, &blocks)];
@@ -176,7 +139,20 @@ __global__ void __launch_bounds__(kBlock, 8)  // 8 blocks an SM: at most 32 regi
         [&](std::size_t i) { it.out[i] = scaled(in[i], divisor); });
   } else {
     const std::uint16_t* in = static_cast<const std::uint16_t*>(fused) + it.offset;
-    widen_by_warps<F>(in, it.out, it.count, divisor, block, blocks);
+    for_each_element_paired(
+        it.count, aligned16(in) && aligned16(it.out), block, blocks,
+        [&](std::size_t i, bool second, std::size_t i2) {
+          std::uint16_t h[kVec], h2[kVec];
+          float v[kVec];
+          load8(in + i, h);
+          if (second) load8(in + i2, h2);
+          for (int j = 0; j < kVec; ++j) v[j] = scaled(widen<F>(h[j]), divisor);
+          store8(it.out + i, v);
+          if (!second) return;
+          for (int j = 0; j < kVec; ++j) v[j] = scaled(widen<F>(h2[j]), divisor);
+          store8(it.out + i2, v);
+        },
+        [&](std::size_t i) { it.out[i] = scaled(widen<F>(in[i]), divisor); });
   }
 }
 
