@@ -129,10 +129,10 @@ __device__ inline void for_each_element(std::size_t count, bool vector, unsigned
 
 // The same, two steps a pass: vec8x2(i, second, i2) gets a step and, when
 // `second`, the step a stride later, so that it can issue both steps' loads
-// before either's stores. For kernels that load only 16 bytes a step: one such
-// load in flight per thread does not cover the memory's latency (widening
-// fp16 ran at 62% of copy on the H200, 2026-12-04, where adding two 16-bit
-// vectors, two loads a step, ran at 86%).
+// before either's stores. For kernels that load only 16 bytes a step: widening
+// fp16 ran at 62% of copy on the H200 (2026-12-04) with one step a pass, 67%
+// with two (adding two 16-bit vectors, two loads a step, ran at 86%); what
+// holds it below the copy is still open (docs/performance.md, section 9).
 template <class Vec8x2, class One>
 __device__ inline void for_each_element_paired(std::size_t count, bool vector, unsigned block,
                                                unsigned blocks, Vec8x2 vec8x2, One one) {
