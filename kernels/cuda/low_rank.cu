@@ -19,7 +19,8 @@ constexpr std::size_t kMaxRank = 64;  // SLIMREDUCE_POWERSGD_RANK's upper bound
 // m = input + residual, NaNs as an x86 CPU's `+` gives them (add_nan_first):
 // the twin of the CPU path's loop in algorithms/powersgd.cc.
 // No __restrict__: m may be input.
-__global__ void add_kernel(const float* input, const float* residual, float* m, std::size_t n) {
+__global__ void __launch_bounds__(kBlock)
+    add_kernel(const float* input, const float* residual, float* m, std::size_t n) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t e = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n;
        e += stride)
@@ -36,9 +37,10 @@ __device__ inline float row_dot(const float* pi, const float* q, std::size_t j, 
 // Blocks take rows (grid-stride), threads take the row's columns; the row of
 // P sits in shared memory. The residual is computed from m before out is
 // written, so out may be m.
-__global__ void finish_kernel(const float* m, LowRankShape s, const float* __restrict__ p,
-                              const float* __restrict__ q_sum, const float* __restrict__ q_local,
-                              float* out, float* __restrict__ residual) {
+__global__ void __launch_bounds__(kBlock)
+    finish_kernel(const float* m, LowRankShape s, const float* __restrict__ p,
+                  const float* __restrict__ q_sum, const float* __restrict__ q_local, float* out,
+                  float* __restrict__ residual) {
   __shared__ float pi[kMaxRank];
   const std::size_t r = s.rank;
   for (std::size_t i = blockIdx.x; i < s.rows; i += gridDim.x) {
@@ -170,8 +172,9 @@ __global__ void __launch_bounds__(kOrthonormaliseLanes)
 
 // P's short last row: p[t][k] = sum over j of row[j] q[j][k], one block per k,
 // the block's partial sums added in a tree (an order of its own, as cuBLAS's).
-__global__ void project_tail_kernel(const float* __restrict__ row, std::size_t length,
-                                    const float* __restrict__ q, std::size_t r, float* p_row) {
+__global__ void __launch_bounds__(kBlock)
+    project_tail_kernel(const float* __restrict__ row, std::size_t length,
+                        const float* __restrict__ q, std::size_t r, float* p_row) {
   __shared__ float partial[kBlock];
   const std::size_t k = blockIdx.x;
   float sum = 0.0f;
@@ -187,8 +190,9 @@ __global__ void project_tail_kernel(const float* __restrict__ row, std::size_t l
 
 // Q += the short last row's part: q[j][k] += row[j] p_row[k], added last (as
 // the CPU's BLAS variant does).
-__global__ void back_project_tail_kernel(const float* __restrict__ row, std::size_t length,
-                                         const float* __restrict__ p_row, std::size_t r, float* q) {
+__global__ void __launch_bounds__(kBlock)
+    back_project_tail_kernel(const float* __restrict__ row, std::size_t length,
+                             const float* __restrict__ p_row, std::size_t r, float* q) {
   const std::size_t n = length * r;
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t e = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n;
