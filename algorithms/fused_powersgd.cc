@@ -71,8 +71,10 @@ Status FusedPowerSgd::communicate() {
   // summed exactly at the end.
   std::vector<PowerSgd*> kept;
   summands.clear();
+  bool finite = false;
   for (PowerSgd* step : compressed) {
-    if (step->p_summed()) {
+    SLIMREDUCE_TRY(step->p_summed(&finite));
+    if (finite) {
       kept.push_back(step);
       summands.push_back(step->q_summand());
     } else {
@@ -81,10 +83,15 @@ Status FusedPowerSgd::communicate() {
   }
   SLIMREDUCE_TRY(sum_together(summands));
   for (PowerSgd* step : kept) {
-    if (!step->q_summed()) exact.push_back(step);
+    SLIMREDUCE_TRY(step->q_summed(&finite));
+    if (!finite) exact.push_back(step);
   }
   summands.clear();
-  for (PowerSgd* step : exact) summands.push_back(step->exact_summand());
+  for (PowerSgd* step : exact) {
+    std::span<float> m;
+    SLIMREDUCE_TRY(step->exact_summand(&m));
+    summands.push_back(m);
+  }
   return sum_together(summands);
 }
 

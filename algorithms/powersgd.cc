@@ -54,13 +54,19 @@ PowerSgd::PowerSgd(backends::Transport& transport, compressors::LowRankCompresso
   p_padded_ = f.p;
   q_padded_ = f.q_sum;
   if (shape_.rank == 0) return;
-  if (!q_) q_ = &own_q_;
-  // A new key, a new shape or another rank: start again from the seed
-  // (allocated here, before compress() writes anything).
-  if (q_->size() != shape_.q_floats()) {
-    q_->assign(shape_.q_floats(), 0.0f);
-    compressor_.seed(shape_, q_->data());
+  // Allocated here, before compress() writes anything.
+  q_ = warm_start(compressor_, shape_, q_, own_q_);
+}
+
+std::vector<float>* warm_start(const compressors::LowRankCompressor& compressor,
+                               const kernels::LowRankShape& shape, std::vector<float>* state,
+                               std::vector<float>& own) {
+  std::vector<float>* q = state ? state : &own;
+  if (q->size() != shape.q_floats()) {
+    q->assign(shape.q_floats(), 0.0f);
+    compressor.seed(shape, q->data());
   }
+  return q;
 }
 
 void PowerSgd::compress(const float* input, float* residual) {
@@ -76,41 +82,36 @@ void PowerSgd::compress(const float* input, float* residual) {
   std::fill(p_ + shape_.p_floats(), p_ + p_padded_, 0.0f);
 }
 
-Status PowerSgd::communicate() {
-  if (shape_.rank == 0) return sum_exactly();
-  SLIMREDUCE_TRY(sum_over_ranks(transport_, p_, p_padded_, sums_, &wire_sent_));
-  if (!p_summed()) return sum_exactly();
-  SLIMREDUCE_TRY(sum_over_ranks(transport_, q_sum_, q_padded_, sums_, &wire_sent_));
-  if (!q_summed()) return sum_exactly();
-  return {};
-}
+Status PowerSgd::communicate() { return sum_low_rank(transport_, *this, sums_, &wire_sent_); }
 
 std::span<float> PowerSgd::p_summand() {
   if (shape_.rank == 0) return {};
   return {p_, shape_.p_floats()};
 }
 
-bool PowerSgd::p_summed() {
+Status PowerSgd::p_summed(bool* finite) {
   // Every rank holds the same summed bits, so every rank decides alike.
-  if (!kernels::all_finite(p_, shape_.p_floats())) return false;
+  *finite = kernels::all_finite(p_, shape_.p_floats());
+  if (!*finite) return {};
   compressor_.orthonormalise(p_, shape_);
   compressor_.back_project(m_, shape_, p_, q_local_);
   std::copy_n(q_local_, shape_.q_floats(), q_sum_);
   std::fill(q_sum_ + shape_.q_floats(), q_sum_ + q_padded_, 0.0f);
-  return true;
+  return {};
 }
 
 std::span<float> PowerSgd::q_summand() { return {q_sum_, shape_.q_floats()}; }
 
-bool PowerSgd::q_summed() {
-  if (!kernels::all_finite(q_sum_, shape_.q_floats())) return false;
-  std::copy_n(q_sum_, shape_.q_floats(), q_->data());  // the next call's start
-  return true;
+Status PowerSgd::q_summed(bool* finite) {
+  *finite = kernels::all_finite(q_sum_, shape_.q_floats());
+  if (*finite) std::copy_n(q_sum_, shape_.q_floats(), q_->data());  // the next call's start
+  return {};
 }
 
-std::span<float> PowerSgd::exact_summand() {
+Status PowerSgd::exact_summand(std::span<float>* m) {
   exact_ = true;
-  return {m_, shape_.count};
+  *m = {m_, shape_.count};
+  return {};
 }
 
 void PowerSgd::finish(float* output) {
@@ -122,9 +123,27 @@ void PowerSgd::finish(float* output) {
   compressor_.finish(m_, shape_, p_, q_sum_, q_local_, output, residual_);
 }
 
-Status PowerSgd::sum_exactly() {
-  const std::span<float> m = exact_summand();
-  return sum_over_ranks(transport_, m.data(), m.size(), sums_, &wire_sent_);
+Status sum_low_rank(backends::Transport& transport, LowRankStages& stages,
+                    const SumScratch& scratch, double* wire_sent) {
+  // P and Q with their zeros up to whole blocks: one reduce-scatter each.
+  const auto ranks = static_cast<std::size_t>(transport.size());
+  auto sum_padded = [&](std::span<float> summand) {
+    return sum_over_ranks(transport, summand.data(), round_up(summand.size(), ranks), scratch,
+                          wire_sent);
+  };
+  bool finite = false;
+  if (const std::span<float> p = stages.p_summand(); !p.empty()) {
+    SLIMREDUCE_TRY(sum_padded(p));
+    SLIMREDUCE_TRY(stages.p_summed(&finite));
+    if (finite) {
+      SLIMREDUCE_TRY(sum_padded(stages.q_summand()));
+      SLIMREDUCE_TRY(stages.q_summed(&finite));
+      if (finite) return {};
+    }
+  }
+  std::span<float> m;
+  SLIMREDUCE_TRY(stages.exact_summand(&m));
+  return sum_over_ranks(transport, m.data(), m.size(), scratch, wire_sent);
 }
 
 Status sum_over_ranks(backends::Transport& transport, float* data, std::size_t n,

@@ -53,7 +53,40 @@ struct SumScratch {
 Status sum_over_ranks(backends::Transport& transport, float* data, std::size_t n,
                       const SumScratch& scratch, double* wire_sent);
 
-class PowerSgd : public Phases<PowerSgd> {
+// One tensor's local work between the sums of a PowerSGD call: on the host
+// (PowerSgd, below) or on a GPU with its factors staged through the host
+// (core/device_low_rank.cc). Each summand lies in memory the transport
+// reads, P's and Q's followed by zeros up to whole blocks of the rank count.
+class LowRankStages {
+ public:
+  virtual ~LowRankStages() = default;
+  // P = M Q, to be summed; empty where the tensor is summed exactly from the start.
+  virtual std::span<float> p_summand() = 0;
+  // After P's sum: *finite false when it is not (the tensor is then summed
+  // exactly); else P orthonormalised and Q_local = M^T P, the next summand.
+  virtual Status p_summed(bool* finite) = 0;
+  virtual std::span<float> q_summand() = 0;
+  // After Q's sum: *finite false when it is not (summed exactly); else Q kept.
+  virtual Status q_summed(bool* finite) = 0;
+  // Marks the tensor as summed exactly; *m: M, to be summed.
+  virtual Status exact_summand(std::span<float>* m) = 0;
+};
+
+// The sums of one tensor's call, in order (the communicate phase of every
+// path): P; Q; M exactly where the shape says so or a sum is not finite.
+// The decisions read the count and summed bits, so every rank takes the
+// same sums.
+Status sum_low_rank(backends::Transport& transport, LowRankStages& stages,
+                    const SumScratch& scratch, double* wire_sent);
+
+// A call's Q (cols x rank floats): the key's *state (nullptr: `own`, for
+// this call alone), started again from the seed when its size does not fit
+// the shape (a new key, a new shape, another rank).
+std::vector<float>* warm_start(const compressors::LowRankCompressor& compressor,
+                               const kernels::LowRankShape& shape, std::vector<float>* state,
+                               std::vector<float>& own);
+
+class PowerSgd : public Phases<PowerSgd>, public LowRankStages {
  public:
   // rows: the tensor's real row count (the native API's), or 0: the view's choice.
   static std::size_t workspace_bytes(const compressors::LowRankCompressor& compressor,
@@ -75,23 +108,16 @@ class PowerSgd : public Phases<PowerSgd> {
   // Whether the call was summed exactly rather than compressed.
   bool exact() const { return exact_; }
 
-  // communicate()'s stages, for a fused batch (algorithms/fused_powersgd.h)
-  // whose tensors' P (then Q, then M where summed exactly) ride one sum:
-  // each summand is summed over the ranks in place between the stages.
-  // P = M Q, to be summed; empty where the tensor is summed exactly from the start.
-  std::span<float> p_summand();
-  // After P's sum: false when it is not finite (the tensor is then summed
-  // exactly); else P orthonormalised and Q_local = M^T P, the next summand.
-  bool p_summed();
-  std::span<float> q_summand();
-  // After Q's sum: false when it is not finite (summed exactly); else Q kept.
-  bool q_summed();
-  // Marks the tensor as summed exactly, and returns M, to be summed.
-  std::span<float> exact_summand();
+  // The stages (LowRankStages), also for a fused batch
+  // (algorithms/fused_powersgd.h) whose tensors' P (then Q, then M where
+  // summed exactly) ride one sum.
+  std::span<float> p_summand() override;
+  Status p_summed(bool* finite) override;
+  std::span<float> q_summand() override;
+  Status q_summed(bool* finite) override;
+  Status exact_summand(std::span<float>* m) override;
 
  private:
-  Status sum_exactly();
-
   backends::Transport& transport_;
   compressors::LowRankCompressor& compressor_;
   kernels::LowRankShape shape_;

@@ -293,21 +293,24 @@ fi
 # ---- 5. MPI ranks sharing the GPU, device buffers through the MPI path --------------------
 # Each device call is checked bit for bit against its host twin (tests/cuda/mpi_device_app.cu).
 if [ -x "$B/mpi_device_app" ]; then
-  for run in "2 fp16" "2 bf16" "2 topk" "4 topk" "4 fp16"; do
-    read -r np compressor <<<"$run"
-    [ "$(left)" -lt 75 ] && { row "mpi device np$np $compressor" SKIP "out of time"; continue; }
-    [ "${hung:-}" = mpi ] && { row "mpi device np$np $compressor" SKIP "an earlier run hung"; continue; }
+  for run in "2 fp16" "2 bf16" "2 topk" "4 topk" "4 fp16" "2 powersgd" "4 powersgd" \
+    "2 powersgd MPI_DEVICE_APP_INF=1"; do
+    read -r np compressor extra <<<"$run"
+    name="mpi device np$np $compressor${extra:+ ${extra#MPI_DEVICE_APP_}}"
+    extra=${extra:-MPI_DEVICE_APP_TIME=1}
+    [ "$(left)" -lt 75 ] && { row "$name" SKIP "out of time"; continue; }
+    [ "${hung:-}" = mpi ] && { row "$name" SKIP "an earlier run hung"; continue; }
     log "mpi_device_app np$np $compressor"
     echo "=== np $np SLIMREDUCE_COMPRESSOR=$compressor" >> "$OUT/mpi_device.log"
     timeout 60 mpirun --allow-run-as-root --oversubscribe -np "$np" --mca pml ob1 --mca btl self,vader \
       --mca btl_vader_single_copy_mechanism none -x LD_PRELOAD="$LIB" \
-      -x SLIMREDUCE_COMPRESSOR=$compressor -x SLIMREDUCE_LOG_LEVEL=warn \
+      -x SLIMREDUCE_COMPRESSOR=$compressor -x SLIMREDUCE_LOG_LEVEL=warn -x "$extra" \
       "$B/mpi_device_app" >> "$OUT/mpi_device.log" 2>&1
     rc=$?
     [ $rc = 124 ] && hung=mpi
     result=$(sed -n "/=== np $np SLIMREDUCE_COMPRESSOR=$compressor\$/,\$p" "$OUT/mpi_device.log" |
       grep '^mpi_device_app' | tail -1)
-    row "mpi device np$np $compressor" "$(verdict $rc)" \
+    row "$name" "$(verdict $rc)" \
       "rc $rc ${result#mpi_device_app: }"
   done
 elif [ -f "$LIB" ]; then
@@ -349,7 +352,7 @@ fi
   echo
   echo "SlimReduce device check ($((SECONDS - START))s; logs in $OUT)"
   printf '%s\n' "${ROWS[@]}"
-  grep '^time' "$OUT/device_check.log" 2>/dev/null
+  grep '^time' "$OUT/device_check.log" "$OUT/mpi_device.log" 2>/dev/null | sed 's/^[^:]*://'
   grep -E '^cub_topk n ' "$OUT/device_check.log" 2>/dev/null | sed 's/^/time /'
 } | tee "$OUT/summary.txt"
 # Exit 1 when a row failed (SKIP is not a failure: the machine lacked something).

@@ -31,4 +31,23 @@ int GatheredCompressor::device_finish(const void*, std::size_t, int, std::size_t
   return kNoDevice;
 }
 
+int LowRankCompressor::device_add(const float*, const float*, float*, std::size_t, void*) const {
+  return kNoDevice;
+}
+int LowRankCompressor::device_project(const float*, const kernels::LowRankShape&, const float*,
+                                      float*, void*) const {
+  return kNoDevice;
+}
+int LowRankCompressor::device_orthonormalise(float*, const kernels::LowRankShape&, void*) const {
+  return kNoDevice;
+}
+int LowRankCompressor::device_back_project(const float*, const kernels::LowRankShape&, const float*,
+                                           float*, void*) const {
+  return kNoDevice;
+}
+int LowRankCompressor::device_finish(const float*, const kernels::LowRankShape&, const float*,
+                                     const float*, const float*, float*, float*, void*) const {
+  return kNoDevice;
+}
+
 }  // namespace slimreduce::compressors

@@ -46,10 +46,12 @@ enum class Aggregation { summable, gathered, low_rank, sharded };
 // can take: none; 16-bit casts of fp32 inputs (a summable compressor's
 // device_pack / device_unpack, device_compress / device_decompress); a
 // selection that also reads fp16 and bf16 inputs (a gathered compressor's
-// device_compress / device_finish), up to device_max_count() values. The paths
+// device_compress / device_finish), up to device_max_count() values; a
+// low-rank compressor's steps (device_add ... device_finish, the products
+// through cuBLAS, answered only where cuBLAS can be loaded). The paths
 // ask this, never a compressor's name: the registry is the only place that
 // knows names.
-enum class DeviceKernels { none, cast16, topk };
+enum class DeviceKernels { none, cast16, topk, low_rank };
 
 using kernels::device::Elem;
 
@@ -216,9 +218,10 @@ class ShardedCompressor : public Compressor, public ShardedCodec {
 // PowerSGD (Vogels et al., 2019): a tensor viewed as a matrix M (the shape
 // from kernels/low_rank.h), one power-iteration step per call against a Q
 // kept per residual key. The host entry points are the steps between the two
-// sums; algorithms/powersgd.h orders them and does the sums. No device entry
-// points yet (device_kernels() none: device buffers are staged through the
-// host on the MPI path, and pass through on NCCL).
+// sums; algorithms/powersgd.h orders them and does the sums. The device
+// entry points are the same steps on device memory (DeviceKernels::low_rank:
+// the MPI path's device buffers run them, core/device_low_rank.cc; NCCL
+// calls still pass through).
 class LowRankCompressor : public Compressor {
  public:
   Aggregation aggregation() const final { return Aggregation::low_rank; }
@@ -243,6 +246,23 @@ class LowRankCompressor : public Compressor {
   // What computes the two products, for the log: "cblas_sgemm of a private
   // OpenBLAS ..." or "our loops (...)"; may load the BLAS.
   virtual std::string products() const = 0;
+
+  // Device: m = input + residual (residual nullptr: a copy of input), then
+  // project(), orthonormalise(), back_project() and finish() on device
+  // memory. The products (cuBLAS) are within fp32 rounding of the host ones,
+  // not their bits (as the host's BLAS and loops differ: only summed factors
+  // reach the result); the other steps give the host ones' bits.
+  virtual int device_add(const float* input, const float* residual, float* m, std::size_t n,
+                         void* stream) const;
+  virtual int device_project(const float* m, const kernels::LowRankShape& shape, const float* q,
+                             float* p, void* stream) const;
+  virtual int device_orthonormalise(float* p, const kernels::LowRankShape& shape,
+                                    void* stream) const;
+  virtual int device_back_project(const float* m, const kernels::LowRankShape& shape,
+                                  const float* p, float* q, void* stream) const;
+  virtual int device_finish(const float* m, const kernels::LowRankShape& shape, const float* p,
+                            const float* q_sum, const float* q_local, float* out, float* residual,
+                            void* stream) const;
 };
 
 // What computes PowerSGD's two products P = M Q and Q = M^T P: a private

@@ -9,6 +9,7 @@
 
 #include "compressors/registry.h"
 #include "kernels/blas_loader.h"
+#include "kernels/device.h"
 #include "kernels/low_rank.h"
 
 namespace slimreduce::compressors {
@@ -27,6 +28,11 @@ class PowerSgdCompressor final : public LowRankCompressor {
   // Rank r keeps little of each tensor: without error feedback what it
   // leaves out is lost for good (the paper's Algorithm 2 always carries it).
   bool default_error_feedback() const override { return true; }
+  // Its steps on the GPU where cuBLAS can be loaded for the products.
+  DeviceKernels device_kernels() const override {
+    return kernels::device::low_rank_available(nullptr) ? DeviceKernels::low_rank
+                                                        : DeviceKernels::none;
+  }
   // The two factors of one rank; a tensor not worth compressing is sent whole.
   std::size_t compressed_bytes(std::size_t n) const override {
     const LowRankShape s = shape(n, 0);
@@ -60,6 +66,26 @@ class PowerSgdCompressor final : public LowRankCompressor {
   void finish(const float* m, const LowRankShape& shape, const float* p, const float* q_sum,
               const float* q_local, float* out, float* residual) const override {
     kernels::low_rank_finish(m, shape, p, q_sum, q_local, out, residual);
+  }
+  int device_add(const float* input, const float* residual, float* m, std::size_t n,
+                 void* stream) const override {
+    return kernels::device::low_rank_add(input, residual, m, n, stream);
+  }
+  int device_project(const float* m, const LowRankShape& shape, const float* q, float* p,
+                     void* stream) const override {
+    return kernels::device::low_rank_project(m, shape, q, p, stream);
+  }
+  int device_orthonormalise(float* p, const LowRankShape& shape, void* stream) const override {
+    return kernels::device::orthonormalise(p, shape.rows, shape.rank, stream);
+  }
+  int device_back_project(const float* m, const LowRankShape& shape, const float* p, float* q,
+                          void* stream) const override {
+    return kernels::device::low_rank_back_project(m, shape, p, q, stream);
+  }
+  int device_finish(const float* m, const LowRankShape& shape, const float* p, const float* q_sum,
+                    const float* q_local, float* out, float* residual,
+                    void* stream) const override {
+    return kernels::device::low_rank_finish(m, shape, p, q_sum, q_local, out, residual, stream);
   }
   std::string products() const override {
     if (const kernels::PrivateBlas* blas = this->blas())

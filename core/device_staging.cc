@@ -15,85 +15,12 @@
 #include "backends/mpi_transport.h"
 #include "core/counters.h"
 #include "core/cuda_support.h"
+#include "core/device_staging_internal.h"
 #include "core/residuals.h"
 #include "scheduler/plan.h"
 
 namespace slimreduce::device_staging {
 namespace {
-
-// ---- memory that grows and stays ---------------------------------------------
-
-struct DeviceFree {
-  void operator()(void* p) const { cudaFree(p); }
-};
-struct PinnedFree {
-  void operator()(void* p) const { cudaFreeHost(p); }
-};
-template <class Free>
-struct Buffer {
-  std::unique_ptr<std::byte, Free> ptr;
-  std::size_t bytes = 0;
-};
-
-template <class Free>
-std::byte* grow(Buffer<Free>& buffer, std::size_t bytes, bool pinned) {
-  if (buffer.bytes >= bytes && buffer.ptr) return buffer.ptr.get();
-  buffer.ptr.reset();
-  buffer.bytes = 0;
-  void* raw = nullptr;
-  const cudaError_t rc = pinned ? cudaMallocHost(&raw, bytes) : cudaMalloc(&raw, bytes);
-  if (rc != cudaSuccess) {
-    cudaGetLastError();
-    return nullptr;
-  }
-  buffer.ptr.reset(static_cast<std::byte*>(raw));
-  buffer.bytes = bytes;
-  return buffer.ptr.get();
-}
-
-using DeviceBuffer = Buffer<DeviceFree>;
-using PinnedBuffer = Buffer<PinnedFree>;
-
-struct StreamDelete {
-  void operator()(CUstream_st* s) const { cudaStreamDestroy(s); }
-};
-
-}  // namespace
-
-// What one call needs: a stream of our own on its device and staging space.
-struct StagingSpace {
-  int device = -1;
-  std::unique_ptr<CUstream_st, StreamDelete> stream;
-  DeviceBuffer wire, scratch, gathered;
-  PinnedBuffer host_in, host_out;
-};
-
-namespace {
-
-// A failed CUDA step, as a Status (the error cleared, so it never reaches a
-// later check): the caller sees an MPI error (backends::mpi_code), never a
-// wrong result.
-Status cuda_status(cudaError_t rc) {
-  if (rc == cudaSuccess) return {};
-  cudaGetLastError();
-  return Status::cuda(rc);
-}
-// A compressor's device entry point answers a cudaError_t as an int.
-Status cuda_status(int rc) { return cuda_status(static_cast<cudaError_t>(rc)); }
-
-// ---- one call ---------------------------------------------------------------
-
-struct StagedCall {
-  const AllreduceCall& call;
-  compressors::Compressor& compressor;
-  CommState& state;
-  backends::Transport& transport;  // the MPI transport, over pinned host memory here
-  StagingSpace& device;
-  float* residual;  // device, or nullptr
-  cudaStream_t stream() const { return device.stream.get(); }
-};
-
-Status sync(const StagedCall& job) { return cuda_status(cudaStreamSynchronize(job.stream())); }
 
 // The call's fp32 values through pinned memory: copied in, `reduce(in, out)`
 // on the host copies, the result copied back out.
@@ -179,7 +106,8 @@ class StagedCastStep final : public scheduler::Step {
   double rescue_sent_ = 0;
 };
 
-// A plan of one step, run as every blocking plan is.
+}  // namespace
+
 Status run_one(std::unique_ptr<scheduler::Step> step, Reduced* reduced) {
   scheduler::Plan plan;
   plan.add(std::move(step));
@@ -188,6 +116,8 @@ Status run_one(std::unique_ptr<scheduler::Step> step, Reduced* reduced) {
   reduced->overflow_rescued = plan.overflow_rescued() > 0;
   return {};
 }
+
+namespace {
 
 Status staged_cast(const StagedCall& job, Reduced* reduced) {
   using algorithms::CastRing;
@@ -349,7 +279,7 @@ class Lease {
 };
 
 // How a call runs: on the GPU through the compressor's device entry points
-// (DeviceKernels cast16 or topk), or staged through its host algorithm
+// (DeviceKernels cast16, topk or low_rank), or staged through its host algorithm
 // (DeviceKernels::none: a compressor without them, a host buffer on one
 // side, buffers on two GPUs, or a top-k beyond 32-bit indices).
 compressors::DeviceKernels kernels_for(const AllreduceCall& call,
@@ -404,7 +334,14 @@ int allreduce(const AllreduceCall& call, compressors::Compressor& compressor, Co
       job.residual = residual->device_residual(*pool.residual_memory(), job.stream());
       if (!job.residual) return Status::no_memory();
     }
-    return kernels == DeviceKernels::topk ? staged_topk(job, reduced) : staged_cast(job, reduced);
+    switch (kernels) {
+      case DeviceKernels::topk:
+        return staged_topk(job, reduced);
+      case DeviceKernels::low_rank:
+        return staged_low_rank(job, reduced);
+      default:
+        return staged_cast(job, reduced);
+    }
   }));
 }
 

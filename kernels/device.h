@@ -10,8 +10,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "kernels/cast.h"
+#include "kernels/low_rank.h"
 #include "kernels/pack.h"
 
 namespace slimreduce::kernels::device {
@@ -52,5 +54,20 @@ std::size_t topk_accumulate_scratch_bytes(std::size_t n, int ranks);
 int topk_accumulate(const void* gathered, std::size_t payload_stride, int ranks, std::size_t k,
                     bool fp16_values, std::size_t n, Elem out_type, void* out, int divisor,
                     void* scratch, void* stream);
+
+// PowerSGD's steps (kernels/low_rank.h's twins: kernels/cuda/kernels.h says
+// more). low_rank_available: whether cuBLAS, which the two products need, can
+// be loaded (at run time, privately); why: the reason when not. Cheap after
+// the first call. The products are within fp32 rounding of the CPU twins,
+// not their bits; the other steps give the twins' bits.
+bool low_rank_available(std::string* why);
+int low_rank_add(const float* input, const float* residual, float* m, std::size_t n, void* stream);
+int low_rank_project(const float* m, const LowRankShape& shape, const float* q, float* p,
+                     void* stream);
+int low_rank_back_project(const float* m, const LowRankShape& shape, const float* p, float* q,
+                          void* stream);
+int orthonormalise(float* p, std::size_t rows, std::size_t rank, void* stream);
+int low_rank_finish(const float* m, const LowRankShape& shape, const float* p, const float* q_sum,
+                    const float* q_local, float* out, float* residual, void* stream);
 
 }  // namespace slimreduce::kernels::device

@@ -32,4 +32,21 @@ int topk_accumulate(const void*, std::size_t, int, std::size_t, bool, std::size_
   return kNoDevice;
 }
 
+bool low_rank_available(std::string* why) {
+  if (why) *why = "a build without CUDA";
+  return false;
+}
+int low_rank_add(const float*, const float*, float*, std::size_t, void*) { return kNoDevice; }
+int low_rank_project(const float*, const LowRankShape&, const float*, float*, void*) {
+  return kNoDevice;
+}
+int low_rank_back_project(const float*, const LowRankShape&, const float*, float*, void*) {
+  return kNoDevice;
+}
+int orthonormalise(float*, std::size_t, std::size_t, void*) { return kNoDevice; }
+int low_rank_finish(const float*, const LowRankShape&, const float*, const float*, const float*,
+                    float*, float*, void*) {
+  return kNoDevice;
+}
+
 }  // namespace slimreduce::kernels::device

@@ -133,6 +133,12 @@ cublasHandle_t handle_for_thread(std::string* why) {
 
 bool cublas_available(std::string* why) { return handle_for_thread(why) != nullptr; }
 
+bool cublas_loadable(std::string* why) {
+  const Library& lib = library();
+  if (!lib.why.empty() && why) *why = lib.why;
+  return lib.why.empty();
+}
+
 namespace detail {
 
 cublasHandle_t cublas_handle(cudaStream_t stream) {

@@ -69,4 +69,24 @@ int topk_accumulate(const void* gathered, std::size_t payload_stride, int ranks,
                                out, divisor, scratch, as_stream(stream));
 }
 
+bool low_rank_available(std::string* why) { return cuda::cublas_loadable(why); }
+int low_rank_add(const float* input, const float* residual, float* m, std::size_t n, void* stream) {
+  return cuda::low_rank_add(input, residual, m, n, as_stream(stream));
+}
+int low_rank_project(const float* m, const LowRankShape& shape, const float* q, float* p,
+                     void* stream) {
+  return cuda::low_rank_project(m, shape, q, p, as_stream(stream));
+}
+int low_rank_back_project(const float* m, const LowRankShape& shape, const float* p, float* q,
+                          void* stream) {
+  return cuda::low_rank_back_project(m, shape, p, q, as_stream(stream));
+}
+int orthonormalise(float* p, std::size_t rows, std::size_t rank, void* stream) {
+  return cuda::orthonormalise(p, rows, rank, as_stream(stream));
+}
+int low_rank_finish(const float* m, const LowRankShape& shape, const float* p, const float* q_sum,
+                    const float* q_local, float* out, float* residual, void* stream) {
+  return cuda::low_rank_finish(m, shape, p, q_sum, q_local, out, residual, as_stream(stream));
+}
+
 }  // namespace slimreduce::kernels::device

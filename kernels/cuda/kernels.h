@@ -99,7 +99,8 @@ cudaError_t topk_accumulate(const void* gathered, std::size_t payload_stride, in
 using kernels::LowRankShape;
 
 // m[e] = input[e] + residual[e] (add_nan_first: an x86 CPU's `+`), the
-// compressor's first step (algorithms/powersgd.cc); the same bits. m may be input.
+// compressor's first step (algorithms/powersgd.cc); the same bits. m may be
+// input; residual nullptr: m = input (a copy).
 cudaError_t low_rank_add(const float* input, const float* residual, float* m, std::size_t n,
                          cudaStream_t stream);
 
@@ -121,6 +122,9 @@ cudaError_t orthonormalise(float* p, std::size_t rows, std::size_t rank, cudaStr
 // creates that handle, which allocates device memory (its workspace
 // included): call this once before capturing a graph that runs the products.
 bool cublas_available(std::string* why);
+// Whether the cuBLAS library itself could be loaded (no handle made, no
+// device touched): what a path asks before it takes the products' route.
+bool cublas_loadable(std::string* why);
 
 // p (rows x rank) = M q and q (cols x rank) = M^T p through cuBLAS's sgemm
 // (loaded at run time: kernels/cuda/cublas_loader.h, cublas_available) for

@@ -1,0 +1,97 @@
+// What the MPI path's device routes share (core/device_staging.cc, and the
+// low-rank route in core/device_low_rank.cc): staging memory that grows and
+// stays, a call's stream and buffers, and CUDA failures as a Status. CUDA
+// builds only; not part of the runtime's interface.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <memory>
+
+#include "core/device_staging.h"
+#include "scheduler/plan.h"
+
+namespace slimreduce::device_staging {
+
+// ---- memory that grows and stays ---------------------------------------------
+
+struct DeviceFree {
+  void operator()(void* p) const { cudaFree(p); }
+};
+struct PinnedFree {
+  void operator()(void* p) const { cudaFreeHost(p); }
+};
+template <class Free>
+struct Buffer {
+  std::unique_ptr<std::byte, Free> ptr;
+  std::size_t bytes = 0;
+};
+
+template <class Free>
+inline std::byte* grow(Buffer<Free>& buffer, std::size_t bytes, bool pinned) {
+  if (buffer.bytes >= bytes && buffer.ptr) return buffer.ptr.get();
+  buffer.ptr.reset();
+  buffer.bytes = 0;
+  void* raw = nullptr;
+  const cudaError_t rc = pinned ? cudaMallocHost(&raw, bytes) : cudaMalloc(&raw, bytes);
+  if (rc != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  buffer.ptr.reset(static_cast<std::byte*>(raw));
+  buffer.bytes = bytes;
+  return buffer.ptr.get();
+}
+
+using DeviceBuffer = Buffer<DeviceFree>;
+using PinnedBuffer = Buffer<PinnedFree>;
+
+struct StreamDelete {
+  void operator()(CUstream_st* s) const { cudaStreamDestroy(s); }
+};
+
+// What one call needs: a stream of our own on its device and staging space.
+struct StagingSpace {
+  int device = -1;
+  std::unique_ptr<CUstream_st, StreamDelete> stream;
+  DeviceBuffer wire, scratch, gathered;
+  PinnedBuffer host_in, host_out;
+};
+
+// A failed CUDA step, as a Status (the error cleared, so it never reaches a
+// later check): the caller sees an MPI error (backends::mpi_code), never a
+// wrong result.
+inline Status cuda_status(cudaError_t rc) {
+  if (rc == cudaSuccess) return {};
+  cudaGetLastError();
+  return Status::cuda(rc);
+}
+// A compressor's device entry point answers a cudaError_t as an int.
+inline Status cuda_status(int rc) { return cuda_status(static_cast<cudaError_t>(rc)); }
+
+// ---- one call ---------------------------------------------------------------
+
+struct StagedCall {
+  const AllreduceCall& call;
+  compressors::Compressor& compressor;
+  CommState& state;
+  backends::Transport& transport;  // the MPI transport, over pinned host memory here
+  StagingSpace& device;
+  float* residual;  // device, or nullptr
+  cudaStream_t stream() const { return device.stream.get(); }
+};
+
+inline Status sync(const StagedCall& job) {
+  return cuda_status(cudaStreamSynchronize(job.stream()));
+}
+
+// A plan of one step, run as every blocking plan is.
+Status run_one(std::unique_ptr<scheduler::Step> step, Reduced* reduced);
+
+// PowerSGD on the GPU (DeviceKernels::low_rank): the compressor's device
+// steps, its two factors staged through pinned memory for the sums
+// (core/device_low_rank.cc).
+Status staged_low_rank(const StagedCall& job, Reduced* reduced);
+
+}  // namespace slimreduce::device_staging
