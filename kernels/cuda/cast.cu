@@ -139,18 +139,16 @@ __global__ void __launch_bounds__(kBlock)
         [&](std::size_t i) { it.out[i] = scaled(in[i], divisor); });
   } else {
     const std::uint16_t* in = static_cast<const std::uint16_t*>(fused) + it.offset;
-    for_each_element_paired(
+    for_each_element4(
         it.count, aligned16(in) && aligned16(it.out), block, blocks,
-        [&](std::size_t i, bool second, std::size_t i2) {
-          std::uint16_t h[kVec], h2[kVec];
-          float v[kVec];
-          load8(in + i, h);
-          if (second) load8(in + i2, h2);
-          for (int j = 0; j < kVec; ++j) v[j] = scaled(widen<F>(h[j]), divisor);
-          store8(it.out + i, v);
-          if (!second) return;
-          for (int j = 0; j < kVec; ++j) v[j] = scaled(widen<F>(h2[j]), divisor);
-          store8(it.out + i2, v);
+        [&](std::size_t i) {
+          const uint2 h = *reinterpret_cast<const uint2*>(in + i);
+          float4 v;
+          v.x = scaled(widen<F>(static_cast<std::uint16_t>(h.x & 0xffffu)), divisor);
+          v.y = scaled(widen<F>(static_cast<std::uint16_t>(h.x >> 16)), divisor);
+          v.z = scaled(widen<F>(static_cast<std::uint16_t>(h.y & 0xffffu)), divisor);
+          v.w = scaled(widen<F>(static_cast<std::uint16_t>(h.y >> 16)), divisor);
+          *reinterpret_cast<float4*>(it.out + i) = v;
         },
         [&](std::size_t i) { it.out[i] = scaled(widen<F>(in[i]), divisor); });
   }

@@ -127,22 +127,19 @@ __device__ inline void for_each_element(std::size_t count, bool vector, unsigned
   for (std::size_t i = steps * kVec + first; i < count; i += stride) one(i);
 }
 
-// The same, two steps a pass: vec8x2(i, second, i2) gets a step and, when
-// `second`, the step a stride later, so that it can issue both steps' loads
-// before either's stores. For kernels that load only 16 bytes a step: widening
-// fp16 ran at 62% of copy on the H200 (2026-12-04) with one step a pass, 67%
-// with two (adding two 16-bit vectors, two loads a step, ran at 86%); what
-// holds it below the copy is still open (docs/performance.md, section 9).
-template <class Vec8x2, class One>
-__device__ inline void for_each_element_paired(std::size_t count, bool vector, unsigned block,
-                                               unsigned blocks, Vec8x2 vec8x2, One one) {
+// The same, four elements a step: vec4(i) loads 8 bytes of 16-bit elements
+// and stores 16 bytes of floats, so that each of a warp's loads and stores
+// is one contiguous run (with eight a step, each 16-byte store of a warp
+// strides 32 bytes). For widening 16-bit elements, which ran at 62% of copy
+// on the H200 (2026-12-04) eight a step, and 67% two such steps a pass.
+template <class Vec4, class One>
+__device__ inline void for_each_element4(std::size_t count, bool vector, unsigned block,
+                                         unsigned blocks, Vec4 vec4, One one) {
   const std::size_t stride = static_cast<std::size_t>(blocks) * blockDim.x;
   const std::size_t first = static_cast<std::size_t>(block) * blockDim.x + threadIdx.x;
-  const std::size_t steps = vector ? count / kVec : 0;
-  for (std::size_t s = first; s < steps; s += 2 * stride) {
-    vec8x2(s * kVec, s + stride < steps, (s + stride) * kVec);
-  }
-  for (std::size_t i = steps * kVec + first; i < count; i += stride) one(i);
+  const std::size_t steps = vector ? count / 4 : 0;
+  for (std::size_t s = first; s < steps; s += stride) vec4(s * 4);
+  for (std::size_t i = steps * 4 + first; i < count; i += stride) one(i);
 }
 
 // The same over the whole grid (x only).
