@@ -190,7 +190,7 @@ fi
 
 # ---- 3. our CUDA program, ncclAllReduce on one rank, each compressor ---------------------
 if [ -x "$B/nccl_app" ]; then
-  for compressor in none fp16 bf16 topk; do
+  for compressor in none fp16 bf16 topk powersgd; do
     [ "$(left)" -lt 120 ] && { row "nccl_app $compressor" SKIP "out of time"; continue; }
     [ "${hung:-}" = nccl_app ] && { row "nccl_app $compressor" SKIP "an earlier run hung"; continue; }
     log "nccl_app $compressor"
@@ -241,11 +241,16 @@ def matches(g, r):
         return torch.equal(g, r)
     if comp in ("fp16", "bf16"):
         return torch.equal(g, r.to(torch.float16 if comp == "fp16" else torch.bfloat16).float())
+    if comp == "powersgd":  # a projection of each bucket (P P^T M): finite, no longer than r
+        return bool(torch.isfinite(g).all()) and float(g.norm()) <= float(r.norm()) * (1 + 1e-5)
     return bool(((g == r) | (g == 0)).all())  # top-k: kept exactly, or not sent
 
 ok, notes, nnz, total = True, [], 0, 0
+if comp == "powersgd":  # per bucket, not per parameter: the norms of all of them
+    got = torch.cat([p.grad.flatten() for p in model.parameters()])
+    ok &= matches(got, torch.cat([q.grad.flatten() for q in plain.parameters()]))
 for p, q in zip(model.parameters(), plain.parameters()):
-    ok &= matches(p.grad, q.grad)
+    ok &= comp == "powersgd" or matches(p.grad, q.grad)
     nnz += int((p.grad != 0).sum())
     total += q.grad.numel()
 if comp == "topk":
@@ -273,7 +278,7 @@ sys.exit(0 if ok and intercepted and compressed_ok else 1)
 PY
 if [ -f "$NCCL_ONLY_LIB" ] && python3 -c 'import torch' 2>/dev/null; then
   port=29511
-  for compressor in none fp16 bf16 topk; do
+  for compressor in none fp16 bf16 topk powersgd; do
     [ "$(left)" -lt 45 ] && { row "ddp $compressor" SKIP "out of time"; continue; }
     [ "${hung:-}" = ddp ] && { row "ddp $compressor" SKIP "an earlier run hung"; continue; }
     log "ddp $compressor"

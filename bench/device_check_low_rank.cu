@@ -153,9 +153,61 @@ void check_products(const k::LowRankShape& s) {
   }
 }
 
+// flag_not_finite on finite values (stays 0, from 0), one inf or NaN at
+// `at` (becomes 1), and a flag already 1 (stays 1).
+void check_flag(std::size_t n, std::size_t at, std::uint32_t special_bits, unsigned start) {
+  std::vector<float> v = values(n, false);
+  if (at < n) v[at] = k::bits_float(special_bits);
+  auto dv = dev(n * 4), dflag = dev(4);
+  put(reinterpret_cast<float*>(dv.get()), v);
+  put(reinterpret_cast<unsigned*>(dflag.get()), std::vector<unsigned>{start});
+  CK(cu::flag_not_finite(reinterpret_cast<float*>(dv.get()), n,
+                         reinterpret_cast<unsigned*>(dflag.get()), nullptr));
+  const unsigned got = get<unsigned>(reinterpret_cast<unsigned*>(dflag.get()), 1)[0];
+  const unsigned want = start | (k::all_finite(v.data(), n) ? 0u : 1u);
+  report("flag_not_finite n=" + std::to_string(n) + " at " + std::to_string(at) + " from " +
+             std::to_string(start),
+         got == want, "got " + std::to_string(got) + ", want " + std::to_string(want));
+}
+
+// low_rank_settle against its twin: out, residual and the key's Q, either way of `bad`.
+void check_settle(std::size_t n, std::size_t q_floats, bool bad, int divisor) {
+  std::vector<float> out = values(n, true), res = values(n, true);
+  const std::vector<float> q_sum = values(q_floats, false);
+  std::vector<float> q_state = values(q_floats, false);
+  auto dout = dev(n * 4), dres = dev(n * 4), dqs = dev(q_floats * 4), dq = dev(q_floats * 4),
+       dbad = dev(4);
+  auto* gout = reinterpret_cast<float*>(dout.get());
+  auto* gres = reinterpret_cast<float*>(dres.get());
+  auto* gq = reinterpret_cast<float*>(dq.get());
+  put(gout, out);
+  put(gres, res);
+  put(reinterpret_cast<float*>(dqs.get()), q_sum);
+  put(gq, q_state);
+  put(reinterpret_cast<unsigned*>(dbad.get()), std::vector<unsigned>{bad ? 1u : 0u});
+  CK(cu::low_rank_settle(reinterpret_cast<unsigned*>(dbad.get()), gout, gres, n, divisor,
+                         reinterpret_cast<float*>(dqs.get()), gq, q_floats, nullptr));
+  k::low_rank_settle(bad, out.data(), res.data(), n, divisor, q_sum.data(), q_state.data(),
+                     q_floats);
+  std::string where;
+  bool ok = same_bits(get<float>(gout, n), out, &where);
+  ok = ok && same_bits(get<float>(gres, n), res, &where);
+  ok = ok && same_bits(get<float>(gq, q_floats), q_state, &where);
+  report("low_rank_settle n=" + std::to_string(n) + (bad ? " bad" : " ok") + " /" +
+             std::to_string(divisor),
+         ok, where);
+}
+
 }  // namespace
 
 void check_low_rank() {
+  check_flag(1'000'003, SIZE_MAX, 0, 0);
+  check_flag(1'000'003, 999'999, 0x7f800000u, 0);  // inf near the end
+  check_flag(4097, 0, 0xffc00001u, 0);             // NaN first
+  check_flag(100, SIZE_MAX, 0, 1);                 // already set: stays
+  for (const bool bad : {false, true})
+    for (const int divisor : {1, 3}) check_settle(1'000'003, 4004, bad, divisor);
+  check_settle(100, 100'000, false, 1);  // Q longer than the tensor
   check_add(1'000'003);
   for (const std::size_t rows : {1, 7, 1000, 4097, 100'003})
     for (const std::size_t rank : {1, 4, 8}) check_orthonormalise(rows, rank);

@@ -50,4 +50,12 @@ int LowRankCompressor::device_finish(const float*, const kernels::LowRankShape&,
   return kNoDevice;
 }
 
+int LowRankCompressor::device_flag_not_finite(const float*, std::size_t, unsigned*, void*) const {
+  return kNoDevice;
+}
+int LowRankCompressor::device_settle(const unsigned*, float*, float*, std::size_t, int,
+                                     const float*, float*, std::size_t, void*) const {
+  return kNoDevice;
+}
+
 }  // namespace slimreduce::compressors

@@ -263,6 +263,16 @@ class LowRankCompressor : public Compressor {
   virtual int device_finish(const float* m, const kernels::LowRankShape& shape, const float* p,
                             const float* q_sum, const float* q_local, float* out, float* residual,
                             void* stream) const;
+  // Device, for a stream-ordered path (NCCL), whose host cannot read a sum
+  // before it enqueues what follows: *bad = 1 when one of v[0..n) is not
+  // finite; then the call's end from *bad (kernels::low_rank_settle: NaN out
+  // and the residual zeroed; else out divided by divisor and q_sum kept as
+  // the key's Q in q_state).
+  virtual int device_flag_not_finite(const float* v, std::size_t n, unsigned* bad,
+                                     void* stream) const;
+  virtual int device_settle(const unsigned* bad, float* out, float* residual, std::size_t n,
+                            int divisor, const float* q_sum, float* q_state, std::size_t q_floats,
+                            void* stream) const;
 };
 
 // What computes PowerSGD's two products P = M Q and Q = M^T P: a private

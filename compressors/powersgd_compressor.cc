@@ -87,6 +87,16 @@ class PowerSgdCompressor final : public LowRankCompressor {
                     void* stream) const override {
     return kernels::device::low_rank_finish(m, shape, p, q_sum, q_local, out, residual, stream);
   }
+  int device_flag_not_finite(const float* v, std::size_t n, unsigned* bad,
+                             void* stream) const override {
+    return kernels::device::flag_not_finite(v, n, bad, stream);
+  }
+  int device_settle(const unsigned* bad, float* out, float* residual, std::size_t n, int divisor,
+                    const float* q_sum, float* q_state, std::size_t q_floats,
+                    void* stream) const override {
+    return kernels::device::low_rank_settle(bad, out, residual, n, divisor, q_sum, q_state,
+                                            q_floats, stream);
+  }
   std::string products() const override {
     if (const kernels::PrivateBlas* blas = this->blas())
       return "cblas_sgemm of a private " + blas->description();

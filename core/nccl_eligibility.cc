@@ -57,9 +57,6 @@ ReductionVerdict classify_nccl(const NcclCallFacts& facts, const Settings& setti
   if (!compressor) return pass("compressor none");
   const DeviceKernels kernels = compressor->device_kernels();
   if (kernels == DeviceKernels::none) return pass("no GPU kernel for this compressor");
-  // PowerSGD's two sums with kernels between them need a plan of several
-  // rounds on the stream, which the NCCL path does not have yet.
-  if (kernels == DeviceKernels::low_rank) return pass("low rank: not on the NCCL path yet");
   // An algorithm, CTA counts, a launch event: honoured only by NCCL running the call itself.
   if (facts.coll_config) return pass("per-call config");
   if (facts.op != kNcclSum && facts.op != kNcclAvg) return pass("op");  // PreMulSum, max, ...
@@ -70,8 +67,9 @@ ReductionVerdict classify_nccl(const NcclCallFacts& facts, const Settings& setti
   if (!facts.device_buffers) return pass("host buffer");
   if (!facts.blocking_comm || facts.comm_size < 1) return pass("communicator");
   if (facts.count > compressor->device_max_count()) return pass("size");
-  const ReductionPath path =
-      kernels == DeviceKernels::topk ? ReductionPath::topk : ReductionPath::cast;
+  const ReductionPath path = kernels == DeviceKernels::topk       ? ReductionPath::topk
+                             : kernels == DeviceKernels::low_rank ? ReductionPath::low_rank
+                                                                  : ReductionPath::cast;
   return ReductionVerdict{path, facts.op == kNcclAvg, ""};
 }
 

@@ -12,6 +12,7 @@
 #include "backends/nccl_transport.h"
 #include "core/compressor_choice.h"
 #include "core/log.h"
+#include "core/nccl_low_rank.h"
 
 namespace slimreduce {
 namespace {
@@ -295,6 +296,9 @@ NcclEngine::Planned NcclEngine::decide(CallPlan& p, bool capturing, SharedState&
   p.compressed = false;
   if (!p.comm || !p.comm->blocking || p.comm->size < 1) return Planned::ok;
   const Reduction& c = p.call;
+  const bool low_rank = c.verdict.path == ReductionPath::low_rank;
+  if (low_rank && !low_rank_compresses(*shared.policy.compressor, c.count, capturing))
+    return Planned::ok;  // NCCL sums it
   const bool error_feedback = shared.policy.error_feedback;
   const Decision decision = shared.decision.decide(error_feedback, p.comm->id, c.count,
                                                    static_cast<std::uint64_t>(c.datatype));
@@ -323,6 +327,9 @@ NcclEngine::Planned NcclEngine::decide(CallPlan& p, bool capturing, SharedState&
     case ResidualStore::Found::ok:
       p.residual = static_cast<float*>(slot->device.get());
       if (capturing && p.residual) slot->captured = true;
+      if (low_rank)
+        p.q_state =
+            key_q_on_device(*slot, *shared.policy.compressor, c.count, c.stream, device_memory_);
       break;
   }
   p.compressed = true;

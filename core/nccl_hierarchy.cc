@@ -333,7 +333,8 @@ ncclResult_t make_nccl_hierarchy(ncclComm_t comm, int rank, int size, int device
 }
 
 bool runs_hierarchically(const CallPlan& p) {
-  return p.compressed && p.nodes && !p.nodes->flat() && p.call.datatype == ncclFloat32;
+  return p.compressed && p.nodes && !p.nodes->flat() && p.call.datatype == ncclFloat32 &&
+         p.call.verdict.path != ReductionPath::low_rank;  // PowerSGD reduces flat on NCCL
 }
 
 std::size_t hierarchical_region_bytes(const CallPlan& p,

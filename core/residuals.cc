@@ -68,6 +68,7 @@ ResidualStore::Slots::iterator ResidualStore::reset(Slots::iterator found, void*
     bytes_held_ -= slot.held_bytes();
     slot.device.release(stream);
   }
+  slot.device_state.release(stream);
   slots_.erase(found);
   return slots_.end();
 }
@@ -91,6 +92,7 @@ void ResidualStore::take_communicator(std::uint64_t comm_id, std::vector<DeviceB
   while (it != slots_.end() && it->first.comm_id == comm_id) {
     bytes_held_ -= it->second.held_bytes();
     if (it->second.device.get()) out.push_back(std::move(it->second.device));
+    if (it->second.device_state.get()) out.push_back(std::move(it->second.device_state));
     it = slots_.erase(it);
   }
   auto [first, last] = retired_.equal_range(comm_id);
@@ -103,6 +105,7 @@ void ResidualStore::take_communicator(std::uint64_t comm_id, std::vector<DeviceB
 
 void ResidualStore::take_all(std::vector<DeviceBlock>& out) {
   for (auto& [key, slot] : slots_) {
+    if (slot.device_state.get()) out.push_back(std::move(slot.device_state));
     if (slot.captured && slot.device.get()) {
       retired_.emplace(key.comm_id, std::move(slot.device));  // a graph may replay it
       continue;
@@ -114,7 +117,10 @@ void ResidualStore::take_all(std::vector<DeviceBlock>& out) {
 }
 
 void ResidualStore::abandon_device_memory() {
-  for (auto& [key, slot] : slots_) slot.device.abandon();
+  for (auto& [key, slot] : slots_) {
+    slot.device.abandon();
+    slot.device_state.abandon();
+  }
   for (auto& [comm_id, block] : retired_) block.abandon();
 }
 

@@ -52,6 +52,10 @@ struct ResidualSlot {
   // use (algorithms/powersgd.h, core/host_allreduce.cc). Dropped with the
   // slot (a new shape, the communicator freed, a compressor switched).
   std::vector<float> compressor_state;
+  // The same state where a stream-ordered path keeps it on the device (the
+  // NCCL path's PowerSGD Q), made by that path; freed with the slot. Small
+  // (cols x rank floats), not counted against the cap.
+  DeviceBlock device_state;
   // How much of compressor_state the store counts against the cap: while the
   // key feeds back error, what the algorithm made, once the call that made it
   // is over (ResidualStore::count_state); without error feedback, nothing.
@@ -82,7 +86,7 @@ struct ResidualSlot {
     return feeds_back && compressor_state.size() != state_floats_counted;
   }
   // Memory is held for it (what a key reset during graph capture may not free).
-  bool holds_memory() const { return !residual.empty() || device.get(); }
+  bool holds_memory() const { return !residual.empty() || device.get() || device_state.get(); }
 };
 
 // The one residual store of the process (core/runtime.h owns it), for every

@@ -1,11 +1,13 @@
 #include "kernels/low_rank.h"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "kernels/blas_loader.h"
+#include "kernels/element_rules.h"
 
 namespace slimreduce::kernels {
 namespace {
@@ -326,6 +328,19 @@ void low_rank_seed(const LowRankShape& shape, float* q) {
     const std::uint64_t bits = splitmix64(seed + e) >> 40;  // 24 bits
     q[e] = static_cast<float>((static_cast<double>(bits) + 0.5) / 8388608.0 - 1.0);
   }
+}
+
+void low_rank_settle(bool bad, float* out, float* residual, std::size_t n, int divisor,
+                     const float* q_sum, float* q_state, std::size_t q_floats) {
+  if (bad) {
+    std::fill_n(out, n, bits_float(kDefaultNanBits));
+    if (residual) std::fill_n(residual, n, 0.0f);
+    return;
+  }
+  if (divisor != 1) {
+    for (std::size_t e = 0; e < n; ++e) out[e] = divide_keeping_nan(out[e], divisor);
+  }
+  if (q_state) std::copy_n(q_sum, q_floats, q_state);
 }
 
 bool all_finite(const float* values, std::size_t n) {

@@ -94,4 +94,13 @@ void low_rank_seed(const LowRankShape& shape, float* q);
 // Whether all n floats are finite (one pass, no early exit).
 bool all_finite(const float* values, std::size_t n);
 
+// The end of a low-rank call whose sums' finiteness is known only on the
+// device (a stream-ordered path, NCCL): when `bad` (a summed P or Q was not
+// finite), out[e] = NaN (kDefaultNanBits) and residual[e] = 0 over n
+// elements, and the key's Q is left as it was; else out[e] =
+// divide_keeping_nan(out[e], divisor) and q_state = q_sum (q_floats floats).
+// residual, q_state: nullptr for none.
+void low_rank_settle(bool bad, float* out, float* residual, std::size_t n, int divisor,
+                     const float* q_sum, float* q_state, std::size_t q_floats);
+
 }  // namespace slimreduce::kernels

@@ -49,4 +49,10 @@ int low_rank_finish(const float*, const LowRankShape&, const float*, const float
   return kNoDevice;
 }
 
+int flag_not_finite(const float*, std::size_t, unsigned*, void*) { return kNoDevice; }
+int low_rank_settle(const unsigned*, float*, float*, std::size_t, int, const float*, float*,
+                    std::size_t, void*) {
+  return kNoDevice;
+}
+
 }  // namespace slimreduce::kernels::device

@@ -89,4 +89,13 @@ int low_rank_finish(const float* m, const LowRankShape& shape, const float* p, c
   return cuda::low_rank_finish(m, shape, p, q_sum, q_local, out, residual, as_stream(stream));
 }
 
+int flag_not_finite(const float* v, std::size_t n, unsigned* bad, void* stream) {
+  return cuda::flag_not_finite(v, n, bad, as_stream(stream));
+}
+int low_rank_settle(const unsigned* bad, float* out, float* residual, std::size_t n, int divisor,
+                    const float* q_sum, float* q_state, std::size_t q_floats, void* stream) {
+  return cuda::low_rank_settle(bad, out, residual, n, divisor, q_sum, q_state, q_floats,
+                               as_stream(stream));
+}
+
 }  // namespace slimreduce::kernels::device

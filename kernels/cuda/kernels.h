@@ -116,6 +116,16 @@ cudaError_t low_rank_finish(const float* m, const LowRankShape& shape, const flo
 // bits: one block whose threads are the CPU twin's dot-product lanes.
 cudaError_t orthonormalise(float* p, std::size_t rows, std::size_t rank, cudaStream_t stream);
 
+// *bad (device memory, zeroed by the caller) becomes 1 when one of v[0..n)
+// is not finite; left as it is otherwise. For a stream-ordered path, whose
+// host cannot read the sums before it enqueues what follows them.
+cudaError_t flag_not_finite(const float* v, std::size_t n, unsigned* bad, cudaStream_t stream);
+// kernels::low_rank_settle with `bad` read from device memory (*bad != 0),
+// the same bits. cudaErrorInvalidValue for divisor < 1.
+cudaError_t low_rank_settle(const unsigned* bad, float* out, float* residual, std::size_t n,
+                            int divisor, const float* q_sum, float* q_state, std::size_t q_floats,
+                            cudaStream_t stream);
+
 // Whether cuBLAS could be loaded (at run time, never linked:
 // kernels/cuda/cublas_loader.h) and a handle made on the current device for
 // this thread; why: the reason when not. The first call on a (device, thread)

@@ -57,6 +57,40 @@ __global__ void __launch_bounds__(kBlock)
   }
 }
 
+// *bad = 1 when one of v[0..n) is not finite (the caller zeroed it).
+__global__ void __launch_bounds__(kBlock)
+    flag_kernel(const float* __restrict__ v, std::size_t n, unsigned* bad) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  bool seen = false;
+  for (std::size_t e = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n;
+       e += stride)
+    seen |= !is_finite_bits(float_bits(v[e]));
+  if (__syncthreads_or(seen) && threadIdx.x == 0) atomicOr(bad, 1u);
+}
+
+// kernels::low_rank_settle: every thread reads *bad, then takes its elements.
+__global__ void __launch_bounds__(kBlock)
+    settle_kernel(const unsigned* bad, float* out, float* residual, std::size_t n, int divisor,
+                  const float* __restrict__ q_sum, float* __restrict__ q_state,
+                  std::size_t q_floats) {
+  const bool failed = *bad != 0;
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  const std::size_t first = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (failed) {
+    for (std::size_t e = first; e < n; e += stride) {
+      out[e] = bits_float(kDefaultNanBits);
+      if (residual) residual[e] = 0.0f;
+    }
+    return;
+  }
+  if (divisor != 1) {
+    for (std::size_t e = first; e < n; e += stride) out[e] = divide_keeping_nan(out[e], divisor);
+  }
+  if (q_state) {
+    for (std::size_t e = first; e < q_floats; e += stride) q_state[e] = q_sum[e];
+  }
+}
+
 constexpr std::size_t kFinishRows = 16;  // rows a block of finish_tiled_kernel takes
 
 // finish_kernel for rank <= R: each thread keeps its column's Q values in
@@ -218,6 +252,23 @@ cudaError_t low_rank_add(const float* input, const float* residual, float* m, st
     return cudaMemcpyAsync(m, input, n * sizeof(float), cudaMemcpyDeviceToDevice, stream);
   }
   add_kernel<<<grid_for(n), kBlock, 0, stream>>>(input, residual, m, n);
+  return cudaGetLastError();
+}
+
+cudaError_t flag_not_finite(const float* v, std::size_t n, unsigned* bad, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  flag_kernel<<<grid_for(n), kBlock, 0, stream>>>(v, n, bad);
+  return cudaGetLastError();
+}
+
+cudaError_t low_rank_settle(const unsigned* bad, float* out, float* residual, std::size_t n,
+                            int divisor, const float* q_sum, float* q_state, std::size_t q_floats,
+                            cudaStream_t stream) {
+  if (divisor < 1) return cudaErrorInvalidValue;
+  const std::size_t most = n > q_floats ? n : q_floats;
+  if (most == 0) return cudaSuccess;
+  settle_kernel<<<grid_for(most), kBlock, 0, stream>>>(bad, out, residual, n, divisor, q_sum,
+                                                       q_state, q_floats);
   return cudaGetLastError();
 }
 

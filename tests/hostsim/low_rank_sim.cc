@@ -61,6 +61,33 @@ cudaError_t orthonormalise(float* p, std::size_t rows, std::size_t rank, cudaStr
   return cudaSuccess;
 }
 
+cudaError_t flag_not_finite(const float* v, std::size_t n, unsigned* bad, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  sim::enqueue(stream, [=] {
+    sim::require_device("flag_not_finite v", v, n * 4);
+    sim::require_device("flag_not_finite bad", bad, 4);
+    if (!kernels::all_finite(v, n)) *bad = 1;
+  });
+  return cudaSuccess;
+}
+
+cudaError_t low_rank_settle(const unsigned* bad, float* out, float* residual, std::size_t n,
+                            int divisor, const float* q_sum, float* q_state, std::size_t q_floats,
+                            cudaStream_t stream) {
+  if (divisor < 1) return cudaErrorInvalidValue;
+  sim::enqueue(stream, [=] {
+    sim::require_device("low_rank_settle bad", bad, 4);
+    sim::require_device("low_rank_settle out", out, n * 4);
+    if (residual) sim::require_device("low_rank_settle residual", residual, n * 4);
+    if (q_state) {
+      sim::require_device("low_rank_settle q_sum", q_sum, q_floats * 4);
+      sim::require_device("low_rank_settle q_state", q_state, q_floats * 4);
+    }
+    kernels::low_rank_settle(*bad != 0, out, residual, n, divisor, q_sum, q_state, q_floats);
+  });
+  return cudaSuccess;
+}
+
 bool cublas_available(std::string* /*why*/) { return true; }
 bool cublas_loadable(std::string* /*why*/) { return true; }
 

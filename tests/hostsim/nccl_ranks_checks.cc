@@ -29,6 +29,25 @@ void check_simulated_group(Comm& world, float* send, float* recv, cudaStream_t s
   expect(uncounted, "a simulated group counts nothing");
 }
 
+// An inf in one rank's input, then a call on the same key without one. A
+// plain sum, a cast or top-k keeps the inf where it was; PowerSGD's summed P
+// is then not finite: NaN everywhere, its residual zeroed and Q kept, so the
+// next call comes out as the model's.
+void check_not_finite(Comm& world, float* send, float* recv, std::size_t n, cudaStream_t stream) {
+  for (int step = 0; step < 2; ++step) {
+    Call c = prepare(world, send, recv, n, ncclFloat32, ncclSum, stream);
+    if (step == 0) {
+      c.model.inputs[0][5] = INFINITY;
+      const float inf = INFINITY;
+      if (world.rank == 0)
+        CUDA_OK(cudaMemcpyAsync(send + 5, &inf, sizeof inf, cudaMemcpyHostToDevice, stream));
+      CUDA_OK(cudaStreamSynchronize(stream));  // before `inf` goes
+    }
+    issue(c);
+    verify(step == 0 ? "an inf in rank 0's input" : "the same key after an inf", c);
+  }
+}
+
 // The compressor switched at run time through the C API (as slimreduce-bench
 // does between rounds): residuals and warm-up counts start again under it.
 void check_switch(Comm& world, float* const send[3], float* const recv[3],
@@ -36,6 +55,7 @@ void check_switch(Comm& world, float* const send[3], float* const recv[3],
   sim::Mode next = mode;
   next.compressor = mode.topk ? "fp16" : "topk";
   next.topk = !mode.topk;
+  next.powersgd = false;
   next.ef = sim::env_or("SLIMREDUCE_ERROR_FEEDBACK", next.topk ? "1" : "0") == "1";
   next.format = slimreduce::kernels::HalfFormat::fp16;
   CHECK(slimreduce_set_compressor(next.compressor.c_str()) == 0, "slimreduce_set_compressor");

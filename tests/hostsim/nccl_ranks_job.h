@@ -88,6 +88,7 @@ void check_non_blocking(Comm& world, float* const send[3], float* const recv[3],
                         const std::size_t sizes[3], cudaStream_t stream);
 void check_other_makers(const Comm& world, float* send, float* recv, std::size_t n,
                         cudaStream_t stream);
+void check_not_finite(Comm& world, float* send, float* recv, std::size_t n, cudaStream_t stream);
 void check_coll_config(Comm& world, float* send, float* recv, std::size_t n, cudaStream_t stream);
 
 }  // namespace ranks_job

@@ -21,6 +21,7 @@
 
 #include "kernels/cast.h"
 #include "kernels/element_rules.h"
+#include "kernels/low_rank.h"
 #include "kernels/topk.h"
 
 namespace slimreduce::hostsim {
@@ -34,7 +35,12 @@ inline std::string env_or(const char* name, const char* fallback) {
 struct Mode {
   std::string compressor = env_or("SLIMREDUCE_COMPRESSOR", "none");
   bool topk = compressor == "topk";
-  bool ef = env_or("SLIMREDUCE_ERROR_FEEDBACK", topk ? "1" : "0") == "1";
+  bool powersgd = compressor == "powersgd";
+  bool ef = env_or("SLIMREDUCE_ERROR_FEEDBACK", topk || powersgd ? "1" : "0") == "1";
+  std::size_t powersgd_rank =
+      static_cast<std::size_t>(std::atoi(env_or("SLIMREDUCE_POWERSGD_RANK", "4").c_str()));
+  double powersgd_min_compression =
+      std::atof(env_or("SLIMREDUCE_POWERSGD_MIN_COMPRESSION", "2").c_str());
   double ratio = std::atof(env_or("SLIMREDUCE_TOPK_RATIO", "0.01").c_str());
   bool fp16_values = env_or("SLIMREDUCE_TOPK_VALUES", "fp32") == "fp16";
   unsigned warmup =
@@ -105,6 +111,7 @@ class Model {
       if (key.first == comm_id) held_bytes_ -= residual.n * sizeof(float);
     }
     std::erase_if(residuals_, [&](const auto& kv) { return kv.first.first == comm_id; });
+    std::erase_if(qs_, [&](const auto& kv) { return kv.first.first == comm_id; });
     std::erase_if(shapes_seen_, [&](const auto& kv) { return std::get<0>(kv.first) == comm_id; });
   }
 
@@ -121,6 +128,9 @@ class Model {
     const bool fp32 = c.type == ncclFloat32;
     if (!fp32 && !(mode_.topk && (c.type == ncclFloat16 || c.type == ncclBfloat16))) return false;
     if (c.n * (fp32 ? 4 : 2) < mode_.min_bytes) return false;
+    // PowerSGD: a shape not worth it, or a call in a graph, passes through
+    // (before warm-up counts).
+    if (mode_.powersgd && (c.captured || low_rank_shape(c.n).rank == 0)) return false;
     // Larger than the residual cap could ever hold: passed through (before warm-up counts).
     if (mode_.ef && c.n * sizeof(float) > mode_.ef_max_bytes) return false;
     return shapes_seen_[{c.comm_id, c.n, c.type}]++ >= mode_.warmup;
@@ -153,7 +163,12 @@ class Model {
   std::vector<float> compressed_result(const ModelCall& c) {
     std::vector<std::vector<float>>* res = residual_of(c);
     std::vector<float> out;
-    if (c.local_size > 1) {
+    if (mode_.powersgd) {
+      // The key's Q lives with its slot: kept without error feedback too,
+      // none where a residual was wanted but found no room under the cap.
+      const bool keyed = !mode_.ef || res;
+      return low_rank(c, res, keyed ? &qs_[{c.comm_id, c.recv}] : nullptr);
+    } else if (c.local_size > 1) {
       out = hierarchical(c, res);
     } else {
       std::vector<const float*> in;
@@ -242,6 +257,62 @@ class Model {
     return out;
   }
 
+  kernels::LowRankShape low_rank_shape(std::size_t n) const {
+    return kernels::low_rank_shape(n, mode_.powersgd_rank, mode_.powersgd_min_compression);
+  }
+
+  // v (over every rank) summed in rank order, as the simulated NCCL adds.
+  static std::vector<float> rank_sum(const std::vector<std::vector<float>>& v) {
+    std::vector<float> sum = v[0];
+    for (std::size_t r = 1; r < v.size(); ++r)
+      for (std::size_t i = 0; i < sum.size(); ++i) sum[i] = sum[i] + v[r][i];
+    return sum;
+  }
+
+  // PowerSGD as the NCCL path runs it: M = input + residual; P = M Q summed;
+  // orthonormalised; Q_local = M^T P, summed; out = P Q^T, residual = M - P
+  // Q_local^T; a P or Q not finite gives NaN out, the residual zeroed and Q
+  // left as it was. The products by the scalar loops, as the simulation's.
+  std::vector<float> low_rank(const ModelCall& c, std::vector<std::vector<float>>* res,
+                              std::pair<std::size_t, std::vector<float>>* key) const {
+    namespace k = kernels;
+    const k::LowRankShape s = low_rank_shape(c.n);
+    std::vector<float> q(s.q_floats());
+    if (key && key->first == c.n) {
+      q = key->second;
+    } else {
+      k::low_rank_seed(s, q.data());
+      if (key) *key = {c.n, q};
+    }
+    std::vector<float>* key_q = key ? &key->second : nullptr;
+    const auto ranks = static_cast<std::size_t>(c.comm_size);
+    std::vector<std::vector<float>> m(ranks), p(ranks, std::vector<float>(s.p_floats()));
+    std::vector<std::vector<float>> q_local(ranks, std::vector<float>(s.q_floats()));
+    for (std::size_t r = 0; r < ranks; ++r) {
+      m[r] = c.inputs[r];
+      if (res)
+        for (std::size_t e = 0; e < c.n; ++e) m[r][e] = k::add_nan_first(m[r][e], (*res)[r][e]);
+      k::low_rank_project(m[r].data(), s, q.data(), p[r].data(), k::Isa::scalar);
+    }
+    std::vector<float> p_sum = rank_sum(p);
+    bool bad = !k::all_finite(p_sum.data(), p_sum.size());
+    k::orthonormalise(p_sum.data(), s.rows, s.rank);
+    for (std::size_t r = 0; r < ranks; ++r)
+      k::low_rank_back_project(m[r].data(), s, p_sum.data(), q_local[r].data(), k::Isa::scalar);
+    const std::vector<float> q_sum = rank_sum(q_local);
+    bad = bad || !k::all_finite(q_sum.data(), q_sum.size());
+    std::vector<float> out(c.n);
+    const int divisor = c.op == ncclAvg ? c.comm_size : 1;
+    for (std::size_t r = 0; r < ranks; ++r) {
+      float* residual = res ? (*res)[r].data() : nullptr;
+      k::low_rank_finish(m[r].data(), s, p_sum.data(), q_sum.data(), q_local[r].data(), out.data(),
+                         residual, k::Isa::scalar);
+      k::low_rank_settle(bad, out.data(), residual, c.n, divisor, q_sum.data(),
+                         key_q ? key_q->data() : nullptr, s.q_floats());
+    }
+    return out;
+  }
+
   // The simulated NCCL's rank-order reduction, rounded to the type each step.
   static std::vector<float> passed_through(const ModelCall& c) {
     std::vector<float> out(c.n);
@@ -261,6 +332,8 @@ class Model {
   std::map<std::pair<int, const void*>, Residual> residuals_;
   std::uint64_t held_bytes_ = 0;  // residual bytes this process holds, as the library counts them
   std::map<std::tuple<int, std::size_t, int>, unsigned> shapes_seen_;
+  // PowerSGD's Q per key, with the count it was made for (a new count resets the key).
+  std::map<std::pair<int, const void*>, std::pair<std::size_t, std::vector<float>>> qs_;
 };
 
 }  // namespace slimreduce::hostsim

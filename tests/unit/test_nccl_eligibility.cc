@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "core/nccl_eligibility.h"
+#include "kernels/device.h"
 
 namespace slimreduce {
 namespace {
@@ -36,9 +37,18 @@ TEST(NcclEligibility, Fp32SumOnDeviceIsCompressedByEveryCompressor) {
 TEST(NcclEligibility, CompressorNoneAndUnknownPassThrough) {
   EXPECT_EQ(classify_nccl(eligible_facts(), with_compressor("none")).path,
             ReductionPath::pass_through);
-  // A compressor registered later with no GPU kernel yet is not guessed at.
+}
+
+// PowerSGD runs its device steps where cuBLAS can be loaded (a CUDA build on a
+// machine with the toolkit), and passes through where not: never guessed at.
+// fp32 only: a 16-bit tensor passes through.
+TEST(NcclEligibility, LowRankWhereItsDeviceStepsCanRun) {
+  const bool steps = slimreduce::kernels::device::low_rank_available(nullptr);
   EXPECT_EQ(classify_nccl(eligible_facts(), with_compressor("powersgd")).path,
-            ReductionPath::pass_through);
+            steps ? ReductionPath::low_rank : ReductionPath::pass_through);
+  NcclCallFacts half = eligible_facts();
+  half.datatype = kNcclFloat16;
+  EXPECT_EQ(classify_nccl(half, with_compressor("powersgd")).path, ReductionPath::pass_through);
 }
 
 TEST(NcclEligibility, AvgIsCompressedAndDividedOnce) {
