@@ -196,7 +196,7 @@ if [ -x "$B/nccl_app" ]; then
     log "nccl_app $compressor"
     echo "=== SLIMREDUCE_COMPRESSOR=$compressor" >> "$OUT/nccl_app.log"
     env LD_PRELOAD="$APP_PRELOAD" LD_LIBRARY_PATH="$NCCL_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" SLIMREDUCE_COMPRESSOR=$compressor \
-      SLIMREDUCE_MIN_BYTES=64K SLIMREDUCE_LOG_LEVEL=info NCCL_DEBUG=WARN \
+      SLIMREDUCE_MIN_BYTES=64K SLIMREDUCE_LOG_LEVEL=info NCCL_DEBUG=WARN NCCL_APP_TIME=1 \
       timeout 60 "$B/nccl_app" >> "$OUT/nccl_app.log" 2>&1
     rc=$?
     [ $rc = 124 ] && hung=nccl_app  # a hang would hang the next runs too: save their time
@@ -357,7 +357,8 @@ fi
   echo
   echo "SlimReduce device check ($((SECONDS - START))s; logs in $OUT)"
   printf '%s\n' "${ROWS[@]}"
-  grep '^time' "$OUT/device_check.log" "$OUT/mpi_device.log" 2>/dev/null | sed 's/^[^:]*://'
+  grep '^time' "$OUT/device_check.log" "$OUT/mpi_device.log" "$OUT/nccl_app.log" 2>/dev/null |
+    sed 's/^[^:]*://'
   grep -E '^cub_topk n ' "$OUT/device_check.log" 2>/dev/null | sed 's/^/time /'
 } | tee "$OUT/summary.txt"
 # Exit 1 when a row failed (SKIP is not a failure: the machine lacked something).

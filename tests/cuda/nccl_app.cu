@@ -12,6 +12,7 @@
 #include <link.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -483,6 +484,38 @@ void check_left_to_nccl(Device& d, float* a, float* b, std::size_t n) {
 #endif
 }
 
+// NCCL_APP_TIME=1: the median stream time of one ncclAllReduce of 8 Mi
+// floats at one rank through SlimReduce (the compressor's kernels; NCCL
+// itself only copies at one rank) and through NCCL alone, after two
+// untimed calls each: what the compression costs on this GPU per call.
+void time_one_rank(Device& d, float* a, float* b) {
+  const std::size_t n = std::size_t{1} << 23;  // a holds 8 n floats, n a little over 1 Mi
+  fill(d, a, random_values(n));
+  cudaEvent_t start, stop;
+  CUDA_OK(cudaEventCreate(&start));
+  CUDA_OK(cudaEventCreate(&stop));
+  auto median_ms = [&](AllReduce all_reduce) {
+    std::vector<float> ms;
+    for (int i = 0; i < 9; ++i) {
+      CUDA_OK(cudaEventRecord(start, d.stream));
+      NCCL_OK(all_reduce(a, b, n, ncclFloat32, ncclSum, d.comm, d.stream));
+      CUDA_OK(cudaEventRecord(stop, d.stream));
+      CUDA_OK(cudaEventSynchronize(stop));
+      float elapsed = 0;
+      CUDA_OK(cudaEventElapsedTime(&elapsed, start, stop));
+      if (i >= 2) ms.push_back(elapsed);
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+  };
+  const float ours = median_ms(&ncclAllReduce);
+  const float nccl = median_ms(real_all_reduce());
+  std::printf("time nccl_app %s one rank 8Mi floats: %.3f ms, NCCL alone %.3f ms\n",
+              mode.compressor.c_str(), ours, nccl);
+  CUDA_OK(cudaEventDestroy(start));
+  CUDA_OK(cudaEventDestroy(stop));
+}
+
 void check_counters(int compressed_floor) {
   using Get = int (*)(slimreduce_counters*);
   auto get = reinterpret_cast<Get>(dlsym(RTLD_DEFAULT, "slimreduce_nccl_get_counters"));
@@ -546,6 +579,7 @@ int main() {
   check_graph(d, a, b, n);
   check_left_to_nccl(d, a, b, n);
   check_counters(11);
+  if (std::getenv("NCCL_APP_TIME")) time_one_rank(d, a, b);
 
   CUDA_OK(cudaFree(a));
   CUDA_OK(cudaFree(b));
