@@ -203,9 +203,9 @@ const std::vector<SettingSpec>& specs() {
        [](const Settings& s) { return std::to_string(s.powersgd_min_compression); }},
       {"SLIMREDUCE_POWERSGD_BLAS", "auto",
        fixed("auto, openblas (an error unless Debian's libopenblas0-serial loads), builtin"),
-       "What computes PowerSGD's products P = M Q and Q = M^T P: auto (a private copy of Debian's "
-       "serial OpenBLAS where installed, else our loops), openblas, or builtin (our loops: the "
-       "same bits on every CPU).",
+       "What computes PowerSGD's products P = M Q and Q = M^T P on the CPU: auto (a private copy "
+       "of Debian's serial OpenBLAS where installed, else our loops), openblas, or builtin (our "
+       "loops: the same bits on every CPU). On the GPU: cuBLAS, loaded privately.",
        [](const std::string& v, Settings& s) {
          s.powersgd_blas = parse_choice(v, kPowerSgdBlas);
          // Checked now, before any collective: loads the process's private copy.
