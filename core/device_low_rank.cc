@@ -166,7 +166,8 @@ Status staged_low_rank(const StagedCall& job, Reduced* reduced) {
   b.host_p = pinned;
   b.host_q = pinned + layout.p;
   b.sums = {host, host + layout.block};
-  return run_one(std::make_unique<StagedLowRankStep>(job, compressor, shape, b), reduced);
+  return run_one(std::make_unique<StagedLowRankStep>(job, compressor, shape, b), reduced,
+                 job.observer);
 }
 
 }  // namespace slimreduce::device_staging

@@ -108,10 +108,11 @@ class StagedCastStep final : public scheduler::Step {
 
 }  // namespace
 
-Status run_one(std::unique_ptr<scheduler::Step> step, Reduced* reduced) {
+Status run_one(std::unique_ptr<scheduler::Step> step, Reduced* reduced,
+               scheduler::PhaseObserver* observer) {
   scheduler::Plan plan;
   plan.add(std::move(step));
-  SLIMREDUCE_TRY(scheduler::run_blocking(plan));
+  SLIMREDUCE_TRY(scheduler::run_blocking(plan, observer));
   reduced->wire_sent = plan.wire_sent();
   reduced->overflow_rescued = plan.overflow_rescued() > 0;
   return {};
@@ -129,7 +130,8 @@ Status staged_cast(const StagedCall& job, Reduced* reduced) {
   std::byte* scratch =
       job.state.scratch(CastRing::scratch_bytes(compressor, n, job.transport.size()));
   if (!wire || !staged) return Status::no_memory();
-  return run_one(std::make_unique<StagedCastStep>(job, compressor, wire, staged, scratch), reduced);
+  return run_one(std::make_unique<StagedCastStep>(job, compressor, wire, staged, scratch), reduced,
+                 job.observer);
 }
 
 // The gathered payloads from pinned memory (packed) to the device (strided).
@@ -224,7 +226,7 @@ Status staged_topk(const StagedCall& job, Reduced* reduced) {
   b.in = grow(s.host_in, b.payload, true);
   b.out = grow(s.host_out, b.payload * ranks, true);
   if (!b.scratch || !b.dpayload || !b.gathered || !b.in || !b.out) return Status::no_memory();
-  return run_one(std::make_unique<StagedTopkStep>(job, compressor, b), reduced);
+  return run_one(std::make_unique<StagedTopkStep>(job, compressor, b), reduced, job.observer);
 }
 
 // Any other compressor (or a host buffer on one side): fp32 through pinned
@@ -232,7 +234,8 @@ Status staged_topk(const StagedCall& job, Reduced* reduced) {
 Status staged_host(const StagedCall& job, Reduced* reduced) {
   return through_host(job.device, job.call, [&](const float* in, float* out) {
     const AllreduceCall host{in, out, job.call.count, job.call.residual, job.call.state};
-    return host_allreduce(host, job.compressor, job.transport, job.state, reduced);
+    const RunOptions whole{0, nullptr, job.observer};  // not cut, its phases observed
+    return host_allreduce(host, job.compressor, job.transport, job.state, whole, reduced);
   });
 }
 
@@ -320,11 +323,11 @@ Status on_leased_workspace(const AllreduceCall& call, StagingPool& pool, Body&& 
 
 int allreduce(const AllreduceCall& call, compressors::Compressor& compressor, CommState& state,
               backends::Transport& transport, ResidualSlot* residual, StagingPool& pool,
-              Reduced* reduced) {
+              Reduced* reduced, scheduler::PhaseObserver* observer) {
   using compressors::DeviceKernels;
   return backends::mpi_code(on_leased_workspace(call, pool, [&](StagingSpace& workspace) {
     const DeviceKernels kernels = kernels_for(call, compressor);
-    StagedCall job{call, compressor, state, transport, workspace, nullptr};
+    StagedCall job{call, compressor, state, transport, workspace, nullptr, observer};
     // A hierarchical communicator reduces fp32 inside the node: through the
     // host algorithm, as a host-buffer rank of it does.
     const bool hierarchical = state.hierarchy() && !state.hierarchy()->flat();

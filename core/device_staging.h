@@ -75,9 +75,10 @@ bool keeps_residual_on_device(const AllreduceCall& call, const compressors::Comp
 // blocking one, so it also starts after work the caller left queued on the
 // legacy default stream. Buffers on two different GPUs are staged through the
 // host. No lock is held while MPI runs (each call leases a space of `pool`).
+// observer (SLIMREDUCE_TIMELINE; nullptr: none) is told of each phase.
 int allreduce(const AllreduceCall& call, compressors::Compressor& compressor, CommState& state,
               backends::Transport& transport, ResidualSlot* residual, StagingPool& pool,
-              Reduced* reduced);
+              Reduced* reduced, scheduler::PhaseObserver* observer = nullptr);
 
 // An eligible call the engine passes through uncompressed (warm-up, a tensor
 // larger than the residual cap) with device memory on either side: its fp32

@@ -78,7 +78,8 @@ struct StagedCall {
   CommState& state;
   backends::Transport& transport;  // the MPI transport, over pinned host memory here
   StagingSpace& device;
-  float* residual;  // device, or nullptr
+  float* residual;                     // device, or nullptr
+  scheduler::PhaseObserver* observer;  // SLIMREDUCE_TIMELINE's, or nullptr
   cudaStream_t stream() const { return device.stream.get(); }
 };
 
@@ -86,8 +87,9 @@ inline Status sync(const StagedCall& job) {
   return cuda_status(cudaStreamSynchronize(job.stream()));
 }
 
-// A plan of one step, run as every blocking plan is.
-Status run_one(std::unique_ptr<scheduler::Step> step, Reduced* reduced);
+// A plan of one step, run as every blocking plan is, its phases told to observer.
+Status run_one(std::unique_ptr<scheduler::Step> step, Reduced* reduced,
+               scheduler::PhaseObserver* observer);
 
 // PowerSGD on the GPU (DeviceKernels::low_rank): the compressor's device
 // steps, its two factors staged through pinned memory for the sums

@@ -22,7 +22,7 @@ bool keeps_residual_on_device(const AllreduceCall&, const compressors::Compresso
 }
 
 int allreduce(const AllreduceCall&, compressors::Compressor&, CommState&, backends::Transport&,
-              ResidualSlot*, StagingPool&, Reduced*) {
+              ResidualSlot*, StagingPool&, Reduced*, scheduler::PhaseObserver*) {
   return MPI_ERR_INTERN;  // unreachable: no pointer is a device pointer here
 }
 

@@ -265,12 +265,15 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
   // Device buffers: compressed on the GPU, only the compressed bytes staged through the host.
   compressors::Compressor& compressor = *policy.compressor;
   std::optional<TimelinePhases> phases;  // SLIMREDUCE_TIMELINE: the call's phases as spans
-  if (runtime_.timeline().on())
-    phases.emplace(runtime_.timeline(), span_args(compressor, count, 1));
-  const int rc = device ? device_staging::allreduce(call, compressor, state, transport, slot,
-                                                    *staging_, &reduced)
-                        : backends::mpi_code(host_allreduce(call, compressor, transport, state,
-                                                            run_options(phases), &reduced));
+  if (runtime_.timeline().on()) {
+    phases.emplace(runtime_.timeline(),
+                   span_args(compressor, count, 1) + (device ? ", \"memory\": \"device\"" : ""));
+  }
+  const int rc = device
+                     ? device_staging::allreduce(call, compressor, state, transport, slot,
+                                                 *staging_, &reduced, phases ? &*phases : nullptr)
+                     : backends::mpi_code(host_allreduce(call, compressor, transport, state,
+                                                         run_options(phases), &reduced));
   if (rc != MPI_SUCCESS) return raise(comm, rc, "MPI_Allreduce (compressed)");
   // What the call made for its key (an owner-side residual) counts against the cap from now.
   if (slot && slot->state_uncounted())

@@ -11,7 +11,11 @@ some COMPRESS or DECOMPRESS on the helper's lane 1; a cut call's partitions go o
 order 0, 1, ..., n - 1; and each partition's COMPRESS ends before its COMMUNICATE begins, which
 ends before its DECOMPRESS begins.
 
-  check_timeline.py --np N [--partitioned] -- MPIRUN... -x SLIMREDUCE_TIMELINE=@PREFIX@ ... PROGRAM
+With --device (MPI_Allreduce on device buffers, the MPI path's device routes): no QUEUE or
+FUSE needed; each of COMPRESS, COMMUNICATE and DECOMPRESS has spans whose args say
+"memory": "device", and each device call's three come in that order.
+
+  check_timeline.py --np N [--partitioned | --device] -- MPIRUN... -x SLIMREDUCE_TIMELINE=@PREFIX@ ... PROGRAM
 """
 import argparse
 import json
@@ -63,10 +67,25 @@ def partition_failures(path, events):
     return failures
 
 
+def device_failures(path, events):
+    """What is wrong with the device calls' spans of one rank's timeline."""
+    device = sorted((e for e in events if e.get("args", {}).get("memory") == "device"),
+                    key=lambda e: e["ts"])
+    names = [e["name"] for e in device]
+    failures = [f"{path}: no {name} span of a device call" for name in
+                ("COMPRESS", "COMMUNICATE", "DECOMPRESS") if name not in names]
+    # One call after another on one thread: the phases repeat in order.
+    expected = ["COMPRESS", "COMMUNICATE", "DECOMPRESS"] * (len(names) // 3)
+    if names != expected:
+        failures.append(f"{path}: device spans out of order: {names[:9]}...")
+    return failures
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--np", type=int, required=True)
     parser.add_argument("--partitioned", action="store_true")
+    parser.add_argument("--device", action="store_true")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -95,11 +114,13 @@ def main():
                     break
             if seen - NAMES:
                 failures.append(f"{path}: unknown spans {seen - NAMES}")
-            wanted = NAMES - {"QUEUE", "FUSE"} if args.partitioned else NAMES
+            wanted = NAMES - {"QUEUE", "FUSE"} if args.partitioned or args.device else NAMES
             if wanted - seen:
                 failures.append(f"{path}: no {wanted - seen} span")
             if args.partitioned:
                 failures += partition_failures(path, events)
+            if args.device:
+                failures += device_failures(path, events)
             if rank == 0 and not failures:
                 print(f"rank 0: {len(events)} spans: " +
                       ", ".join(f"{n} {sum(e['name'] == n for e in events)}" for n in sorted(NAMES)))
