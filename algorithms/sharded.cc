@@ -154,6 +154,12 @@ void ShardedAllreduce::finish(float* output) const {
   }
 }
 
+std::size_t ShardedAllreduce::parts_bytes() const {
+  std::size_t bytes = 0;
+  for (const std::size_t part : send_bytes_) bytes += part;
+  return bytes;
+}
+
 double ShardedAllreduce::wire_sent() const {
   const int ranks = transport_.size();
   double sent = codec_.part_sizes_vary() ? 8.0 * (ranks - 1) : 0.0;

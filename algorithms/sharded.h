@@ -56,6 +56,18 @@ class ShardedAllreduce : public Phases<ShardedAllreduce> {
   // to other ranks, and a ring allgather of one result slot.
   double wire_sent() const;
 
+  // For a route whose compress and finish run elsewhere (a GPU's, for a codec
+  // whose part sizes do not vary): the parts go to parts() (parts_bytes(),
+  // laid out as compress_parts lays them), then parts_written(), in place of
+  // compress(); after communicate(), every owner's result is at results(),
+  // slot_bytes() apart, for shards at bounds().
+  std::byte* parts() { return send_; }
+  std::size_t parts_bytes() const;
+  void parts_written(bool feeds_back) { feeds_back_ = feeds_back; }
+  const std::byte* results() const { return gathered_; }
+  std::size_t slot_bytes() const { return slot_bytes_; }
+  const std::vector<std::size_t>& bounds() const { return bounds_; }
+
  private:
   Status exchange_parts();
   Status check_parts() const;

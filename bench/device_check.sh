@@ -299,7 +299,7 @@ fi
 # Each device call is checked bit for bit against its host twin (tests/cuda/mpi_device_app.cu).
 if [ -x "$B/mpi_device_app" ]; then
   for run in "2 fp16" "2 bf16" "2 topk" "4 topk" "4 fp16" "2 powersgd" "4 powersgd" \
-    "2 powersgd MPI_DEVICE_APP_INF=1"; do
+    "2 powersgd MPI_DEVICE_APP_INF=1" "2 int8" "4 int8"; do
     read -r np compressor extra <<<"$run"
     name="mpi device np$np $compressor${extra:+ ${extra#MPI_DEVICE_APP_}}"
     extra=${extra:-MPI_DEVICE_APP_TIME=1}

@@ -58,4 +58,13 @@ int LowRankCompressor::device_settle(const unsigned*, float*, float*, std::size_
   return kNoDevice;
 }
 
+int ShardedCompressor::device_compress_parts(const float*, float*, std::size_t, const std::size_t*,
+                                             int, std::byte*, void*) const {
+  return kNoDevice;
+}
+int ShardedCompressor::device_decode_results(const std::byte*, std::size_t, std::size_t,
+                                             const std::size_t*, int, float*, void*) const {
+  return kNoDevice;
+}
+
 }  // namespace slimreduce::compressors

@@ -48,10 +48,12 @@ enum class Aggregation { summable, gathered, low_rank, sharded };
 // selection that also reads fp16 and bf16 inputs (a gathered compressor's
 // device_compress / device_finish), up to device_max_count() values; a
 // low-rank compressor's steps (device_add ... device_finish, the products
-// through cuBLAS, answered only where cuBLAS can be loaded). The paths
+// through cuBLAS, answered only where cuBLAS can be loaded); a sharded
+// compressor's parts and owners' results (device_compress_parts,
+// device_decode_results; the owner's step stays on the host). The paths
 // ask this, never a compressor's name: the registry is the only place that
 // knows names.
-enum class DeviceKernels { none, cast16, topk, low_rank };
+enum class DeviceKernels { none, cast16, topk, low_rank, sharded };
 
 using kernels::device::Elem;
 
@@ -208,6 +210,16 @@ inline bool fusable(const Compressor& compressor) {
 class ShardedCompressor : public Compressor, public ShardedCodec {
  public:
   Aggregation aggregation() const final { return Aggregation::sharded; }
+  // Device: compress_parts() into device memory at out, each part as large
+  // as part_capacity() (the sizes do not vary), the same bytes; and
+  // owner_decode() of every owner's result (gathered, slot_bytes apart) into
+  // out (device memory), each shard at its bound.
+  virtual int device_compress_parts(const float* in, float* residual, std::size_t n,
+                                    const std::size_t* bounds, int ranks, std::byte* out,
+                                    void* stream) const;
+  virtual int device_decode_results(const std::byte* gathered, std::size_t slot_bytes,
+                                    std::size_t n, const std::size_t* bounds, int ranks, float* out,
+                                    void* stream) const;
   ShardedCodec* sharded_codec() final { return this; }
   bool prefers_sharded(std::size_t n, int ranks) const final {
     (void)n, (void)ranks;

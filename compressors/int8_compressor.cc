@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "compressors/registry.h"
+#include "kernels/device.h"
 #include "kernels/quant8.h"
 
 namespace slimreduce::compressors {
@@ -23,6 +24,7 @@ class Int8Compressor final : public ShardedCompressor {
   // A value below half its bucket's step codes 0 on every call: without
   // error feedback a small gradient next to a large one is never sent.
   bool default_error_feedback() const override { return true; }
+  DeviceKernels device_kernels() const override { return DeviceKernels::sharded; }
   std::size_t compressed_bytes(std::size_t n) const override {
     return kernels::quant8_bytes(n, bucket_);
   }
@@ -54,6 +56,37 @@ class Int8Compressor final : public ShardedCompressor {
       std::memset(out + bytes, 0, part_bytes[s] - bytes);
       out += part_bytes[s];
     }
+  }
+  int device_compress_parts(const float* in, float* residual, std::size_t n,
+                            const std::size_t* bounds, int ranks, std::byte* out,
+                            void* stream) const override {
+    for (int s = 0; s < ranks; ++s) {
+      const std::size_t count = bounds[s + 1] - bounds[s];
+      const std::size_t bytes = kernels::quant8_bytes(count, bucket_);
+      const std::size_t part = part_capacity(count, n);
+      if (const int rc = kernels::device::quant8_compress(in + bounds[s],
+                                                          residual ? residual + bounds[s] : nullptr,
+                                                          count, bucket_, out, stream))
+        return rc;
+      if (part > bytes) {
+        if (const int rc = kernels::device::zero_bytes(out + bytes, part - bytes, stream))
+          return rc;
+      }
+      out += part;
+    }
+    return 0;
+  }
+  int device_decode_results(const std::byte* gathered, std::size_t slot_bytes, std::size_t n,
+                            const std::size_t* bounds, int ranks, float* out,
+                            void* stream) const override {
+    (void)n;
+    for (int s = 0; s < ranks; ++s) {
+      const std::size_t count = bounds[s + 1] - bounds[s];
+      if (const int rc = kernels::device::quant8_decompress(gathered + slot_bytes * s, count,
+                                                            bucket_, out + bounds[s], 1, stream))
+        return rc;
+    }
+    return 0;
   }
   bool part_valid(const std::byte* part, std::size_t bytes, std::size_t count,
                   std::size_t n) const override {

@@ -282,7 +282,7 @@ class Lease {
 };
 
 // How a call runs: on the GPU through the compressor's device entry points
-// (DeviceKernels cast16, topk or low_rank), or staged through its host algorithm
+// (DeviceKernels cast16, topk, low_rank or sharded), or staged through its host algorithm
 // (DeviceKernels::none: a compressor without them, a host buffer on one
 // side, buffers on two GPUs, or a top-k beyond 32-bit indices).
 compressors::DeviceKernels kernels_for(const AllreduceCall& call,
@@ -342,6 +342,8 @@ int allreduce(const AllreduceCall& call, compressors::Compressor& compressor, Co
         return staged_topk(job, reduced);
       case DeviceKernels::low_rank:
         return staged_low_rank(job, reduced);
+      case DeviceKernels::sharded:
+        return staged_sharded(job, reduced);
       default:
         return staged_cast(job, reduced);
     }

@@ -96,4 +96,9 @@ Status run_one(std::unique_ptr<scheduler::Step> step, Reduced* reduced,
 // (core/device_low_rank.cc).
 Status staged_low_rank(const StagedCall& job, Reduced* reduced);
 
+// A sharded compressor (int8) on the GPU (DeviceKernels::sharded): its parts
+// and its owners' results decoded on the GPU, the exchange and each owner's
+// step on the host (core/device_sharded.cc).
+Status staged_sharded(const StagedCall& job, Reduced* reduced);
+
 }  // namespace slimreduce::device_staging

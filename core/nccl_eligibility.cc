@@ -57,6 +57,8 @@ ReductionVerdict classify_nccl(const NcclCallFacts& facts, const Settings& setti
   if (!compressor) return pass("compressor none");
   const DeviceKernels kernels = compressor->device_kernels();
   if (kernels == DeviceKernels::none) return pass("no GPU kernel for this compressor");
+  // The owners' step between two exchanges has no NCCL plan yet.
+  if (kernels == DeviceKernels::sharded) return pass("sharded: not on the NCCL path yet");
   // An algorithm, CTA counts, a launch event: honoured only by NCCL running the call itself.
   if (facts.coll_config) return pass("per-call config");
   if (facts.op != kNcclSum && facts.op != kNcclAvg) return pass("op");  // PreMulSum, max, ...

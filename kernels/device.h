@@ -69,6 +69,8 @@ int low_rank_back_project(const float* m, const LowRankShape& shape, const float
 int orthonormalise(float* p, std::size_t rows, std::size_t rank, void* stream);
 int low_rank_finish(const float* m, const LowRankShape& shape, const float* p, const float* q_sum,
                     const float* q_local, float* out, float* residual, void* stream);
+// Zeroes `bytes` of device memory (a part's padding), in stream order.
+int zero_bytes(void* at, std::size_t bytes, void* stream);
 // A stream-ordered path's guard: *bad = 1 when a sum is not finite, and the
 // call's end from it (kernels::low_rank_settle).
 int flag_not_finite(const float* v, std::size_t n, unsigned* bad, void* stream);

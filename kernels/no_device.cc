@@ -49,6 +49,7 @@ int low_rank_finish(const float*, const LowRankShape&, const float*, const float
   return kNoDevice;
 }
 
+int zero_bytes(void*, std::size_t, void*) { return kNoDevice; }
 int flag_not_finite(const float*, std::size_t, unsigned*, void*) { return kNoDevice; }
 int low_rank_settle(const unsigned*, float*, float*, std::size_t, int, const float*, float*,
                     std::size_t, void*) {

@@ -89,6 +89,9 @@ int low_rank_finish(const float* m, const LowRankShape& shape, const float* p, c
   return cuda::low_rank_finish(m, shape, p, q_sum, q_local, out, residual, as_stream(stream));
 }
 
+int zero_bytes(void* at, std::size_t bytes, void* stream) {
+  return cudaMemsetAsync(at, 0, bytes, as_stream(stream));
+}
 int flag_not_finite(const float* v, std::size_t n, unsigned* bad, void* stream) {
   return cuda::flag_not_finite(v, n, bad, as_stream(stream));
 }

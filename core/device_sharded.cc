@@ -1,0 +1,95 @@
+// A sharded compressor (int8) on device buffers on the MPI path
+// (DeviceKernels::sharded): its parts made on the GPU and its owners'
+// results decoded there, only those bytes staged through pinned memory; the
+// exchange and each owner's step (decode its shard's parts, sum in rank
+// order, compress again with the owner-side residual) are
+// algorithms::ShardedAllreduce's communicate phase on the host, as for host
+// buffers. The parts and results are the host path's bytes (the kernels give
+// their CPU twins' bits), so device- and host-buffer ranks interoperate.
+#include <cuda_runtime_api.h>
+
+#include "algorithms/sharded.h"
+#include "core/device_staging_internal.h"
+
+namespace slimreduce::device_staging {
+namespace {
+
+constexpr std::size_t round256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+class StagedShardedStep final : public scheduler::Step {
+ public:
+  StagedShardedStep(const StagedCall& job, compressors::ShardedCompressor& compressor,
+                    float* owner_residual, std::byte* wire, std::byte* scratch)
+      : job_(job),
+        compressor_(compressor),
+        sharded_(job.transport, compressor, job.call.count, owner_residual, wire, scratch) {}
+
+  // The parts on the GPU, then to the algorithm's pinned send buffer.
+  Status compress() override {
+    // Device memory for the parts and every owner's result, before anything is written.
+    const std::size_t parts = round256(sharded_.parts_bytes());
+    const std::size_t results = sharded_.slot_bytes() * static_cast<std::size_t>(ranks());
+    device_parts_ = grow(job_.device.wire, parts + results, false);
+    if (!device_parts_) return Status::no_memory();
+    device_results_ = device_parts_ + parts;
+    const auto& bounds = sharded_.bounds();
+    SLIMREDUCE_TRY(cuda_status(
+        compressor_.device_compress_parts(job_.call.input, job_.residual, job_.call.count,
+                                          bounds.data(), ranks(), device_parts_, stream())));
+    SLIMREDUCE_TRY(
+        cuda_status(cudaMemcpyAsync(sharded_.parts(), device_parts_, sharded_.parts_bytes(),
+                                    cudaMemcpyDeviceToHost, stream())));
+    sharded_.parts_written(job_.residual != nullptr);
+    return sync(job_);
+  }
+  Status communicate() override { return sharded_.communicate(); }
+  // Every owner's result to the GPU, decoded into the output.
+  Status finish() override {
+    const std::size_t bytes = sharded_.slot_bytes() * static_cast<std::size_t>(ranks());
+    SLIMREDUCE_TRY(cuda_status(cudaMemcpyAsync(device_results_, sharded_.results(), bytes,
+                                               cudaMemcpyHostToDevice, stream())));
+    SLIMREDUCE_TRY(cuda_status(compressor_.device_decode_results(
+        device_results_, sharded_.slot_bytes(), job_.call.count, sharded_.bounds().data(), ranks(),
+        job_.call.output, stream())));
+    return sync(job_);
+  }
+  double wire_sent() const override { return sharded_.wire_sent(); }
+
+ private:
+  cudaStream_t stream() const { return job_.stream(); }
+  int ranks() const { return job_.transport.size(); }
+
+  const StagedCall& job_;
+  compressors::ShardedCompressor& compressor_;
+  algorithms::ShardedAllreduce sharded_;
+  std::byte* device_parts_ = nullptr;
+  std::byte* device_results_ = nullptr;
+};
+
+}  // namespace
+
+Status staged_sharded(const StagedCall& job, Reduced* reduced) {
+  using algorithms::ShardedAllreduce;
+  auto& compressor = static_cast<compressors::ShardedCompressor&>(job.compressor);
+  const std::size_t n = job.call.count;
+  const int ranks = job.transport.size(), rank = job.transport.rank();
+  // The owner-side residual: the key's state, as on the host path (with error feedback).
+  float* owner_residual = nullptr;
+  if (job.residual && job.call.state) {
+    const std::size_t owned = ShardedAllreduce::owned_count(compressor, n, ranks, rank);
+    if (job.call.state->size() != owned) job.call.state->assign(owned, 0.0f);
+    owner_residual = job.call.state->data();
+  }
+  std::byte* wire =
+      grow(job.device.host_in, ShardedAllreduce::wire_bytes(compressor, n, ranks, rank), true);
+  std::byte* scratch =
+      job.state.scratch(ShardedAllreduce::scratch_bytes(compressor, n, ranks, rank));
+  if (!wire || !scratch) return Status::no_memory();
+  SLIMREDUCE_TRY(
+      run_one(std::make_unique<StagedShardedStep>(job, compressor, owner_residual, wire, scratch),
+              reduced, job.observer));
+  reduced->sharded = true;
+  return {};
+}
+
+}  // namespace slimreduce::device_staging
