@@ -18,19 +18,26 @@ struct Floats {
 };
 
 Floats floats_for(const kernels::LowRankShape& shape, int ranks) {
-  const auto n = static_cast<std::size_t>(ranks);
+  const LowRankSums sums(shape, ranks);
   Floats f{};
   f.m = shape.count;
-  // P and Q are padded with zeros to whole blocks: one reduce-scatter each.
-  f.p = round_up(shape.p_floats(), n);
-  f.q_sum = round_up(shape.q_floats(), n);
+  f.p = sums.p_padded;
+  f.q_sum = sums.q_padded;
   f.q_local = shape.q_floats();
-  f.block = std::max({f.p / n, f.q_sum / n, shape.count / n, std::size_t{1}});
-  f.tail = n;
+  f.block = sums.block;
+  f.tail = static_cast<std::size_t>(ranks);
   return f;
 }
 
 }  // namespace
+
+LowRankSums::LowRankSums(const kernels::LowRankShape& shape, int ranks) {
+  const auto n = static_cast<std::size_t>(ranks);
+  p_padded = round_up(shape.p_floats(), n);
+  q_padded = round_up(shape.q_floats(), n);
+  factor_block = std::max(p_padded, q_padded) / n;
+  block = std::max({factor_block, shape.count / n, std::size_t{1}});
+}
 
 std::size_t PowerSgd::workspace_bytes(const compressors::LowRankCompressor& compressor,
                                       std::size_t count, int ranks, std::size_t rows) {

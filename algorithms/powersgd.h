@@ -53,6 +53,17 @@ struct SumScratch {
 Status sum_over_ranks(backends::Transport& transport, float* data, std::size_t n,
                       const SumScratch& scratch, double* wire_sent);
 
+// The floats of one call's sums over `ranks` ranks, for every path's
+// buffers: P and Q padded with zeros to whole blocks of the rank count (one
+// reduce-scatter each), and one rank's block of the larger of their sums,
+// or of any sum of the call, M's included (SumScratch::block's floats).
+struct LowRankSums {
+  LowRankSums(const kernels::LowRankShape& shape, int ranks);
+  std::size_t p_padded, q_padded;
+  std::size_t factor_block;  // the larger of P's and Q's blocks
+  std::size_t block;         // the same, M's too (a call summed exactly), at least 1
+};
+
 // One tensor's local work between the sums of a PowerSGD call: on the host
 // (PowerSgd, below) or on a GPU with its factors staged through the host
 // (core/device_low_rank.cc). Each summand lies in memory the transport

@@ -20,31 +20,27 @@ namespace {
 
 using kernels::LowRankShape;
 
-constexpr std::size_t round_up(std::size_t n, std::size_t multiple) {
-  return (n + multiple - 1) / multiple * multiple;
-}
-// Device buffers start 256 bytes apart at least, as cudaMalloc's do.
-constexpr std::size_t kAlignFloats = 64;
+// floats rounded up so that the next region starts 256 bytes on.
+std::size_t aligned(std::size_t floats) { return round256(floats * sizeof(float)) / sizeof(float); }
 
 // Where one call's floats lie, in floats.
 struct Layout {
-  std::size_t m, p, q, q_local;  // device: M; P and Q padded to whole blocks; Q_local
-  std::size_t block;             // host: a sum's block of one rank
-  Layout(const LowRankShape& s, int ranks) {
-    const auto n = static_cast<std::size_t>(ranks);
-    m = round_up(s.count, kAlignFloats);
-    p = round_up(round_up(s.p_floats(), n), kAlignFloats);
-    q = round_up(round_up(s.q_floats(), n), kAlignFloats);
-    q_local = round_up(s.q_floats(), kAlignFloats);
-    block = std::max({p / n, q / n, s.count / n, std::size_t{1}});
-  }
+  algorithms::LowRankSums sums;  // P and Q padded to whole blocks; a sum's block of one rank
+  std::size_t m, p, q, q_local;  // device: M, P, Q, Q_local
+  Layout(const LowRankShape& s, int ranks)
+      : sums(s, ranks),
+        m(aligned(s.count)),
+        p(aligned(sums.p_padded)),
+        q(aligned(sums.q_padded)),
+        q_local(aligned(s.q_floats())) {}
   std::size_t device_floats() const { return m + p + q + q_local; }
 };
 
 struct Buffers {
-  float *m, *p, *q, *q_local;     // device (q: the key's Q, then the summed Q)
-  float *host_p, *host_q;         // pinned: the factors as they are summed
-  algorithms::SumScratch sums{};  // host
+  float *m, *p, *q, *q_local;      // device (q: the key's Q, then the summed Q)
+  float *host_p, *host_q;          // pinned: the factors as they are summed
+  std::size_t p_padded, q_padded;  // their floats with the zeros after them
+  algorithms::SumScratch sums{};   // host
 };
 
 class StagedLowRankStep final : public scheduler::Step, public algorithms::LowRankStages {
@@ -63,7 +59,7 @@ class StagedLowRankStep final : public scheduler::Step, public algorithms::LowRa
     SLIMREDUCE_TRY(cuda_status(compressor_.device_project(b_.m, shape_, b_.q, b_.p, stream())));
     SLIMREDUCE_TRY(to_host(b_.host_p, b_.p, shape_.p_floats()));
     // The zeros after P, up to whole blocks: one reduce-scatter (sum_low_rank).
-    std::fill(b_.host_p + shape_.p_floats(), b_.host_p + padded(shape_.p_floats()), 0.0f);
+    std::fill(b_.host_p + shape_.p_floats(), b_.host_p + b_.p_padded, 0.0f);
     return sync(job_);
   }
   Status communicate() override {
@@ -97,7 +93,7 @@ class StagedLowRankStep final : public scheduler::Step, public algorithms::LowRa
     SLIMREDUCE_TRY(
         cuda_status(compressor_.device_back_project(b_.m, shape_, b_.p, b_.q_local, stream())));
     SLIMREDUCE_TRY(to_host(b_.host_q, b_.q_local, shape_.q_floats()));
-    std::fill(b_.host_q + shape_.q_floats(), b_.host_q + padded(shape_.q_floats()), 0.0f);
+    std::fill(b_.host_q + shape_.q_floats(), b_.host_q + b_.q_padded, 0.0f);
     return sync(job_);
   }
   std::span<float> q_summand() override { return {b_.host_q, shape_.q_floats()}; }
@@ -121,9 +117,6 @@ class StagedLowRankStep final : public scheduler::Step, public algorithms::LowRa
 
  private:
   cudaStream_t stream() const { return job_.stream(); }
-  std::size_t padded(std::size_t floats) const {
-    return round_up(floats, static_cast<std::size_t>(job_.transport.size()));
-  }
   Status to_device(float* to, const float* from, std::size_t floats) {
     return cuda_status(
         cudaMemcpyAsync(to, from, floats * sizeof(float), cudaMemcpyHostToDevice, stream()));
@@ -156,7 +149,7 @@ Status staged_low_rank(const StagedCall& job, Reduced* reduced) {
   auto* pinned = reinterpret_cast<float*>(
       grow(job.device.host_in, (layout.p + layout.q) * sizeof(float), true));
   auto* host = reinterpret_cast<float*>(
-      job.state.scratch((layout.block + static_cast<std::size_t>(ranks)) * sizeof(float)));
+      job.state.scratch((layout.sums.block + static_cast<std::size_t>(ranks)) * sizeof(float)));
   if (!device || !pinned || !host) return Status::no_memory();
   Buffers b;
   b.m = device;
@@ -165,7 +158,9 @@ Status staged_low_rank(const StagedCall& job, Reduced* reduced) {
   b.q_local = b.q + layout.q;
   b.host_p = pinned;
   b.host_q = pinned + layout.p;
-  b.sums = {host, host + layout.block};
+  b.p_padded = layout.sums.p_padded;
+  b.q_padded = layout.sums.q_padded;
+  b.sums = {host, host + layout.sums.block};
   return run_one(std::make_unique<StagedLowRankStep>(job, compressor, shape, b), reduced,
                  job.observer);
 }

@@ -12,6 +12,10 @@
 
 namespace slimreduce {
 
+// Bytes rounded up to 256: where the regions of one device block start, as
+// cudaMalloc aligns its blocks.
+constexpr std::size_t round256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
 class DeviceAllocator {
  public:
   virtual ~DeviceAllocator() = default;

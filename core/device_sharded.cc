@@ -14,8 +14,6 @@
 namespace slimreduce::device_staging {
 namespace {
 
-constexpr std::size_t round256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
-
 class StagedShardedStep final : public scheduler::Step {
  public:
   StagedShardedStep(const StagedCall& job, compressors::ShardedCompressor& compressor,

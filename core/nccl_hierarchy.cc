@@ -22,8 +22,6 @@ namespace {
 namespace real = backends::nccl;
 using algorithms::Hierarchical;
 
-constexpr std::size_t round256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
-
 // ---- The nodes, learnt once ----
 
 // A node's name as every rank of it spells it; equal names, one node.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "algorithms/powersgd.h"
 #include "algorithms/wire_bytes.h"
 #include "backends/nccl_transport.h"
 #include "core/cuda_support.h"
@@ -14,11 +15,6 @@ namespace {
 
 using kernels::LowRankShape;
 
-constexpr std::size_t round256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
-constexpr std::size_t round_up(std::size_t n, std::size_t multiple) {
-  return (n + multiple - 1) / multiple * multiple;
-}
-
 const compressors::LowRankCompressor& low_rank(const compressors::Compressor& compressor) {
   return static_cast<const compressors::LowRankCompressor&>(compressor);
 }
@@ -26,20 +22,20 @@ const compressors::LowRankCompressor& low_rank(const compressors::Compressor& co
 // Where a call's floats lie in its region, in bytes from its start.
 struct Region {
   LowRankShape shape;
-  std::size_t p_padded, q_padded, block;  // floats: P and Q to whole blocks; one rank's block
+  algorithms::LowRankSums sums;  // NCCL sums P and Q only: M is never summed exactly here
+  std::size_t p_padded, q_padded;
   std::size_t m, p, q_sum, q_local, scratch, flag, q_seed, bytes;
   Region(const CallPlan& c, const compressors::Compressor& compressor)
-      : shape(low_rank(compressor).shape(c.call.count, 0)) {
-    const auto ranks = static_cast<std::size_t>(c.comm->size);
-    p_padded = round_up(shape.p_floats(), ranks);
-    q_padded = round_up(shape.q_floats(), ranks);
-    block = std::max(p_padded, q_padded) / ranks;
+      : shape(low_rank(compressor).shape(c.call.count, 0)),
+        sums(shape, c.comm->size),
+        p_padded(sums.p_padded),
+        q_padded(sums.q_padded) {
     m = 0;
     p = m + round256(shape.count * sizeof(float));
     q_sum = p + round256(p_padded * sizeof(float));
     q_local = q_sum + round256(q_padded * sizeof(float));
     scratch = q_local + round256(shape.q_floats() * sizeof(float));
-    flag = scratch + round256(block * sizeof(float));
+    flag = scratch + round256(sums.factor_block * sizeof(float));
     q_seed = flag + 256;  // the seeded Q of a call without a key's
     bytes = q_seed + round256(shape.q_floats() * sizeof(float));
   }

@@ -14,8 +14,6 @@ namespace {
 
 namespace real = backends::nccl;
 
-constexpr std::size_t round256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
-
 compressors::Elem elem_of(int datatype) {
   switch (nccl_elem(datatype)) {
     case NcclElem::fp16:

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "interpose/slimreduce.h"
+#include "tests/cuda/relative_difference.h"
 #include "tests/cuda/topk_reference.h"
 
 namespace {
@@ -205,19 +206,6 @@ bool products_exact() {
   return compressor != "powersgd" || !on_gpu || std::getenv("MPI_DEVICE_APP_EXACT_PRODUCTS");
 }
 
-// ||a - b|| / ||b|| over the finite elements; infinity where a and b are
-// not finite in the same places.
-double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  double err = 0, norm = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (std::isfinite(a[i]) != std::isfinite(b[i])) return INFINITY;
-    if (!std::isfinite(b[i])) continue;
-    err += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    norm += double(b[i]) * b[i];
-  }
-  return std::sqrt(err) / std::sqrt(norm);
-}
-
 struct DeviceBuffer {
   float* ptr = nullptr;
   std::vector<float> stand_in;
@@ -361,7 +349,8 @@ void step_of(Shape shape, std::size_t n, int step, Twin& twin) {
     // values a padded last row adds to the view (100003 floats: 316 x 317)
     // amplify that by their condition (past 1e-4 at 4 ranks on an H200);
     // 1e-3 is the bound both results keep to the exact sum by.
-    const double differ = relative_difference(from_device, from_host);
+    const double differ =
+        test_compare::relative_difference(from_device.data(), from_host.data(), count);
     char said[96];
     std::snprintf(said, sizeof said, ": device within 1e-3 of host (cuBLAS products; %.1e)",
                   differ);

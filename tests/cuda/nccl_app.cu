@@ -27,6 +27,7 @@
 #include "kernels/element_rules.h"
 #include "kernels/low_rank.h"
 #include "kernels/topk.h"
+#include "tests/cuda/relative_difference.h"
 
 namespace {
 
@@ -162,24 +163,11 @@ bool compressible(std::size_t bytes, bool fp32) {
   return fp32 || mode.topk;
 }
 
-// ||got - want|| / ||want|| over the finite elements; infinity where they
-// are not finite in the same places.
-double relative_difference(const float* got, const float* want, std::size_t n) {
-  double err = 0, norm = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (std::isfinite(got[i]) != std::isfinite(want[i])) return INFINITY;
-    if (!std::isfinite(want[i])) continue;
-    err += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    norm += double(want[i]) * want[i];
-  }
-  return norm > 0 ? std::sqrt(err / norm) : std::sqrt(err);
-}
-
 void expect_bits(const char* what, const void* got, const void* want, std::size_t bytes) {
   const bool same = std::memcmp(got, want, bytes) == 0;
   if (!same && !mode.exact_products) {  // fp32 values through cuBLAS's products
-    const double differ = relative_difference(static_cast<const float*>(got),
-                                              static_cast<const float*>(want), bytes / 4);
+    const double differ = test_compare::relative_difference(
+        static_cast<const float*>(got), static_cast<const float*>(want), bytes / 4);
     std::printf("%s %s (within 1e-3 of the CPU loops' products: %.1e)\n",
                 differ <= 1e-3 ? "ok  " : "FAIL", what, differ);
     failures += !(differ <= 1e-3);
