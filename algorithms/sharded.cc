@@ -131,9 +131,13 @@ Status ShardedAllreduce::check_results() const {
   return {};
 }
 
-Status ShardedAllreduce::communicate() {
-  SLIMREDUCE_TRY(exchange_parts());
-  SLIMREDUCE_TRY(check_parts());
+Status ShardedAllreduce::reduce_owned() {
+  float* owner_residual = feeds_back_ ? owner_residual_ : nullptr;
+  if (device_owner_) {  // every part part_most_ bytes (sizes do not vary)
+    return Status::cuda(device_owner_->device_owner_step(recv_, part_most_, transport_.size(),
+                                                         owned_, count_, shard_, owner_residual,
+                                                         result_, slot_bytes_, stream_));
+  }
   std::fill_n(shard_, owned_, 0.0f);
   const std::byte* part = recv_;
   for (const std::size_t bytes : recv_bytes_) {  // in rank order: the same adds on every owner
@@ -142,7 +146,14 @@ Status ShardedAllreduce::communicate() {
   }
   const std::size_t result_bytes = codec_.owner_bytes(owned_, count_);
   std::memset(result_ + result_bytes, 0, slot_bytes_ - result_bytes);  // the padding travels too
-  codec_.owner_compress(shard_, feeds_back_ ? owner_residual_ : nullptr, owned_, count_, result_);
+  codec_.owner_compress(shard_, owner_residual, owned_, count_, result_);
+  return {};
+}
+
+Status ShardedAllreduce::communicate() {
+  SLIMREDUCE_TRY(exchange_parts());
+  SLIMREDUCE_TRY(check_parts());
+  SLIMREDUCE_TRY(reduce_owned());
   SLIMREDUCE_TRY(transport_.allgather(result_, slot_bytes_, gathered_));
   return check_results();
 }
@@ -160,13 +171,33 @@ std::size_t ShardedAllreduce::parts_bytes() const {
   return bytes;
 }
 
-double ShardedAllreduce::wire_sent() const {
-  const int ranks = transport_.size();
-  double sent = codec_.part_sizes_vary() ? 8.0 * (ranks - 1) : 0.0;
+namespace {
+
+// What a rank sends: the sizes (where they vary), its parts to the other
+// owners, and a ring allgather of one result slot.
+double sent_by(const std::vector<std::size_t>& part_bytes, bool sizes_vary, std::size_t slot,
+               int rank) {
+  const int ranks = static_cast<int>(part_bytes.size());
+  double sent = sizes_vary ? 8.0 * (ranks - 1) : 0.0;
   for (int r = 0; r < ranks; ++r) {
-    if (r != transport_.rank()) sent += static_cast<double>(send_bytes_[r]);
+    if (r != rank) sent += static_cast<double>(part_bytes[r]);
   }
-  return sent + ring_allgather_wire_bytes(slot_bytes_, ranks);
+  return sent + ring_allgather_wire_bytes(slot, ranks);
+}
+
+}  // namespace
+
+double ShardedAllreduce::wire_sent() const {
+  return sent_by(send_bytes_, codec_.part_sizes_vary(), slot_bytes_, transport_.rank());
+}
+
+double ShardedAllreduce::fixed_wire_sent(const compressors::ShardedCodec& codec, std::size_t count,
+                                         int ranks, int rank) {
+  const Layout layout(codec, count, ranks, rank);
+  std::vector<std::size_t> part_bytes(ranks);
+  for (int r = 0; r < ranks; ++r)
+    part_bytes[r] = codec.part_capacity(layout.bounds[r + 1] - layout.bounds[r], count);
+  return sent_by(part_bytes, false, layout.slot, rank);
 }
 
 }  // namespace slimreduce::algorithms

@@ -19,7 +19,10 @@
 // alltoallv; contents where the host can read them) before they are decoded:
 // a bad one fails the call with an internal error, never a write out of
 // bounds. Host buffers, blocking transports: communicate() decodes and
-// compresses on the host.
+// compresses on the host. A stream-ordered device transport (NCCL) has the
+// owner's step enqueued by the compressor's device entry point
+// (owner_on_device): the host never reads what arrived, so there contents
+// are not checked (part sizes are fixed there, so no size can be bad).
 #pragma once
 
 #include <cstddef>
@@ -39,6 +42,10 @@ class ShardedAllreduce : public Phases<ShardedAllreduce> {
                                 int ranks, int rank);
   static std::size_t scratch_bytes(const compressors::ShardedCodec& codec, std::size_t count,
                                    int ranks, int rank);
+  // wire_sent() of a call, from the sizes alone, for a codec whose part
+  // sizes do not vary (a plan counts it before anything runs).
+  static double fixed_wire_sent(const compressors::ShardedCodec& codec, std::size_t count,
+                                int ranks, int rank);
   // The values of this rank's shard: the length of its owner-side residual.
   static std::size_t owned_count(const compressors::ShardedCodec& codec, std::size_t count,
                                  int ranks, int rank);
@@ -67,11 +74,20 @@ class ShardedAllreduce : public Phases<ShardedAllreduce> {
   const std::byte* results() const { return gathered_; }
   std::size_t slot_bytes() const { return slot_bytes_; }
   const std::vector<std::size_t>& bounds() const { return bounds_; }
+  // For a stream-ordered device transport, whose buffers (wire, scratch) are
+  // device memory: the owner's step by device's entry point
+  // (ShardedCompressor::device_owner_step), in `stream`'s order; for a
+  // compressor whose part sizes do not vary.
+  void owner_on_device(const compressors::ShardedCompressor& device, void* stream) {
+    device_owner_ = &device;
+    stream_ = stream;
+  }
 
  private:
   Status exchange_parts();
   Status check_parts() const;
   Status check_results() const;
+  Status reduce_owned();  // this rank's shard summed and compressed again into result_
 
   backends::Transport& transport_;
   compressors::ShardedCodec& codec_;
@@ -84,6 +100,8 @@ class ShardedAllreduce : public Phases<ShardedAllreduce> {
   std::size_t slot_bytes_;               // one owner's result in the allgather
   float* owner_residual_;
   bool feeds_back_ = false;
+  const compressors::ShardedCompressor* device_owner_ = nullptr;  // owner_on_device's
+  void* stream_ = nullptr;
   std::byte* send_;      // the parts, back to back in shard order
   std::byte* recv_;      // the parts of this rank's shard, in rank order
   std::byte* gathered_;  // the owners' results, slot_bytes_ apart

@@ -1,5 +1,7 @@
 #include "backends/nccl_transport.h"
 
+#include <cstddef>
+
 #include "backends/nccl_backend.h"
 
 namespace slimreduce::backends {
@@ -15,6 +17,29 @@ Status NcclTransport::sendrecv(const void* send, std::size_t send_bytes, int des
   if (issued.ok()) {
     issued =
         Status::nccl(nccl::call(api.recv, recv, recv_bytes, ncclUint8, source, comm_, stream_));
+  }
+  const Status ended = Status::nccl(nccl::call(api.group_end));  // the group we opened, always
+  return issued.ok() ? ended : issued;
+}
+
+Status NcclTransport::alltoallv(const void* send, const std::size_t* send_bytes, void* recv,
+                                const std::size_t* recv_bytes) {
+  const nccl::Api& api = nccl::api();
+  const auto* send_at = static_cast<const std::byte*>(send);
+  auto* recv_at = static_cast<std::byte*>(recv);
+  SLIMREDUCE_TRY(Status::nccl(nccl::call(api.group_start)));
+  Status issued;
+  for (int r = 0; r < size() && issued.ok(); ++r) {
+    if (send_bytes[r] > 0) {
+      issued =
+          Status::nccl(nccl::call(api.send, send_at, send_bytes[r], ncclUint8, r, comm_, stream_));
+    }
+    if (issued.ok() && recv_bytes[r] > 0) {
+      issued =
+          Status::nccl(nccl::call(api.recv, recv_at, recv_bytes[r], ncclUint8, r, comm_, stream_));
+    }
+    send_at += send_bytes[r];
+    recv_at += recv_bytes[r];
   }
   const Status ended = Status::nccl(nccl::call(api.group_end));  // the group we opened, always
   return issued.ok() ? ended : issued;

@@ -29,6 +29,10 @@ class NcclTransport final : public Transport {
   Status sendrecv(const void* send, std::size_t send_bytes, int dest, void* recv,
                   std::size_t recv_bytes, int source) override;
   Status allgather(const void* send, std::size_t bytes_per_rank, void* gathered) override;
+  // One group of an ncclSend and an ncclRecv per rank with bytes to move (its
+  // own rank too: NCCL copies to itself), nested in the caller's, if any.
+  Status alltoallv(const void* send, const std::size_t* send_bytes, void* recv,
+                   const std::size_t* recv_bytes) override;
   Status reduce_scatter_sum(const float* send, float* recv, std::size_t count_per_rank) override;
   // ncclCommSplit, blocking (the sub-communicator is ready on return), on
   // the same stream. Not inside a group: NCCL would only queue the split.

@@ -190,7 +190,7 @@ fi
 
 # ---- 3. our CUDA program, ncclAllReduce on one rank, each compressor ---------------------
 if [ -x "$B/nccl_app" ]; then
-  for compressor in none fp16 bf16 topk powersgd; do
+  for compressor in none fp16 bf16 topk powersgd int8; do
     [ "$(left)" -lt 120 ] && { row "nccl_app $compressor" SKIP "out of time"; continue; }
     [ "${hung:-}" = nccl_app ] && { row "nccl_app $compressor" SKIP "an earlier run hung"; continue; }
     log "nccl_app $compressor"
@@ -243,6 +243,8 @@ def matches(g, r):
         return torch.equal(g, r.to(torch.float16 if comp == "fp16" else torch.bfloat16).float())
     if comp == "powersgd":  # a projection of each bucket (P P^T M): finite, no longer than r
         return bool(torch.isfinite(g).all()) and float(g.norm()) <= float(r.norm()) * (1 + 1e-5)
+    if comp == "int8":  # quantized twice (the rank's parts, the owner's sum): near r
+        return bool(torch.isfinite(g).all()) and float((g - r).norm()) <= 0.02 * float(r.norm())
     return bool(((g == r) | (g == 0)).all())  # top-k: kept exactly, or not sent
 
 ok, notes, nnz, total = True, [], 0, 0
@@ -278,7 +280,7 @@ sys.exit(0 if ok and intercepted and compressed_ok else 1)
 PY
 if [ -f "$NCCL_ONLY_LIB" ] && python3 -c 'import torch' 2>/dev/null; then
   port=29511
-  for compressor in none fp16 bf16 topk powersgd; do
+  for compressor in none fp16 bf16 topk powersgd int8; do
     [ "$(left)" -lt 45 ] && { row "ddp $compressor" SKIP "out of time"; continue; }
     [ "${hung:-}" = ddp ] && { row "ddp $compressor" SKIP "an earlier run hung"; continue; }
     log "ddp $compressor"

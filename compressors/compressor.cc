@@ -63,7 +63,12 @@ int ShardedCompressor::device_compress_parts(const float*, float*, std::size_t, 
   return kNoDevice;
 }
 int ShardedCompressor::device_decode_results(const std::byte*, std::size_t, std::size_t,
-                                             const std::size_t*, int, float*, void*) const {
+                                             const std::size_t*, int, float*, int, void*) const {
+  return kNoDevice;
+}
+int ShardedCompressor::device_owner_step(const std::byte*, std::size_t, int, std::size_t,
+                                         std::size_t, float*, float*, std::byte*, std::size_t,
+                                         void*) const {
   return kNoDevice;
 }
 

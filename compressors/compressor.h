@@ -213,13 +213,24 @@ class ShardedCompressor : public Compressor, public ShardedCodec {
   // Device: compress_parts() into device memory at out, each part as large
   // as part_capacity() (the sizes do not vary), the same bytes; and
   // owner_decode() of every owner's result (gathered, slot_bytes apart) into
-  // out (device memory), each shard at its bound.
+  // out (device memory), each shard at its bound, divided by `divisor`
+  // (divide_keeping_nan; 1: the sum).
   virtual int device_compress_parts(const float* in, float* residual, std::size_t n,
                                     const std::size_t* bounds, int ranks, std::byte* out,
                                     void* stream) const;
   virtual int device_decode_results(const std::byte* gathered, std::size_t slot_bytes,
                                     std::size_t n, const std::size_t* bounds, int ranks, float* out,
-                                    void* stream) const;
+                                    int divisor, void* stream) const;
+  // The owner's step on the device (a stream-ordered transport's: NCCL):
+  // its shard's parts from every rank (`ranks` of part_bytes each, in rank
+  // order) added into zeros at shard (owned floats) in rank order, as
+  // accumulate_part adds; that sum compressed with owner_residual (nullptr:
+  // none) into result, as owner_compress; the result's padding up to
+  // slot_bytes zeroed. The host step's bytes.
+  virtual int device_owner_step(const std::byte* parts, std::size_t part_bytes, int ranks,
+                                std::size_t owned, std::size_t n, float* shard,
+                                float* owner_residual, std::byte* result, std::size_t slot_bytes,
+                                void* stream) const;
   ShardedCodec* sharded_codec() final { return this; }
   bool prefers_sharded(std::size_t n, int ranks) const final {
     (void)n, (void)ranks;

@@ -77,16 +77,34 @@ class Int8Compressor final : public ShardedCompressor {
     return 0;
   }
   int device_decode_results(const std::byte* gathered, std::size_t slot_bytes, std::size_t n,
-                            const std::size_t* bounds, int ranks, float* out,
+                            const std::size_t* bounds, int ranks, float* out, int divisor,
                             void* stream) const override {
     (void)n;
     for (int s = 0; s < ranks; ++s) {
       const std::size_t count = bounds[s + 1] - bounds[s];
-      if (const int rc = kernels::device::quant8_decompress(gathered + slot_bytes * s, count,
-                                                            bucket_, out + bounds[s], 1, stream))
+      if (const int rc = kernels::device::quant8_decompress(
+              gathered + slot_bytes * s, count, bucket_, out + bounds[s], divisor, stream))
         return rc;
     }
     return 0;
+  }
+  int device_owner_step(const std::byte* parts, std::size_t part_bytes, int ranks,
+                        std::size_t owned, std::size_t n, float* shard, float* owner_residual,
+                        std::byte* result, std::size_t slot_bytes, void* stream) const override {
+    namespace device = kernels::device;
+    const std::size_t result_bytes = owner_bytes(owned, n);
+    if (const int rc = device::zero_bytes(shard, owned * sizeof(float), stream)) return rc;
+    for (int r = 0; r < ranks; ++r) {  // in rank order: the same adds on every owner
+      if (const int rc =
+              device::quant8_accumulate(parts + part_bytes * r, owned, bucket_, shard, stream))
+        return rc;
+    }
+    if (slot_bytes > result_bytes) {
+      if (const int rc =
+              device::zero_bytes(result + result_bytes, slot_bytes - result_bytes, stream))
+        return rc;
+    }
+    return device::quant8_compress(shard, owner_residual, owned, bucket_, result, stream);
   }
   bool part_valid(const std::byte* part, std::size_t bytes, std::size_t count,
                   std::size_t n) const override {

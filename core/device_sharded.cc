@@ -48,7 +48,7 @@ class StagedShardedStep final : public scheduler::Step {
                                                cudaMemcpyHostToDevice, stream())));
     SLIMREDUCE_TRY(cuda_status(compressor_.device_decode_results(
         device_results_, sharded_.slot_bytes(), job_.call.count, sharded_.bounds().data(), ranks(),
-        job_.call.output, stream())));
+        job_.call.output, 1, stream())));
     return sync(job_);
   }
   double wire_sent() const override { return sharded_.wire_sent(); }

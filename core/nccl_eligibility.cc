@@ -57,8 +57,6 @@ ReductionVerdict classify_nccl(const NcclCallFacts& facts, const Settings& setti
   if (!compressor) return pass("compressor none");
   const DeviceKernels kernels = compressor->device_kernels();
   if (kernels == DeviceKernels::none) return pass("no GPU kernel for this compressor");
-  // The owners' step between two exchanges has no NCCL plan yet.
-  if (kernels == DeviceKernels::sharded) return pass("sharded: not on the NCCL path yet");
   // An algorithm, CTA counts, a launch event: honoured only by NCCL running the call itself.
   if (facts.coll_config) return pass("per-call config");
   if (facts.op != kNcclSum && facts.op != kNcclAvg) return pass("op");  // PreMulSum, max, ...
@@ -71,6 +69,7 @@ ReductionVerdict classify_nccl(const NcclCallFacts& facts, const Settings& setti
   if (facts.count > compressor->device_max_count()) return pass("size");
   const ReductionPath path = kernels == DeviceKernels::topk       ? ReductionPath::topk
                              : kernels == DeviceKernels::low_rank ? ReductionPath::low_rank
+                             : kernels == DeviceKernels::sharded  ? ReductionPath::sharded
                                                                   : ReductionPath::cast;
   return ReductionVerdict{path, facts.op == kNcclAvg, ""};
 }

@@ -13,6 +13,7 @@
 #include "core/compressor_choice.h"
 #include "core/log.h"
 #include "core/nccl_low_rank.h"
+#include "core/nccl_sharded.h"
 
 namespace slimreduce {
 namespace {
@@ -308,8 +309,13 @@ NcclEngine::Planned NcclEngine::decide(CallPlan& p, bool capturing, SharedState&
   }
   ResidualSlot* slot = nullptr;
   DeviceGuard device(p.comm->device);
+  // A sharded call's key also holds this rank's owner-side residual.
+  const std::size_t key_floats =
+      c.verdict.path == ReductionPath::sharded
+          ? sharded_key_floats(*shared.policy.compressor, c.count, p.comm->size, p.comm->rank)
+          : c.count;
   const auto found = shared.residuals.find_on_device(
-      {p.comm->id, c.recvbuff}, c.count, static_cast<std::uint64_t>(c.datatype), error_feedback,
+      {p.comm->id, c.recvbuff}, key_floats, static_cast<std::uint64_t>(c.datatype), error_feedback,
       !capturing, c.stream, device_memory_, &slot);
   switch (found) {
     case ResidualStore::Found::over_cap:

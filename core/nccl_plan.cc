@@ -7,6 +7,7 @@
 #include "core/counters.h"
 #include "core/cuda_support.h"
 #include "core/nccl_low_rank.h"
+#include "core/nccl_sharded.h"
 #include "fusion/layout.h"
 
 namespace slimreduce {
@@ -191,7 +192,8 @@ bool GroupPlan::carries(ReductionPath path) const {
   const DeviceKernels kernels = compressor_->device_kernels();
   return (path == ReductionPath::cast && kernels == DeviceKernels::cast16) ||
          (path == ReductionPath::topk && kernels == DeviceKernels::topk) ||
-         (path == ReductionPath::low_rank && kernels == DeviceKernels::low_rank);
+         (path == ReductionPath::low_rank && kernels == DeviceKernels::low_rank) ||
+         (path == ReductionPath::sharded && kernels == DeviceKernels::sharded);
 }
 
 std::size_t GroupPlan::topk_region_bytes(const CallPlan& p) const {
@@ -228,6 +230,10 @@ std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> GroupPlan::layout
     }
     if (p.call.verdict.path == ReductionPath::low_rank) {  // the same
       need[key] += low_rank_region_bytes(p, *compressor_);
+      continue;
+    }
+    if (p.call.verdict.path == ReductionPath::sharded) {  // the same
+      need[key] += sharded_region_bytes(p, *compressor_);
       continue;
     }
     if (p.call.verdict.path == ReductionPath::topk) {
@@ -303,6 +309,11 @@ void GroupPlan::assign(NcclCommState* comm, cudaStream_t stream, std::byte* base
       base += low_rank_region_bytes(p, *compressor_);
       continue;
     }
+    if (p.call.verdict.path == ReductionPath::sharded) {
+      p.region = base;
+      base += sharded_region_bytes(p, *compressor_);
+      continue;
+    }
     if (p.call.verdict.path != ReductionPath::topk) continue;
     p.region = base;
     base += topk_region_bytes(p);
@@ -325,6 +336,7 @@ std::vector<std::size_t> GroupPlan::batch_sizes() const {
 double GroupPlan::wire_sent(const CallPlan& p) const {
   if (p.hierarchical) return hierarchical_wire_sent(p, *compressor_);
   if (p.call.verdict.path == ReductionPath::low_rank) return low_rank_wire_sent(p, *compressor_);
+  if (p.call.verdict.path == ReductionPath::sharded) return sharded_wire_sent(p, *compressor_);
   if (p.call.verdict.path == ReductionPath::topk)
     return ring_allgather_wire_bytes(p.stride, p.comm->size);
   return ring_allreduce_wire_bytes(p.call.count * sizeof(std::uint16_t), p.comm->size);
@@ -341,6 +353,8 @@ scheduler::Plan GroupPlan::steps() const {
       steps.add(hierarchical_step(p, *compressor_));
     } else if (p.call.verdict.path == ReductionPath::low_rank) {
       steps.add(low_rank_step(p, *compressor_));
+    } else if (p.call.verdict.path == ReductionPath::sharded) {
+      steps.add(sharded_step(p, *compressor_));
     } else if (p.call.verdict.path == ReductionPath::topk) {
       if (topk_added[p.batch]) continue;  // as a cast batch: where its first call was
       topk_added[p.batch] = true;

@@ -60,8 +60,8 @@ struct CallPlan {
   Reduction call;
   std::shared_ptr<NcclCommState> comm;  // kept alive while the plan runs
   bool compressed = false;              // false: issued unchanged, in its place
-  float* residual = nullptr;
-  float* q_state = nullptr;  // low rank: the key's Q on the device, or nullptr (seeded per call)
+  float* residual = nullptr;  // sharded: then this rank's owner-side residual (nccl_sharded.h)
+  float* q_state = nullptr;   // low rank: the key's Q on the device, or nullptr (seeded per call)
   // Error feedback wanted but no residual: none fits under the cap, or none
   // can be made during graph capture. Counted once the call is known to be
   // compressed (a capture may still pass it through for want of workspace).
@@ -74,8 +74,8 @@ struct CallPlan {
   std::size_t offset = 0;  // cast: elements into the fused buffer; top-k: bytes into the slot
   std::size_t stride = 0;  // top-k: the payload's own slot (device_slot_bytes)
   std::size_t select_scratch = 0;  // top-k: device_compress's scratch
-  std::byte* region =
-      nullptr;  // top-k: select scratch, then accumulate; hierarchical, low rank: all its own
+  // top-k: select scratch, then accumulate; hierarchical, low rank, sharded: all its own
+  std::byte* region = nullptr;
 };
 
 // Top-k calls on one communicator and stream: each selects into its slot of

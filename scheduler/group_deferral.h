@@ -15,7 +15,7 @@
 namespace slimreduce {
 
 // How a reduction travels, as the runtime's policy decided from its arguments alone.
-enum class ReductionPath { pass_through, cast, topk, low_rank };
+enum class ReductionPath { pass_through, cast, topk, low_rank, sharded };
 
 struct ReductionVerdict {
   ReductionPath path = ReductionPath::pass_through;

@@ -3,7 +3,7 @@
 // CUDA-graph capture, misaligned and ineligible buffers, and calls left to
 // NCCL: a non-blocking communicator's, a PreMulSum op, a simulated group) and checks every
 // result bit for bit against the CPU twins (kernels/cast.h, kernels/topk.h,
-// kernels/low_rank.h) under SLIMREDUCE_COMPRESSOR from the environment. With
+// kernels/low_rank.h, kernels/quant8.h) under SLIMREDUCE_COMPRESSOR from the environment. With
 // one rank the sum is this rank's decoded payload, so nothing needs a
 // tolerance, but for PowerSGD's products on a GPU (cuBLAS: within 1e-3).
 // Exit 0: all passed; 1: a check failed; 77: no GPU (ctest reports "skipped").
@@ -26,6 +26,7 @@
 #include "kernels/cast.h"
 #include "kernels/element_rules.h"
 #include "kernels/low_rank.h"
+#include "kernels/quant8.h"
 #include "kernels/topk.h"
 #include "tests/cuda/relative_difference.h"
 
@@ -60,7 +61,10 @@ struct Mode {
   std::string compressor = env("SLIMREDUCE_COMPRESSOR", "none");
   bool topk = compressor == "topk";
   bool powersgd = compressor == "powersgd";
-  bool ef = env("SLIMREDUCE_ERROR_FEEDBACK", topk || powersgd ? "1" : "0") == "1";
+  bool int8 = compressor == "int8";
+  bool ef = env("SLIMREDUCE_ERROR_FEEDBACK", topk || powersgd || int8 ? "1" : "0") == "1";
+  std::size_t quant_bucket =
+      static_cast<std::size_t>(std::atoi(env("SLIMREDUCE_QUANT_BUCKET", "512").c_str()));
   std::size_t powersgd_rank =
       static_cast<std::size_t>(std::atoi(env("SLIMREDUCE_POWERSGD_RANK", "4").c_str()));
   // PowerSGD's products are cuBLAS's on a GPU: its results within 1e-3 of the
@@ -93,7 +97,8 @@ std::vector<float> random_values(std::size_t n) {
 struct Residual {
   int datatype = -1;
   std::vector<float> values;
-  std::vector<float> q;  // PowerSGD's Q, kept with the key
+  std::vector<float> q;      // PowerSGD's Q, kept with the key
+  std::vector<float> owner;  // int8: the owner-side residual (one rank: the whole tensor)
 };
 
 k::LowRankShape low_rank_shape(std::size_t n) {
@@ -136,11 +141,20 @@ std::vector<float> reference(const std::vector<float>& in, ncclComm_t comm, cons
   const std::size_t n = in.size();
   Residual& slot = residuals[{comm, recv}];
   if (slot.values.size() != n || slot.datatype != datatype)
-    slot = {datatype, std::vector<float>(n), {}};
+    slot = {datatype, std::vector<float>(n), {}, std::vector<float>(n)};
   std::vector<float>& r = slot.values;
   float* residual = mode.ef ? r.data() : nullptr;
   if (mode.powersgd) return low_rank_reference(in, residual, slot.q);
   std::vector<float> out(n, 0.0f);
+  if (mode.int8) {  // one rank owns the one shard: quantized, summed into zeros, quantized again
+    std::vector<std::uint8_t> block(k::quant8_bytes(n, mode.quant_bucket));
+    k::quant8_compress(in.data(), residual, n, mode.quant_bucket, block.data(), k::Isa::scalar);
+    k::quant8_accumulate(block.data(), n, mode.quant_bucket, out.data(), k::Isa::scalar);
+    k::quant8_compress(out.data(), mode.ef ? slot.owner.data() : nullptr, n, mode.quant_bucket,
+                       block.data(), k::Isa::scalar);
+    k::quant8_decompress(block.data(), n, mode.quant_bucket, out.data(), k::Isa::scalar);
+    return out;
+  }
   if (mode.topk) {
     const std::size_t kk = k::topk_count(n, mode.ratio);
     const auto values = mode.fp16_values ? k::TopkValues::fp16 : k::TopkValues::fp32;
@@ -160,6 +174,7 @@ std::vector<float> reference(const std::vector<float>& in, ncclComm_t comm, cons
 bool compressible(std::size_t bytes, bool fp32) {
   if (mode.compressor == "none" || bytes < mode.min_bytes) return false;
   if (mode.powersgd) return fp32 && low_rank_shape(bytes / 4).rank > 0;
+  if (mode.int8) return fp32;
   return fp32 || mode.topk;
 }
 
@@ -336,8 +351,8 @@ void check_group(Device& d, float* a, float* b, std::size_t n) {
   }
   // Casts: the two sums share one 16-bit collective, the average (another op)
   // has its own. Top-k: all three share one allgather.
-  // PowerSGD: each call its own matrix, none fused.
-  const bool fused = compressible(n * 4, true) && !mode.powersgd;
+  // PowerSGD and int8: each call its own step, none fused.
+  const bool fused = compressible(n * 4, true) && !mode.powersgd && !mode.int8;
   const double tensors = !fused ? 0 : mode.compressor == "topk" ? 3 : 2;
   const bool fused_counted = counter("calls.fused_batches") - fused_before == (fused ? 1 : 0) &&
                              counter("calls.fused_tensors") - tensors_before == tensors;

@@ -1,7 +1,9 @@
 // The checks of nccl_ranks_app beyond the gradient buckets: a simulated
 // group, a compressor switched at run time, non-blocking communicators,
-// communicators made in other ways, and per-call configs.
+// communicators made in other ways, per-call configs, and int8's bytes.
+#include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "tests/hostsim/nccl_ranks_job.h"
 
@@ -56,6 +58,7 @@ void check_switch(Comm& world, float* const send[3], float* const recv[3],
   next.compressor = mode.topk ? "fp16" : "topk";
   next.topk = !mode.topk;
   next.powersgd = false;
+  next.int8 = false;
   next.ef = sim::env_or("SLIMREDUCE_ERROR_FEEDBACK", next.topk ? "1" : "0") == "1";
   next.format = slimreduce::kernels::HalfFormat::fp16;
   CHECK(slimreduce_set_compressor(next.compressor.c_str()) == 0, "slimreduce_set_compressor");
@@ -238,6 +241,33 @@ void check_coll_config(Comm& world, float* send, float* recv, std::size_t n, cud
   verify("group: its neighbour without one", b);
   expect(sim::nccl_configs_received() == received_before + 2,
          "group: only the call with a CTA bound reached NCCL with its config");
+}
+
+// int8's wire bytes, by hand: its parts to the other owners (each quant8
+// block of a shard, a 4-byte scale per bucket and a byte per value, padded
+// to 4 bytes), then a ring allgather of one result slot (the largest
+// owner's block, padded to 8 bytes): (ranks - 1) slots.
+void check_int8_bytes(Comm& world, float* send, float* recv, std::size_t n, cudaStream_t stream) {
+  if (!mode.int8) return;
+  const std::size_t bucket = mode.quant_bucket;
+  auto block = [&](std::size_t count) { return (count + bucket - 1) / bucket * 4 + count; };
+  const std::vector<std::size_t> bounds = sim::int8_bounds(n, world.size, bucket);
+  double want = 0;
+  std::size_t slot = 0;
+  for (int s = 0; s < world.size; ++s) {
+    const std::size_t count = bounds[s + 1] - bounds[s];
+    if (s != world.rank) want += static_cast<double>((block(count) + 3) / 4 * 4);
+    slot = std::max(slot, block(count));
+  }
+  want += static_cast<double>((world.size - 1) * ((slot + 7) / 8 * 8));
+  const slimreduce_counters before = counters_now();
+  Call c = prepare(world, send, recv, n, ncclFloat32, ncclSum, stream);
+  issue(c);
+  verify("int8, its bytes counted", c);
+  const slimreduce_counters after = counters_now();
+  const double got = after.wire_sent - before.wire_sent;
+  expect(after.compressed == before.compressed + 1 && got == want,
+         "int8 bytes sent: " + std::to_string(got) + ", by hand " + std::to_string(want));
 }
 
 }  // namespace ranks_job

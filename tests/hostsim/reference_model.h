@@ -2,7 +2,8 @@
 // built from the CPU twins (kernels/): compress each rank's input with its
 // residual, sum in rank order (the simulated NCCL's order; a top-k sum does
 // not depend on it), widen, divide for ncclAvg; hierarchically (a call's
-// local_size), each node's fp32 sum first, then each shard over the nodes. It
+// local_size), each node's fp32 sum first, then each shard over the nodes;
+// int8 by shards of whole buckets, each owner's sum quantized again. It
 // keeps the residuals and the warm-up counts as the library does, so calls
 // after calls stay exact.
 // One model per stream of calls (not thread-safe).
@@ -22,6 +23,7 @@
 #include "kernels/cast.h"
 #include "kernels/element_rules.h"
 #include "kernels/low_rank.h"
+#include "kernels/quant8.h"
 #include "kernels/topk.h"
 
 namespace slimreduce::hostsim {
@@ -36,7 +38,10 @@ struct Mode {
   std::string compressor = env_or("SLIMREDUCE_COMPRESSOR", "none");
   bool topk = compressor == "topk";
   bool powersgd = compressor == "powersgd";
-  bool ef = env_or("SLIMREDUCE_ERROR_FEEDBACK", topk || powersgd ? "1" : "0") == "1";
+  bool int8 = compressor == "int8";
+  bool ef = env_or("SLIMREDUCE_ERROR_FEEDBACK", topk || powersgd || int8 ? "1" : "0") == "1";
+  std::size_t quant_bucket =
+      static_cast<std::size_t>(std::atoi(env_or("SLIMREDUCE_QUANT_BUCKET", "512").c_str()));
   std::size_t powersgd_rank =
       static_cast<std::size_t>(std::atoi(env_or("SLIMREDUCE_POWERSGD_RANK", "4").c_str()));
   double powersgd_min_compression =
@@ -72,6 +77,16 @@ inline std::vector<float> values_for(unsigned seed, int rank, std::size_t n, ncc
     x = as_type(x, type);
   }
   return v;
+}
+
+// int8's shards: whole buckets, as even as buckets allow, from n and the ranks alone.
+inline std::vector<std::size_t> int8_bounds(std::size_t n, int ranks, std::size_t bucket) {
+  const std::size_t buckets = (n + bucket - 1) / bucket;
+  const auto shards = static_cast<std::size_t>(ranks);
+  std::vector<std::size_t> bounds(shards + 1);
+  for (std::size_t s = 0; s <= shards; ++s)
+    bounds[s] = std::min((buckets / shards * s + buckets % shards * s / shards) * bucket, n);
+  return bounds;
 }
 
 // One call as the model sees it: the communicator's name and shape, the
@@ -120,6 +135,9 @@ class Model {
     std::size_t n = 0;
     ncclDataType_t type = ncclFloat32;
     std::vector<std::vector<float>> per_rank;
+    // int8: each owner's residual of its shard (made with the key, zeroed).
+    // The library counts it against the cap too; no int8 run tests the cap.
+    std::vector<std::vector<float>> owners;
   };
 
   bool compressed(const ModelCall& c) {
@@ -153,8 +171,11 @@ class Model {
     if (found == residuals_.end()) {
       if (held_bytes_ + c.n * sizeof(float) > mode_.ef_max_bytes || c.captured) return nullptr;
       held_bytes_ += c.n * sizeof(float);
-      Residual made{c.n, c.type,
-                    std::vector<std::vector<float>>(c.comm_size, std::vector<float>(c.n))};
+      Residual made{
+          c.n, c.type, std::vector<std::vector<float>>(c.comm_size, std::vector<float>(c.n)), {}};
+      const std::vector<std::size_t> bounds = int8_bounds(c.n, c.comm_size, mode_.quant_bucket);
+      for (int s = 0; mode_.int8 && s < c.comm_size; ++s)
+        made.owners.emplace_back(bounds[s + 1] - bounds[s], 0.0f);
       found = residuals_.emplace(key, std::move(made)).first;
     }
     return &found->second.per_rank;
@@ -168,6 +189,8 @@ class Model {
       // none where a residual was wanted but found no room under the cap.
       const bool keyed = !mode_.ef || res;
       return low_rank(c, res, keyed ? &qs_[{c.comm_id, c.recv}] : nullptr);
+    } else if (mode_.int8) {  // flat on every path's NCCL plan
+      out = sharded_int8(c, res);
     } else if (c.local_size > 1) {
       out = hierarchical(c, res);
     } else {
@@ -253,6 +276,33 @@ class Model {
       for (int m = 0; res && m < nodes; ++m)
         std::copy_n(slices[m].data(), valid, (*res)[m * local + j].data() + offset);
       std::copy_n(sum.data(), valid, out.data() + offset);
+    }
+    return out;
+  }
+
+  // int8, sharded: every rank quantizes its slice of shard s (with its
+  // residual's slice); owner s adds them into zeros in rank order and
+  // quantizes the sum again (with its owner residual); every rank decodes that.
+  std::vector<float> sharded_int8(const ModelCall& c, std::vector<std::vector<float>>* res) {
+    namespace k = kernels;
+    const std::size_t bucket = mode_.quant_bucket;
+    const std::vector<std::size_t> bounds = int8_bounds(c.n, c.comm_size, mode_.quant_bucket);
+    std::vector<std::vector<float>>* owners =
+        res ? &residuals_.at({c.comm_id, c.recv}).owners : nullptr;
+    std::vector<float> out(c.n);
+    for (int s = 0; s < c.comm_size; ++s) {
+      const std::size_t begin = bounds[s], count = bounds[s + 1] - begin;
+      std::vector<float> shard(count, 0.0f);
+      std::vector<std::uint8_t> block(k::quant8_bytes(count, bucket));
+      for (int r = 0; r < c.comm_size; ++r) {
+        float* residual = res ? (*res)[r].data() + begin : nullptr;
+        k::quant8_compress(c.inputs[r].data() + begin, residual, count, bucket, block.data(),
+                           k::Isa::scalar);
+        k::quant8_accumulate(block.data(), count, bucket, shard.data(), k::Isa::scalar);
+      }
+      float* owner_residual = owners ? (*owners)[s].data() : nullptr;
+      k::quant8_compress(shard.data(), owner_residual, count, bucket, block.data(), k::Isa::scalar);
+      k::quant8_decompress(block.data(), count, bucket, out.data() + begin, k::Isa::scalar);
     }
     return out;
   }

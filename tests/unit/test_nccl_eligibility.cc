@@ -51,6 +51,23 @@ TEST(NcclEligibility, LowRankWhereItsDeviceStepsCanRun) {
   EXPECT_EQ(classify_nccl(half, with_compressor("powersgd")).path, ReductionPath::pass_through);
 }
 
+// int8 takes the sharded plan (core/nccl_sharded.h), average too; fp32 only:
+// 16-bit tensors pass through, as do the other ops.
+TEST(NcclEligibility, Int8TakesTheShardedPlanForFp32SumAndAvg) {
+  EXPECT_EQ(classify_nccl(eligible_facts(), with_compressor("int8")).path, ReductionPath::sharded);
+  NcclCallFacts avg = eligible_facts();
+  avg.op = kNcclAvg;
+  const ReductionVerdict verdict = classify_nccl(avg, with_compressor("int8"));
+  EXPECT_EQ(verdict.path, ReductionPath::sharded);
+  EXPECT_TRUE(verdict.average);
+  NcclCallFacts half = eligible_facts();
+  half.datatype = kNcclBfloat16;
+  EXPECT_EQ(classify_nccl(half, with_compressor("int8")).path, ReductionPath::pass_through);
+  NcclCallFacts max = eligible_facts();
+  max.op = 2;
+  EXPECT_EQ(classify_nccl(max, with_compressor("int8")).path, ReductionPath::pass_through);
+}
+
 TEST(NcclEligibility, AvgIsCompressedAndDividedOnce) {
   NcclCallFacts facts = eligible_facts();
   facts.op = kNcclAvg;
