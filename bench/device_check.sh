@@ -203,6 +203,18 @@ if [ -x "$B/nccl_app" ]; then
     fails=$(sed -n "/=== SLIMREDUCE_COMPRESSOR=$compressor\$/,\$p" "$OUT/nccl_app.log" | grep -c '^FAIL')
     row "nccl_app $compressor" "$(verdict $rc)" "rc $rc, $fails failed checks"
   done
+  # SLIMREDUCE_TIMELINE on the NCCL path: spans from CUDA events, checked as in CI's host simulation.
+  for compressor in fp16 int8; do
+    [ "$(left)" -lt 100 ] || [ "${hung:-}" = nccl_app ] && { row "nccl timeline $compressor" SKIP "out of time or hung"; continue; }
+    log "nccl timeline $compressor"
+    echo "=== timeline $compressor" >> "$OUT/nccl_app.log"
+    timeout 90 python3 "$ROOT/tests/mpi/check_timeline.py" --np 1 --nccl -- env LD_PRELOAD="$APP_PRELOAD" \
+      LD_LIBRARY_PATH="$NCCL_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" SLIMREDUCE_COMPRESSOR=$compressor \
+      SLIMREDUCE_MIN_BYTES=64K SLIMREDUCE_TIMELINE=@PREFIX@ NCCL_DEBUG=WARN "$B/nccl_app" >> "$OUT/nccl_app.log" 2>&1
+    rc=$?
+    said=$(sed -n "/=== timeline $compressor\$/,\$p" "$OUT/nccl_app.log" | grep -m1 -E 'NCCL groups timed|FAIL' | cut -c1-70)
+    row "nccl timeline $compressor" "$(verdict $rc)" "rc $rc, ${said##*/}"
+  done
 elif [ -f "$NCCL_ONLY_LIB" ] && [ -n "$NCCL_LIB" ]; then
   row "nccl_app" FAIL "not built (see build.log)"
 else

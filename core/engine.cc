@@ -378,7 +378,7 @@ void Engine::finish() {
   // Every rank flushes every communicator's queue, in the order of their ids.
   sort_by_id(states);
   for (CommState* state : states) flush_all(*state);
-  runtime_.timeline().finish();
+  runtime_.finish_timeline();
   if (!runtime_.claim_report()) return;
   {
     std::lock_guard lock(mutex_);

@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 #include <thread>
@@ -66,14 +67,26 @@ class NcclEngine::PlanRunner : public PlanActions {
                       static_cast<ncclComm_t>(c.comm), static_cast<cudaStream_t>(c.stream));
   }
 
+  ~PlanRunner() override { submit_timing(); }
+
   int begin(std::vector<Reduction>& held) override {
     for (const Reduction& c : held) plan_.calls.emplace_back().call = c;
     if (const ncclResult_t rc = engine_.plan(plan_); rc != ncclSuccess) return rc;
     steps_ = plan_.steps();
-    return run(scheduler::Phase::compress);
+    timing_ = engine_.time_group(plan_);
+    mark();  // before the compress kernels
+    const int rc = run(scheduler::Phase::compress);
+    mark();  // before the group's collectives
+    return rc;
   }
   int issue(std::vector<Reduction>&) override { return run(scheduler::Phase::communicate); }
-  int finish(std::vector<Reduction>&) override { return run(scheduler::Phase::finish); }
+  int finish(std::vector<Reduction>&) override {
+    mark();  // the real group has ended: its collectives are on the streams
+    const int rc = run(scheduler::Phase::finish);
+    mark();  // after the finishing kernels
+    submit_timing();
+    return rc;
+  }
 
   // A host wait, only when a non-blocking communicator we did not see in the
   // group made the real end return early: NCCL requires it before further use.
@@ -97,10 +110,20 @@ class NcclEngine::PlanRunner : public PlanActions {
   int run(scheduler::Phase phase) {
     return backends::nccl_code(scheduler::run_phase(steps_, phase));
   }
+  void mark() {
+    if (timing_) timing_->mark();
+  }
+  // A group that never reached its end (a failed begin) is submitted too:
+  // its events go back, and it writes no span.
+  void submit_timing() {
+    if (timing_) timing_->owner().submit(std::move(*timing_));
+    timing_.reset();
+  }
 
   NcclEngine& engine_;
   GroupPlan plan_;
   scheduler::Plan steps_;  // points into plan_
+  std::optional<NcclTimeline::Group> timing_;
 };
 
 NcclModeFacts NcclEngine::mode_facts(ncclResult_t rc, const ncclConfig_t* config,
@@ -429,6 +452,59 @@ void NcclEngine::warn_no_residual_in_graph() {
            "nccl: a call captured into a CUDA graph had no error-feedback residual for its "
            "receive buffer yet, so the graph reduces it compressed without error feedback; run "
            "each call once before capture (counted as residual cap reached)");
+}
+
+std::optional<NcclTimeline::Group> NcclEngine::time_group(const GroupPlan& plan) {
+  Timeline& timeline = runtime_.timeline();
+  if (!timeline.on()) return std::nullopt;
+  struct Timed {
+    cudaStream_t stream;
+    int device;
+    std::uint64_t count = 0, bytes = 0;
+    std::size_t calls = 0;
+    bool after_group = false;  // a step with collectives after the group's end
+  };
+  std::vector<Timed> streams;  // in the order of their first compressed call
+  for (const CallPlan& p : plan.calls) {
+    if (!p.compressed) continue;
+    const auto stream = static_cast<cudaStream_t>(p.call.stream);
+    auto it = std::find_if(streams.begin(), streams.end(),
+                           [&](const Timed& t) { return t.stream == stream; });
+    if (it == streams.end()) {
+      if (is_capturing(stream)) continue;  // an event there would be a node of the graph
+      it = streams.insert(streams.end(), Timed{stream, p.comm->device});
+    }
+    it->count += p.call.count;
+    it->bytes += p.call.count * nccl_type_bytes(p.call.datatype);
+    ++it->calls;
+    it->after_group = it->after_group || p.hierarchical ||
+                      p.call.verdict.path == ReductionPath::low_rank ||
+                      p.call.verdict.path == ReductionPath::sharded;
+  }
+  if (streams.empty()) return std::nullopt;
+  {
+    std::lock_guard lock(mutex_);
+    if (!timeline_) timeline_ = std::make_unique<NcclTimeline>(timeline);
+  }
+  const std::string compressor(plan.compressor().name());
+  NcclTimeline::Group group = timeline_->start();
+  for (const Timed& t : streams) {
+    group.add(t.stream, t.device,
+              "\"compressor\": \"" + compressor + "\", \"count\": " + std::to_string(t.count) +
+                  ", \"bytes\": " + std::to_string(t.bytes) + ", \"calls\": " +
+                  std::to_string(t.calls) + ", \"memory\": \"device\", \"path\": \"nccl\"" +
+                  (t.after_group ? ", \"after_group\": true" : ""));
+  }
+  return group;
+}
+
+void NcclEngine::before_timeline_ends() {
+  NcclTimeline* timeline = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    timeline = timeline_.get();
+  }
+  if (timeline) timeline->drain();
 }
 
 void NcclEngine::count_pass_through(const Reduction& call) {

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "backends/nccl_backend.h"
@@ -20,6 +21,7 @@
 #include "core/nccl_hierarchy.h"
 #include "core/nccl_memory.h"
 #include "core/nccl_plan.h"
+#include "core/nccl_timeline.h"
 #include "core/runtime.h"
 #include "scheduler/group_deferral.h"
 
@@ -66,6 +68,9 @@ class NcclEngine : public RuntimeSide {
   // The runtime switched the compressor: the devices of our communicators,
   // whose queued kernels may still use the residuals it dropped.
   void policy_changed(std::vector<int>& devices) override;
+  // Before the timeline's file closes: the NCCL groups' spans still waiting
+  // for their events are written (core/nccl_timeline.h).
+  void before_timeline_ends() override;
   // The counters of NCCL calls alone.
   Counters counters() const { return runtime_.counters(Side::nccl); }
 
@@ -88,6 +93,9 @@ class NcclEngine : public RuntimeSide {
   Planned decide(CallPlan& p, bool capturing, SharedState& shared, Counters& counted);
   void count_pass_through(const Reduction& call);
   void warn_no_residual_in_graph();  // under mutex_
+  // SLIMREDUCE_TIMELINE: the planned group's marks, a stream per (stream with
+  // compressed calls not being captured); nullopt when the timeline is off.
+  std::optional<NcclTimeline::Group> time_group(const GroupPlan& plan);
 
   Runtime& runtime_;
   DeviceAllocator& device_memory_;  // the runtime's
@@ -96,6 +104,7 @@ class NcclEngine : public RuntimeSide {
   std::map<ncclComm_t, std::shared_ptr<NcclCommState>> comms_;
   int first_rank_ = -1;  // the first communicator's rank, which our log lines carry
   bool warned_no_residual_in_graph_ = false;
+  std::unique_ptr<NcclTimeline> timeline_;  // made at the first timed group
 };
 
 }  // namespace slimreduce

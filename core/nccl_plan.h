@@ -109,6 +109,8 @@ class GroupPlan {
 
   std::vector<CallPlan> calls;
 
+  // The compressor every compressed call of the plan uses.
+  const compressors::Compressor& compressor() const { return *compressor_; }
   // Whether the plan's compressor has the device entry points of `path`.
   bool carries(ReductionPath path) const;
 

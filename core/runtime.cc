@@ -217,11 +217,18 @@ void Runtime::write_report(const Counters& counters, const ReportContext& contex
   }
 }
 
+void Runtime::finish_timeline() {
+  for (const auto& attached : sides_) {
+    if (RuntimeSide* side = attached.load(std::memory_order_acquire)) side->before_timeline_ends();
+  }
+  timeline_.finish();
+}
+
 // Without MPI_Finalize there is no MPI to sum over ranks: each rank speaks for itself.
 void Runtime::report_at_exit() {
   Runtime* runtime = get();
   if (!runtime) return;
-  runtime->timeline_.finish();
+  runtime->finish_timeline();
   if (!runtime->claim_report()) return;
   runtime->write_report(runtime->counters(), runtime->report_context());
 }

@@ -47,6 +47,8 @@ class RuntimeSide {
   // Calls the side counted outside the runtime's boards (the MPI hot path's
   // per-thread tallies).
   virtual Counters own_counters() const { return {}; }
+  // Before the timeline's file closes: spans the side still holds are written.
+  virtual void before_timeline_ends() {}
 };
 
 // The policy a call runs under: taken under the lock, held for the call (a
@@ -121,6 +123,8 @@ class Runtime {
   DeviceAllocator* device_memory() const { return device_memory_.get(); }
   // SLIMREDUCE_TIMELINE's spans (core/timeline.h); finished with the report.
   Timeline& timeline() { return timeline_; }
+  // Closes the timeline's file, after every side wrote what it still holds.
+  void finish_timeline();
   // The helper threads of pipelined calls (scheduler/pipeline.h).
   scheduler::HelperPool& helpers() { return helpers_; }
 

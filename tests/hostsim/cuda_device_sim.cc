@@ -5,6 +5,7 @@
 // clock; the simulated "device" is the host, so the times mean nothing.
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -15,6 +16,9 @@ struct CUevent_st {
   std::chrono::steady_clock::time_point reached{};
   cudaStream_t stream = nullptr;
   bool recorded = false;
+  // Set by the stream (its worker's thread with HOSTSIM_ASYNC=1) once it got
+  // here; `reached` is read only after it is.
+  std::atomic<bool> done{false};
 };
 
 namespace sim = slimreduce::hostsim;
@@ -47,8 +51,18 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (!event) return cudaErrorInvalidResourceHandle;
   event->stream = stream;
   event->recorded = true;
-  sim::enqueue(stream, [event] { event->reached = std::chrono::steady_clock::now(); });
+  event->done.store(false, std::memory_order_relaxed);
+  sim::enqueue(stream, [event] {
+    event->reached = std::chrono::steady_clock::now();
+    event->done.store(true, std::memory_order_release);
+  });
   return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  if (!event) return cudaErrorInvalidResourceHandle;
+  return !event->recorded || event->done.load(std::memory_order_acquire) ? cudaSuccess
+                                                                         : cudaErrorNotReady;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
@@ -59,6 +73,8 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   if (!ms || !start || !end) return cudaErrorInvalidResourceHandle;
   if (!start->recorded || !end->recorded) return cudaErrorInvalidResourceHandle;
+  if (!start->done.load(std::memory_order_acquire) || !end->done.load(std::memory_order_acquire))
+    return cudaErrorNotReady;
   *ms = std::chrono::duration<float, std::milli>(end->reached - start->reached).count();
   return cudaSuccess;
 }

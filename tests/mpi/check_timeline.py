@@ -15,7 +15,13 @@ With --device (MPI_Allreduce on device buffers, the MPI path's device routes): n
 FUSE needed; each of COMPRESS, COMMUNICATE and DECOMPRESS has spans whose args say
 "memory": "device", and each device call's three come in that order.
 
-  check_timeline.py --np N [--partitioned | --device] -- MPIRUN... -x SLIMREDUCE_TIMELINE=@PREFIX@ ... PROGRAM
+With --nccl (ncclAllReduce, spans from CUDA events): no QUEUE or FUSE needed; every device span
+says "path": "nccl" and sits on a stream's lane (tid 2 and up); on each lane the spans come as
+COMPRESS, COMMUNICATE, DECOMPRESS, again and again, each beginning where the one before ended
+(one group's marks), groups one after another in time; and some span says "after_group" when
+the compressor is int8 or powersgd (their later collectives, run after the group).
+
+  check_timeline.py --np N [--partitioned | --device | --nccl] -- MPIRUN... -x SLIMREDUCE_TIMELINE=@PREFIX@ ... PROGRAM
 """
 import argparse
 import json
@@ -81,11 +87,45 @@ def device_failures(path, events):
     return failures
 
 
+def nccl_failures(path, events, after_group):
+    """What is wrong with the NCCL groups' spans (CUDA events) of one rank's timeline."""
+    spans = [e for e in events if e.get("args", {}).get("path") == "nccl"]
+    if not spans:
+        return [f"{path}: no span of an NCCL call"]
+    failures = []
+    if any(e["args"].get("memory") != "device" or e["tid"] < 2 for e in spans):
+        failures.append(f"{path}: an NCCL span not marked device, or not on a stream's lane")
+    for lane in sorted({e["tid"] for e in spans}):
+        # The order they were written in: one group's three, then the next group's.
+        mine = [e for e in spans if e["tid"] == lane]
+        names = [e["name"] for e in mine]
+        if names != ["COMPRESS", "COMMUNICATE", "DECOMPRESS"] * (len(names) // 3):
+            failures.append(f"{path}: lane {lane}: spans out of order: {names[:9]}...")
+            continue
+        for i in range(0, len(mine), 3):
+            c, m, d = mine[i:i + 3]
+            if abs(c["ts"] + c["dur"] - m["ts"]) > 1e-2 or abs(m["ts"] + m["dur"] - d["ts"]) > 1e-2:
+                failures.append(f"{path}: lane {lane}: a group's spans do not meet: {c}, {m}, {d}")
+                break
+            if i and mine[i - 1]["ts"] + mine[i - 1]["dur"] > c["ts"] + 1e-2:
+                failures.append(f"{path}: lane {lane}: a group began before the one before ended")
+                break
+    if after_group and not any(e["args"].get("after_group") for e in spans):
+        failures.append(f"{path}: no span says after_group")
+    if not failures:
+        print(f"{path}: {len(spans) // 3} NCCL groups timed on "
+              f"{len({e['tid'] for e in spans})} stream lane(s)")
+    return failures
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--np", type=int, required=True)
     parser.add_argument("--partitioned", action="store_true")
     parser.add_argument("--device", action="store_true")
+    parser.add_argument("--nccl", action="store_true")
+    parser.add_argument("--after-group", action="store_true",
+                        help="with --nccl: some span must say after_group")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -114,13 +154,16 @@ def main():
                     break
             if seen - NAMES:
                 failures.append(f"{path}: unknown spans {seen - NAMES}")
-            wanted = NAMES - {"QUEUE", "FUSE"} if args.partitioned or args.device else NAMES
+            wanted = NAMES - {"QUEUE", "FUSE"} if args.partitioned or args.device or args.nccl \
+                else NAMES
             if wanted - seen:
                 failures.append(f"{path}: no {wanted - seen} span")
             if args.partitioned:
                 failures += partition_failures(path, events)
             if args.device:
                 failures += device_failures(path, events)
+            if args.nccl:
+                failures += nccl_failures(path, events, args.after_group)
             if rank == 0 and not failures:
                 print(f"rank 0: {len(events)} spans: " +
                       ", ".join(f"{n} {sum(e['name'] == n for e in events)}" for n in sorted(NAMES)))
