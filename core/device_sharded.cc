@@ -8,6 +8,9 @@
 // their CPU twins' bits), so device- and host-buffer ranks interoperate.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "algorithms/sharded.h"
 #include "core/device_staging_internal.h"
 
@@ -69,23 +72,28 @@ class StagedShardedStep final : public scheduler::Step {
 Status staged_sharded(const StagedCall& job, Reduced* reduced) {
   using algorithms::ShardedAllreduce;
   auto& compressor = static_cast<compressors::ShardedCompressor&>(job.compressor);
-  const std::size_t n = job.call.count;
   const int ranks = job.transport.size(), rank = job.transport.rank();
-  // The owner-side residual: the key's state, as on the host path (with error feedback).
-  float* owner_residual = nullptr;
-  if (job.residual && job.call.state) {
-    const std::size_t owned = ShardedAllreduce::owned_count(compressor, n, ranks, rank);
-    if (job.call.state->size() != owned) job.call.state->assign(owned, 0.0f);
-    owner_residual = job.call.state->data();
+  const auto pieces = pieces_of(job.call.count, compressor, job.partition_bytes);
+  std::vector<std::size_t> counts;
+  std::size_t wire_bytes = 0, scratch_bytes = 0;  // the largest piece's: the pieces run in turn
+  for (const scheduler::Partition& piece : pieces) {
+    counts.push_back(piece.count);
+    wire_bytes =
+        std::max(wire_bytes, ShardedAllreduce::wire_bytes(compressor, piece.count, ranks, rank));
+    scratch_bytes = std::max(scratch_bytes,
+                             ShardedAllreduce::scratch_bytes(compressor, piece.count, ranks, rank));
   }
-  std::byte* wire =
-      grow(job.device.host_in, ShardedAllreduce::wire_bytes(compressor, n, ranks, rank), true);
-  std::byte* scratch =
-      job.state.scratch(ShardedAllreduce::scratch_bytes(compressor, n, ranks, rank));
+  // Each piece's owner-side residual: its stretch of the key's state, laid out
+  // as the host path lays it (with error feedback).
+  const std::vector<float*> owner_residuals = slimreduce::owner_residuals(
+      job.call.state, job.residual != nullptr, compressor, ranks, rank, counts);
+  std::byte* wire = grow(job.device.host_in, wire_bytes, true);
+  std::byte* scratch = job.state.scratch(scratch_bytes);
   if (!wire || !scratch) return Status::no_memory();
-  SLIMREDUCE_TRY(
-      run_one(std::make_unique<StagedShardedStep>(job, compressor, owner_residual, wire, scratch),
-              reduced, job.observer));
+  SLIMREDUCE_TRY(run_pieces(job, pieces, reduced, [&](const StagedCall& piece, std::size_t i) {
+    return std::make_unique<StagedShardedStep>(piece, compressor, owner_residuals[i], wire,
+                                               scratch);
+  }));
   reduced->sharded = true;
   return {};
 }

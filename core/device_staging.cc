@@ -2,7 +2,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -108,14 +110,48 @@ class StagedCastStep final : public scheduler::Step {
 
 }  // namespace
 
+namespace {
+
+Status run_plan(const scheduler::Plan& plan, Reduced* reduced, scheduler::PhaseObserver* observer) {
+  SLIMREDUCE_TRY(scheduler::run_blocking(plan, observer));
+  reduced->wire_sent = plan.wire_sent();
+  reduced->overflow_rescued = plan.overflow_rescued() > 0;
+  reduced->partitions = plan.size();
+  return {};
+}
+
+std::size_t largest(const std::vector<scheduler::Partition>& pieces) {
+  std::size_t most = 0;
+  for (const scheduler::Partition& piece : pieces) most = std::max(most, piece.count);
+  return most;
+}
+
+}  // namespace
+
 Status run_one(std::unique_ptr<scheduler::Step> step, Reduced* reduced,
                scheduler::PhaseObserver* observer) {
   scheduler::Plan plan;
   plan.add(std::move(step));
-  SLIMREDUCE_TRY(scheduler::run_blocking(plan, observer));
-  reduced->wire_sent = plan.wire_sent();
-  reduced->overflow_rescued = plan.overflow_rescued() > 0;
-  return {};
+  return run_plan(plan, reduced, observer);
+}
+
+Status run_pieces(const StagedCall& job, const std::vector<scheduler::Partition>& pieces,
+                  Reduced* reduced, const PieceStep& make_step) {
+  // Deques: the steps hold references to their piece's call and job.
+  std::deque<AllreduceCall> calls;
+  std::deque<StagedCall> jobs;
+  scheduler::Plan plan;
+  const AllreduceCall& whole = job.call;
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    const scheduler::Partition& piece = pieces[i];
+    calls.push_back({whole.input + piece.begin, whole.output + piece.begin, piece.count, nullptr,
+                     whole.state, piece.count == whole.count ? whole.rows : 0});
+    jobs.push_back({calls.back(), job.compressor, job.state, job.transport, job.device,
+                    job.residual ? job.residual + piece.begin : nullptr, job.observer,
+                    job.partition_bytes});
+    plan.add(make_step(jobs.back(), i));
+  }
+  return run_plan(plan, reduced, job.observer);
 }
 
 namespace {
@@ -123,15 +159,17 @@ namespace {
 Status staged_cast(const StagedCall& job, Reduced* reduced) {
   using algorithms::CastRing;
   auto& compressor = static_cast<compressors::SummableCompressor&>(job.compressor);
-  const std::size_t n = job.call.count;
-  const std::size_t bytes = CastRing::wire_bytes(compressor, n);
+  const auto pieces = pieces_of(job.call.count, compressor, job.partition_bytes);
+  const std::size_t most = largest(pieces);
+  const std::size_t bytes = CastRing::wire_bytes(compressor, most);
   std::byte* wire = grow(job.device.wire, bytes, false);
   std::byte* staged = grow(job.device.host_in, bytes, true);
   std::byte* scratch =
-      job.state.scratch(CastRing::scratch_bytes(compressor, n, job.transport.size()));
-  if (!wire || !staged) return Status::no_memory();
-  return run_one(std::make_unique<StagedCastStep>(job, compressor, wire, staged, scratch), reduced,
-                 job.observer);
+      job.state.scratch(CastRing::scratch_bytes(compressor, most, job.transport.size()));
+  if (!wire || !staged || !scratch) return Status::no_memory();
+  return run_pieces(job, pieces, reduced, [&](const StagedCall& piece, std::size_t) {
+    return std::make_unique<StagedCastStep>(piece, compressor, wire, staged, scratch);
+  });
 }
 
 // The gathered payloads from pinned memory (packed) to the device (strided).
@@ -213,7 +251,8 @@ class StagedTopkStep final : public scheduler::Step {
 Status staged_topk(const StagedCall& job, Reduced* reduced) {
   auto& compressor = static_cast<compressors::GatheredCompressor&>(job.compressor);
   StagingSpace& s = job.device;
-  const std::size_t n = job.call.count;
+  const auto pieces = pieces_of(job.call.count, compressor, job.partition_bytes);
+  const std::size_t n = largest(pieces);  // the buffers of the largest piece serve each
   const int ranks = job.state.size();
   TopkBuffers b;
   b.payload = compressor.compressed_bytes(n);
@@ -226,7 +265,12 @@ Status staged_topk(const StagedCall& job, Reduced* reduced) {
   b.in = grow(s.host_in, b.payload, true);
   b.out = grow(s.host_out, b.payload * ranks, true);
   if (!b.scratch || !b.dpayload || !b.gathered || !b.in || !b.out) return Status::no_memory();
-  return run_one(std::make_unique<StagedTopkStep>(job, compressor, b), reduced, job.observer);
+  return run_pieces(job, pieces, reduced, [&](const StagedCall& piece, std::size_t) {
+    TopkBuffers mine = b;
+    mine.payload = compressor.compressed_bytes(piece.call.count);
+    mine.stride = compressor.device_slot_bytes(piece.call.count);
+    return std::make_unique<StagedTopkStep>(piece, compressor, mine);
+  });
 }
 
 // Any other compressor (or a host buffer on one side): fp32 through pinned
@@ -234,8 +278,9 @@ Status staged_topk(const StagedCall& job, Reduced* reduced) {
 Status staged_host(const StagedCall& job, Reduced* reduced) {
   return through_host(job.device, job.call, [&](const float* in, float* out) {
     const AllreduceCall host{in, out, job.call.count, job.call.residual, job.call.state};
-    const RunOptions whole{0, nullptr, job.observer};  // not cut, its phases observed
-    return host_allreduce(host, job.compressor, job.transport, job.state, whole, reduced);
+    // Cut as a host-buffer rank cuts it, its phases observed.
+    const RunOptions options{job.partition_bytes, nullptr, job.observer};
+    return host_allreduce(host, job.compressor, job.transport, job.state, options, reduced);
   });
 }
 
@@ -286,7 +331,7 @@ class Lease {
 // (DeviceKernels::none: a compressor without them, a host buffer on one
 // side, buffers on two GPUs, or a top-k beyond 32-bit indices).
 compressors::DeviceKernels kernels_for(const AllreduceCall& call,
-                                       const compressors::Compressor& compressor) {
+                                       compressors::Compressor& compressor, int ranks) {
   using compressors::DeviceKernels;
   if (!is_device_pointer(call.input) || !is_device_pointer(call.output)) return DeviceKernels::none;
   // Buffers on two GPUs: our kernels run on one and could not reach the other
@@ -294,14 +339,20 @@ compressors::DeviceKernels kernels_for(const AllreduceCall& call,
   if (call.input != call.output && device_of(call.input) != device_of(call.output))
     return DeviceKernels::none;
   if (call.count > compressor.device_max_count()) return DeviceKernels::none;
+  // Top-k that a host-buffer rank would reduce sharded (its cost model, from
+  // the count and the ranks): the device route gathers, so the host
+  // algorithm's sharded one runs here too, on fp32 staged through the host.
+  if (compressor.device_kernels() == DeviceKernels::topk &&
+      reduces_sharded(compressor, call.count, ranks))
+    return DeviceKernels::none;
   return compressor.device_kernels();
 }
 
 }  // namespace
 
-bool keeps_residual_on_device(const AllreduceCall& call,
-                              const compressors::Compressor& compressor) {
-  return kernels_for(call, compressor) != compressors::DeviceKernels::none;
+bool keeps_residual_on_device(const AllreduceCall& call, compressors::Compressor& compressor,
+                              int ranks) {
+  return kernels_for(call, compressor, ranks) != compressors::DeviceKernels::none;
 }
 
 namespace {
@@ -323,11 +374,18 @@ Status on_leased_workspace(const AllreduceCall& call, StagingPool& pool, Body&& 
 
 int allreduce(const AllreduceCall& call, compressors::Compressor& compressor, CommState& state,
               backends::Transport& transport, ResidualSlot* residual, StagingPool& pool,
-              Reduced* reduced, scheduler::PhaseObserver* observer) {
+              Reduced* reduced, const RunOptions& options) {
   using compressors::DeviceKernels;
   return backends::mpi_code(on_leased_workspace(call, pool, [&](StagingSpace& workspace) {
-    const DeviceKernels kernels = kernels_for(call, compressor);
-    StagedCall job{call, compressor, state, transport, workspace, nullptr, observer};
+    const DeviceKernels kernels = kernels_for(call, compressor, transport.size());
+    StagedCall job{call,
+                   compressor,
+                   state,
+                   transport,
+                   workspace,
+                   nullptr,
+                   options.observer,
+                   options.partition_bytes};
     // A hierarchical communicator reduces fp32 inside the node: through the
     // host algorithm, as a host-buffer rank of it does.
     const bool hierarchical = state.hierarchy() && !state.hierarchy()->flat();

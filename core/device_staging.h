@@ -61,7 +61,8 @@ bool is_device_pointer(const void* ptr);
 // or top-k kernels) and so keeps its error-feedback residual there; false
 // where it would be staged through the host algorithm, whose residual is the
 // engine's host one.
-bool keeps_residual_on_device(const AllreduceCall& call, const compressors::Compressor& compressor);
+bool keeps_residual_on_device(const AllreduceCall& call, compressors::Compressor& compressor,
+                              int ranks);
 
 // One compressed allreduce of the call (fp32 values; input and output may be
 // device memory), over `transport` (the communicator behind `state`), with
@@ -75,10 +76,13 @@ bool keeps_residual_on_device(const AllreduceCall& call, const compressors::Comp
 // blocking one, so it also starts after work the caller left queued on the
 // legacy default stream. Buffers on two different GPUs are staged through the
 // host. No lock is held while MPI runs (each call leases a space of `pool`).
-// observer (SLIMREDUCE_TIMELINE; nullptr: none) is told of each phase.
+// options: the call is cut into partitions as a host-buffer call is
+// (pieces_of: host- and device-buffer ranks run the same collectives), each
+// piece after the other (options.helpers is not used: no pipelining yet);
+// options.observer (SLIMREDUCE_TIMELINE; nullptr: none) is told of each phase.
 int allreduce(const AllreduceCall& call, compressors::Compressor& compressor, CommState& state,
               backends::Transport& transport, ResidualSlot* residual, StagingPool& pool,
-              Reduced* reduced, scheduler::PhaseObserver* observer = nullptr);
+              Reduced* reduced, const RunOptions& options);
 
 // An eligible call the engine passes through uncompressed (warm-up, a tensor
 // larger than the residual cap) with device memory on either side: its fp32

@@ -7,7 +7,10 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <memory>
+#include <vector>
 
 #include "core/device_staging.h"
 #include "scheduler/plan.h"
@@ -80,6 +83,7 @@ struct StagedCall {
   StagingSpace& device;
   float* residual;                     // device, or nullptr
   scheduler::PhaseObserver* observer;  // SLIMREDUCE_TIMELINE's, or nullptr
+  std::uint64_t partition_bytes;       // SLIMREDUCE_PARTITION_BYTES (0: never cut)
   cudaStream_t stream() const { return device.stream.get(); }
 };
 
@@ -90,6 +94,16 @@ inline Status sync(const StagedCall& job) {
 // A plan of one step, run as every blocking plan is, its phases told to observer.
 Status run_one(std::unique_ptr<scheduler::Step> step, Reduced* reduced,
                scheduler::PhaseObserver* observer);
+
+// A step of one piece of a cut call: made for the piece's job (its stretch of
+// input, output and residual) and its index among the pieces.
+using PieceStep = std::function<std::unique_ptr<scheduler::Step>(const StagedCall&, std::size_t)>;
+
+// The call cut into `pieces` as the host path cuts it (pieces_of: host- and
+// device-buffer ranks run the same collectives), a step per piece, run one
+// after another (run_blocking), so the pieces can share buffers sized for the largest.
+Status run_pieces(const StagedCall& job, const std::vector<scheduler::Partition>& pieces,
+                  Reduced* reduced, const PieceStep& make_step);
 
 // PowerSGD on the GPU (DeviceKernels::low_rank): the compressor's device
 // steps, its two factors staged through pinned memory for the sums

@@ -17,12 +17,10 @@ void StagingPool::give_back(std::unique_ptr<StagingSpace>) {}
 
 bool is_device_pointer(const void*) { return false; }
 
-bool keeps_residual_on_device(const AllreduceCall&, const compressors::Compressor&) {
-  return false;
-}
+bool keeps_residual_on_device(const AllreduceCall&, compressors::Compressor&, int) { return false; }
 
 int allreduce(const AllreduceCall&, compressors::Compressor&, CommState&, backends::Transport&,
-              ResidualSlot*, StagingPool&, Reduced*, scheduler::PhaseObserver*) {
+              ResidualSlot*, StagingPool&, Reduced*, const RunOptions&) {
   return MPI_ERR_INTERN;  // unreachable: no pointer is a device pointer here
 }
 

@@ -243,7 +243,7 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
       no_room = slot == nullptr;
       const bool residual_on_device =
           device && !hierarchical &&
-          device_staging::keeps_residual_on_device(call, *policy.compressor);
+          device_staging::keeps_residual_on_device(call, *policy.compressor, state.size());
       if (slot && !residual_on_device) call.residual = slot->host_residual();
       if (slot) call.state = &slot->compressor_state;  // kept per key (PowerSGD's Q)
     }
@@ -269,11 +269,10 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
     phases.emplace(runtime_.timeline(),
                    span_args(compressor, count, 1) + (device ? ", \"memory\": \"device\"" : ""));
   }
-  const int rc = device
-                     ? device_staging::allreduce(call, compressor, state, transport, slot,
-                                                 *staging_, &reduced, phases ? &*phases : nullptr)
-                     : backends::mpi_code(host_allreduce(call, compressor, transport, state,
-                                                         run_options(phases), &reduced));
+  const int rc = device ? device_staging::allreduce(call, compressor, state, transport, slot,
+                                                    *staging_, &reduced, run_options(phases))
+                        : backends::mpi_code(host_allreduce(call, compressor, transport, state,
+                                                            run_options(phases), &reduced));
   if (rc != MPI_SUCCESS) return raise(comm, rc, "MPI_Allreduce (compressed)");
   // What the call made for its key (an owner-side residual) counts against the cap from now.
   if (slot && slot->state_uncounted())

@@ -53,24 +53,12 @@ Workspace flat_workspace(std::size_t count, compressors::Compressor& compressor,
   return {payload_bytes * static_cast<std::size_t>(ranks), payload_bytes};
 }
 
-// Where each sharded piece's owner-side residual lies in the key's state
-// (the pieces' owned shards back to back; zeroed when the layout is new):
-// nullptr each without error feedback or a key.
 std::vector<float*> owner_residuals(const AllreduceCall& call, compressors::Compressor& compressor,
                                     const backends::Transport& transport,
                                     const std::vector<std::size_t>& counts) {
-  std::vector<float*> residuals(counts.size(), nullptr);
-  if (!call.residual || !call.state) return residuals;
-  std::vector<std::size_t> offsets;
-  std::size_t total = 0;
-  for (const std::size_t count : counts) {
-    offsets.push_back(total);
-    total += algorithms::ShardedAllreduce::owned_count(*compressor.sharded_codec(), count,
-                                                       transport.size(), transport.rank());
-  }
-  if (call.state->size() != total) call.state->assign(total, 0.0f);
-  for (std::size_t i = 0; i < counts.size(); ++i) residuals[i] = call.state->data() + offsets[i];
-  return residuals;
+  return slimreduce::owner_residuals(call.state, call.residual != nullptr,
+                                     *compressor.sharded_codec(), transport.size(),
+                                     transport.rank(), counts);
 }
 
 // The compressor's flat algorithm over `transport` on count floats, picked
@@ -180,6 +168,30 @@ bool reduces_sharded(compressors::Compressor& compressor, std::size_t count, int
   return compressor.sharded_codec() && compressor.prefers_sharded(count, ranks);
 }
 
+std::vector<scheduler::Partition> pieces_of(std::size_t count,
+                                            const compressors::Compressor& compressor,
+                                            std::uint64_t partition_bytes) {
+  if (partition_bytes == 0 || compressor.aggregation() == compressors::Aggregation::low_rank)
+    return {{0, count}};
+  return scheduler::partitions(count, sizeof(float), partition_bytes);
+}
+
+std::vector<float*> owner_residuals(std::vector<float>* state, bool feeds_back,
+                                    const compressors::ShardedCodec& codec, int ranks, int rank,
+                                    const std::vector<std::size_t>& counts) {
+  std::vector<float*> residuals(counts.size(), nullptr);
+  if (!feeds_back || !state) return residuals;
+  std::vector<std::size_t> offsets;
+  std::size_t total = 0;
+  for (const std::size_t count : counts) {
+    offsets.push_back(total);
+    total += algorithms::ShardedAllreduce::owned_count(codec, count, ranks, rank);
+  }
+  if (state->size() != total) state->assign(total, 0.0f);
+  for (std::size_t i = 0; i < counts.size(); ++i) residuals[i] = state->data() + offsets[i];
+  return residuals;
+}
+
 Status host_allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
                       backends::Transport& transport, CommState& state, Reduced* reduced) {
   return host_allreduce(call, compressor, transport, state, RunOptions{}, reduced);
@@ -201,13 +213,8 @@ Status host_allreduce(const AllreduceCall& call, compressors::Compressor& compre
     sharded = reduces_sharded(compressor, call.count, transport.size());
     // A low-rank call is one matrix with one Q: never cut (a partition would
     // be another matrix, with a Q of its own; docs/architecture.md, "Low rank").
-    const bool whole = options.partition_bytes == 0 ||
-                       compressor.aggregation() == compressors::Aggregation::low_rank;
     add_partitions(call, compressor, transport, state,
-                   whole
-                       ? std::vector<scheduler::Partition>{{0, call.count}}
-                       : scheduler::partitions(call.count, sizeof(float), options.partition_bytes),
-                   sharded, plan);
+                   pieces_of(call.count, compressor, options.partition_bytes), sharded, plan);
   }
   reduced->sharded = sharded;
   SLIMREDUCE_TRY(run_plan(plan, options));

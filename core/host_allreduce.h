@@ -15,6 +15,7 @@
 #include "backends/transport.h"
 #include "compressors/compressor.h"
 #include "core/comm_state.h"
+#include "scheduler/partition.h"
 #include "scheduler/pipeline.h"
 #include "scheduler/plan.h"
 
@@ -48,6 +49,21 @@ struct RunOptions {
 // Whether a flat call of count values over `ranks` goes sharded
 // (algorithms/sharded.h): the compressor's answer, the same on every rank.
 bool reduces_sharded(compressors::Compressor& compressor, std::size_t count, int ranks);
+
+// The pieces a flat call of count values is reduced in (scheduler/partition.h):
+// cut by partition_bytes (0: never), never a low-rank call (one matrix, one
+// Q). Host- and device-buffer calls are cut alike, so that their ranks run the
+// same collectives and get the same bits.
+std::vector<scheduler::Partition> pieces_of(std::size_t count,
+                                            const compressors::Compressor& compressor,
+                                            std::uint64_t partition_bytes);
+
+// Where each sharded piece's owner-side residual lies in the key's state
+// (the pieces' owned shards back to back; zeroed when the layout is new):
+// nullptr each without error feedback or a key.
+std::vector<float*> owner_residuals(std::vector<float>* state, bool feeds_back,
+                                    const compressors::ShardedCodec& codec, int ranks, int rank,
+                                    const std::vector<std::size_t>& counts);
 
 // Leaves the sum in call.output, bit-identical on every rank. Workspace is
 // the communicator's, all taken before the first compress step writes a
