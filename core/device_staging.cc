@@ -19,20 +19,21 @@
 #include "core/cuda_support.h"
 #include "core/device_staging_internal.h"
 #include "core/residuals.h"
+#include "scheduler/pipeline.h"
 #include "scheduler/plan.h"
 
 namespace slimreduce::device_staging {
 namespace {
 
-// The call's fp32 values through pinned memory: copied in, `reduce(in, out)`
-// on the host copies, the result copied back out.
+// The call's fp32 values through pinned memory (in_buffer, out_buffer):
+// copied in, `reduce(in, out)` on the host copies, the result copied back out.
 template <class Reduce>
-Status through_host(StagingSpace& s, const AllreduceCall& call, Reduce&& reduce) {
+Status through_host(PinnedBuffer& in_buffer, PinnedBuffer& out_buffer, cudaStream_t stream,
+                    const AllreduceCall& call, Reduce&& reduce) {
   const std::size_t bytes = call.count * sizeof(float);
-  std::byte* in = grow(s.host_in, bytes, true);
-  std::byte* out = grow(s.host_out, bytes, true);
+  std::byte* in = grow(in_buffer, bytes, true);
+  std::byte* out = grow(out_buffer, bytes, true);
   if (!in || !out) return Status::no_memory();
-  cudaStream_t stream = s.stream.get();
   SLIMREDUCE_TRY(cuda_status(cudaMemcpyAsync(in, call.input, bytes, cudaMemcpyDefault, stream)));
   SLIMREDUCE_TRY(cuda_status(cudaStreamSynchronize(stream)));
   SLIMREDUCE_TRY(reduce(reinterpret_cast<const float*>(in), reinterpret_cast<float*>(out)));
@@ -56,6 +57,8 @@ class StagedCastStep final : public scheduler::Step {
         ring_(job.transport, compressor, job.call.count, staged, scratch) {}
 
   Status compress() override {
+    const DeviceGuard guard(job_.device.device);  // on the pipeline's helper too
+    if (!guard.ok()) return Status::cuda(cudaErrorInvalidDevice);
     SLIMREDUCE_TRY(cuda_status(compressor_.device_compress(job_.call.input, job_.residual,
                                                            job_.call.count, wire_, stream())));
     SLIMREDUCE_TRY(
@@ -63,14 +66,18 @@ class StagedCastStep final : public scheduler::Step {
     return sync(job_);
   }
   // The ring on the staged wire; an fp16 sum that left fp16's range is
-  // rerun (algorithms/rescued_cast_ring.h), decided alike on every rank.
+  // rerun (algorithms/rescued_cast_ring.h), decided alike on every rank, here:
+  // the rerun reduces over MPI, which only the caller's thread may call.
   Status communicate() override {
     SLIMREDUCE_TRY(ring_.communicate());
-    if (!compressor_.wire_finite(staged_, job_.call.count)) rescue_ = compressor_.overflow_rescue();
-    return {};
+    if (compressor_.wire_finite(staged_, job_.call.count)) return {};
+    rescue_ = compressor_.overflow_rescue();
+    return rescue();
   }
   Status finish() override {
-    if (rescue_) return rescue();
+    const DeviceGuard guard(job_.device.device);  // on the pipeline's helper too
+    if (!guard.ok()) return Status::cuda(cudaErrorInvalidDevice);
+    if (rescue_) return {};  // the rerun wrote the output
     SLIMREDUCE_TRY(
         cuda_status(cudaMemcpyAsync(wire_, staged_, bytes_, cudaMemcpyHostToDevice, stream())));
     SLIMREDUCE_TRY(cuda_status(
@@ -79,6 +86,7 @@ class StagedCastStep final : public scheduler::Step {
   }
   double wire_sent() const override { return ring_.wire_sent() + rescue_sent_; }
   std::size_t overflow_rescued() const override { return rescue_ ? 1 : 0; }
+  bool local_phases() const override { return true; }  // kernels and copies alone
 
  private:
   cudaStream_t stream() const { return job_.stream(); }
@@ -89,13 +97,15 @@ class StagedCastStep final : public scheduler::Step {
     if (job_.residual) {
       SLIMREDUCE_TRY(cuda_status(cudaMemsetAsync(job_.residual, 0, n * sizeof(float), stream())));
     }
-    return through_host(job_.device, job_.call, [&](const float* in, float* out) {
-      Reduced rescued;
-      SLIMREDUCE_TRY(
-          host_allreduce({in, out, n, nullptr}, *rescue_, job_.transport, job_.state, &rescued));
-      rescue_sent_ = rescued.wire_sent;
-      return Status{};
-    });
+    StagingSpace& s = job_.device;
+    return through_host(s.rescue_in, s.rescue_out, stream(), job_.call,
+                        [&](const float* in, float* out) {
+                          Reduced rescued;
+                          SLIMREDUCE_TRY(host_allreduce({in, out, n, nullptr}, *rescue_,
+                                                        job_.transport, job_.state, &rescued));
+                          rescue_sent_ = rescued.wire_sent;
+                          return Status{};
+                        });
   }
 
   const StagedCall& job_;
@@ -112,18 +122,21 @@ class StagedCastStep final : public scheduler::Step {
 
 namespace {
 
-Status run_plan(const scheduler::Plan& plan, Reduced* reduced, scheduler::PhaseObserver* observer) {
-  SLIMREDUCE_TRY(scheduler::run_blocking(plan, observer));
+// Pipelined where `helpers` gives a helper thread and every step's compress
+// and finish are local, else step after step: the same bits.
+Status run_plan(const scheduler::Plan& plan, Reduced* reduced, scheduler::PhaseObserver* observer,
+                scheduler::HelperPool* helpers = nullptr) {
+  if (helpers && scheduler::can_pipeline(plan)) {
+    scheduler::HelperPool::Lease lease = helpers->lease();
+    SLIMREDUCE_TRY(lease.get() ? scheduler::run_pipelined(plan, *lease.get(), observer)
+                               : scheduler::run_blocking(plan, observer));
+  } else {
+    SLIMREDUCE_TRY(scheduler::run_blocking(plan, observer));
+  }
   reduced->wire_sent = plan.wire_sent();
   reduced->overflow_rescued = plan.overflow_rescued() > 0;
   reduced->partitions = plan.size();
   return {};
-}
-
-std::size_t largest(const std::vector<scheduler::Partition>& pieces) {
-  std::size_t most = 0;
-  for (const scheduler::Partition& piece : pieces) most = std::max(most, piece.count);
-  return most;
 }
 
 }  // namespace
@@ -148,10 +161,10 @@ Status run_pieces(const StagedCall& job, const std::vector<scheduler::Partition>
                      whole.state, piece.count == whole.count ? whole.rows : 0});
     jobs.push_back({calls.back(), job.compressor, job.state, job.transport, job.device,
                     job.residual ? job.residual + piece.begin : nullptr, job.observer,
-                    job.partition_bytes});
+                    job.partition_bytes, job.helpers});
     plan.add(make_step(jobs.back(), i));
   }
-  return run_plan(plan, reduced, job.observer);
+  return run_plan(plan, reduced, job.observer, job.helpers);
 }
 
 namespace {
@@ -160,15 +173,20 @@ Status staged_cast(const StagedCall& job, Reduced* reduced) {
   using algorithms::CastRing;
   auto& compressor = static_cast<compressors::SummableCompressor&>(job.compressor);
   const auto pieces = pieces_of(job.call.count, compressor, job.partition_bytes);
-  const std::size_t most = largest(pieces);
-  const std::size_t bytes = CastRing::wire_bytes(compressor, most);
-  std::byte* wire = grow(job.device.wire, bytes, false);
-  std::byte* staged = grow(job.device.host_in, bytes, true);
-  std::byte* scratch =
-      job.state.scratch(CastRing::scratch_bytes(compressor, most, job.transport.size()));
+  const int ranks = job.transport.size();
+  std::size_t wire_total = 0, scratch_total = 0;
+  const auto wire_at = piece_offsets(
+      pieces, [&](std::size_t n) { return CastRing::wire_bytes(compressor, n); }, &wire_total);
+  const auto scratch_at = piece_offsets(
+      pieces, [&](std::size_t n) { return CastRing::scratch_bytes(compressor, n, ranks); },
+      &scratch_total);
+  std::byte* wire = grow(job.device.wire, wire_total, false);
+  std::byte* staged = grow(job.device.host_in, wire_total, true);
+  std::byte* scratch = job.state.scratch(scratch_total);
   if (!wire || !staged || !scratch) return Status::no_memory();
-  return run_pieces(job, pieces, reduced, [&](const StagedCall& piece, std::size_t) {
-    return std::make_unique<StagedCastStep>(piece, compressor, wire, staged, scratch);
+  return run_pieces(job, pieces, reduced, [&](const StagedCall& piece, std::size_t i) {
+    return std::make_unique<StagedCastStep>(piece, compressor, wire + wire_at[i],
+                                            staged + wire_at[i], scratch + scratch_at[i]);
   });
 }
 
@@ -223,6 +241,8 @@ class StagedTopkStep final : public scheduler::Step {
                 buffers.out) {}
 
   Status compress() override {
+    const DeviceGuard guard(job_.device.device);  // on the pipeline's helper too
+    if (!guard.ok()) return Status::cuda(cudaErrorInvalidDevice);
     SLIMREDUCE_TRY(cuda_status(
         compressor_.device_compress(compressors::Elem::fp32, job_.call.input, job_.residual,
                                     job_.call.count, b_.dpayload, b_.scratch, job_.stream())));
@@ -232,6 +252,8 @@ class StagedTopkStep final : public scheduler::Step {
   }
   Status communicate() override { return gather_.communicate(); }
   Status finish() override {
+    const DeviceGuard guard(job_.device.device);  // on the pipeline's helper too
+    if (!guard.ok()) return Status::cuda(cudaErrorInvalidDevice);
     const int ranks = job_.state.size();
     SLIMREDUCE_TRY(gathered_to_device(job_, b_.gathered, b_.out, b_.payload, b_.stride, ranks));
     SLIMREDUCE_TRY(cuda_status(compressor_.device_finish(
@@ -240,6 +262,7 @@ class StagedTopkStep final : public scheduler::Step {
     return sync(job_);
   }
   double wire_sent() const override { return gather_.wire_sent(); }
+  bool local_phases() const override { return true; }  // kernels and copies alone
 
  private:
   const StagedCall& job_;
@@ -252,36 +275,55 @@ Status staged_topk(const StagedCall& job, Reduced* reduced) {
   auto& compressor = static_cast<compressors::GatheredCompressor&>(job.compressor);
   StagingSpace& s = job.device;
   const auto pieces = pieces_of(job.call.count, compressor, job.partition_bytes);
-  const std::size_t n = largest(pieces);  // the buffers of the largest piece serve each
-  const int ranks = job.state.size();
-  TopkBuffers b;
-  b.payload = compressor.compressed_bytes(n);
-  b.stride = compressor.device_slot_bytes(n);
-  const std::size_t scratch_bytes = std::max(compressor.device_compress_scratch_bytes(n),
-                                             compressor.device_finish_scratch_bytes(n, ranks));
-  b.scratch = grow(s.scratch, scratch_bytes, false);
-  b.dpayload = grow(s.wire, b.stride, false);
-  b.gathered = grow(s.gathered, b.stride * ranks, false);
-  b.in = grow(s.host_in, b.payload, true);
-  b.out = grow(s.host_out, b.payload * ranks, true);
-  if (!b.scratch || !b.dpayload || !b.gathered || !b.in || !b.out) return Status::no_memory();
-  return run_pieces(job, pieces, reduced, [&](const StagedCall& piece, std::size_t) {
-    TopkBuffers mine = b;
-    mine.payload = compressor.compressed_bytes(piece.call.count);
-    mine.stride = compressor.device_slot_bytes(piece.call.count);
-    return std::make_unique<StagedTopkStep>(piece, compressor, mine);
+  const auto ranks = static_cast<std::size_t>(job.state.size());
+  // Each piece's stretch of each buffer (a piece's top-k is its own).
+  std::size_t scratch_total = 0, slot_total = 0, gathered_total = 0, in_total = 0, out_total = 0;
+  const auto scratch_at = piece_offsets(
+      pieces,
+      [&](std::size_t n) {
+        return std::max(compressor.device_compress_scratch_bytes(n),
+                        compressor.device_finish_scratch_bytes(n, static_cast<int>(ranks)));
+      },
+      &scratch_total);
+  const auto slot_at = piece_offsets(
+      pieces, [&](std::size_t n) { return compressor.device_slot_bytes(n); }, &slot_total);
+  const auto gathered_at = piece_offsets(
+      pieces, [&](std::size_t n) { return compressor.device_slot_bytes(n) * ranks; },
+      &gathered_total);
+  const auto in_at = piece_offsets(
+      pieces, [&](std::size_t n) { return compressor.compressed_bytes(n); }, &in_total);
+  const auto out_at = piece_offsets(
+      pieces, [&](std::size_t n) { return compressor.compressed_bytes(n) * ranks; }, &out_total);
+  std::byte* scratch = grow(s.scratch, scratch_total, false);
+  std::byte* dpayload = grow(s.wire, slot_total, false);
+  std::byte* gathered = grow(s.gathered, gathered_total, false);
+  std::byte* in = grow(s.host_in, in_total, true);
+  std::byte* out = grow(s.host_out, out_total, true);
+  if (!scratch || !dpayload || !gathered || !in || !out) return Status::no_memory();
+  return run_pieces(job, pieces, reduced, [&](const StagedCall& piece, std::size_t i) {
+    TopkBuffers b;
+    b.payload = compressor.compressed_bytes(piece.call.count);
+    b.stride = compressor.device_slot_bytes(piece.call.count);
+    b.scratch = scratch + scratch_at[i];
+    b.dpayload = dpayload + slot_at[i];
+    b.gathered = gathered + gathered_at[i];
+    b.in = in + in_at[i];
+    b.out = out + out_at[i];
+    return std::make_unique<StagedTopkStep>(piece, compressor, b);
   });
 }
 
 // Any other compressor (or a host buffer on one side): fp32 through pinned
 // memory and the host algorithm, with the engine's host residual.
 Status staged_host(const StagedCall& job, Reduced* reduced) {
-  return through_host(job.device, job.call, [&](const float* in, float* out) {
-    const AllreduceCall host{in, out, job.call.count, job.call.residual, job.call.state};
-    // Cut as a host-buffer rank cuts it, its phases observed.
-    const RunOptions options{job.partition_bytes, nullptr, job.observer};
-    return host_allreduce(host, job.compressor, job.transport, job.state, options, reduced);
-  });
+  StagingSpace& s = job.device;
+  return through_host(
+      s.host_in, s.host_out, job.stream(), job.call, [&](const float* in, float* out) {
+        const AllreduceCall host{in, out, job.call.count, job.call.residual, job.call.state};
+        // Cut as a host-buffer rank cuts it, its phases observed.
+        const RunOptions options{job.partition_bytes, nullptr, job.observer};
+        return host_allreduce(host, job.compressor, job.transport, job.state, options, reduced);
+      });
 }
 
 int device_of(const void* ptr) {
@@ -385,7 +427,8 @@ int allreduce(const AllreduceCall& call, compressors::Compressor& compressor, Co
                    workspace,
                    nullptr,
                    options.observer,
-                   options.partition_bytes};
+                   options.partition_bytes,
+                   options.helpers};
     // A hierarchical communicator reduces fp32 inside the node: through the
     // host algorithm, as a host-buffer rank of it does.
     const bool hierarchical = state.hierarchy() && !state.hierarchy()->flat();
@@ -412,10 +455,12 @@ int passed_through_allreduce(const AllreduceCall& call, MPI_Datatype datatype, M
                              MPI_Comm comm, StagingPool& pool, int* mpi_rc) {
   *mpi_rc = MPI_SUCCESS;
   const Status status = on_leased_workspace(call, pool, [&](StagingSpace& workspace) {
-    return through_host(workspace, call, [&](const float* in, float* out) {
-      *mpi_rc = backends::mpi::allreduce(in, out, static_cast<int>(call.count), datatype, op, comm);
-      return Status::mpi(*mpi_rc);
-    });
+    return through_host(workspace.host_in, workspace.host_out, workspace.stream.get(), call,
+                        [&](const float* in, float* out) {
+                          *mpi_rc = backends::mpi::allreduce(in, out, static_cast<int>(call.count),
+                                                             datatype, op, comm);
+                          return Status::mpi(*mpi_rc);
+                        });
   });
   // MPI's own error: MPI raised it on comm already.
   return *mpi_rc != MPI_SUCCESS ? MPI_SUCCESS : backends::mpi_code(status);

@@ -77,9 +77,9 @@ bool keeps_residual_on_device(const AllreduceCall& call, compressors::Compressor
 // legacy default stream. Buffers on two different GPUs are staged through the
 // host. No lock is held while MPI runs (each call leases a space of `pool`).
 // options: the call is cut into partitions as a host-buffer call is
-// (pieces_of: host- and device-buffer ranks run the same collectives), each
-// piece after the other (options.helpers is not used: no pipelining yet);
-// options.observer (SLIMREDUCE_TIMELINE; nullptr: none) is told of each phase.
+// (pieces_of: host- and device-buffer ranks run the same collectives), the
+// pieces pipelined where options.helpers gives a helper thread (the same
+// bits); options.observer (SLIMREDUCE_TIMELINE; nullptr: none) is told of each phase.
 int allreduce(const AllreduceCall& call, compressors::Compressor& compressor, CommState& state,
               backends::Transport& transport, ResidualSlot* residual, StagingPool& pool,
               Reduced* reduced, const RunOptions& options);

@@ -60,7 +60,25 @@ struct StagingSpace {
   std::unique_ptr<CUstream_st, StreamDelete> stream;
   DeviceBuffer wire, scratch, gathered;
   PinnedBuffer host_in, host_out;
+  // An fp16 overflow's rerun as fp32: its own, so that it never moves the
+  // pinned buffers other pieces of the call hold.
+  PinnedBuffer rescue_in, rescue_out;
 };
+
+// Where each piece's stretch of a buffer shared by a cut call's pieces begins:
+// 256-byte aligned, each piece's bytes from `bytes(piece count)`. total: the
+// buffer's size.
+template <class Bytes>
+std::vector<std::size_t> piece_offsets(const std::vector<scheduler::Partition>& pieces,
+                                       Bytes&& bytes, std::size_t* total) {
+  std::vector<std::size_t> offsets;
+  *total = 0;
+  for (const scheduler::Partition& piece : pieces) {
+    offsets.push_back(*total);
+    *total += (bytes(piece.count) + 255) / 256 * 256;
+  }
+  return offsets;
+}
 
 // A failed CUDA step, as a Status (the error cleared, so it never reaches a
 // later check): the caller sees an MPI error (backends::mpi_code), never a
@@ -84,6 +102,7 @@ struct StagedCall {
   float* residual;                     // device, or nullptr
   scheduler::PhaseObserver* observer;  // SLIMREDUCE_TIMELINE's, or nullptr
   std::uint64_t partition_bytes;       // SLIMREDUCE_PARTITION_BYTES (0: never cut)
+  scheduler::HelperPool* helpers;      // pipelining's helpers (nullptr: pieces in turn)
   cudaStream_t stream() const { return device.stream.get(); }
 };
 
@@ -100,8 +119,10 @@ Status run_one(std::unique_ptr<scheduler::Step> step, Reduced* reduced,
 using PieceStep = std::function<std::unique_ptr<scheduler::Step>(const StagedCall&, std::size_t)>;
 
 // The call cut into `pieces` as the host path cuts it (pieces_of: host- and
-// device-buffer ranks run the same collectives), a step per piece, run one
-// after another (run_blocking), so the pieces can share buffers sized for the largest.
+// device-buffer ranks run the same collectives), a step per piece, each on
+// buffers of its own: pipelined where job.helpers gives a helper thread (its
+// compress and finish, CUDA only, on the helper; the collectives on the
+// caller's thread), else one after another. The same bits either way.
 Status run_pieces(const StagedCall& job, const std::vector<scheduler::Partition>& pieces,
                   Reduced* reduced, const PieceStep& make_step);
 

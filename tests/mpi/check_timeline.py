@@ -13,7 +13,9 @@ ends before its DECOMPRESS begins.
 
 With --device (MPI_Allreduce on device buffers, the MPI path's device routes): no QUEUE or
 FUSE needed; each of COMPRESS, COMMUNICATE and DECOMPRESS has spans whose args say
-"memory": "device", and each device call's three come in that order.
+"memory": "device", and each device call's three come in that order; with --partitioned too,
+some device piece's phase is on the helper's lane (the pieces pipelined), and the order is
+--partitioned's.
 
 With --nccl (ncclAllReduce, spans from CUDA events): no QUEUE or FUSE needed; every device span
 says "path": "nccl" and sits on a stream's lane (tid 2 and up); on each lane the spans come as
@@ -73,13 +75,17 @@ def partition_failures(path, events):
     return failures
 
 
-def device_failures(path, events):
+def device_failures(path, events, partitioned):
     """What is wrong with the device calls' spans of one rank's timeline."""
     device = sorted((e for e in events if e.get("args", {}).get("memory") == "device"),
                     key=lambda e: e["ts"])
     names = [e["name"] for e in device]
     failures = [f"{path}: no {name} span of a device call" for name in
                 ("COMPRESS", "COMMUNICATE", "DECOMPRESS") if name not in names]
+    if partitioned:  # pipelined pieces overlap: their order is partition_failures' to check
+        if not any(e["tid"] == 1 and "partition" in e["args"] for e in device):
+            failures.append(f"{path}: no device piece's phase on the helper's lane")
+        return failures
     # One call after another on one thread: the phases repeat in order.
     expected = ["COMPRESS", "COMMUNICATE", "DECOMPRESS"] * (len(names) // 3)
     if names != expected:
@@ -161,7 +167,7 @@ def main():
             if args.partitioned:
                 failures += partition_failures(path, events)
             if args.device:
-                failures += device_failures(path, events)
+                failures += device_failures(path, events, args.partitioned)
             if args.nccl:
                 failures += nccl_failures(path, events, args.after_group)
             if rank == 0 and not failures:
