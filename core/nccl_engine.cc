@@ -2,7 +2,6 @@
 
 #include <sched.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <set>
 #include <thread>
@@ -457,44 +456,14 @@ void NcclEngine::warn_no_residual_in_graph() {
 std::optional<NcclTimeline::Group> NcclEngine::time_group(const GroupPlan& plan) {
   Timeline& timeline = runtime_.timeline();
   if (!timeline.on()) return std::nullopt;
-  struct Timed {
-    cudaStream_t stream;
-    int device;
-    std::uint64_t count = 0, bytes = 0;
-    std::size_t calls = 0;
-    bool after_group = false;  // a step with collectives after the group's end
-  };
-  std::vector<Timed> streams;  // in the order of their first compressed call
-  for (const CallPlan& p : plan.calls) {
-    if (!p.compressed) continue;
-    const auto stream = static_cast<cudaStream_t>(p.call.stream);
-    auto it = std::find_if(streams.begin(), streams.end(),
-                           [&](const Timed& t) { return t.stream == stream; });
-    if (it == streams.end()) {
-      if (is_capturing(stream)) continue;  // an event there would be a node of the graph
-      it = streams.insert(streams.end(), Timed{stream, p.comm->device});
-    }
-    it->count += p.call.count;
-    it->bytes += p.call.count * nccl_type_bytes(p.call.datatype);
-    ++it->calls;
-    it->after_group = it->after_group || p.hierarchical ||
-                      p.call.verdict.path == ReductionPath::low_rank ||
-                      p.call.verdict.path == ReductionPath::sharded;
-  }
+  std::vector<TimedStream> streams = timed_streams(plan);
   if (streams.empty()) return std::nullopt;
   {
     std::lock_guard lock(mutex_);
     if (!timeline_) timeline_ = std::make_unique<NcclTimeline>(timeline);
   }
-  const std::string compressor(plan.compressor().name());
   NcclTimeline::Group group = timeline_->start();
-  for (const Timed& t : streams) {
-    group.add(t.stream, t.device,
-              "\"compressor\": \"" + compressor + "\", \"count\": " + std::to_string(t.count) +
-                  ", \"bytes\": " + std::to_string(t.bytes) + ", \"calls\": " +
-                  std::to_string(t.calls) + ", \"memory\": \"device\", \"path\": \"nccl\"" +
-                  (t.after_group ? ", \"after_group\": true" : ""));
-  }
+  for (TimedStream& t : streams) group.add(t.stream, t.device, std::move(t.args));
   return group;
 }
 

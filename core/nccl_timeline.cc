@@ -1,6 +1,8 @@
 #include "core/nccl_timeline.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <thread>
 
 #include "core/cuda_support.h"
@@ -14,6 +16,44 @@ constexpr int kFirstLane = 2;  // after the caller's (0) and the pipeline helper
 constexpr double kDrainSeconds = 5;
 
 }  // namespace
+
+std::vector<TimedStream> timed_streams(const GroupPlan& plan) {
+  struct Tally {
+    cudaStream_t stream;
+    int device;
+    std::uint64_t count = 0, bytes = 0;
+    std::size_t calls = 0;
+    bool after_group = false;
+  };
+  std::vector<Tally> tallies;
+  for (const CallPlan& p : plan.calls) {
+    if (!p.compressed) continue;
+    const auto stream = static_cast<cudaStream_t>(p.call.stream);
+    auto it = std::find_if(tallies.begin(), tallies.end(),
+                           [&](const Tally& t) { return t.stream == stream; });
+    if (it == tallies.end()) {
+      if (is_capturing(stream)) continue;
+      it = tallies.insert(tallies.end(), Tally{stream, p.comm->device});
+    }
+    it->count += p.call.count;
+    it->bytes += p.call.count * nccl_type_bytes(p.call.datatype);
+    ++it->calls;
+    it->after_group = it->after_group || p.hierarchical ||
+                      p.call.verdict.path == ReductionPath::low_rank ||
+                      p.call.verdict.path == ReductionPath::sharded;
+  }
+  std::vector<TimedStream> streams;
+  const std::string compressor(tallies.empty() ? "" : plan.compressor().name());
+  for (const Tally& t : tallies) {
+    streams.push_back(
+        {t.stream, t.device,
+         "\"compressor\": \"" + compressor + "\", \"count\": " + std::to_string(t.count) +
+             ", \"bytes\": " + std::to_string(t.bytes) + ", \"calls\": " + std::to_string(t.calls) +
+             ", \"memory\": \"device\", \"path\": \"nccl\"" +
+             (t.after_group ? ", \"after_group\": true" : "")});
+  }
+  return streams;
+}
 
 NcclTimeline::~NcclTimeline() {
   for (Group& group : pending_) {

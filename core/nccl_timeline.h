@@ -30,9 +30,22 @@
 #include <string>
 #include <vector>
 
+#include "core/nccl_plan.h"
 #include "core/timeline.h"
 
 namespace slimreduce {
+
+// A stream of a planned group's compressed calls, to be timed: not one being
+// captured into a graph (an event there would be a node of it). args: its
+// spans' (compressor, values, bytes and calls on it; "after_group" where a
+// step runs collectives after the group's end: PowerSGD, int8, hierarchical).
+struct TimedStream {
+  cudaStream_t stream;
+  int device;
+  std::string args;
+};
+// In the order of each stream's first compressed call.
+std::vector<TimedStream> timed_streams(const GroupPlan& plan);
 
 class NcclTimeline {
  public:
