@@ -200,11 +200,13 @@ if [ -x "$B/nccl_app" ]; then
       timeout 60 "$B/nccl_app" >> "$OUT/nccl_app.log" 2>&1
     rc=$?
     [ $rc = 124 ] && hung=nccl_app  # a hang would hang the next runs too: save their time
+    [ $rc = 77 ] && no_gpu=1        # the program found no GPU (a SKIP row)
     fails=$(sed -n "/=== SLIMREDUCE_COMPRESSOR=$compressor\$/,\$p" "$OUT/nccl_app.log" | grep -c '^FAIL')
     row "nccl_app $compressor" "$(verdict $rc)" "rc $rc, $fails failed checks"
   done
   # SLIMREDUCE_TIMELINE on the NCCL path: spans from CUDA events, checked as in CI's host simulation.
   for compressor in fp16 int8; do
+    [ "${no_gpu:-}" = 1 ] && { row "nccl timeline $compressor" SKIP "no GPU (nccl_app said 77)"; continue; }
     [ "$(left)" -lt 100 ] || [ "${hung:-}" = nccl_app ] && { row "nccl timeline $compressor" SKIP "out of time or hung"; continue; }
     log "nccl timeline $compressor"
     echo "=== timeline $compressor" >> "$OUT/nccl_app.log"
