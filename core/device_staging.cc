@@ -182,7 +182,10 @@ Status staged_cast(const StagedCall& job, Reduced* reduced) {
       &scratch_total);
   std::byte* wire = grow(job.device.wire, wire_total, false);
   std::byte* staged = grow(job.device.host_in, wire_total, true);
-  std::byte* scratch = job.state.scratch(scratch_total);
+  // The rings' scratch is the workspace's, not the communicator's: a piece's
+  // overflow rerun reduces through the host path, which may grow the
+  // communicator's scratch and so move what later pieces hold.
+  std::byte* scratch = grow(job.device.host_out, scratch_total, true);
   if (!wire || !staged || !scratch) return Status::no_memory();
   return run_pieces(job, pieces, reduced, [&](const StagedCall& piece, std::size_t i) {
     return std::make_unique<StagedCastStep>(piece, compressor, wire + wire_at[i],
