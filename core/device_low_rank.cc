@@ -162,7 +162,7 @@ Status staged_low_rank(const StagedCall& job, Reduced* reduced) {
   b.q_padded = layout.sums.q_padded;
   b.sums = {host, host + layout.sums.block};
   return run_one(std::make_unique<StagedLowRankStep>(job, compressor, shape, b), reduced,
-                 job.observer);
+                 job.options.observer);
 }
 
 }  // namespace slimreduce::device_staging

@@ -85,7 +85,7 @@ Status staged_sharded(const StagedCall& job, Reduced* reduced) {
   using algorithms::ShardedAllreduce;
   auto& compressor = static_cast<compressors::ShardedCompressor&>(job.compressor);
   const int ranks = job.transport.size(), rank = job.transport.rank();
-  const auto pieces = pieces_of(job.call.count, compressor, job.partition_bytes);
+  const auto pieces = pieces_of(job.call.count, compressor, job.options.partition_bytes);
   std::vector<std::size_t> counts;
   for (const scheduler::Partition& piece : pieces) counts.push_back(piece.count);
   // Each piece's stretch of each buffer, and its owner-side residual: its

@@ -19,7 +19,6 @@
 #include "core/cuda_support.h"
 #include "core/device_staging_internal.h"
 #include "core/residuals.h"
-#include "scheduler/pipeline.h"
 #include "scheduler/plan.h"
 
 namespace slimreduce::device_staging {
@@ -120,32 +119,11 @@ class StagedCastStep final : public scheduler::Step {
 
 }  // namespace
 
-namespace {
-
-// Pipelined where `helpers` gives a helper thread and every step's compress
-// and finish are local, else step after step: the same bits.
-Status run_plan(const scheduler::Plan& plan, Reduced* reduced, scheduler::PhaseObserver* observer,
-                scheduler::HelperPool* helpers = nullptr) {
-  if (helpers && scheduler::can_pipeline(plan)) {
-    scheduler::HelperPool::Lease lease = helpers->lease();
-    SLIMREDUCE_TRY(lease.get() ? scheduler::run_pipelined(plan, *lease.get(), observer)
-                               : scheduler::run_blocking(plan, observer));
-  } else {
-    SLIMREDUCE_TRY(scheduler::run_blocking(plan, observer));
-  }
-  reduced->wire_sent = plan.wire_sent();
-  reduced->overflow_rescued = plan.overflow_rescued() > 0;
-  reduced->partitions = plan.size();
-  return {};
-}
-
-}  // namespace
-
 Status run_one(std::unique_ptr<scheduler::Step> step, Reduced* reduced,
                scheduler::PhaseObserver* observer) {
   scheduler::Plan plan;
   plan.add(std::move(step));
-  return run_plan(plan, reduced, observer);
+  return run_plan(plan, RunOptions{0, nullptr, observer}, reduced);
 }
 
 Status run_pieces(const StagedCall& job, const std::vector<scheduler::Partition>& pieces,
@@ -160,11 +138,10 @@ Status run_pieces(const StagedCall& job, const std::vector<scheduler::Partition>
     calls.push_back({whole.input + piece.begin, whole.output + piece.begin, piece.count, nullptr,
                      whole.state, piece.count == whole.count ? whole.rows : 0});
     jobs.push_back({calls.back(), job.compressor, job.state, job.transport, job.device,
-                    job.residual ? job.residual + piece.begin : nullptr, job.observer,
-                    job.partition_bytes, job.helpers});
+                    job.residual ? job.residual + piece.begin : nullptr, job.options});
     plan.add(make_step(jobs.back(), i));
   }
-  return run_plan(plan, reduced, job.observer, job.helpers);
+  return run_plan(plan, job.options, reduced);
 }
 
 namespace {
@@ -172,7 +149,7 @@ namespace {
 Status staged_cast(const StagedCall& job, Reduced* reduced) {
   using algorithms::CastRing;
   auto& compressor = static_cast<compressors::SummableCompressor&>(job.compressor);
-  const auto pieces = pieces_of(job.call.count, compressor, job.partition_bytes);
+  const auto pieces = pieces_of(job.call.count, compressor, job.options.partition_bytes);
   const int ranks = job.transport.size();
   std::size_t wire_total = 0, scratch_total = 0;
   const auto wire_at = piece_offsets(
@@ -277,7 +254,7 @@ class StagedTopkStep final : public scheduler::Step {
 Status staged_topk(const StagedCall& job, Reduced* reduced) {
   auto& compressor = static_cast<compressors::GatheredCompressor&>(job.compressor);
   StagingSpace& s = job.device;
-  const auto pieces = pieces_of(job.call.count, compressor, job.partition_bytes);
+  const auto pieces = pieces_of(job.call.count, compressor, job.options.partition_bytes);
   const auto ranks = static_cast<std::size_t>(job.state.size());
   // Each piece's stretch of each buffer (a piece's top-k is its own).
   std::size_t scratch_total = 0, slot_total = 0, gathered_total = 0, in_total = 0, out_total = 0;
@@ -324,7 +301,7 @@ Status staged_host(const StagedCall& job, Reduced* reduced) {
       s.host_in, s.host_out, job.stream(), job.call, [&](const float* in, float* out) {
         const AllreduceCall host{in, out, job.call.count, job.call.residual, job.call.state};
         // Cut as a host-buffer rank cuts it, its phases observed.
-        const RunOptions options{job.partition_bytes, nullptr, job.observer};
+        const RunOptions options{job.options.partition_bytes, nullptr, job.options.observer};
         return host_allreduce(host, job.compressor, job.transport, job.state, options, reduced);
       });
 }
@@ -423,15 +400,7 @@ int allreduce(const AllreduceCall& call, compressors::Compressor& compressor, Co
   using compressors::DeviceKernels;
   return backends::mpi_code(on_leased_workspace(call, pool, [&](StagingSpace& workspace) {
     const DeviceKernels kernels = kernels_for(call, compressor, transport.size());
-    StagedCall job{call,
-                   compressor,
-                   state,
-                   transport,
-                   workspace,
-                   nullptr,
-                   options.observer,
-                   options.partition_bytes,
-                   options.helpers};
+    StagedCall job{call, compressor, state, transport, workspace, nullptr, options};
     // A hierarchical communicator reduces fp32 inside the node: through the
     // host algorithm, as a host-buffer rank of it does.
     const bool hierarchical = state.hierarchy() && !state.hierarchy()->flat();

@@ -7,11 +7,11 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
-#include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
 
+#include "core/device_memory.h"
 #include "core/device_staging.h"
 #include "scheduler/plan.h"
 
@@ -60,8 +60,9 @@ struct StagingSpace {
   std::unique_ptr<CUstream_st, StreamDelete> stream;
   DeviceBuffer wire, scratch, gathered;
   PinnedBuffer host_in, host_out;
-  // An fp16 overflow's rerun as fp32: its own, so that it never moves the
-  // pinned buffers other pieces of the call hold.
+  // An fp16 overflow's rerun (fp32 values through the host path with the
+  // rescue's wider wire): its own, so that it never moves the pinned buffers
+  // other pieces of the call hold.
   PinnedBuffer rescue_in, rescue_out;
 };
 
@@ -75,7 +76,7 @@ std::vector<std::size_t> piece_offsets(const std::vector<scheduler::Partition>& 
   *total = 0;
   for (const scheduler::Partition& piece : pieces) {
     offsets.push_back(*total);
-    *total += (bytes(piece.count) + 255) / 256 * 256;
+    *total += round256(bytes(piece.count));
   }
   return offsets;
 }
@@ -99,10 +100,10 @@ struct StagedCall {
   CommState& state;
   backends::Transport& transport;  // the MPI transport, over pinned host memory here
   StagingSpace& device;
-  float* residual;                     // device, or nullptr
-  scheduler::PhaseObserver* observer;  // SLIMREDUCE_TIMELINE's, or nullptr
-  std::uint64_t partition_bytes;       // SLIMREDUCE_PARTITION_BYTES (0: never cut)
-  scheduler::HelperPool* helpers;      // pipelining's helpers (nullptr: pieces in turn)
+  float* residual;  // device, or nullptr
+  // How the call is cut (partition_bytes), pipelined (helpers: nullptr, its
+  // pieces in turn) and observed (SLIMREDUCE_TIMELINE's observer, or nullptr).
+  RunOptions options;
   cudaStream_t stream() const { return device.stream.get(); }
 };
 
@@ -120,7 +121,7 @@ using PieceStep = std::function<std::unique_ptr<scheduler::Step>(const StagedCal
 
 // The call cut into `pieces` as the host path cuts it (pieces_of: host- and
 // device-buffer ranks run the same collectives), a step per piece, each on
-// buffers of its own: pipelined where job.helpers gives a helper thread (its
+// buffers of its own: pipelined where job.options gives a helper thread (its
 // compress and finish, CUDA only, on the helper; the collectives on the
 // caller's thread), else one after another. The same bits either way.
 Status run_pieces(const StagedCall& job, const std::vector<scheduler::Partition>& pieces,

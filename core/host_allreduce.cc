@@ -154,7 +154,7 @@ void add_partitions(const AllreduceCall& call, compressors::Compressor& compress
 }
 
 // Pipelined where it can be (and a helper thread can be had), else step after step.
-Status run_plan(const scheduler::Plan& plan, const RunOptions& options) {
+Status run_steps(const scheduler::Plan& plan, const RunOptions& options) {
   if (!options.helpers || !scheduler::can_pipeline(plan))
     return scheduler::run_blocking(plan, options.observer);
   scheduler::HelperPool::Lease lease = options.helpers->lease();
@@ -163,6 +163,14 @@ Status run_plan(const scheduler::Plan& plan, const RunOptions& options) {
 }
 
 }  // namespace
+
+Status run_plan(const scheduler::Plan& plan, const RunOptions& options, Reduced* reduced) {
+  SLIMREDUCE_TRY(run_steps(plan, options));
+  reduced->wire_sent = plan.wire_sent();
+  reduced->overflow_rescued = plan.overflow_rescued() > 0;
+  reduced->partitions = plan.size();
+  return {};
+}
 
 bool reduces_sharded(compressors::Compressor& compressor, std::size_t count, int ranks) {
   return compressor.sharded_codec() && compressor.prefers_sharded(count, ranks);
@@ -217,11 +225,7 @@ Status host_allreduce(const AllreduceCall& call, compressors::Compressor& compre
                    pieces_of(call.count, compressor, options.partition_bytes), sharded, plan);
   }
   reduced->sharded = sharded;
-  SLIMREDUCE_TRY(run_plan(plan, options));
-  reduced->wire_sent = plan.wire_sent();
-  reduced->overflow_rescued = plan.overflow_rescued() > 0;
-  reduced->partitions = plan.size();
-  return {};
+  return run_plan(plan, options, reduced);
 }
 
 }  // namespace slimreduce

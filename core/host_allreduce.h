@@ -65,6 +65,13 @@ std::vector<float*> owner_residuals(std::vector<float>* state, bool feeds_back,
                                     const compressors::ShardedCodec& codec, int ranks, int rank,
                                     const std::vector<std::size_t>& counts);
 
+// Runs a call's plan (its pieces' steps, host or device buffers alike):
+// pipelined where options.helpers gives a helper thread and every step's
+// compress and finish are local, else step after step (the same bits), its
+// phases told to options.observer; *reduced gets the bytes handed to the
+// transport, whether an overflow was rescued, and the pieces.
+Status run_plan(const scheduler::Plan& plan, const RunOptions& options, Reduced* reduced);
+
 // Leaves the sum in call.output, bit-identical on every rank. Workspace is
 // the communicator's, all taken before the first compress step writes a
 // residual. A call larger than options.partition_bytes is reduced in

@@ -196,6 +196,13 @@ bool GroupPlan::carries(ReductionPath path) const {
          (path == ReductionPath::sharded && kernels == DeviceKernels::sharded);
 }
 
+std::size_t GroupPlan::own_region_bytes(const CallPlan& p) const {
+  if (p.hierarchical) return round256(hierarchical_region_bytes(p, *compressor_));
+  if (p.call.verdict.path == ReductionPath::low_rank) return low_rank_region_bytes(p, *compressor_);
+  if (p.call.verdict.path == ReductionPath::sharded) return sharded_region_bytes(p, *compressor_);
+  return 0;
+}
+
 std::size_t GroupPlan::topk_region_bytes(const CallPlan& p) const {
   return round256(p.select_scratch) +
          round256(gathered().device_finish_scratch_bytes(p.call.count, p.comm->size));
@@ -224,16 +231,8 @@ std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> GroupPlan::layout
     CallPlan& p = calls[i];
     if (!p.compressed) continue;
     const auto key = std::make_pair(p.comm.get(), stream_of(p.call));
-    if (p.hierarchical) {  // a step of its own, in a region of its own
-      need[key] += round256(hierarchical_region_bytes(p, *compressor_));
-      continue;
-    }
-    if (p.call.verdict.path == ReductionPath::low_rank) {  // the same
-      need[key] += low_rank_region_bytes(p, *compressor_);
-      continue;
-    }
-    if (p.call.verdict.path == ReductionPath::sharded) {  // the same
-      need[key] += sharded_region_bytes(p, *compressor_);
+    if (const std::size_t own = own_region_bytes(p)) {  // a step of its own
+      need[key] += own;
       continue;
     }
     if (p.call.verdict.path == ReductionPath::topk) {
@@ -299,24 +298,11 @@ void GroupPlan::assign(NcclCommState* comm, cudaStream_t stream, std::byte* base
   }
   for (CallPlan& p : calls) {
     if (!p.compressed || p.comm.get() != comm || stream_of(p.call) != stream) continue;
-    if (p.hierarchical) {
-      p.region = base;
-      base += round256(hierarchical_region_bytes(p, *compressor_));
-      continue;
-    }
-    if (p.call.verdict.path == ReductionPath::low_rank) {
-      p.region = base;
-      base += low_rank_region_bytes(p, *compressor_);
-      continue;
-    }
-    if (p.call.verdict.path == ReductionPath::sharded) {
-      p.region = base;
-      base += sharded_region_bytes(p, *compressor_);
-      continue;
-    }
-    if (p.call.verdict.path != ReductionPath::topk) continue;
+    std::size_t bytes = own_region_bytes(p);
+    if (!bytes && p.call.verdict.path == ReductionPath::topk) bytes = topk_region_bytes(p);
+    if (!bytes) continue;  // a cast: its batch's fused buffer
     p.region = base;
-    base += topk_region_bytes(p);
+    base += bytes;
   }
 }
 

@@ -138,6 +138,9 @@ class GroupPlan {
   scheduler::Plan steps() const;
 
  private:
+  // The region of a compressed call whose step is its own and needs all of
+  // its workspace for itself (hierarchical, low rank, sharded); 0 for the others.
+  std::size_t own_region_bytes(const CallPlan& plan) const;
   std::size_t topk_region_bytes(const CallPlan& plan) const;
   void place_topk(int call, NcclCommState* comm, cudaStream_t stream);
   compressors::GatheredCompressor& gathered() const {

@@ -43,14 +43,11 @@ std::vector<TimedStream> timed_streams(const GroupPlan& plan) {
                       p.call.verdict.path == ReductionPath::sharded;
   }
   std::vector<TimedStream> streams;
-  const std::string compressor(tallies.empty() ? "" : plan.compressor().name());
   for (const Tally& t : tallies) {
-    streams.push_back(
-        {t.stream, t.device,
-         "\"compressor\": \"" + compressor + "\", \"count\": " + std::to_string(t.count) +
-             ", \"bytes\": " + std::to_string(t.bytes) + ", \"calls\": " + std::to_string(t.calls) +
-             ", \"memory\": \"device\", \"path\": \"nccl\"" +
-             (t.after_group ? ", \"after_group\": true" : "")});
+    streams.push_back({t.stream, t.device,
+                       span_args(plan.compressor(), t.count, t.calls, t.bytes) +
+                           ", \"memory\": \"device\", \"path\": \"nccl\"" +
+                           (t.after_group ? ", \"after_group\": true" : "")});
   }
   return streams;
 }

@@ -56,8 +56,13 @@ void Timeline::finish() {
 
 std::string span_args(const compressors::Compressor& compressor, std::uint64_t count,
                       std::size_t calls) {
+  return span_args(compressor, count, calls, count * 4);
+}
+
+std::string span_args(const compressors::Compressor& compressor, std::uint64_t count,
+                      std::size_t calls, std::uint64_t bytes) {
   return "\"compressor\": \"" + std::string(compressor.name()) +
-         "\", \"count\": " + std::to_string(count) + ", \"bytes\": " + std::to_string(count * 4) +
+         "\", \"count\": " + std::to_string(count) + ", \"bytes\": " + std::to_string(bytes) +
          ", \"calls\": " + std::to_string(calls);
 }
 

@@ -65,9 +65,12 @@ class Timeline {
   std::size_t written_ = 0;
 };
 
-// A span's args: the compressor, the values and the calls it covers.
+// A span's args: the compressor, the values and the calls it covers; bytes:
+// the values' (fp32's count * 4 unless given).
 std::string span_args(const compressors::Compressor& compressor, std::uint64_t count,
                       std::size_t calls);
+std::string span_args(const compressors::Compressor& compressor, std::uint64_t count,
+                      std::size_t calls, std::uint64_t bytes);
 
 // A plan's phases as spans (scheduler::PhaseObserver): COMPRESS, COMMUNICATE,
 // DECOMPRESS, each with the step's `args` (and, for a call cut into
