@@ -204,4 +204,7 @@ void time_all(std::size_t n);
 void check_low_rank();
 void time_low_rank(std::size_t n, double copy_gbs);
 
+// Top-k's sharded steps (bench/device_check_topk_shards.cu): their checks.
+void check_topk_shards();
+
 }  // namespace slimreduce::device_check

@@ -55,6 +55,17 @@ int topk_accumulate(const void* gathered, std::size_t payload_stride, int ranks,
                     bool fp16_values, std::size_t n, Elem out_type, void* out, int divisor,
                     void* scratch, void* stream);
 
+// Top-k's sharded steps (kernels/cuda/kernels.h says what each does).
+std::size_t topk_split_scratch_bytes(int ranks);
+int topk_split_parts(const void* payload, std::size_t k, bool fp16_values, std::size_t n, int ranks,
+                     void* out, std::uint64_t* part_bytes, void* scratch, void* stream);
+int topk_add_part(const void* part, std::size_t m, bool fp16_values, std::size_t count,
+                  float* dense, void* stream);
+int owner_cast16(const float* sum, float* residual, std::size_t n, void* result, unsigned* wide,
+                 std::uint32_t fp16_tag, std::uint32_t bf16_tag, void* stream);
+int owner_decode16(const void* result, std::size_t n, float* out, int divisor,
+                   std::uint32_t bf16_tag, void* stream);
+
 // PowerSGD's steps (kernels/low_rank.h's twins: kernels/cuda/kernels.h says
 // more). low_rank_available: whether cuBLAS, which the two products need, can
 // be loaded (at run time, privately); why: the reason when not. Cheap after

@@ -49,6 +49,19 @@ int low_rank_finish(const float*, const LowRankShape&, const float*, const float
   return kNoDevice;
 }
 
+std::size_t topk_split_scratch_bytes(int) { return 0; }
+int topk_split_parts(const void*, std::size_t, bool, std::size_t, int, void*, std::uint64_t*, void*,
+                     void*) {
+  return kNoDevice;
+}
+int topk_add_part(const void*, std::size_t, bool, std::size_t, float*, void*) { return kNoDevice; }
+int owner_cast16(const float*, float*, std::size_t, void*, unsigned*, std::uint32_t, std::uint32_t,
+                 void*) {
+  return kNoDevice;
+}
+int owner_decode16(const void*, std::size_t, float*, int, std::uint32_t, void*) {
+  return kNoDevice;
+}
 int zero_bytes(void*, std::size_t, void*) { return kNoDevice; }
 int flag_not_finite(const float*, std::size_t, unsigned*, void*) { return kNoDevice; }
 int low_rank_settle(const unsigned*, float*, float*, std::size_t, int, const float*, float*,

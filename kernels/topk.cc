@@ -345,4 +345,29 @@ void topk_accumulate(const void* payload, std::size_t k, TopkValues values, floa
   }
 }
 
+void topk_split_parts(const void* payload, std::size_t k, TopkValues values, std::size_t n,
+                      int ranks, void* out, std::uint64_t* part_bytes) {
+  const std::size_t value_bytes = values == TopkValues::fp16 ? 2 : 4;
+  const auto* index = static_cast<const std::uint32_t*>(payload);
+  const auto* value = static_cast<const std::uint8_t*>(payload) + k * sizeof(std::uint32_t);
+  auto* at = static_cast<std::uint8_t*>(out);
+  std::size_t first = 0;  // the payload's first entry in shard s (indices ascend)
+  for (int s = 0; s < ranks; ++s) {
+    const std::size_t begin = topk_shard_begin(n, ranks, s);
+    const std::size_t end =
+        std::lower_bound(index + first, index + k, topk_shard_begin(n, ranks, s + 1)) - index;
+    const std::size_t m = end - first;
+    for (std::size_t i = 0; i < m; ++i) {
+      const std::uint32_t shifted = index[first + i] - static_cast<std::uint32_t>(begin);
+      std::memcpy(at + i * sizeof(std::uint32_t), &shifted, sizeof shifted);
+    }
+    std::memcpy(at + m * sizeof(std::uint32_t), value + first * value_bytes, m * value_bytes);
+    const std::size_t bytes = m * (sizeof(std::uint32_t) + value_bytes);
+    part_bytes[s] = (bytes + 3) / 4 * 4;
+    std::memset(at + bytes, 0, part_bytes[s] - bytes);
+    at += part_bytes[s];
+    first = end;
+  }
+}
+
 }  // namespace slimreduce::kernels

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cast.h"
+#include "kernels/element_rules.h"
 
 namespace slimreduce::kernels {
 
@@ -68,5 +69,23 @@ bool topk_payload_valid(const void* payload, std::size_t k, std::size_t n);
 
 // dense[index] += value for each of the k entries of one payload, in payload order.
 void topk_accumulate(const void* payload, std::size_t k, TopkValues values, float* dense);
+
+// The sharded algorithm's even shards (compressors/topk_shards.h): shard s
+// of n values over `ranks` begins at floor(s n / ranks), computed without an
+// n * s that could overflow. Host and device.
+SR_HD inline std::size_t topk_shard_begin(std::size_t n, int ranks, int s) {
+  const auto shards = static_cast<std::size_t>(ranks);
+  const auto at = static_cast<std::size_t>(s);
+  return n / shards * at + n % shards * at / shards;
+}
+
+// A payload of k entries cut by those shards into one part per shard: the m
+// entries in shard s as m shard-relative uint32 indices, then their m values,
+// zero-padded to a multiple of 4 bytes; the parts back to back at out,
+// part_bytes[s] the size of part s (at most the payload's bytes plus 3 a
+// part, in all). out and payload do not overlap. The twin of kernels/cuda's
+// topk_split_parts.
+void topk_split_parts(const void* payload, std::size_t k, TopkValues values, std::size_t n,
+                      int ranks, void* out, std::uint64_t* part_bytes);
 
 }  // namespace slimreduce::kernels

@@ -64,18 +64,6 @@ __device__ inline int item_of_block(const Batch<Item>& batch, unsigned* block, u
   return lo;
 }
 
-// One value through the CPU twin's rule: acc = in + residual (NaN of in
-// first), out = round16(acc), residual = acc - widen(out) or 0 if not finite.
-template <Elem F>
-__device__ inline std::uint16_t compress1(float x, float* r) {
-  if (!r) return narrow<F>(x);
-  const float acc = add_nan_first(x, *r);
-  const std::uint16_t h = narrow<F>(acc);
-  const float back = widen<F>(h);
-  *r = residual_after(acc, back);
-  return h;
-}
-
 // The CPU twin's rule (kernels/element_rules.h): divisor 1 divides nothing,
 // and a NaN keeps its payload instead of becoming the GPU's canonical NaN.
 __device__ inline float scaled(float x, int divisor) { return divide_keeping_nan(x, divisor); }

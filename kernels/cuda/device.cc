@@ -89,6 +89,25 @@ int low_rank_finish(const float* m, const LowRankShape& shape, const float* p, c
   return cuda::low_rank_finish(m, shape, p, q_sum, q_local, out, residual, as_stream(stream));
 }
 
+std::size_t topk_split_scratch_bytes(int ranks) { return cuda::topk_split_scratch_bytes(ranks); }
+int topk_split_parts(const void* payload, std::size_t k, bool fp16_values, std::size_t n, int ranks,
+                     void* out, std::uint64_t* part_bytes, void* scratch, void* stream) {
+  return cuda::topk_split_parts(payload, k, fp16_values, n, ranks, out, part_bytes, scratch,
+                                as_stream(stream));
+}
+int topk_add_part(const void* part, std::size_t m, bool fp16_values, std::size_t count,
+                  float* dense, void* stream) {
+  return cuda::topk_add_part(part, m, fp16_values, count, dense, as_stream(stream));
+}
+int owner_cast16(const float* sum, float* residual, std::size_t n, void* result, unsigned* wide,
+                 std::uint32_t fp16_tag, std::uint32_t bf16_tag, void* stream) {
+  return cuda::owner_cast16(sum, residual, n, result, wide, fp16_tag, bf16_tag, as_stream(stream));
+}
+int owner_decode16(const void* result, std::size_t n, float* out, int divisor,
+                   std::uint32_t bf16_tag, void* stream) {
+  return cuda::owner_decode16(result, n, out, divisor, bf16_tag, as_stream(stream));
+}
+
 int zero_bytes(void* at, std::size_t bytes, void* stream) {
   return cudaMemsetAsync(at, 0, bytes, as_stream(stream));
 }

@@ -52,6 +52,32 @@ __device__ inline std::uint16_t narrow(float f) {
   return E == Elem::fp16 ? fast_float_to_fp16_bits(f) : float_to_bf16_bits(f);
 }
 
+// One value through the CPU twin's rule: acc = in + residual (NaN of in
+// first), out = round16(acc), residual = acc - widen(out) or 0 if not finite.
+template <Elem F>
+__device__ inline std::uint16_t compress1(float x, float* r) {
+  if (!r) return narrow<F>(x);
+  const float acc = add_nan_first(x, *r);
+  const std::uint16_t h = narrow<F>(acc);
+  const float back = widen<F>(h);
+  *r = residual_after(acc, back);
+  return h;
+}
+
+// The first of k ascending indices at or past target (k when none is).
+__device__ inline std::uint32_t index_lower_bound(const std::uint32_t* index, std::uint32_t k,
+                                                  std::size_t target) {
+  std::uint32_t lo = 0, hi = k;
+  while (lo < hi) {
+    const std::uint32_t mid = lo + (hi - lo) / 2;
+    if (index[mid] < target)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
 // Element i of a tensor of type E, as fp32 (exact).
 template <Elem E>
 __device__ inline float load1(const void* base, std::size_t i) {

@@ -94,6 +94,34 @@ cudaError_t topk_accumulate(const void* gathered, std::size_t payload_stride, in
                             std::size_t k, bool fp16_values, std::size_t n, Elem out_type,
                             void* out, int divisor, void* scratch, cudaStream_t stream);
 
+// ---- top-k's sharded algorithm (twins of compressors/topk_shards.h's steps) --
+
+// Device scratch that topk_split_parts needs for `ranks` shards.
+std::size_t topk_split_scratch_bytes(int ranks);
+// A payload of k entries (topk_select's layout, indices ascending) cut by
+// the even shards of n over `ranks` (TopkShards::shard_bounds): part s holds
+// the m entries in shard s, m shard-relative uint32 indices then m values,
+// zero-padded to a multiple of 4; the parts back to back at out, part s's
+// size (uint64) at part_bytes[s]. cudaErrorInvalidValue for ranks < 1, k > n
+// or n >= 2^32.
+cudaError_t topk_split_parts(const void* payload, std::size_t k, bool fp16_values, std::size_t n,
+                             int ranks, void* out, std::uint64_t* part_bytes, void* scratch,
+                             cudaStream_t stream);
+// dense[index] = add_nan_first(dense[index], value) for a part's m entries
+// (kernels::topk_accumulate's adds); an index at or past count is skipped.
+cudaError_t topk_add_part(const void* part, std::size_t m, bool fp16_values, std::size_t count,
+                          float* dense, cudaStream_t stream);
+// An owner's dense result: a uint32 tag, bf16_tag when a finite sum (+
+// residual) is beyond fp16's range, else fp16_tag; then the n values cast to
+// that format with cast_compress's rule and residual update. *wide (device
+// memory) is the kernels' own flag.
+cudaError_t owner_cast16(const float* sum, float* residual, std::size_t n, void* result,
+                         unsigned* wide, std::uint32_t fp16_tag, std::uint32_t bf16_tag,
+                         cudaStream_t stream);
+// out[i] = widen(result's value i, in the format its tag names) / divisor.
+cudaError_t owner_decode16(const void* result, std::size_t n, float* out, int divisor,
+                           std::uint32_t bf16_tag, cudaStream_t stream);
+
 // ---- low rank (PowerSGD) (twins of kernels/low_rank.h) ---------------------
 
 using kernels::LowRankShape;

@@ -29,15 +29,7 @@ __global__ void __launch_bounds__(kBlock)
     const std::size_t rank = g / (segments + 1);
     const std::size_t target = (g % (segments + 1)) * kSegment;
     const auto* index = reinterpret_cast<const std::uint32_t*>(gathered + rank * stride);
-    std::uint32_t lo = 0, hi = k;  // lower bound of target in the ascending indices
-    while (lo < hi) {
-      const std::uint32_t mid = lo + (hi - lo) / 2;
-      if (index[mid] < target)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-    starts[g] = lo;
+    starts[g] = index_lower_bound(index, k, target);
   }
 }
 

@@ -6,6 +6,9 @@
 // the kernel's does, and at run time insists that every buffer it touches is
 // device memory and fills its scratch with 0xff bytes first, so a plan whose
 // regions overlap, or that hands a kernel host memory, fails here.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -210,6 +213,85 @@ cudaError_t topk_accumulate(const void* gathered, std::size_t payload_stride, in
     }
     for (std::size_t i = 0; i < n; ++i)
       store(out_type, out, i, divide_keeping_nan(dense[i], divisor));
+  });
+  return cudaSuccess;
+}
+
+std::size_t topk_split_scratch_bytes(int ranks) {
+  return round256((static_cast<std::size_t>(ranks) + 1) * 12);
+}
+
+cudaError_t topk_split_parts(const void* payload, std::size_t k, bool fp16_values, std::size_t n,
+                             int ranks, void* out, std::uint64_t* part_bytes, void* scratch,
+                             cudaStream_t stream) {
+  if (ranks < 1 || k > n || n > 0xffffffffull) return cudaErrorInvalidValue;
+  sim::enqueue(stream, [=] {
+    sim::require_device("topk_split_parts payload", payload, payload_bytes(k, fp16_values));
+    sim::require_device("topk_split_parts part_bytes", part_bytes, ranks * sizeof(std::uint64_t));
+    const std::size_t scratch_bytes = topk_split_scratch_bytes(ranks);
+    sim::require_device("topk_split_parts scratch", scratch, scratch_bytes);
+    std::memset(scratch, 0xff, scratch_bytes);
+    const TopkValues values = fp16_values ? TopkValues::fp16 : TopkValues::fp32;
+    // The parts are never longer than the payload plus 3 bytes a part.
+    sim::require_device("topk_split_parts out", out, payload_bytes(k, fp16_values) + 3 * ranks);
+    kernels::topk_split_parts(payload, k, values, n, ranks, out, part_bytes);
+  });
+  return cudaSuccess;
+}
+
+cudaError_t topk_add_part(const void* part, std::size_t m, bool fp16_values, std::size_t count,
+                          float* dense, cudaStream_t stream) {
+  if (m == 0) return cudaSuccess;
+  sim::enqueue(stream, [=] {
+    sim::require_device("topk_add_part part", part, payload_bytes(m, fp16_values));
+    sim::require_device("topk_add_part dense", dense, count * 4);
+    const auto* index = static_cast<const std::uint32_t*>(part);
+    for (std::size_t e = 0; e < m; ++e) {
+      if (index[e] >= count) {
+        std::fprintf(stderr, "topk_add_part: index %u past a shard of %zu\n", index[e], count);
+        std::abort();
+      }
+    }
+    topk_accumulate(part, m, fp16_values ? TopkValues::fp16 : TopkValues::fp32, dense);
+  });
+  return cudaSuccess;
+}
+
+cudaError_t owner_cast16(const float* sum, float* residual, std::size_t n, void* result,
+                         unsigned* wide, std::uint32_t fp16_tag, std::uint32_t bf16_tag,
+                         cudaStream_t stream) {
+  sim::enqueue(stream, [=] {
+    if (n > 0) sim::require_device("owner_cast16 sum", sum, n * 4);
+    if (residual && n > 0) sim::require_device("owner_cast16 residual", residual, n * 4);
+    sim::require_device("owner_cast16 result", result, 4 + n * 2);
+    sim::require_device("owner_cast16 wide", wide, sizeof(unsigned));
+    bool beyond = false;
+    for (std::size_t i = 0; i < n; ++i) {
+      const float acc = residual ? sum[i] + residual[i] : sum[i];
+      beyond = beyond || (std::isfinite(acc) && std::fabs(acc) >= 65520.0f);
+    }
+    *wide = beyond ? 1u : 0u;
+    const std::uint32_t tag = beyond ? bf16_tag : fp16_tag;
+    std::memcpy(result, &tag, sizeof tag);
+    auto* out = reinterpret_cast<std::uint16_t*>(static_cast<std::byte*>(result) + 4);
+    compress(beyond ? HalfFormat::bf16 : HalfFormat::fp16, sum, residual, out, n, Isa::scalar);
+  });
+  return cudaSuccess;
+}
+
+cudaError_t owner_decode16(const void* result, std::size_t n, float* out, int divisor,
+                           std::uint32_t bf16_tag, cudaStream_t stream) {
+  if (divisor < 1) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  sim::enqueue(stream, [=] {
+    sim::require_device("owner_decode16 result", result, 4 + n * 2);
+    sim::require_device("owner_decode16 out", out, n * 4);
+    std::uint32_t tag;
+    std::memcpy(&tag, result, sizeof tag);
+    const auto* in =
+        reinterpret_cast<const std::uint16_t*>(static_cast<const std::byte*>(result) + 4);
+    decompress(tag == bf16_tag ? HalfFormat::bf16 : HalfFormat::fp16, in, out, n, Isa::scalar);
+    for (std::size_t i = 0; divisor > 1 && i < n; ++i) out[i] = divide_keeping_nan(out[i], divisor);
   });
   return cudaSuccess;
 }
