@@ -17,6 +17,7 @@ std::size_t aligned(std::size_t bytes) { return (bytes + kAlign - 1) / kAlign * 
 // Where a call's buffers lie, from the codec, the count and the ranks alone.
 struct Layout {
   std::vector<std::size_t> bounds;
+  std::size_t sizes = 0;      // the parts' sizes, sent then received (where they vary)
   std::size_t owned = 0;      // this rank's shard
   std::size_t send = 0;       // all of this rank's parts
   std::size_t recv_part = 0;  // one rank's part of this rank's shard, at most
@@ -26,6 +27,8 @@ struct Layout {
       : bounds(static_cast<std::size_t>(ranks) + 1) {
     codec.shard_bounds(count, ranks, bounds.data());
     owned = bounds[rank + 1] - bounds[rank];
+    if (codec.part_sizes_vary())
+      sizes = 2 * static_cast<std::size_t>(ranks) * sizeof(std::uint64_t);
     send = codec.parts_capacity(count, ranks);
     recv_part = codec.part_capacity(owned, count);
     for (int s = 0; s < ranks; ++s) {
@@ -42,7 +45,8 @@ struct Layout {
 std::size_t ShardedAllreduce::wire_bytes(const compressors::ShardedCodec& codec, std::size_t count,
                                          int ranks, int rank) {
   const Layout layout(codec, count, ranks, rank);
-  return aligned(layout.send) + aligned(layout.recv(ranks)) + layout.gathered(ranks);
+  return aligned(layout.sizes) + aligned(layout.send) + aligned(layout.recv(ranks)) +
+         layout.gathered(ranks);
 }
 
 std::size_t ShardedAllreduce::scratch_bytes(const compressors::ShardedCodec& codec,
@@ -71,7 +75,8 @@ ShardedAllreduce::ShardedAllreduce(backends::Transport& transport, compressors::
   owned_ = layout.owned;
   part_most_ = layout.recv_part;
   slot_bytes_ = layout.slot;
-  send_ = wire;
+  sizes_ = layout.sizes ? reinterpret_cast<std::uint64_t*>(wire) : nullptr;
+  send_ = wire + aligned(layout.sizes);
   recv_ = send_ + aligned(layout.send);
   gathered_ = recv_ + aligned(layout.recv(ranks));
   shard_ = reinterpret_cast<float*>(scratch);
@@ -91,20 +96,32 @@ void ShardedAllreduce::compress(const float* input, float* residual) {
                         send_bytes_.data());
 }
 
-// The sizes first, where they vary, then the parts. A size larger than this
-// rank's shard allows is received as nothing (the sender's bytes are then
-// refused by the transport, not written past the buffer) and fails the call.
+// The sizes first, where they vary, then the parts. The sizes travel from
+// the wire buffer (where a device's compress wrote them) and are read back
+// to the host (on a stream-ordered transport: a host wait). A size larger
+// than this rank's shard allows is received as nothing (the sender's bytes
+// are then refused by the transport, not written past the buffer) and fails
+// the call.
 Status ShardedAllreduce::exchange_parts() {
   const int ranks = transport_.size();
   bool sizes_fit = true;
   if (codec_.part_sizes_vary()) {
+    if (!device_owner_) std::copy(send_bytes_.begin(), send_bytes_.end(), sizes_);
     const std::vector<std::size_t> eight(ranks, sizeof(std::uint64_t));
+    SLIMREDUCE_TRY(transport_.alltoallv(sizes_, eight.data(), sizes_ + ranks, eight.data()));
+    std::vector<std::uint64_t> sizes(2 * static_cast<std::size_t>(ranks));
     SLIMREDUCE_TRY(
-        transport_.alltoallv(send_bytes_.data(), eight.data(), recv_bytes_.data(), eight.data()));
-    for (std::size_t& bytes : recv_bytes_) {
-      if (bytes > part_most_) {
+        transport_.read_back(sizes.data(), sizes_, sizes.size() * sizeof(std::uint64_t)));
+    for (int r = 0; r < ranks; ++r) {
+      send_bytes_[r] = sizes[r];
+      recv_bytes_[r] = sizes[ranks + r];
+      // Our own sizes, from the device: a part past its room would have been
+      // written past the send buffer's.
+      if (send_bytes_[r] > codec_.part_capacity(bounds_[r + 1] - bounds_[r], count_))
+        return Status::internal();
+      if (recv_bytes_[r] > part_most_) {
         sizes_fit = false;
-        bytes = 0;
+        recv_bytes_[r] = 0;
       }
     }
   }
@@ -133,10 +150,10 @@ Status ShardedAllreduce::check_results() const {
 
 Status ShardedAllreduce::reduce_owned() {
   float* owner_residual = feeds_back_ ? owner_residual_ : nullptr;
-  if (device_owner_) {  // every part part_most_ bytes (sizes do not vary)
-    return Status::cuda(device_owner_->device_owner_step(recv_, part_most_, transport_.size(),
-                                                         owned_, count_, shard_, owner_residual,
-                                                         result_, slot_bytes_, stream_));
+  if (device_owner_) {
+    return Status::cuda(device_owner_->device_owner_step(
+        recv_, recv_bytes_.data(), transport_.size(), owned_, count_, shard_, owner_residual,
+        result_, slot_bytes_, device_scratch_, stream_));
   }
   std::fill_n(shard_, owned_, 0.0f);
   const std::byte* part = recv_;

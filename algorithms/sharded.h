@@ -20,9 +20,10 @@
 // a bad one fails the call with an internal error, never a write out of
 // bounds. Host buffers, blocking transports: communicate() decodes and
 // compresses on the host. A stream-ordered device transport (NCCL) has the
-// owner's step enqueued by the compressor's device entry point
+// owner's step enqueued by the codec's device entry point
 // (owner_on_device): the host never reads what arrived, so there contents
-// are not checked (part sizes are fixed there, so no size can be bad).
+// are not checked. Sizes that vary (top-k's) are read back to the host
+// there, a host wait, and checked as everywhere.
 #pragma once
 
 #include <cstddef>
@@ -63,23 +64,28 @@ class ShardedAllreduce : public Phases<ShardedAllreduce> {
   // to other ranks, and a ring allgather of one result slot.
   double wire_sent() const;
 
-  // For a route whose compress and finish run elsewhere (a GPU's, for a codec
-  // whose part sizes do not vary): the parts go to parts() (parts_bytes(),
-  // laid out as compress_parts lays them), then parts_written(), in place of
-  // compress(); after communicate(), every owner's result is at results(),
-  // slot_bytes() apart, for shards at bounds().
+  // For a route whose compress and finish run elsewhere (a GPU's): the parts
+  // go to parts() (laid out as compress_parts lays them), their sizes to
+  // part_sizes() where they vary (uint64, in the wire buffer: the device
+  // route's), then parts_written(), in place of compress(); after
+  // communicate(), every owner's result is at results(), slot_bytes()
+  // apart, for shards at bounds(). parts_bytes(): all of the parts, for a
+  // codec whose sizes do not vary (known before they are made).
   std::byte* parts() { return send_; }
+  std::uint64_t* part_sizes() { return sizes_; }
   std::size_t parts_bytes() const;
   void parts_written(bool feeds_back) { feeds_back_ = feeds_back; }
   const std::byte* results() const { return gathered_; }
   std::size_t slot_bytes() const { return slot_bytes_; }
   const std::vector<std::size_t>& bounds() const { return bounds_; }
   // For a stream-ordered device transport, whose buffers (wire, scratch) are
-  // device memory: the owner's step by device's entry point
-  // (ShardedCompressor::device_owner_step), in `stream`'s order; for a
-  // compressor whose part sizes do not vary.
-  void owner_on_device(const compressors::ShardedCompressor& device, void* stream) {
+  // device memory: the owner's step by the codec's device entry point
+  // (ShardedCodec::device_owner_step), in `stream`'s order, with its device
+  // scratch (device_scratch_bytes).
+  void owner_on_device(const compressors::ShardedCodec& device, void* device_scratch,
+                       void* stream) {
     device_owner_ = &device;
+    device_scratch_ = device_scratch;
     stream_ = stream;
   }
 
@@ -100,13 +106,15 @@ class ShardedAllreduce : public Phases<ShardedAllreduce> {
   std::size_t slot_bytes_;               // one owner's result in the allgather
   float* owner_residual_;
   bool feeds_back_ = false;
-  const compressors::ShardedCompressor* device_owner_ = nullptr;  // owner_on_device's
+  const compressors::ShardedCodec* device_owner_ = nullptr;  // owner_on_device's
+  void* device_scratch_ = nullptr;
   void* stream_ = nullptr;
-  std::byte* send_;      // the parts, back to back in shard order
-  std::byte* recv_;      // the parts of this rank's shard, in rank order
-  std::byte* gathered_;  // the owners' results, slot_bytes_ apart
-  float* shard_;         // this rank's shard, summed
-  std::byte* result_;    // this rank's result (a slot)
+  std::uint64_t* sizes_;  // the parts' sizes sent, then received (where they vary)
+  std::byte* send_;       // the parts, back to back in shard order
+  std::byte* recv_;       // the parts of this rank's shard, in rank order
+  std::byte* gathered_;   // the owners' results, slot_bytes_ apart
+  float* shard_;          // this rank's shard, summed
+  std::byte* result_;     // this rank's result (a slot)
 };
 
 }  // namespace slimreduce::algorithms

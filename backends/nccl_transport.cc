@@ -65,6 +65,13 @@ Status NcclTransport::finalize_owned() {
   return Status::nccl(nccl::call(nccl::api().comm_finalize, comm_));
 }
 
+Status NcclTransport::read_back(void* host, const void* from, std::size_t bytes) {
+  cudaError_t rc = cudaMemcpyAsync(host, from, bytes, cudaMemcpyDeviceToHost, stream_);
+  if (rc == cudaSuccess) rc = cudaStreamSynchronize(stream_);
+  if (rc != cudaSuccess) cudaGetLastError();  // not left as the runtime's last error
+  return Status::cuda(rc);
+}
+
 Status NcclTransport::reduce_scatter_sum(const float* send, float* recv,
                                          std::size_t count_per_rank) {
   return Status::nccl(nccl::call(nccl::api().reduce_scatter, static_cast<const void*>(send),

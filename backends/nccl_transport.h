@@ -34,6 +34,10 @@ class NcclTransport final : public Transport {
   Status alltoallv(const void* send, const std::size_t* send_bytes, void* recv,
                    const std::size_t* recv_bytes) override;
   Status reduce_scatter_sum(const float* send, float* recv, std::size_t count_per_rank) override;
+  // cudaMemcpyAsync to the host on the stream, then cudaStreamSynchronize:
+  // never while the stream is being captured into a graph.
+  Status read_back(void* host, const void* from, std::size_t bytes) override;
+
   // ncclCommSplit, blocking (the sub-communicator is ready on return), on
   // the same stream. Not inside a group: NCCL would only queue the split.
   Status split(int color, int key, std::unique_ptr<Transport>* sub) override;

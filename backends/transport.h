@@ -59,6 +59,15 @@ class Transport {
   virtual Status alltoallv(const void* send, const std::size_t* send_bytes, void* recv,
                            const std::size_t* recv_bytes);
 
+  // Copies `bytes` of `from`, a buffer this transport's collectives wrote,
+  // into host memory at `host` once they are there: a host transport copies;
+  // a stream-ordered one waits for its stream first (a host wait).
+  virtual Status read_back(void* host, const void* from, std::size_t bytes) {
+    if (memory_ == MemoryKind::device) return Status::internal();
+    std::copy_n(static_cast<const std::byte*>(from), bytes, static_cast<std::byte*>(host));
+    return {};
+  }
+
   // send holds size() blocks of count_per_rank floats, in rank order; recv
   // gets this rank's block of their elementwise fp32 sum over all ranks. The
   // backend picks the order of the adds, but each element is summed once, so

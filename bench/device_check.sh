@@ -126,6 +126,7 @@ NCCL_ONLY_LIB=$B/interpose/libslimreduce_nccl.so
       done && wait &&
       timeout "$(cap 180 120)" nvcc -std=c++17 -O3 --fmad=false -arch=sm_90 -I"$ROOT" "$ROOT"/bench/device_check.cu \
         "$ROOT"/bench/device_timing.cu "$ROOT"/bench/device_check_low_rank.cu \
+        "$ROOT"/bench/device_check_topk_shards.cu \
         "$ROOT"/kernels/cuda/*.cu ./*.o -o device_check -Xcompiler -pthread
     cd "$ROOT"
     DEVICE_CHECK=$B/direct/device_check
@@ -190,19 +191,22 @@ fi
 
 # ---- 3. our CUDA program, ncclAllReduce on one rank, each compressor ---------------------
 if [ -x "$B/nccl_app" ]; then
-  for compressor in none fp16 bf16 topk powersgd int8; do
-    [ "$(left)" -lt 120 ] && { row "nccl_app $compressor" SKIP "out of time"; continue; }
-    [ "${hung:-}" = nccl_app ] && { row "nccl_app $compressor" SKIP "an earlier run hung"; continue; }
-    log "nccl_app $compressor"
-    echo "=== SLIMREDUCE_COMPRESSOR=$compressor" >> "$OUT/nccl_app.log"
+  # topk_sharded: top-k through the sharded algorithm (its parts, sizes read back, owners' step).
+  for name in none fp16 bf16 topk powersgd int8 topk_sharded; do
+    compressor=${name%_sharded}
+    algorithm=$([ "$name" = topk_sharded ] && echo sharded || echo auto)
+    [ "$(left)" -lt 120 ] && { row "nccl_app $name" SKIP "out of time"; continue; }
+    [ "${hung:-}" = nccl_app ] && { row "nccl_app $name" SKIP "an earlier run hung"; continue; }
+    log "nccl_app $name"
+    echo "=== nccl_app $name" >> "$OUT/nccl_app.log"
     env LD_PRELOAD="$APP_PRELOAD" LD_LIBRARY_PATH="$NCCL_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" SLIMREDUCE_COMPRESSOR=$compressor \
-      SLIMREDUCE_MIN_BYTES=64K SLIMREDUCE_LOG_LEVEL=info NCCL_DEBUG=WARN NCCL_APP_TIME=1 \
+      SLIMREDUCE_TOPK_ALGORITHM=$algorithm SLIMREDUCE_MIN_BYTES=64K SLIMREDUCE_LOG_LEVEL=info NCCL_DEBUG=WARN NCCL_APP_TIME=1 \
       timeout 60 "$B/nccl_app" >> "$OUT/nccl_app.log" 2>&1
     rc=$?
     [ $rc = 124 ] && hung=nccl_app  # a hang would hang the next runs too: save their time
     [ $rc = 77 ] && no_gpu=1        # the program found no GPU (a SKIP row)
-    fails=$(sed -n "/=== SLIMREDUCE_COMPRESSOR=$compressor\$/,\$p" "$OUT/nccl_app.log" | grep -c '^FAIL')
-    row "nccl_app $compressor" "$(verdict $rc)" "rc $rc, $fails failed checks"
+    fails=$(sed -n "/=== nccl_app $name\$/,\$p" "$OUT/nccl_app.log" | grep -c '^FAIL')
+    row "nccl_app $name" "$(verdict $rc)" "rc $rc, $fails failed checks"
   done
   # SLIMREDUCE_TIMELINE on the NCCL path: spans from CUDA events, checked as in CI's host simulation.
   for compressor in fp16 int8; do

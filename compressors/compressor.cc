@@ -58,17 +58,17 @@ int LowRankCompressor::device_settle(const unsigned*, float*, float*, std::size_
   return kNoDevice;
 }
 
-int ShardedCompressor::device_compress_parts(const float*, float*, std::size_t, const std::size_t*,
-                                             int, std::byte*, void*) const {
+int ShardedCodec::device_compress_parts(const float*, float*, std::size_t, const std::size_t*, int,
+                                        std::byte*, std::uint64_t*, void*, void*) const {
   return kNoDevice;
 }
-int ShardedCompressor::device_decode_results(const std::byte*, std::size_t, std::size_t,
-                                             const std::size_t*, int, float*, int, void*) const {
+int ShardedCodec::device_owner_step(const std::byte*, const std::size_t*, int, std::size_t,
+                                    std::size_t, float*, float*, std::byte*, std::size_t, void*,
+                                    void*) const {
   return kNoDevice;
 }
-int ShardedCompressor::device_owner_step(const std::byte*, std::size_t, int, std::size_t,
-                                         std::size_t, float*, float*, std::byte*, std::size_t,
-                                         void*) const {
+int ShardedCodec::device_decode_results(const std::byte*, std::size_t, std::size_t,
+                                        const std::size_t*, int, float*, int, void*, void*) const {
   return kNoDevice;
 }
 

@@ -49,8 +49,8 @@ enum class Aggregation { summable, gathered, low_rank, sharded };
 // device_compress / device_finish), up to device_max_count() values; a
 // low-rank compressor's steps (device_add ... device_finish, the products
 // through cuBLAS, answered only where cuBLAS can be loaded); a sharded
-// compressor's parts and owners' results (device_compress_parts,
-// device_decode_results; the owner's step stays on the host). The paths
+// compressor's entry points (ShardedCodec's device_*). A gathered compressor
+// with a sharded codec (top-k) has those too, for the NCCL path. The paths
 // ask this, never a compressor's name: the registry is the only place that
 // knows names.
 enum class DeviceKernels { none, cast16, topk, low_rank, sharded };
@@ -64,7 +64,7 @@ using kernels::device::Elem;
 // rank, in rank order, into zeros, and compresses that sum again (with an
 // owner-side residual: two-way compression) into a result of owner_bytes();
 // every rank decodes every owner's result. Parts carry shard-relative
-// positions. Host entry points only.
+// positions. Host entry points, and the device's below them.
 class ShardedCodec {
  public:
   virtual ~ShardedCodec() = default;
@@ -105,6 +105,35 @@ class ShardedCodec {
   // out = the shard's values as the owner's result holds them.
   virtual void owner_decode(const std::byte* result, std::size_t count, std::size_t n,
                             float* out) const = 0;
+
+  // The device entry points (a GPU path's, kNoDevice where there are none),
+  // each only enqueued on `stream`, with `scratch` of device_scratch_bytes():
+  //  - device_compress_parts: compress_parts() into device memory at out, the
+  //    same bytes; each part's size (uint64) into part_bytes (device memory,
+  //    ranks of them) where sizes vary, else each is part_capacity();
+  //  - device_owner_step: the owner's step of a stream-ordered transport
+  //    (NCCL): its shard's parts from every rank, back to back at parts,
+  //    part_bytes[r] (host memory) from rank r, added into zeros at shard
+  //    (owned floats) in rank order, as accumulate_part adds; that sum
+  //    compressed with owner_residual (nullptr: none) into result, as
+  //    owner_compress; the result's padding up to slot_bytes zeroed;
+  //  - device_decode_results: owner_decode() of every owner's result
+  //    (gathered, slot_bytes apart) into out (device memory), each shard at
+  //    its bound, divided by `divisor` (divide_keeping_nan; 1: the sum).
+  virtual std::size_t device_scratch_bytes(std::size_t n, int ranks) const {
+    (void)n, (void)ranks;
+    return 0;
+  }
+  virtual int device_compress_parts(const float* in, float* residual, std::size_t n,
+                                    const std::size_t* bounds, int ranks, std::byte* out,
+                                    std::uint64_t* part_bytes, void* scratch, void* stream) const;
+  virtual int device_owner_step(const std::byte* parts, const std::size_t* part_bytes, int ranks,
+                                std::size_t owned, std::size_t n, float* shard,
+                                float* owner_residual, std::byte* result, std::size_t slot_bytes,
+                                void* scratch, void* stream) const;
+  virtual int device_decode_results(const std::byte* gathered, std::size_t slot_bytes,
+                                    std::size_t n, const std::size_t* bounds, int ranks, float* out,
+                                    int divisor, void* scratch, void* stream) const;
 };
 
 class Compressor {
@@ -123,6 +152,10 @@ class Compressor {
   virtual std::size_t compressed_bytes(std::size_t n) const = 0;
   // The compressor's side of the sharded algorithm, nullptr: none.
   virtual ShardedCodec* sharded_codec() { return nullptr; }
+  // The same, for a reader (the codec's sizes and device entry points are const).
+  const ShardedCodec* sharded_codec() const {
+    return const_cast<Compressor*>(this)->sharded_codec();
+  }
   // Whether a call of n values over `ranks` ranks goes sharded rather than
   // by the compressor's own aggregation: the same answer on every rank.
   virtual bool prefers_sharded(std::size_t n, int ranks) const {
@@ -210,27 +243,6 @@ inline bool fusable(const Compressor& compressor) {
 class ShardedCompressor : public Compressor, public ShardedCodec {
  public:
   Aggregation aggregation() const final { return Aggregation::sharded; }
-  // Device: compress_parts() into device memory at out, each part as large
-  // as part_capacity() (the sizes do not vary), the same bytes; and
-  // owner_decode() of every owner's result (gathered, slot_bytes apart) into
-  // out (device memory), each shard at its bound, divided by `divisor`
-  // (divide_keeping_nan; 1: the sum).
-  virtual int device_compress_parts(const float* in, float* residual, std::size_t n,
-                                    const std::size_t* bounds, int ranks, std::byte* out,
-                                    void* stream) const;
-  virtual int device_decode_results(const std::byte* gathered, std::size_t slot_bytes,
-                                    std::size_t n, const std::size_t* bounds, int ranks, float* out,
-                                    int divisor, void* stream) const;
-  // The owner's step on the device (a stream-ordered transport's: NCCL):
-  // its shard's parts from every rank (`ranks` of part_bytes each, in rank
-  // order) added into zeros at shard (owned floats) in rank order, as
-  // accumulate_part adds; that sum compressed with owner_residual (nullptr:
-  // none) into result, as owner_compress; the result's padding up to
-  // slot_bytes zeroed. The host step's bytes.
-  virtual int device_owner_step(const std::byte* parts, std::size_t part_bytes, int ranks,
-                                std::size_t owned, std::size_t n, float* shard,
-                                float* owner_residual, std::byte* result, std::size_t slot_bytes,
-                                void* stream) const;
   ShardedCodec* sharded_codec() final { return this; }
   bool prefers_sharded(std::size_t n, int ranks) const final {
     (void)n, (void)ranks;

@@ -59,7 +59,8 @@ class Int8Compressor final : public ShardedCompressor {
   }
   int device_compress_parts(const float* in, float* residual, std::size_t n,
                             const std::size_t* bounds, int ranks, std::byte* out,
-                            void* stream) const override {
+                            std::uint64_t* part_bytes, void* scratch, void* stream) const override {
+    (void)part_bytes, (void)scratch;  // sizes do not vary; no scratch
     for (int s = 0; s < ranks; ++s) {
       const std::size_t count = bounds[s + 1] - bounds[s];
       const std::size_t bytes = kernels::quant8_bytes(count, bucket_);
@@ -78,8 +79,8 @@ class Int8Compressor final : public ShardedCompressor {
   }
   int device_decode_results(const std::byte* gathered, std::size_t slot_bytes, std::size_t n,
                             const std::size_t* bounds, int ranks, float* out, int divisor,
-                            void* stream) const override {
-    (void)n;
+                            void* scratch, void* stream) const override {
+    (void)n, (void)scratch;
     for (int s = 0; s < ranks; ++s) {
       const std::size_t count = bounds[s + 1] - bounds[s];
       if (const int rc = kernels::device::quant8_decompress(
@@ -88,16 +89,17 @@ class Int8Compressor final : public ShardedCompressor {
     }
     return 0;
   }
-  int device_owner_step(const std::byte* parts, std::size_t part_bytes, int ranks,
+  int device_owner_step(const std::byte* parts, const std::size_t* part_bytes, int ranks,
                         std::size_t owned, std::size_t n, float* shard, float* owner_residual,
-                        std::byte* result, std::size_t slot_bytes, void* stream) const override {
+                        std::byte* result, std::size_t slot_bytes, void* scratch,
+                        void* stream) const override {
     namespace device = kernels::device;
+    (void)scratch;
     const std::size_t result_bytes = owner_bytes(owned, n);
     if (const int rc = device::zero_bytes(shard, owned * sizeof(float), stream)) return rc;
     for (int r = 0; r < ranks; ++r) {  // in rank order: the same adds on every owner
-      if (const int rc =
-              device::quant8_accumulate(parts + part_bytes * r, owned, bucket_, shard, stream))
-        return rc;
+      if (const int rc = device::quant8_accumulate(parts, owned, bucket_, shard, stream)) return rc;
+      parts += part_bytes[r];
     }
     if (slot_bytes > result_bytes) {
       if (const int rc =

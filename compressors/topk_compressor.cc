@@ -94,6 +94,29 @@ class TopkCompressor final : public GatheredCompressor, public ShardedCodec {
     shards_.owner_decode(result, count, out);
   }
 
+  // The sharded algorithm on the device (the NCCL path's).
+  std::size_t device_scratch_bytes(std::size_t n, int ranks) const override {
+    return shards_.device_scratch_bytes(n, ranks);
+  }
+  int device_compress_parts(const float* in, float* residual, std::size_t n, const std::size_t*,
+                            int ranks, std::byte* out, std::uint64_t* part_bytes, void* scratch,
+                            void* stream) const override {
+    return shards_.device_compress_parts(in, residual, n, ranks, out, part_bytes, scratch, stream);
+  }
+  int device_owner_step(const std::byte* parts, const std::size_t* part_bytes, int ranks,
+                        std::size_t owned, std::size_t, float* shard, float* owner_residual,
+                        std::byte* result, std::size_t slot_bytes, void* scratch,
+                        void* stream) const override {
+    return shards_.device_owner_step(parts, part_bytes, ranks, owned, shard, owner_residual, result,
+                                     slot_bytes, scratch, stream);
+  }
+  int device_decode_results(const std::byte* gathered, std::size_t slot_bytes, std::size_t,
+                            const std::size_t* bounds, int ranks, float* out, int divisor,
+                            void* scratch, void* stream) const override {
+    return shards_.device_decode_results(gathered, slot_bytes, bounds, ranks, out, divisor, scratch,
+                                         stream);
+  }
+
   // The payload padded to 16 bytes: every rank's uint32 indices stay aligned.
   std::size_t device_slot_bytes(std::size_t n) const override {
     return kernels::topk_payload_stride(compressed_bytes(n));

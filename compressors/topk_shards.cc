@@ -6,6 +6,7 @@
 
 #include "compressors/compressor.h"
 #include "kernels/cast.h"
+#include "kernels/device.h"
 
 namespace slimreduce::compressors {
 namespace {
@@ -44,11 +45,7 @@ std::size_t parts_room(std::size_t payload_bytes, int ranks) {
 }  // namespace
 
 void TopkShards::shard_bounds(std::size_t n, int ranks, std::size_t* bounds) {
-  const auto shards = static_cast<std::size_t>(ranks);
-  for (std::size_t s = 0; s <= shards; ++s) {
-    // n / shards * s + the remainder's share: no n * s that could overflow.
-    bounds[s] = n / shards * s + n % shards * s / shards;
-  }
+  for (int s = 0; s <= ranks; ++s) bounds[s] = kernels::topk_shard_begin(n, ranks, s);
 }
 
 std::size_t TopkShards::part_capacity(std::size_t count, std::size_t n) const {
@@ -65,26 +62,13 @@ std::size_t TopkShards::parts_capacity(std::size_t n, int ranks) const {
 void TopkShards::compress_parts(const float* in, float* residual, std::size_t n,
                                 const std::size_t* bounds, int ranks, std::byte* out,
                                 std::size_t* part_bytes, kernels::TopkScratch& scratch) const {
+  (void)bounds;  // shard_bounds', which topk_split_parts cuts by
   const std::size_t k = kernels::topk_count(n, ratio_);
   std::byte* payload = out + parts_room(kernels::topk_payload_bytes(k, values_), ranks);
   kernels::topk_compress(in, residual, n, k, values_, payload, scratch);
-  const auto* indices = reinterpret_cast<const std::uint32_t*>(payload);
-  const std::byte* values = payload + k * sizeof(std::uint32_t);
-  std::size_t first = 0;  // the payload's first entry in shard s (indices ascend)
-  for (int s = 0; s < ranks; ++s) {
-    const std::size_t end = std::lower_bound(indices + first, indices + k, bounds[s + 1]) - indices;
-    const std::size_t m = end - first;
-    auto* part_indices = reinterpret_cast<std::uint32_t*>(out);
-    for (std::size_t i = 0; i < m; ++i) {
-      part_indices[i] = indices[first + i] - static_cast<std::uint32_t>(bounds[s]);
-    }
-    std::memcpy(out + m * sizeof(std::uint32_t), values + first * value_bytes(), m * value_bytes());
-    const std::size_t bytes = kernels::topk_payload_bytes(m, values_);
-    part_bytes[s] = ShardedCodec::padded_part(bytes);
-    std::memset(out + bytes, 0, part_bytes[s] - bytes);
-    out += part_bytes[s];
-    first = end;
-  }
+  static_assert(sizeof(std::size_t) == sizeof(std::uint64_t));
+  kernels::topk_split_parts(payload, k, values_, n, ranks, out,
+                            reinterpret_cast<std::uint64_t*>(part_bytes));
 }
 
 bool TopkShards::part_valid(const std::byte* part, std::size_t bytes, std::size_t count,
@@ -152,6 +136,95 @@ void TopkShards::owner_decode(const std::byte* result, std::size_t count, float*
                           reinterpret_cast<const std::uint16_t*>(body), out, count);
       return;
   }
+}
+
+// Device scratch: [the selection's scratch (and the decode's, the owner's
+// format flag: never needed at once) | this rank's payload | the split's].
+namespace {
+struct DeviceScratch {
+  std::size_t shared, payload, split;
+  DeviceScratch(std::size_t n, int ranks, std::size_t payload_bytes) {
+    namespace device = kernels::device;
+    shared = round256(std::max({device::topk_select_scratch_bytes(n),
+                                device::topk_accumulate_scratch_bytes(n, 1), sizeof(unsigned)}));
+    payload = round256(kernels::topk_payload_stride(payload_bytes));
+    split = round256(device::topk_split_scratch_bytes(ranks));
+  }
+  std::size_t total() const { return shared + payload + split; }
+  static std::size_t round256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+};
+}  // namespace
+
+std::size_t TopkShards::device_scratch_bytes(std::size_t n, int ranks) const {
+  return DeviceScratch(n, ranks,
+                       kernels::topk_payload_bytes(kernels::topk_count(n, ratio_), values_))
+      .total();
+}
+
+int TopkShards::device_compress_parts(const float* in, float* residual, std::size_t n, int ranks,
+                                      std::byte* out, std::uint64_t* part_bytes, void* scratch,
+                                      void* stream) const {
+  namespace device = kernels::device;
+  const std::size_t k = kernels::topk_count(n, ratio_);
+  const std::size_t payload_bytes = kernels::topk_payload_bytes(k, values_);
+  const DeviceScratch room(n, ranks, payload_bytes);
+  auto* shared = static_cast<std::byte*>(scratch);
+  std::byte* payload = shared + room.shared;
+  const bool fp16 = values_ == kernels::TopkValues::fp16;
+  if (const int rc = device::topk_select(device::Elem::fp32, in, residual, n, k, fp16, payload,
+                                         room.payload, shared, stream))
+    return rc;
+  return device::topk_split_parts(payload, k, fp16, n, ranks, out, part_bytes,
+                                  payload + room.payload, stream);
+}
+
+int TopkShards::device_owner_step(const std::byte* parts, const std::size_t* part_bytes, int ranks,
+                                  std::size_t owned, float* shard, float* owner_residual,
+                                  std::byte* result, std::size_t slot_bytes, void* scratch,
+                                  void* stream) const {
+  namespace device = kernels::device;
+  const bool fp16 = values_ == kernels::TopkValues::fp16;
+  if (const int rc = device::zero_bytes(shard, owned * sizeof(float), stream)) return rc;
+  for (int r = 0; r < ranks; ++r) {  // in rank order: the same adds on every owner
+    const std::size_t m = part_bytes[r] / (sizeof(std::uint32_t) + value_bytes());
+    if (const int rc = device::topk_add_part(parts, m, fp16, owned, shard, stream)) return rc;
+    parts += part_bytes[r];
+  }
+  const std::size_t bytes = owner_bytes(owned);
+  if (slot_bytes > bytes) {  // the padding travels too
+    if (const int rc = device::zero_bytes(result + bytes, slot_bytes - bytes, stream)) return rc;
+  }
+  if (owner_dense(owned)) {
+    return device::owner_cast16(shard, owner_residual, owned, result,
+                                static_cast<unsigned*>(scratch),
+                                static_cast<std::uint32_t>(OwnerFormat::fp16),
+                                static_cast<std::uint32_t>(OwnerFormat::bf16), stream);
+  }
+  if (const int rc = device::zero_bytes(result, kTagBytes, stream)) return rc;  // OwnerFormat::topk
+  return device::topk_select(device::Elem::fp32, shard, owner_residual, owned,
+                             kernels::topk_count(owned, ratio_), fp16, result + kTagBytes,
+                             bytes - kTagBytes, scratch, stream);
+}
+
+int TopkShards::device_decode_results(const std::byte* gathered, std::size_t slot_bytes,
+                                      const std::size_t* bounds, int ranks, float* out, int divisor,
+                                      void* scratch, void* stream) const {
+  namespace device = kernels::device;
+  const bool fp16 = values_ == kernels::TopkValues::fp16;
+  for (int s = 0; s < ranks; ++s) {
+    const std::size_t count = bounds[s + 1] - bounds[s];
+    const std::byte* result = gathered + slot_bytes * s;
+    if (count == 0) continue;
+    const int rc =
+        owner_dense(count)
+            ? device::owner_decode16(result, count, out + bounds[s], divisor,
+                                     static_cast<std::uint32_t>(OwnerFormat::bf16), stream)
+            : device::topk_accumulate(
+                  result + kTagBytes, slot_bytes - kTagBytes, 1, kernels::topk_count(count, ratio_),
+                  fp16, count, device::Elem::fp32, out + bounds[s], divisor, scratch, stream);
+    if (rc) return rc;
+  }
+  return 0;
 }
 
 double TopkShards::gathered_wire_bytes(std::size_t n, int ranks) const {

@@ -45,6 +45,20 @@ class TopkShards {
   bool owner_valid(const std::byte* result, std::size_t count) const;
   void owner_decode(const std::byte* result, std::size_t count, float* out) const;
 
+  // The device's twins of compress_parts, of the owner's step and of
+  // owner_decode over every shard (ShardedCodec's device_* say what each
+  // does), with device scratch of device_scratch_bytes(n, ranks).
+  std::size_t device_scratch_bytes(std::size_t n, int ranks) const;
+  int device_compress_parts(const float* in, float* residual, std::size_t n, int ranks,
+                            std::byte* out, std::uint64_t* part_bytes, void* scratch,
+                            void* stream) const;
+  int device_owner_step(const std::byte* parts, const std::size_t* part_bytes, int ranks,
+                        std::size_t owned, float* shard, float* owner_residual, std::byte* result,
+                        std::size_t slot_bytes, void* scratch, void* stream) const;
+  int device_decode_results(const std::byte* gathered, std::size_t slot_bytes,
+                            const std::size_t* bounds, int ranks, float* out, int divisor,
+                            void* scratch, void* stream) const;
+
   // Bytes a rank sends for n values over `ranks`: gathered (a ring
   // allgather of its payload) and sharded (about 1/ranks of its payload
   // stays home; part sizes; the owners' results allgathered).

@@ -42,9 +42,9 @@ class StagedShardedStep final : public scheduler::Step {
     const DeviceGuard guard(job_.device.device);  // on the pipeline's helper too
     if (!guard.ok()) return Status::cuda(cudaErrorInvalidDevice);
     const auto& bounds = sharded_.bounds();
-    SLIMREDUCE_TRY(cuda_status(
-        compressor_.device_compress_parts(job_.call.input, job_.residual, job_.call.count,
-                                          bounds.data(), ranks(), device_parts_, stream())));
+    SLIMREDUCE_TRY(cuda_status(compressor_.device_compress_parts(
+        job_.call.input, job_.residual, job_.call.count, bounds.data(), ranks(), device_parts_,
+        nullptr, nullptr, stream())));
     SLIMREDUCE_TRY(
         cuda_status(cudaMemcpyAsync(sharded_.parts(), device_parts_, sharded_.parts_bytes(),
                                     cudaMemcpyDeviceToHost, stream())));
@@ -61,7 +61,7 @@ class StagedShardedStep final : public scheduler::Step {
                                                cudaMemcpyHostToDevice, stream())));
     SLIMREDUCE_TRY(cuda_status(compressor_.device_decode_results(
         device_results_, sharded_.slot_bytes(), job_.call.count, sharded_.bounds().data(), ranks(),
-        job_.call.output, 1, stream())));
+        job_.call.output, 1, nullptr, stream())));
     return sync(job_);
   }
   double wire_sent() const override { return sharded_.wire_sent(); }

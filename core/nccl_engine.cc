@@ -82,6 +82,7 @@ class NcclEngine::PlanRunner : public PlanActions {
   int finish(std::vector<Reduction>&) override {
     mark();  // the real group has ended: its collectives are on the streams
     const int rc = run(scheduler::Phase::finish);
+    engine_.count_after_run(plan_);
     mark();  // after the finishing kernels
     submit_timing();
     return rc;
@@ -329,11 +330,16 @@ NcclEngine::Planned NcclEngine::decide(CallPlan& p, bool capturing, SharedState&
     ++(counted.*counted_as(decision));
     return Planned::ok;
   }
+  // Top-k that its cost model shards: sharded, but gathered in a graph (the
+  // sharded exchange reads its part sizes on the host), with the same key.
+  const bool shards = topk_shards(p, *shared.policy.compressor);
+  if (shards && capturing) note_topk_gathered_in_graph();
+  if (shards && !capturing) p.call.verdict.path = ReductionPath::sharded;
   ResidualSlot* slot = nullptr;
   DeviceGuard device(p.comm->device);
   // A sharded call's key also holds this rank's owner-side residual.
   const std::size_t key_floats =
-      c.verdict.path == ReductionPath::sharded
+      c.verdict.path == ReductionPath::sharded || shards
           ? sharded_key_floats(*shared.policy.compressor, c.count, p.comm->size, p.comm->rank)
           : c.count;
   const auto found = shared.residuals.find_on_device(
@@ -396,7 +402,8 @@ ncclResult_t NcclEngine::plan(GroupPlan& plan) {
     Counters counted;
     if (p.compressed) {
       counted.count_compressed(bytes, p.comm->size, plan.wire_sent(p));
-      if (plan.gathers()) counted.count_topk(false, plan.wire_sent(p));
+      if (plan.topk())
+        counted.count_topk(p.call.verdict.path == ReductionPath::sharded, plan.wire_sent(p));
       if (p.residual_missing != CallPlan::Missing::none) ++counted.ef_cap_fallback;
       if (p.residual_missing == CallPlan::Missing::in_graph) warn_no_residual_in_graph();
     } else {
@@ -441,6 +448,34 @@ ncclResult_t NcclEngine::plan_memory(GroupPlan& plan) {
                 static_cast<std::byte*>(key.first->workspaces[key.second].get()));
   }
   return ncclSuccess;
+}
+
+// Top-k calls the codec's cost model reduces sharded (flat, fp32; on a
+// communicator split into nodes, top-k stays hierarchical and gathered).
+bool NcclEngine::topk_shards(const CallPlan& p, compressors::Compressor& compressor) {
+  return p.call.verdict.path == ReductionPath::topk && p.call.datatype == ncclFloat32 &&
+         (!p.nodes || p.nodes->flat()) && compressor.sharded_codec() &&
+         compressor.prefers_sharded(p.call.count, p.comm->size);
+}
+
+// The bytes of the calls whose sizes were known only once they ran (sharded
+// top-k's parts), with the byte split by node where it is kept.
+void NcclEngine::count_after_run(const GroupPlan& plan) {
+  for (const CallPlan& p : plan.calls) {
+    if (p.sent_after_run < 0) continue;
+    Counters counted;
+    counted.wire_sent = p.sent_after_run;
+    counted.topk_sharded_sent = p.sent_after_run;
+    count_by_node(counted, p.nodes.get(), false, p.call.count);
+    runtime_.board(Side::nccl).add(counted);
+  }
+}
+
+void NcclEngine::note_topk_gathered_in_graph() {
+  if (std::exchange(noted_topk_gathered_in_graph_, true)) return;
+  log_line(runtime_.settings().log_level, LogLevel::info, first_rank_ < 0 ? 0 : first_rank_,
+           "nccl: top-k calls captured into a CUDA graph are gathered, not sharded: the sharded "
+           "exchange reads its part sizes on the host, which a graph cannot");
 }
 
 // Once per process: a graph that replays a call without error feedback keeps

@@ -93,6 +93,9 @@ class NcclEngine : public RuntimeSide {
   Planned decide(CallPlan& p, bool capturing, SharedState& shared, Counters& counted);
   void count_pass_through(const Reduction& call);
   void warn_no_residual_in_graph();  // under mutex_
+  static bool topk_shards(const CallPlan& p, compressors::Compressor& compressor);
+  void note_topk_gathered_in_graph();  // under mutex_
+  void count_after_run(const GroupPlan& plan);
   // SLIMREDUCE_TIMELINE: the planned group's marks, a stream per (stream with
   // compressed calls not being captured); nullopt when the timeline is off.
   std::optional<NcclTimeline::Group> time_group(const GroupPlan& plan);
@@ -104,6 +107,7 @@ class NcclEngine : public RuntimeSide {
   std::map<ncclComm_t, std::shared_ptr<NcclCommState>> comms_;
   int first_rank_ = -1;  // the first communicator's rank, which our log lines carry
   bool warned_no_residual_in_graph_ = false;
+  bool noted_topk_gathered_in_graph_ = false;
   std::unique_ptr<NcclTimeline> timeline_;  // made at the first timed group
 };
 

@@ -186,6 +186,9 @@ std::size_t nccl_type_bytes(int datatype) {
   }
 }
 
+// Asked of a call's verdict as classified: top-k's calls come as
+// ReductionPath::topk (the engine may shard them later), and a sharded
+// verdict is int8's.
 bool GroupPlan::carries(ReductionPath path) const {
   using compressors::DeviceKernels;
   if (!compressor_) return false;

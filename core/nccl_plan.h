@@ -76,6 +76,9 @@ struct CallPlan {
   std::size_t select_scratch = 0;  // top-k: device_compress's scratch
   // top-k: select scratch, then accumulate; hierarchical, low rank, sharded: all its own
   std::byte* region = nullptr;
+  // Sharded top-k: its bytes, once its part sizes are known (set by its step
+  // as it finishes; the engine counts them then). -1: counted when planned.
+  mutable double sent_after_run = -1;
 };
 
 // Top-k calls on one communicator and stream: each selects into its slot of
@@ -127,8 +130,9 @@ class GroupPlan {
 
   // The bytes this rank hands to the transport for calls[i] (compressed).
   double wire_sent(const CallPlan& plan) const;
-  // Whether the compressed calls are top-k's (gathered: the NCCL path has no sharded one yet).
-  bool gathers() const { return compressor_->aggregation() == compressors::Aggregation::gathered; }
+  // Whether the compressed calls are top-k's (gathered, or sharded where
+  // the engine chose it: ReductionPath::sharded).
+  bool topk() const { return compressor_->aggregation() == compressors::Aggregation::gathered; }
 
   // The plan's steps in call order (after assign()): a cast batch where its
   // first call was, each top-k call, and each call passed through in its

@@ -13,29 +13,28 @@ namespace {
 
 using algorithms::ShardedAllreduce;
 
-compressors::ShardedCompressor& sharded(compressors::Compressor& compressor) {
-  return static_cast<compressors::ShardedCompressor&>(compressor);
-}
-const compressors::ShardedCompressor& sharded(const compressors::Compressor& compressor) {
-  return static_cast<const compressors::ShardedCompressor&>(compressor);
+const compressors::ShardedCodec& codec_of(const compressors::Compressor& compressor) {
+  return *compressor.sharded_codec();
 }
 
-// A call's region: [the algorithm's wire buffers | its scratch].
+// A call's region: [the algorithm's wire buffers | its scratch | the codec's device scratch].
 struct Region {
-  std::size_t wire, scratch, bytes;
+  std::size_t wire, scratch, device, bytes;
   Region(const CallPlan& p, const compressors::Compressor& compressor) {
-    const auto& codec = sharded(compressor);
+    const auto& codec = codec_of(compressor);
     const std::size_t count = p.call.count;
-    wire = round256(ShardedAllreduce::wire_bytes(codec, count, p.comm->size, p.comm->rank));
-    scratch = round256(ShardedAllreduce::scratch_bytes(codec, count, p.comm->size, p.comm->rank));
-    bytes = wire + scratch;
+    const int ranks = p.comm->size;
+    wire = round256(ShardedAllreduce::wire_bytes(codec, count, ranks, p.comm->rank));
+    scratch = round256(ShardedAllreduce::scratch_bytes(codec, count, ranks, p.comm->rank));
+    device = round256(codec.device_scratch_bytes(count, ranks));
+    bytes = wire + scratch + device;
   }
 };
 
 class ShardedStep final : public scheduler::Step {
  public:
-  ShardedStep(const CallPlan& p, compressors::ShardedCompressor& compressor)
-      : compressor_(compressor),
+  ShardedStep(const CallPlan& p, compressors::ShardedCodec& codec, const Region& region)
+      : codec_(codec),
         input_(static_cast<const float*>(p.call.sendbuff)),
         output_(static_cast<float*>(p.call.recvbuff)),
         residual_(p.residual),
@@ -43,31 +42,36 @@ class ShardedStep final : public scheduler::Step {
         device_(p.comm->device),
         divisor_(p.call.verdict.average ? p.comm->size : 1),
         stream_(static_cast<cudaStream_t>(p.call.stream)),
+        device_scratch_(p.region + region.wire + region.scratch),
+        sent_after_run_(codec.part_sizes_vary() ? &p.sent_after_run : nullptr),
         transport_(p.comm->comm, p.comm->rank, p.comm->size, stream_),
-        sharded_(transport_, compressor, count_, owner_residual_of(p), p.region,
-                 p.region + Region(p, compressor).wire) {
-    sharded_.owner_on_device(compressor, stream_);
+        sharded_(transport_, codec, count_, owner_residual_of(p), p.region,
+                 p.region + region.wire) {
+    sharded_.owner_on_device(codec, device_scratch_, stream_);
   }
 
-  // Before the group's collectives: the parts, on the device.
+  // Before the group's collectives: the parts (and their sizes), on the device.
   Status compress() override {
     DeviceGuard guard(device_);
     if (!guard.ok()) return Status::cuda(cudaErrorInvalidDevice);
     sharded_.parts_written(residual_ != nullptr);
-    return Status::cuda(compressor_.device_compress_parts(
-        input_, residual_, count_, sharded_.bounds().data(), ranks(), sharded_.parts(), stream_));
+    return Status::cuda(codec_.device_compress_parts(
+        input_, residual_, count_, sharded_.bounds().data(), ranks(), sharded_.parts(),
+        sharded_.part_sizes(), device_scratch_, stream_));
   }
   // Nothing among the group's collectives (the header says why).
   Status communicate() override { return {}; }
-  // After the group ended, in stream order: the exchange, the owners' step,
-  // the allgather, and every owner's result decoded into the output.
+  // After the group ended, in stream order: the exchange (sizes that vary
+  // read back first: a host wait), the owners' step, the allgather, and
+  // every owner's result decoded into the output.
   Status finish() override {
     DeviceGuard guard(device_);
     if (!guard.ok()) return Status::cuda(cudaErrorInvalidDevice);
     SLIMREDUCE_TRY(sharded_.communicate());
-    return Status::cuda(compressor_.device_decode_results(sharded_.results(), sharded_.slot_bytes(),
-                                                          count_, sharded_.bounds().data(), ranks(),
-                                                          output_, divisor_, stream_));
+    if (sent_after_run_) *sent_after_run_ = sharded_.wire_sent();
+    return Status::cuda(codec_.device_decode_results(sharded_.results(), sharded_.slot_bytes(),
+                                                     count_, sharded_.bounds().data(), ranks(),
+                                                     output_, divisor_, device_scratch_, stream_));
   }
   double wire_sent() const override { return sharded_.wire_sent(); }
 
@@ -77,7 +81,7 @@ class ShardedStep final : public scheduler::Step {
   }
   int ranks() const { return transport_.size(); }
 
-  compressors::ShardedCompressor& compressor_;
+  compressors::ShardedCodec& codec_;
   const float* input_;
   float* output_;
   float* residual_;  // then the owner-side residual (sharded_key_floats)
@@ -85,6 +89,8 @@ class ShardedStep final : public scheduler::Step {
   int device_;
   int divisor_;
   cudaStream_t stream_;
+  std::byte* device_scratch_;
+  double* sent_after_run_;  // where sizes vary: the call's bytes, once known
   backends::NcclTransport transport_;
   ShardedAllreduce sharded_;  // over transport_: declared after it
 };
@@ -93,7 +99,7 @@ class ShardedStep final : public scheduler::Step {
 
 std::size_t sharded_key_floats(const compressors::Compressor& compressor, std::size_t count,
                                int ranks, int rank) {
-  return count + ShardedAllreduce::owned_count(sharded(compressor), count, ranks, rank);
+  return count + ShardedAllreduce::owned_count(codec_of(compressor), count, ranks, rank);
 }
 
 std::size_t sharded_region_bytes(const CallPlan& p, const compressors::Compressor& compressor) {
@@ -101,13 +107,14 @@ std::size_t sharded_region_bytes(const CallPlan& p, const compressors::Compresso
 }
 
 double sharded_wire_sent(const CallPlan& p, const compressors::Compressor& compressor) {
-  return ShardedAllreduce::fixed_wire_sent(sharded(compressor), p.call.count, p.comm->size,
-                                           p.comm->rank);
+  const auto& codec = codec_of(compressor);
+  if (codec.part_sizes_vary()) return 0;  // counted once the sizes are known (sent_after_run)
+  return ShardedAllreduce::fixed_wire_sent(codec, p.call.count, p.comm->size, p.comm->rank);
 }
 
 std::unique_ptr<scheduler::Step> sharded_step(const CallPlan& p,
                                               compressors::Compressor& compressor) {
-  return std::make_unique<ShardedStep>(p, sharded(compressor));
+  return std::make_unique<ShardedStep>(p, *compressor.sharded_codec(), Region(p, compressor));
 }
 
 }  // namespace slimreduce

@@ -1,13 +1,19 @@
-// A sharded compressor (int8) on the NCCL path (DeviceKernels::sharded): one
+// The sharded algorithm on the NCCL path: int8 (DeviceKernels::sharded)
+// always, top-k where its cost model says so (NcclEngine::decide). One
 // call's algorithms::ShardedAllreduce over the caller's communicator and
-// stream, every step enqueued, no host wait. The parts are made on the
-// device before the group's collectives; after the group ends, the parts go
-// to their owners (grouped ncclSend/ncclRecv: fixed sizes, so no count
-// exchange), each owner's step runs on the device (its shard's parts summed
-// in rank order, compressed again with its owner-side residual), the owners'
-// results are allgathered and every rank decodes the same bytes. The
-// exchange waits for the group's end, after the group's collectives, so a
-// user's group never holds point-to-point calls beside them.
+// stream. The parts (and, for top-k, their sizes) are made on the device
+// before the group's collectives; after the group ends, the parts go to
+// their owners (grouped ncclSend/ncclRecv), each owner's step runs on the
+// device (its shard's parts summed in rank order, compressed again with its
+// owner-side residual), the owners' results are allgathered and every rank
+// decodes the same bytes. The exchange waits for the group's end, after the
+// group's collectives, so a user's group never holds point-to-point calls
+// beside them.
+//
+// int8's part sizes are fixed: nothing waits for the device. Top-k's vary
+// with the values: they are exchanged first and read back to the host (one
+// host wait per call, after the group's collectives were enqueued), so a
+// top-k call being captured into a graph is gathered instead.
 // CUDA builds only.
 #pragma once
 
@@ -30,7 +36,8 @@ std::size_t sharded_key_floats(const compressors::Compressor& compressor, std::s
 std::size_t sharded_region_bytes(const CallPlan& p, const compressors::Compressor& compressor);
 
 // Bytes this rank hands to NCCL for one sharded call: its parts to the other
-// owners and a ring allgather of one owner's result.
+// owners and a ring allgather of one owner's result; 0 where the part sizes
+// vary (top-k: the step sets CallPlan::sent_after_run once they are known).
 double sharded_wire_sent(const CallPlan& p, const compressors::Compressor& compressor);
 
 // The call's step (after its region was assigned).

@@ -62,6 +62,8 @@ struct Mode {
   bool topk = compressor == "topk";
   bool powersgd = compressor == "powersgd";
   bool int8 = compressor == "int8";
+  // Top-k forced sharded: one rank owns the one shard (its sum selected again).
+  bool topk_sharded = topk && env("SLIMREDUCE_TOPK_ALGORITHM", "auto") == std::string("sharded");
   bool ef = env("SLIMREDUCE_ERROR_FEEDBACK", topk || powersgd || int8 ? "1" : "0") == "1";
   std::size_t quant_bucket =
       static_cast<std::size_t>(std::atoi(env("SLIMREDUCE_QUANT_BUCKET", "512").c_str()));
@@ -137,7 +139,7 @@ void forget(ncclComm_t comm) {
 }
 
 std::vector<float> reference(const std::vector<float>& in, ncclComm_t comm, const void* recv,
-                             int datatype = ncclFloat32) {
+                             int datatype = ncclFloat32, bool in_graph = false) {
   const std::size_t n = in.size();
   Residual& slot = residuals[{comm, recv}];
   if (slot.values.size() != n || slot.datatype != datatype)
@@ -162,6 +164,15 @@ std::vector<float> reference(const std::vector<float>& in, ncclComm_t comm, cons
     k::TopkScratch scratch;
     k::topk_compress(in.data(), residual, n, kk, values, payload.data(), scratch);
     k::topk_accumulate(payload.data(), kk, values, out.data());
+    // Sharded (fp32, not in a graph): the owner selects k of the sum again,
+    // with its own residual (these runs' ratios keep its result top-k).
+    if (mode.topk_sharded && datatype == ncclFloat32 && !in_graph) {
+      std::vector<float> sum = out;
+      std::fill(out.begin(), out.end(), 0.0f);
+      k::topk_compress(sum.data(), mode.ef ? slot.owner.data() : nullptr, n, kk, values,
+                       payload.data(), scratch);
+      k::topk_accumulate(payload.data(), kk, values, out.data());
+    }
     return out;
   }
   const auto format = mode.compressor == "bf16" ? k::HalfFormat::bf16 : k::HalfFormat::fp16;
@@ -351,8 +362,9 @@ void check_group(Device& d, float* a, float* b, std::size_t n) {
   }
   // Casts: the two sums share one 16-bit collective, the average (another op)
   // has its own. Top-k: all three share one allgather.
-  // PowerSGD and int8: each call its own step, none fused.
-  const bool fused = compressible(n * 4, true) && !mode.powersgd && !mode.int8;
+  // PowerSGD, int8 and sharded top-k: each call its own step, none fused.
+  const bool fused =
+      compressible(n * 4, true) && !mode.powersgd && !mode.int8 && !mode.topk_sharded;
   const double tensors = !fused ? 0 : mode.compressor == "topk" ? 3 : 2;
   const bool fused_counted = counter("calls.fused_batches") - fused_before == (fused ? 1 : 0) &&
                              counter("calls.fused_tensors") - tensors_before == tensors;
@@ -404,7 +416,8 @@ void check_graph(Device& d, float* a, float* b, std::size_t n) {
     const std::vector<float> got = read_back(d, b, n);
     // PowerSGD passes through under capture (cuBLAS and its Q are made outside it).
     const bool compressed = compressible(n * 4, true) && !mode.powersgd;
-    const std::vector<float> want = compressed ? reference(in, d.comm, b) : in;
+    const std::vector<float> want =
+        compressed ? reference(in, d.comm, b, ncclFloat32, /*in_graph=*/true) : in;
     expect_bits("graph replay (compressed when warm)", got.data(), want.data(), n * 4);
   }
   CUDA_OK(cudaGraphExecDestroy(exec));
@@ -422,7 +435,22 @@ void check_graph(Device& d, float* a, float* b, std::size_t n) {
   CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
   CUDA_OK(cudaGraphLaunch(exec, d.stream));
   const std::vector<float> got = read_back(d, b + 8 * n, big);
-  expect_bits("graph capture without workspace passes through", got.data(), in.data(), big * 4);
+  if (mode.topk_sharded && compressible(n * 4, true)) {
+    // Sharded top-k's workspace (its owner's fp32 shard among it) holds this
+    // call gathered, as a graph has it: compressed, without error feedback
+    // (its key is new in the capture).
+    const std::size_t kk = k::topk_count(big, mode.ratio);
+    const auto values = mode.fp16_values ? k::TopkValues::fp16 : k::TopkValues::fp32;
+    std::vector<std::uint8_t> payload(k::topk_payload_bytes(kk, values));
+    k::TopkScratch scratch;
+    std::vector<float> want(big, 0.0f);
+    k::topk_compress(in.data(), nullptr, big, kk, values, payload.data(), scratch);
+    k::topk_accumulate(payload.data(), kk, values, want.data());
+    expect_bits("graph capture in a sharded call's workspace: gathered, no residual", got.data(),
+                want.data(), big * 4);
+  } else {
+    expect_bits("graph capture without workspace passes through", got.data(), in.data(), big * 4);
+  }
   CUDA_OK(cudaGraphExecDestroy(exec));
   CUDA_OK(cudaGraphDestroy(graph));
 }

@@ -270,4 +270,62 @@ void check_int8_bytes(Comm& world, float* send, float* recv, std::size_t n, cuda
          "int8 bytes sent: " + std::to_string(got) + ", by hand " + std::to_string(want));
 }
 
+namespace {
+
+double counter(const char* key) {
+  double value = -1;
+  CHECK(slimreduce_get_counter(key, &value) == 0, key);
+  return value;
+}
+
+}  // namespace
+
+// Sharded top-k's wire bytes, by hand, for a receive buffer never used (no
+// residual yet): this rank's top k of its input cut by even shards, each
+// part (indices and values, padded to 4 bytes) to its owner; 8 bytes of
+// size to every other rank first; a ring allgather of one result slot (the
+// largest owner's result: a 4-byte tag and its top-k payload or its shard in
+// 16 bits, padded to 8 bytes). Counted as a sharded top-k call.
+void check_topk_sharded_bytes(Comm& world, float* send, std::size_t n, cudaStream_t stream) {
+  if (!sim::shards_topk(mode, n, world.size)) return;
+  namespace k = slimreduce::kernels;
+  float* recv = nullptr;
+  CUDA_OK(cudaMalloc(&recv, n * sizeof(float)));
+  Call c = prepare(world, send, recv, n, ncclFloat32, ncclSum, stream);
+  const auto values = mode.fp16_values ? k::TopkValues::fp16 : k::TopkValues::fp32;
+  const std::size_t kk = k::topk_count(n, mode.ratio);
+  std::vector<std::uint8_t> payload(k::topk_payload_bytes(kk, values));
+  k::TopkScratch scratch;
+  k::topk_compress(c.model.inputs[world.rank].data(), nullptr, n, kk, values, payload.data(),
+                   scratch);
+  std::vector<std::uint32_t> index(kk);
+  std::memcpy(index.data(), payload.data(), kk * sizeof(std::uint32_t));
+  const std::vector<std::size_t> bounds = sim::even_bounds(n, world.size);
+  double want = 8.0 * (world.size - 1);
+  std::size_t slot = 0;
+  for (int s = 0; s < world.size; ++s) {
+    const std::size_t count = bounds[s + 1] - bounds[s];
+    const auto in_shard = std::count_if(index.begin(), index.end(), [&](std::uint32_t i) {
+      return i >= bounds[s] && i < bounds[s + 1];
+    });
+    const std::size_t part = k::topk_payload_bytes(static_cast<std::size_t>(in_shard), values);
+    if (s != world.rank) want += static_cast<double>((part + 3) / 4 * 4);
+    const std::size_t owner_k = k::topk_payload_bytes(k::topk_count(count, mode.ratio), values);
+    slot = std::max(slot, 4 + std::min(owner_k, count * 2));  // top-k, or 16 bits if no larger
+  }
+  want += static_cast<double>((world.size - 1) * ((slot + 7) / 8 * 8));
+  const double calls_before = counter("calls.topk_sharded");
+  const double sent_before = counter("bytes.topk_sharded_sent");
+  const slimreduce_counters before = counters_now();
+  issue(c);
+  verify("sharded top-k, its bytes counted", c);
+  const slimreduce_counters after = counters_now();
+  const double got = after.wire_sent - before.wire_sent;
+  const double got_sharded = counter("bytes.topk_sharded_sent") - sent_before;
+  expect(counter("calls.topk_sharded") == calls_before + 1 && got == want && got_sharded == want,
+         "sharded top-k bytes sent: " + std::to_string(got) + " (" + std::to_string(got_sharded) +
+             " as sharded), by hand " + std::to_string(want));
+  CUDA_OK(cudaFree(recv));  // its residual stays with the library's key, as the model's does
+}
+
 }  // namespace ranks_job

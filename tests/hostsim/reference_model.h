@@ -3,7 +3,9 @@
 // residual, sum in rank order (the simulated NCCL's order; a top-k sum does
 // not depend on it), widen, divide for ncclAvg; hierarchically (a call's
 // local_size), each node's fp32 sum first, then each shard over the nodes;
-// int8 by shards of whole buckets, each owner's sum quantized again. It
+// int8 by shards of whole buckets, each owner's sum quantized again; top-k
+// where it shards (fp32, flat, not in a graph: shards_topk) by even shards,
+// each owner's sum selected again or cast to 16 bits. It
 // keeps the residuals and the warm-up counts as the library does, so calls
 // after calls stay exact.
 // One model per stream of calls (not thread-safe).
@@ -12,6 +14,7 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -39,6 +42,7 @@ struct Mode {
   bool topk = compressor == "topk";
   bool powersgd = compressor == "powersgd";
   bool int8 = compressor == "int8";
+  std::string topk_algorithm = env_or("SLIMREDUCE_TOPK_ALGORITHM", "auto");
   bool ef = env_or("SLIMREDUCE_ERROR_FEEDBACK", topk || powersgd || int8 ? "1" : "0") == "1";
   std::size_t quant_bucket =
       static_cast<std::size_t>(std::atoi(env_or("SLIMREDUCE_QUANT_BUCKET", "512").c_str()));
@@ -87,6 +91,34 @@ inline std::vector<std::size_t> int8_bounds(std::size_t n, int ranks, std::size_
   for (std::size_t s = 0; s <= shards; ++s)
     bounds[s] = std::min((buckets / shards * s + buckets % shards * s / shards) * bucket, n);
   return bounds;
+}
+
+// Top-k's shards: even, from n and the ranks alone (TopkShards::shard_bounds).
+inline std::vector<std::size_t> even_bounds(std::size_t n, int ranks) {
+  const auto shards = static_cast<std::size_t>(ranks);
+  std::vector<std::size_t> bounds(shards + 1);
+  for (std::size_t s = 0; s <= shards; ++s) bounds[s] = n / shards * s + n % shards * s / shards;
+  return bounds;
+}
+
+// Whether top-k reduces a call of n values over `ranks` sharded (where the
+// NCCL path can: fp32, flat, not in a graph): SLIMREDUCE_TOPK_ALGORITHM, and
+// for `auto` the cost model written out again: sharded where it sends at most
+// half the gathered bytes and every owner's result is top-k.
+inline bool shards_topk(const Mode& mode, std::size_t n, int ranks) {
+  if (!mode.topk || mode.topk_algorithm == "gather") return false;
+  if (mode.topk_algorithm == "sharded") return true;
+  namespace k = kernels;
+  const auto values = mode.fp16_values ? k::TopkValues::fp16 : k::TopkValues::fp32;
+  auto payload = [&](std::size_t count) {
+    return static_cast<double>(k::topk_payload_bytes(k::topk_count(count, mode.ratio), values));
+  };
+  const std::size_t largest = (n + static_cast<std::size_t>(ranks) - 1) / ranks;
+  const bool owner_dense = payload(largest) >= static_cast<double>(largest * 2);
+  const double slot = 4 + (owner_dense ? static_cast<double>(largest * 2) : payload(largest));
+  const double gathered = (ranks - 1) * payload(n);
+  const double sharded = payload(n) * (ranks - 1) / ranks + 8.0 * (ranks - 1) + slot * (ranks - 1);
+  return ranks > 2 && !owner_dense && 2 * sharded <= gathered;
 }
 
 // One call as the model sees it: the communicator's name and shape, the
@@ -173,8 +205,11 @@ class Model {
       held_bytes_ += c.n * sizeof(float);
       Residual made{
           c.n, c.type, std::vector<std::vector<float>>(c.comm_size, std::vector<float>(c.n)), {}};
-      const std::vector<std::size_t> bounds = int8_bounds(c.n, c.comm_size, mode_.quant_bucket);
-      for (int s = 0; mode_.int8 && s < c.comm_size; ++s)
+      const std::vector<std::size_t> bounds =
+          mode_.int8 ? int8_bounds(c.n, c.comm_size, mode_.quant_bucket)
+                     : even_bounds(c.n, c.comm_size);
+      const bool owners = mode_.int8 || shards_topk(mode_, c.n, c.comm_size);
+      for (int s = 0; owners && s < c.comm_size; ++s)
         made.owners.emplace_back(bounds[s + 1] - bounds[s], 0.0f);
       found = residuals_.emplace(key, std::move(made)).first;
     }
@@ -191,6 +226,9 @@ class Model {
       return low_rank(c, res, keyed ? &qs_[{c.comm_id, c.recv}] : nullptr);
     } else if (mode_.int8) {  // flat on every path's NCCL plan
       out = sharded_int8(c, res);
+    } else if (shards_topk(mode_, c.n, c.comm_size) && c.type == ncclFloat32 && c.local_size <= 1 &&
+               !c.captured) {
+      out = sharded_topk(c, res);
     } else if (c.local_size > 1) {
       out = hierarchical(c, res);
     } else {
@@ -303,6 +341,51 @@ class Model {
       float* owner_residual = owners ? (*owners)[s].data() : nullptr;
       k::quant8_compress(shard.data(), owner_residual, count, bucket, block.data(), k::Isa::scalar);
       k::quant8_decompress(block.data(), count, bucket, out.data() + begin, k::Isa::scalar);
+    }
+    return out;
+  }
+
+  // Top-k, sharded: every rank selects its top k with its residual; owner s
+  // adds the selected values of its shard into zeros in rank order (each
+  // element's adds in the order the gathered sum makes them), then compresses
+  // that sum again with its owner residual: top-k of the shard, or the shard
+  // in 16 bits where that is no larger (bf16 when a finite value is beyond
+  // fp16's range); every rank decodes that.
+  std::vector<float> sharded_topk(const ModelCall& c, std::vector<std::vector<float>>* res) {
+    namespace k = kernels;
+    std::vector<const float*> in;
+    std::vector<float*> slices;
+    for (int r = 0; r < c.comm_size; ++r) {
+      in.push_back(c.inputs[r].data());
+      slices.push_back(res ? (*res)[r].data() : nullptr);
+    }
+    const std::vector<float> sum = summed_topk(in, slices, c.n);
+    std::vector<std::vector<float>>* owners =
+        res ? &residuals_.at({c.comm_id, c.recv}).owners : nullptr;
+    const std::vector<std::size_t> bounds = even_bounds(c.n, c.comm_size);
+    const auto values = mode_.fp16_values ? k::TopkValues::fp16 : k::TopkValues::fp32;
+    std::vector<float> out(c.n, 0.0f);
+    for (int s = 0; s < c.comm_size; ++s) {
+      const std::size_t begin = bounds[s], count = bounds[s + 1] - begin;
+      std::vector<float> shard(sum.begin() + begin, sum.begin() + begin + count);
+      float* owner = owners ? (*owners)[s].data() : nullptr;
+      const std::size_t kk = k::topk_count(count, mode_.ratio);
+      if (k::topk_payload_bytes(kk, values) >= count * 2) {
+        bool wide = false;
+        for (std::size_t i = 0; i < count; ++i) {
+          const float acc = owner ? shard[i] + owner[i] : shard[i];
+          wide = wide || (std::isfinite(acc) && std::fabs(acc) >= 65520.0f);
+        }
+        const auto format = wide ? k::HalfFormat::bf16 : k::HalfFormat::fp16;
+        std::vector<std::uint16_t> half(count);
+        k::compress(format, shard.data(), owner, half.data(), count);
+        k::decompress(format, half.data(), out.data() + begin, count);
+      } else {
+        std::vector<std::uint8_t> payload(k::topk_payload_bytes(kk, values));
+        k::TopkScratch scratch;
+        k::topk_compress(shard.data(), owner, count, kk, values, payload.data(), scratch);
+        k::topk_accumulate(payload.data(), kk, values, out.data() + begin);
+      }
     }
     return out;
   }
