@@ -167,8 +167,9 @@ class Model {
     std::size_t n = 0;
     ncclDataType_t type = ncclFloat32;
     std::vector<std::vector<float>> per_rank;
-    // int8: each owner's residual of its shard (made with the key, zeroed).
-    // The library counts it against the cap too; no int8 run tests the cap.
+    // int8 and sharded top-k: each owner's residual of its shard (made with
+    // the key, zeroed). The library counts it against the cap too; no run of
+    // theirs tests the cap.
     std::vector<std::vector<float>> owners;
   };
 
