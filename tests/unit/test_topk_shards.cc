@@ -67,6 +67,48 @@ INSTANTIATE_TEST_SUITE_P(Sizes, Parts,
                                            Case{1000, 3, 0.01, true}, Case{4099, 7, 0.05, false},
                                            Case{4099, 7, 0.05, true}, Case{65536, 16, 0.3, false}));
 
+// kernels::topk_split_parts (the device kernel's twin) on a payload whose
+// pairs all fall in shard 0: that part holds them all, with its padding, and
+// every other part is empty; one shard of a single value takes one pair.
+TEST(Parts, AllPairsInOneShardLeaveTheOthersEmpty) {
+  for (const auto values : {kernels::TopkValues::fp32, kernels::TopkValues::fp16}) {
+    const std::size_t n = 1000, k = 5;
+    const int ranks = 8;
+    const std::size_t value_bytes = values == kernels::TopkValues::fp16 ? 2 : 4;
+    std::vector<std::byte> payload(kernels::topk_payload_bytes(k, values));
+    const std::uint32_t index[k] = {0, 3, 50, 100, 124};  // shard 0 is [0, 125)
+    std::memcpy(payload.data(), index, sizeof index);
+    for (std::size_t i = 0; i < k * value_bytes; ++i)
+      payload[k * 4 + i] = static_cast<std::byte>(0x11 + i);
+    std::vector<std::byte> parts(payload.size() + 3 * ranks, std::byte{0x5a});
+    std::vector<std::uint64_t> part_bytes(ranks, 99);
+    kernels::topk_split_parts(payload.data(), k, values, n, ranks, parts.data(), part_bytes.data());
+    EXPECT_EQ(part_bytes[0], (k * (4 + value_bytes) + 3) / 4 * 4);
+    for (int s = 1; s < ranks; ++s) EXPECT_EQ(part_bytes[s], 0u) << "shard " << s;
+    EXPECT_EQ(std::memcmp(parts.data(), payload.data(), payload.size()), 0)
+        << "shard 0 begins at 0: its indices and values are the payload's";
+    for (std::size_t b = payload.size(); b < part_bytes[0]; ++b)
+      EXPECT_EQ(parts[b], std::byte{0}) << "padding byte " << b;
+  }
+  // 9 values over 8 shards: shard 7 is [7, 9); the pair at 8 becomes index 1 there.
+  const std::uint32_t index[2] = {2, 8};
+  const float value[2] = {1.0f, -2.0f};
+  std::vector<std::byte> payload(16);
+  std::memcpy(payload.data(), index, 8);
+  std::memcpy(payload.data() + 8, value, 8);
+  std::vector<std::byte> parts(16 + 24);
+  std::vector<std::uint64_t> part_bytes(8);
+  kernels::topk_split_parts(payload.data(), 2, kernels::TopkValues::fp32, 9, 8, parts.data(),
+                            part_bytes.data());
+  const std::vector<std::uint64_t> want = {0, 0, 8, 0, 0, 0, 0, 8};
+  EXPECT_EQ(part_bytes, want);
+  std::uint32_t shifted[2];
+  std::memcpy(&shifted[0], parts.data(), 4);
+  std::memcpy(&shifted[1], parts.data() + 8, 4);
+  EXPECT_EQ(shifted[0], 0u) << "index 2 is the first of shard 2, [2, 3)";
+  EXPECT_EQ(shifted[1], 1u);
+}
+
 TEST(Parts, ChecksRefuseWhatCouldLeaveTheShard) {
   const TopkShards shards(0.5, kernels::TopkValues::fp32);
   const std::size_t n = 100, count = 10;
