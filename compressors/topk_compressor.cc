@@ -65,10 +65,10 @@ class TopkCompressor final : public GatheredCompressor, public ShardedCodec {
   std::size_t parts_capacity(std::size_t n, int ranks) const override {
     return shards_.parts_capacity(n, ranks);
   }
-  void compress_parts(const float* in, float* residual, std::size_t n, const std::size_t* bounds,
+  void compress_parts(const float* in, float* residual, std::size_t n, const std::size_t*,
                       int ranks, std::byte* out, std::size_t* part_bytes) override {
     ScratchLease scratch(*this);
-    shards_.compress_parts(in, residual, n, bounds, ranks, out, part_bytes, scratch.get());
+    shards_.compress_parts(in, residual, n, ranks, out, part_bytes, scratch.get());
   }
   bool part_valid(const std::byte* part, std::size_t bytes, std::size_t count,
                   std::size_t n) const override {

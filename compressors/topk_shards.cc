@@ -1,7 +1,6 @@
 #include "compressors/topk_shards.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 
 #include "compressors/compressor.h"
@@ -12,8 +11,6 @@ namespace slimreduce::compressors {
 namespace {
 
 constexpr std::size_t kTagBytes = sizeof(std::uint32_t);
-// The smallest finite magnitude fp16 rounds to inf (the midpoint of 65504 and 2^16).
-constexpr float kFp16Overflow = 65520.0f;
 
 std::uint32_t tag_of(const std::byte* result) {
   std::uint32_t tag;
@@ -24,16 +21,6 @@ std::uint32_t tag_of(const std::byte* result) {
 void put_tag(std::byte* result, OwnerFormat format) {
   const auto tag = static_cast<std::uint32_t>(format);
   std::memcpy(result, &tag, sizeof tag);
-}
-
-// Whether acc = sum + residual (as the cast forms it) has a finite value
-// that fp16 cannot hold.
-bool beyond_fp16(const float* sum, const float* residual, std::size_t count) {
-  for (std::size_t i = 0; i < count; ++i) {
-    const float acc = residual ? sum[i] + residual[i] : sum[i];
-    if (std::isfinite(acc) && std::fabs(acc) >= kFp16Overflow) return true;
-  }
-  return false;
 }
 
 // The parts of a payload of payload_bytes, each padded (3 bytes at most): the payload itself sits
@@ -59,10 +46,9 @@ std::size_t TopkShards::parts_capacity(std::size_t n, int ranks) const {
   return parts_room(payload, ranks) + payload;
 }
 
-void TopkShards::compress_parts(const float* in, float* residual, std::size_t n,
-                                const std::size_t* bounds, int ranks, std::byte* out,
-                                std::size_t* part_bytes, kernels::TopkScratch& scratch) const {
-  (void)bounds;  // shard_bounds', which topk_split_parts cuts by
+void TopkShards::compress_parts(const float* in, float* residual, std::size_t n, int ranks,
+                                std::byte* out, std::size_t* part_bytes,
+                                kernels::TopkScratch& scratch) const {
   const std::size_t k = kernels::topk_count(n, ratio_);
   std::byte* payload = out + parts_room(kernels::topk_payload_bytes(k, values_), ranks);
   kernels::topk_compress(in, residual, n, k, values_, payload, scratch);
@@ -104,7 +90,7 @@ void TopkShards::owner_compress(const float* sum, float* owner_residual, std::si
                            body, scratch);
     return;
   }
-  const bool wide = beyond_fp16(sum, owner_residual, count);
+  const bool wide = kernels::any_beyond_fp16(sum, owner_residual, count);
   put_tag(out, wide ? OwnerFormat::bf16 : OwnerFormat::fp16);
   kernels::compress(wide ? kernels::HalfFormat::bf16 : kernels::HalfFormat::fp16, sum,
                     owner_residual, reinterpret_cast<std::uint16_t*>(body), count);
@@ -145,13 +131,13 @@ struct DeviceScratch {
   std::size_t shared, payload, split;
   DeviceScratch(std::size_t n, int ranks, std::size_t payload_bytes) {
     namespace device = kernels::device;
+    using device::round256;
     shared = round256(std::max({device::topk_select_scratch_bytes(n),
                                 device::topk_accumulate_scratch_bytes(n, 1), sizeof(unsigned)}));
     payload = round256(kernels::topk_payload_stride(payload_bytes));
     split = round256(device::topk_split_scratch_bytes(ranks));
   }
   std::size_t total() const { return shared + payload + split; }
-  static std::size_t round256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 };
 }  // namespace
 

@@ -30,10 +30,10 @@ class TopkShards {
   std::size_t part_capacity(std::size_t count, std::size_t n) const;
   // Room for the parts and, behind them, the whole payload they are cut from.
   std::size_t parts_capacity(std::size_t n, int ranks) const;
-  // in's top-k (kernels::topk_compress, with residual), cut into parts.
-  void compress_parts(const float* in, float* residual, std::size_t n, const std::size_t* bounds,
-                      int ranks, std::byte* out, std::size_t* part_bytes,
-                      kernels::TopkScratch& scratch) const;
+  // in's top-k (kernels::topk_compress, with residual), cut into parts by
+  // shard_bounds (kernels::topk_split_parts).
+  void compress_parts(const float* in, float* residual, std::size_t n, int ranks, std::byte* out,
+                      std::size_t* part_bytes, kernels::TopkScratch& scratch) const;
   bool part_valid(const std::byte* part, std::size_t bytes, std::size_t count, std::size_t n) const;
   void accumulate_part(const std::byte* part, std::size_t bytes, float* shard) const;
 

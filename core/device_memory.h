@@ -10,11 +10,11 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/device.h"
+
 namespace slimreduce {
 
-// Bytes rounded up to 256: where the regions of one device block start, as
-// cudaMalloc aligns its blocks.
-constexpr std::size_t round256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+using kernels::device::round256;
 
 class DeviceAllocator {
  public:

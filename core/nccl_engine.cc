@@ -452,7 +452,7 @@ ncclResult_t NcclEngine::plan_memory(GroupPlan& plan) {
 
 // Top-k calls the codec's cost model reduces sharded (flat, fp32; on a
 // communicator split into nodes, top-k stays hierarchical and gathered).
-bool NcclEngine::topk_shards(const CallPlan& p, compressors::Compressor& compressor) {
+bool NcclEngine::topk_shards(const CallPlan& p, const compressors::Compressor& compressor) {
   return p.call.verdict.path == ReductionPath::topk && p.call.datatype == ncclFloat32 &&
          (!p.nodes || p.nodes->flat()) && compressor.sharded_codec() &&
          compressor.prefers_sharded(p.call.count, p.comm->size);

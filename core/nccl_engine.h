@@ -93,7 +93,7 @@ class NcclEngine : public RuntimeSide {
   Planned decide(CallPlan& p, bool capturing, SharedState& shared, Counters& counted);
   void count_pass_through(const Reduction& call);
   void warn_no_residual_in_graph();  // under mutex_
-  static bool topk_shards(const CallPlan& p, compressors::Compressor& compressor);
+  static bool topk_shards(const CallPlan& p, const compressors::Compressor& compressor);
   void note_topk_gathered_in_graph();  // under mutex_
   void count_after_run(const GroupPlan& plan);
   // SLIMREDUCE_TIMELINE: the planned group's marks, a stream per (stream with

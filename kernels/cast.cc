@@ -357,6 +357,13 @@ void accumulate(HalfFormat format, const std::uint16_t* in, std::uint16_t* inout
        &accumulate_avx2<kBF>, &accumulate_avx512<kF16>, &accumulate_avx512<kBF>)(in, inout, n);
 }
 
+bool any_beyond_fp16(const float* in, const float* residual, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    if (beyond_fp16(residual ? in[i] + residual[i] : in[i])) return true;
+  }
+  return false;
+}
+
 bool all_finite(HalfFormat format, const std::uint16_t* in, std::size_t n) {
   const std::uint16_t exponent = format == HalfFormat::fp16 ? 0x7c00 : 0x7f80;
   // No early exit: one pass the compiler vectorizes; the sum is rarely not finite.

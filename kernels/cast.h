@@ -38,4 +38,8 @@ void accumulate(HalfFormat format, const std::uint16_t* in, std::uint16_t* inout
 // set): a reduced fp16 wire whose fp32 sum left its range shows as inf.
 bool all_finite(HalfFormat format, const std::uint16_t* in, std::size_t n);
 
+// Whether some acc = in[i] + residual[i] (in[i] without a residual) is finite
+// and beyond fp16's range (beyond_fp16): where a 16-bit result must be bf16.
+bool any_beyond_fp16(const float* in, const float* residual, std::size_t n);
+
 }  // namespace slimreduce::kernels

@@ -18,6 +18,10 @@
 
 namespace slimreduce::kernels::device {
 
+// Bytes rounded up to 256: where the regions of one device block start (as
+// cudaMalloc aligns its blocks), and how kernels' scratch is carved.
+constexpr std::size_t round256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
 // What a CPU-only build answers (cudaErrorNoDevice's value).
 inline constexpr int kNoDevice = 100;
 

@@ -39,6 +39,16 @@ SR_HD inline std::uint32_t shift_right_rne(std::uint32_t m, unsigned shift) {
   return q + ((rem > half || (rem == half && (q & 1u))) ? 1u : 0u);
 }
 
+// 65520's bits: the midpoint between 65504 (odd mantissa) and 2^16, the
+// smallest magnitude fp16 rounds to inf (ties go up).
+inline constexpr std::uint32_t kFp16InfFromBits = 0x477ff000u;
+
+// Whether a finite x is beyond fp16's range (float_to_fp16_bits makes it inf).
+SR_HD inline bool beyond_fp16(float x) {
+  const std::uint32_t ax = float_bits(x) & 0x7fffffffu;
+  return ax >= kFp16InfFromBits && ax < 0x7f800000u;
+}
+
 // fp32 -> fp16, round to nearest even. NaN follows Intel F16C (VCVTPS2PH): the
 // sign and the top 10 mantissa bits are kept and the quiet bit is forced on.
 SR_HD inline std::uint16_t float_to_fp16_bits(float f) {
@@ -46,8 +56,7 @@ SR_HD inline std::uint16_t float_to_fp16_bits(float f) {
   const std::uint16_t sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
   const std::uint32_t ax = x & 0x7fffffffu;
   if (ax > 0x7f800000u) return sign | 0x7e00u | ((ax >> 13) & 0x3ffu);
-  // 65520 is the midpoint between 65504 (odd mantissa) and 2^16: ties go up.
-  if (ax >= 0x477ff000u) return sign | 0x7c00u;
+  if (ax >= kFp16InfFromBits) return sign | 0x7c00u;
   if (ax >= 0x38800000u) {  // Normal fp16 (>= 2^-14): rebias, round 13 bits.
     const std::uint32_t rounded = ax + 0xfffu + ((ax >> 13) & 1u);  // Carries into exp.
     return sign | static_cast<std::uint16_t>((rounded - 0x38000000u) >> 13);

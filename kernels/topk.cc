@@ -362,7 +362,7 @@ void topk_split_parts(const void* payload, std::size_t k, TopkValues values, std
       std::memcpy(at + i * sizeof(std::uint32_t), &shifted, sizeof shifted);
     }
     std::memcpy(at + m * sizeof(std::uint32_t), value + first * value_bytes, m * value_bytes);
-    const std::size_t bytes = m * (sizeof(std::uint32_t) + value_bytes);
+    const std::size_t bytes = topk_payload_bytes(m, values);
     part_bytes[s] = (bytes + 3) / 4 * 4;
     std::memset(at + bytes, 0, part_bytes[s] - bytes);
     at += part_bytes[s];

@@ -9,7 +9,12 @@
 #include <cstdint>
 
 #include "kernels/cuda/kernels.h"
+#include "kernels/device.h"
 #include "kernels/element_rules.h"
+
+namespace slimreduce::kernels::cuda {
+using device::round256;
+}  // namespace slimreduce::kernels::cuda
 
 namespace slimreduce::kernels::cuda::detail {
 

@@ -69,8 +69,7 @@ __global__ void __launch_bounds__(kBlock)
 }  // namespace
 
 std::size_t topk_accumulate_scratch_bytes(std::size_t n, int ranks) {
-  const std::size_t bytes = static_cast<std::size_t>(ranks) * (segments_of(n) + 1) * 4;
-  return (bytes + 255) / 256 * 256;
+  return round256(static_cast<std::size_t>(ranks) * (segments_of(n) + 1) * 4);
 }
 
 cudaError_t topk_accumulate(const void* gathered, std::size_t payload_stride, int ranks,

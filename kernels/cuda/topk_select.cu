@@ -54,7 +54,6 @@ struct Scratch {
   u64* tile_band;
 };
 
-std::size_t round256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 __host__ __device__ constexpr std::size_t tiles_of(std::size_t n) {
   return (n + kTile - 1) / kTile;
 }

@@ -13,8 +13,6 @@ namespace {
 
 using namespace detail;
 
-constexpr float kFp16Overflow = 65520.0f;  // the smallest finite magnitude fp16 rounds to inf
-
 // starts[s]: the payload's first entry in shard s (starts[ranks] = k);
 // part_bytes[s]: part s's padded size; offsets[s]: where it begins.
 __global__ void __launch_bounds__(kBlock)
@@ -92,7 +90,8 @@ __global__ void __launch_bounds__(kBlock)
   }
 }
 
-// *wide = 1 when a finite acc = sum (+ residual) is beyond fp16's range.
+// *wide = 1 when a finite acc = sum (+ residual) is beyond fp16's range
+// (kernels::any_beyond_fp16's test).
 __global__ void __launch_bounds__(kBlock)
     beyond_fp16_kernel(const float* sum, const float* residual, std::size_t n, unsigned* wide) {
   const std::size_t step = static_cast<std::size_t>(gridDim.x) * blockDim.x;
@@ -100,7 +99,7 @@ __global__ void __launch_bounds__(kBlock)
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
        i += step) {
     const float acc = residual ? sum[i] + residual[i] : sum[i];
-    beyond = beyond || (isfinite(acc) && fabsf(acc) >= kFp16Overflow);
+    beyond = beyond || beyond_fp16(acc);
   }
   if (beyond) atomicOr(wide, 1u);
 }
@@ -133,8 +132,6 @@ __global__ void __launch_bounds__(kBlock)
     out[i] = divide_keeping_nan(v, divisor);
   }
 }
-
-std::size_t round256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 }  // namespace
 

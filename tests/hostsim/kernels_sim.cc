@@ -6,7 +6,6 @@
 // the kernel's does, and at run time insists that every buffer it touches is
 // device memory and fills its scratch with 0xff bytes first, so a plan whose
 // regions overlap, or that hands a kernel host memory, fails here.
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +13,7 @@
 
 #include "kernels/cast.h"
 #include "kernels/cuda/kernels.h"
+#include "kernels/device.h"
 #include "kernels/element_rules.h"
 #include "kernels/quant8.h"
 #include "kernels/topk.h"
@@ -47,7 +47,7 @@ void store(Elem e, void* base, std::size_t i, float v) {
       e == Elem::fp16 ? float_to_fp16_bits(v) : float_to_bf16_bits(v);
 }
 
-std::size_t round256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+using device::round256;
 
 std::size_t payload_bytes(std::size_t k, bool fp16_values) {
   return topk_payload_bytes(k, fp16_values ? TopkValues::fp16 : TopkValues::fp32);
@@ -265,11 +265,7 @@ cudaError_t owner_cast16(const float* sum, float* residual, std::size_t n, void*
     if (residual && n > 0) sim::require_device("owner_cast16 residual", residual, n * 4);
     sim::require_device("owner_cast16 result", result, 4 + n * 2);
     sim::require_device("owner_cast16 wide", wide, sizeof(unsigned));
-    bool beyond = false;
-    for (std::size_t i = 0; i < n; ++i) {
-      const float acc = residual ? sum[i] + residual[i] : sum[i];
-      beyond = beyond || (std::isfinite(acc) && std::fabs(acc) >= 65520.0f);
-    }
+    const bool beyond = any_beyond_fp16(sum, residual, n);
     *wide = beyond ? 1u : 0u;
     const std::uint32_t tag = beyond ? bf16_tag : fp16_tag;
     std::memcpy(result, &tag, sizeof tag);

@@ -47,8 +47,7 @@ TEST_P(Parts, HoldThePayloadsPairsShardByShard) {
 
   std::vector<std::byte> parts(shards.parts_capacity(n, ranks));
   std::vector<std::size_t> part_bytes(ranks);
-  shards.compress_parts(input.data(), nullptr, n, bounds.data(), ranks, parts.data(),
-                        part_bytes.data(), scratch);
+  shards.compress_parts(input.data(), nullptr, n, ranks, parts.data(), part_bytes.data(), scratch);
   std::vector<float> rebuilt(n, 0.0f);
   const std::byte* part = parts.data();
   for (int s = 0; s < ranks; ++s) {
