@@ -192,15 +192,19 @@ fi
 # ---- 3. our CUDA program, ncclAllReduce on one rank, each compressor ---------------------
 if [ -x "$B/nccl_app" ]; then
   # topk_sharded: top-k through the sharded algorithm (its parts, sizes read back, owners' step).
-  for name in none fp16 bf16 topk powersgd int8 topk_sharded; do
-    compressor=${name%_sharded}
+  # Calls above 4 MiB are cut into partitions and pipelined over a side stream;
+  # *_unpipelined: the same with SLIMREDUCE_PIPELINE=0 (the same bits; its time line to compare).
+  for name in none fp16 bf16 topk powersgd int8 topk_sharded fp16_unpipelined topk_unpipelined; do
+    compressor=${name%%_*}
     algorithm=$([ "$name" = topk_sharded ] && echo sharded || echo auto)
+    pipeline=$([ "${name#*_}" = unpipelined ] && echo 0 || echo auto)
     [ "$(left)" -lt 120 ] && { row "nccl_app $name" SKIP "out of time"; continue; }
     [ "${hung:-}" = nccl_app ] && { row "nccl_app $name" SKIP "an earlier run hung"; continue; }
     log "nccl_app $name"
     echo "=== nccl_app $name" >> "$OUT/nccl_app.log"
     env LD_PRELOAD="$APP_PRELOAD" LD_LIBRARY_PATH="$NCCL_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" SLIMREDUCE_COMPRESSOR=$compressor \
-      SLIMREDUCE_TOPK_ALGORITHM=$algorithm SLIMREDUCE_MIN_BYTES=64K SLIMREDUCE_LOG_LEVEL=info NCCL_DEBUG=WARN NCCL_APP_TIME=1 \
+      SLIMREDUCE_TOPK_ALGORITHM=$algorithm SLIMREDUCE_PIPELINE=$pipeline SLIMREDUCE_MIN_BYTES=64K \
+      SLIMREDUCE_LOG_LEVEL=info NCCL_DEBUG=WARN NCCL_APP_TIME=1 \
       timeout 60 "$B/nccl_app" >> "$OUT/nccl_app.log" 2>&1
     rc=$?
     [ $rc = 124 ] && hung=nccl_app  # a hang would hang the next runs too: save their time
@@ -214,11 +218,13 @@ if [ -x "$B/nccl_app" ]; then
     [ "$(left)" -lt 100 ] || [ "${hung:-}" = nccl_app ] && { row "nccl timeline $compressor" SKIP "out of time or hung"; continue; }
     log "nccl timeline $compressor"
     echo "=== timeline $compressor" >> "$OUT/nccl_app.log"
-    timeout 90 python3 "$ROOT/tests/mpi/check_timeline.py" --np 1 --nccl -- env LD_PRELOAD="$APP_PRELOAD" \
+    # fp16's calls above 4 MiB run pipelined: their pieces' spans are checked too (--pipelined).
+    pipelined=$([ "$compressor" = fp16 ] && echo --pipelined)
+    timeout 90 python3 "$ROOT/tests/mpi/check_timeline.py" --np 1 --nccl $pipelined -- env LD_PRELOAD="$APP_PRELOAD" \
       LD_LIBRARY_PATH="$NCCL_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" SLIMREDUCE_COMPRESSOR=$compressor \
       SLIMREDUCE_MIN_BYTES=64K SLIMREDUCE_TIMELINE=@PREFIX@ NCCL_DEBUG=WARN "$B/nccl_app" >> "$OUT/nccl_app.log" 2>&1
     rc=$?
-    said=$(sed -n "/=== timeline $compressor\$/,\$p" "$OUT/nccl_app.log" | grep -m1 -E 'NCCL groups timed|FAIL' | cut -c1-70)
+    said=$(sed -n "/=== timeline $compressor\$/,\$p" "$OUT/nccl_app.log" | grep -m1 -E 'NCCL groups timed|pipelined pieces|FAIL' | cut -c1-70)
     row "nccl timeline $compressor" "$(verdict $rc)" "rc $rc, ${said##*/}"
   done
 elif [ -f "$NCCL_ONLY_LIB" ] && [ -n "$NCCL_LIB" ]; then

@@ -13,7 +13,9 @@
 #include "core/compressor_choice.h"
 #include "core/log.h"
 #include "core/nccl_low_rank.h"
+#include "core/nccl_pipeline.h"
 #include "core/nccl_sharded.h"
+#include "scheduler/stream_pipeline.h"
 
 namespace slimreduce {
 namespace {
@@ -38,8 +40,9 @@ thread_local std::vector<ncclComm_t> created_in_group;
 // The NCCL and CUDA work of one group (or one call), for GroupDeferral to drive.
 class NcclEngine::PlanRunner : public PlanActions {
  public:
-  explicit PlanRunner(NcclEngine& engine)
-      : engine_(engine), plan_(engine.runtime_.policy().compressor) {}
+  // alone: a call made outside any group (GroupDeferral runs it as a group of one).
+  explicit PlanRunner(NcclEngine& engine, bool alone = false)
+      : engine_(engine), plan_(engine.runtime_.policy().compressor), alone_(alone) {}
 
   int real_group_start() override { return real::call(real::api().group_start); }
   int real_group_end() override { return real::call(real::api().group_end); }
@@ -70,16 +73,22 @@ class NcclEngine::PlanRunner : public PlanActions {
 
   int begin(std::vector<Reduction>& held) override {
     for (const Reduction& c : held) plan_.calls.emplace_back().call = c;
-    if (const ncclResult_t rc = engine_.plan(plan_); rc != ncclSuccess) return rc;
+    if (const ncclResult_t rc = engine_.plan(plan_, alone_); rc != ncclSuccess) return rc;
     steps_ = plan_.steps();
-    timing_ = engine_.time_group(plan_);
+    if (plan_.side) return run_pipelined();
+    if (auto timed = engine_.time_group(plan_))
+      timing_ = std::make_unique<NcclTimeline::Group>(std::move(*timed));
     mark();  // before the compress kernels
     const int rc = run(scheduler::Phase::compress);
     mark();  // before the group's collectives
     return rc;
   }
-  int issue(std::vector<Reduction>&) override { return run(scheduler::Phase::communicate); }
+  int issue(std::vector<Reduction>&) override {
+    if (plan_.side) return ncclSuccess;  // issued piece by piece in begin()
+    return run(scheduler::Phase::communicate);
+  }
   int finish(std::vector<Reduction>&) override {
+    if (plan_.side) return ncclSuccess;  // enqueued piece by piece in begin()
     mark();  // the real group has ended: its collectives are on the streams
     const int rc = run(scheduler::Phase::finish);
     engine_.count_after_run(plan_);
@@ -120,10 +129,33 @@ class NcclEngine::PlanRunner : public PlanActions {
     timing_.reset();
   }
 
+  // A pipelined call (core/nccl_pipeline.h): each piece's collectives need a
+  // launch of their own, so the real group GroupDeferral opened for this
+  // call is closed (empty) first, and opened again (empty) for it to close.
+  int run_pipelined() {
+    const int closed = real_group_end();
+    std::vector<NcclTimeline::Group> pieces = engine_.time_pieces(plan_);
+    auto mark = [&](std::size_t step, scheduler::Phase phase, bool end, cudaStream_t on) {
+      if (step < pieces.size()) pieces[step].mark_on(on, phase, end);
+    };
+    NcclHandoff handoff(
+        static_cast<cudaStream_t>(plan_.calls.front().call.stream), *plan_.side,
+        [this] { return real_group_start(); }, [this] { return real_group_end(); },
+        pieces.empty() ? NcclHandoff::Mark{} : NcclHandoff::Mark(mark));
+    const int rc = closed != ncclSuccess
+                       ? closed
+                       : backends::nccl_code(scheduler::run_on_two_streams(steps_, handoff));
+    for (NcclTimeline::Group& piece : pieces) piece.owner().submit(std::move(piece));
+    const int reopened = real_group_start();
+    engine_.count_after_run(plan_);
+    return rc != ncclSuccess ? rc : reopened;
+  }
+
   NcclEngine& engine_;
   GroupPlan plan_;
-  scheduler::Plan steps_;  // points into plan_
-  std::optional<NcclTimeline::Group> timing_;
+  bool alone_;
+  scheduler::Plan steps_;                        // points into plan_
+  std::unique_ptr<NcclTimeline::Group> timing_;  // null: not timed
 };
 
 NcclModeFacts NcclEngine::mode_facts(ncclResult_t rc, const ncclConfig_t* config,
@@ -272,7 +304,7 @@ ncclResult_t NcclEngine::all_reduce(const void* sendbuff, void* recvbuff, size_t
   const std::shared_ptr<compressors::Compressor> compressor = runtime_.policy().compressor;
   const NcclCallFacts facts = facts_of(call, compressor.get());
   call.verdict = classify_nccl(facts, runtime_.settings(), compressor.get());
-  PlanRunner actions(*this);
+  PlanRunner actions(*this, !group.in_group());
   if (call.verdict.path == ReductionPath::pass_through) {
     return static_cast<ncclResult_t>(group.pass_through(call, facts.blocking_comm, actions));
   }
@@ -308,186 +340,6 @@ ncclResult_t NcclEngine::group_simulate_end(ncclSimInfo_t* sim_info) {
 }
 #endif
 
-// Whether the planned call is compressed, passed through (warm-up, a tensor
-// larger than the residual cap) or cannot run (no device memory for its
-// residual): p.compressed and its residual set. Under mutex_. Warm-up and the cap's size test
-// read the call and the calls before it, as every rank does; the residual
-// store's keys are this rank's buffer addresses, so a missing residual (no
-// room under the cap, or none can be made during graph capture) only turns
-// error feedback off, never the path.
-NcclEngine::Planned NcclEngine::decide(CallPlan& p, bool capturing, SharedState& shared,
-                                       Counters& counted) {
-  p.compressed = false;
-  if (!p.comm || !p.comm->blocking || p.comm->size < 1) return Planned::ok;
-  const Reduction& c = p.call;
-  const bool low_rank = c.verdict.path == ReductionPath::low_rank;
-  if (low_rank && !low_rank_compresses(*shared.policy.compressor, c.count, capturing))
-    return Planned::ok;  // NCCL sums it
-  const bool error_feedback = shared.policy.error_feedback;
-  const Decision decision = shared.decision.decide(error_feedback, p.comm->id, c.count,
-                                                   static_cast<std::uint64_t>(c.datatype));
-  if (decision != Decision::compress) {
-    ++(counted.*counted_as(decision));
-    return Planned::ok;
-  }
-  // Top-k that its cost model shards: sharded, but gathered in a graph (the
-  // sharded exchange reads its part sizes on the host), with the same key.
-  const bool shards = topk_shards(p, *shared.policy.compressor);
-  if (shards && capturing) note_topk_gathered_in_graph();
-  if (shards && !capturing) p.call.verdict.path = ReductionPath::sharded;
-  ResidualSlot* slot = nullptr;
-  DeviceGuard device(p.comm->device);
-  // A sharded call's key also holds this rank's owner-side residual.
-  const std::size_t key_floats =
-      c.verdict.path == ReductionPath::sharded || shards
-          ? sharded_key_floats(*shared.policy.compressor, c.count, p.comm->size, p.comm->rank)
-          : c.count;
-  const auto found = shared.residuals.find_on_device(
-      {p.comm->id, c.recvbuff}, key_floats, static_cast<std::uint64_t>(c.datatype), error_feedback,
-      !capturing, c.stream, device_memory_, &slot);
-  switch (found) {
-    case ResidualStore::Found::over_cap:
-      p.residual = nullptr;  // compressed all the same, without error feedback
-      p.residual_missing = CallPlan::Missing::no_room;
-      break;
-    case ResidualStore::Found::not_now:
-      // Capturing, and this key has no residual of its shape yet (capture
-      // allocates nothing): captured compressed without error feedback.
-      p.residual = nullptr;
-      p.residual_missing = CallPlan::Missing::in_graph;
-      break;
-    case ResidualStore::Found::no_memory:
-      return Planned::out_of_memory;
-    case ResidualStore::Found::ok:
-      p.residual = static_cast<float*>(slot->device.get());
-      if (capturing && p.residual) slot->captured = true;
-      if (low_rank)
-        p.q_state =
-            key_q_on_device(*slot, *shared.policy.compressor, c.count, c.stream, device_memory_);
-      break;
-  }
-  p.compressed = true;
-  return Planned::ok;
-}
-
-ncclResult_t NcclEngine::plan(GroupPlan& plan) {
-  std::lock_guard lock(mutex_);
-  Counters passed;  // warm-up and cap counts, added however the planning ends
-  struct AddOnExit {
-    CounterBoard& board;
-    Counters& counted;
-    ~AddOnExit() { board.add(counted); }
-  } add_on_exit{runtime_.board(Side::nccl), passed};
-  {
-    Runtime::Locked shared = runtime_.shared();
-    for (CallPlan& p : plan.calls) {
-      auto found = comms_.find(static_cast<ncclComm_t>(p.call.comm));
-      p.comm = found == comms_.end() ? nullptr : found->second;
-      if (p.comm) p.nodes = p.comm->hierarchy;
-      // A compressor switched while the call was held (not supported, but never
-      // a wrong cast): the call passes through, as NCCL would run it.
-      if (!plan.carries(p.call.verdict.path)) {
-        p.compressed = false;
-        continue;
-      }
-      const bool capturing = is_capturing(static_cast<cudaStream_t>(p.call.stream));
-      if (decide(p, capturing, *shared, passed) == Planned::out_of_memory) return ncclSystemError;
-      p.hierarchical = runs_hierarchically(p);
-    }
-  }
-  if (const ncclResult_t rc = plan_memory(plan); rc != ncclSuccess) return rc;
-  for (const CallPlan& p : plan.calls) {
-    // Call by call: the report's byte sums add in the order the calls came.
-    const std::uint64_t bytes = p.call.count * nccl_type_bytes(p.call.datatype);
-    Counters counted;
-    if (p.compressed) {
-      counted.count_compressed(bytes, p.comm->size, plan.wire_sent(p));
-      if (plan.topk())
-        counted.count_topk(p.call.verdict.path == ReductionPath::sharded, plan.wire_sent(p));
-      if (p.residual_missing != CallPlan::Missing::none) ++counted.ef_cap_fallback;
-      if (p.residual_missing == CallPlan::Missing::in_graph) warn_no_residual_in_graph();
-    } else {
-      counted.count_pass_through(bytes, p.comm ? p.comm->size : 1);
-    }
-    count_by_node(counted, p.nodes.get(), p.compressed && p.hierarchical, p.call.count);
-    runtime_.board(Side::nccl).add(counted);
-  }
-  Counters fused;  // the cast batches that carry two calls or more
-  for (const std::size_t members : plan.batch_sizes()) {
-    if (members < 2) continue;
-    ++fused.fused_batches;
-    fused.fused_tensors += members;
-  }
-  runtime_.board(Side::nccl).add(fused);
-  return ncclSuccess;
-}
-
-// Grows each (communicator, stream) workspace to what the plan needs. Under
-// graph capture nothing is allocated: calls whose workspace is too small pass
-// through, which every rank decides alike from the same call history.
-ncclResult_t NcclEngine::plan_memory(GroupPlan& plan) {
-  auto need = plan.layout();
-  bool dropped = false;
-  for (const auto& [key, bytes] : need) {
-    Workspace& ws = key.first->workspaces[key.second];
-    if (is_capturing(key.second)) {
-      if (ws.large_enough(bytes)) {
-        ws.mark_captured();
-      } else {
-        plan.pass_through_on(key.first, key.second);
-        dropped = true;
-      }
-      continue;
-    }
-    DeviceGuard device(key.first->device);
-    if (!device.ok() || !ws.ensure(bytes, key.second, device_memory_)) return ncclSystemError;
-  }
-  if (dropped) need = plan.layout();
-  for (const auto& [key, bytes] : need) {
-    plan.assign(key.first, key.second,
-                static_cast<std::byte*>(key.first->workspaces[key.second].get()));
-  }
-  return ncclSuccess;
-}
-
-// Top-k calls the codec's cost model reduces sharded (flat, fp32; on a
-// communicator split into nodes, top-k stays hierarchical and gathered).
-bool NcclEngine::topk_shards(const CallPlan& p, const compressors::Compressor& compressor) {
-  return p.call.verdict.path == ReductionPath::topk && p.call.datatype == ncclFloat32 &&
-         (!p.nodes || p.nodes->flat()) && compressor.sharded_codec() &&
-         compressor.prefers_sharded(p.call.count, p.comm->size);
-}
-
-// The bytes of the calls whose sizes were known only once they ran (sharded
-// top-k's parts), with the byte split by node where it is kept.
-void NcclEngine::count_after_run(const GroupPlan& plan) {
-  for (const CallPlan& p : plan.calls) {
-    if (p.sent_after_run < 0) continue;
-    Counters counted;
-    counted.wire_sent = p.sent_after_run;
-    counted.topk_sharded_sent = p.sent_after_run;
-    count_by_node(counted, p.nodes.get(), false, p.call.count);
-    runtime_.board(Side::nccl).add(counted);
-  }
-}
-
-void NcclEngine::note_topk_gathered_in_graph() {
-  if (std::exchange(noted_topk_gathered_in_graph_, true)) return;
-  log_line(runtime_.settings().log_level, LogLevel::info, first_rank_ < 0 ? 0 : first_rank_,
-           "nccl: top-k calls captured into a CUDA graph are gathered, not sharded: the sharded "
-           "exchange reads its part sizes on the host, which a graph cannot");
-}
-
-// Once per process: a graph that replays a call without error feedback keeps
-// doing so, which the user can avoid by running the call once before capture.
-void NcclEngine::warn_no_residual_in_graph() {
-  if (std::exchange(warned_no_residual_in_graph_, true)) return;
-  log_line(runtime_.settings().log_level, LogLevel::warn, first_rank_ < 0 ? 0 : first_rank_,
-           "nccl: a call captured into a CUDA graph had no error-feedback residual for its "
-           "receive buffer yet, so the graph reduces it compressed without error feedback; run "
-           "each call once before capture (counted as residual cap reached)");
-}
-
 std::optional<NcclTimeline::Group> NcclEngine::time_group(const GroupPlan& plan) {
   Timeline& timeline = runtime_.timeline();
   if (!timeline.on()) return std::nullopt;
@@ -500,6 +352,22 @@ std::optional<NcclTimeline::Group> NcclEngine::time_group(const GroupPlan& plan)
   NcclTimeline::Group group = timeline_->start();
   for (TimedStream& t : streams) group.add(t.stream, t.device, std::move(t.args));
   return group;
+}
+
+std::vector<NcclTimeline::Group> NcclEngine::time_pieces(const GroupPlan& plan) {
+  std::vector<NcclTimeline::Group> pieces;
+  Timeline& timeline = runtime_.timeline();
+  if (!timeline.on()) return pieces;
+  {
+    std::lock_guard lock(mutex_);
+    if (!timeline_) timeline_ = std::make_unique<NcclTimeline>(timeline);
+  }
+  for (std::size_t i = 0; i < plan.calls.size(); ++i) {
+    const CallPlan& p = plan.calls[i];
+    NcclTimeline::Group& piece = pieces.emplace_back(timeline_->start_piece());
+    piece.add(static_cast<cudaStream_t>(p.call.stream), p.comm->device, piece_args(plan, i));
+  }
+  return pieces;
 }
 
 void NcclEngine::before_timeline_ends() {

@@ -87,7 +87,10 @@ class NcclEngine : public RuntimeSide {
   ncclResult_t know_nodes(ncclComm_t comm, cudaStream_t stream);
   void comm_facts(ncclComm_t comm, NcclCallFacts& facts) const;
   NcclCallFacts facts_of(const Reduction& call, const compressors::Compressor* compressor);
-  ncclResult_t plan(GroupPlan& plan);
+  // alone: the plan is one call made outside any group (it may be pipelined).
+  ncclResult_t plan(GroupPlan& plan, bool alone);
+  void count_planned(const GroupPlan& plan, std::size_t first);
+  void pipeline(GroupPlan& plan);
   ncclResult_t plan_memory(GroupPlan& plan);
   enum class Planned { ok, out_of_memory };
   Planned decide(CallPlan& p, bool capturing, SharedState& shared, Counters& counted);
@@ -99,6 +102,9 @@ class NcclEngine : public RuntimeSide {
   // SLIMREDUCE_TIMELINE: the planned group's marks, a stream per (stream with
   // compressed calls not being captured); nullopt when the timeline is off.
   std::optional<NcclTimeline::Group> time_group(const GroupPlan& plan);
+  // SLIMREDUCE_TIMELINE, a pipelined call: a group of marks per piece (each
+  // phase's span on the stream it ran on); empty when the timeline is off.
+  std::vector<NcclTimeline::Group> time_pieces(const GroupPlan& plan);
 
   Runtime& runtime_;
   DeviceAllocator& device_memory_;  // the runtime's

@@ -81,7 +81,7 @@ class CastBatchStep final : public scheduler::Step {
   Status compress() override {
     return launch_on(batch_.comm->device, [&] {
       return compressor_.device_pack(packed_.data(), static_cast<int>(packed_.size()), batch_.fused,
-                                     batch_.stream);
+                                     batch_.kernels);
     });
   }
   Status communicate() override { return ring_.communicate(); }
@@ -89,7 +89,7 @@ class CastBatchStep final : public scheduler::Step {
     const int divisor = batch_.average ? batch_.comm->size : 1;
     return launch_on(batch_.comm->device, [&] {
       return compressor_.device_unpack(batch_.fused, unpacked_.data(),
-                                       static_cast<int>(unpacked_.size()), divisor, batch_.stream);
+                                       static_cast<int>(unpacked_.size()), divisor, batch_.kernels);
     });
   }
   double wire_sent() const override { return ring_.wire_sent(); }
@@ -120,7 +120,7 @@ class TopkBatchStep final : public scheduler::Step {
       const Reduction& c = p.call;
       SLIMREDUCE_TRY(launch_on(batch_.comm->device, [&] {
         return compressor_.device_compress(elem_of(c.datatype), c.sendbuff, p.residual, c.count,
-                                           batch_.payload + p.offset, p.region, batch_.stream);
+                                           batch_.payload + p.offset, p.region, batch_.kernels);
       }));
     }
     return {};
@@ -137,7 +137,7 @@ class TopkBatchStep final : public scheduler::Step {
       SLIMREDUCE_TRY(launch_on(batch_.comm->device, [&] {
         return compressor_.device_finish(batch_.gathered + p.offset, batch_.slot_bytes, ranks,
                                          c.count, elem_of(c.datatype), c.recvbuff, divisor,
-                                         accumulate_scratch_of(p), batch_.stream);
+                                         accumulate_scratch_of(p), batch_.kernels);
       }));
     }
     return {};
@@ -161,6 +161,13 @@ NcclCommState::~NcclCommState() {
   std::vector<DeviceBlock> blocks = std::move(orphaned_residuals);
   for (auto& [stream, workspace] : workspaces) workspace.take_blocks(blocks);
   if (allocator) release_after_device_wait(blocks, {device}, *allocator);
+}
+
+std::vector<scheduler::Partition> nccl_pieces(const Reduction& call, bool hierarchical,
+                                              std::uint64_t partition_bytes) {
+  if (hierarchical || call.verdict.path == ReductionPath::low_rank || partition_bytes == 0)
+    return {{0, call.count}};
+  return scheduler::partitions(call.count, nccl_type_bytes(call.datatype), partition_bytes);
 }
 
 std::size_t nccl_type_bytes(int datatype) {
@@ -224,6 +231,7 @@ std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> GroupPlan::layout
     NcclCommState* comm;
     cudaStream_t stream;
     bool average;
+    int alone;  // a partition's: its call index + 1, so it fuses with nothing; else 0
     bool operator==(const CastKey&) const = default;
   };
   fusion::Layout<CastKey> casts;
@@ -245,8 +253,10 @@ std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> GroupPlan::layout
       place_topk(i, key.first, key.second);
       continue;
     }
+    // A partition runs alone, as the MPI path runs a cut call's pieces.
+    const int alone = p.pieces > 1 ? i + 1 : 0;
     const fusion::Placement placed =
-        casts.add({key.first, key.second, p.call.verdict.average}, p.call.count);
+        casts.add({key.first, key.second, p.call.verdict.average, alone}, p.call.count);
     p.batch = placed.batch;
     p.offset = placed.offset;
     cast_calls.push_back(i);
@@ -256,6 +266,7 @@ std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> GroupPlan::layout
     CastBatch& batch = batches_.emplace_back();
     batch.comm = casts.key(b).comm;
     batch.stream = casts.key(b).stream;
+    batch.kernels = batch.stream;
     batch.average = casts.key(b).average;
     batch.elements = casts.elements(b);
     for (int member : casts.members(b)) batch.members.push_back(cast_calls[member]);
@@ -272,13 +283,17 @@ void GroupPlan::place_topk(int call, NcclCommState* comm, cudaStream_t stream) {
   CallPlan& p = calls[call];
   int batch = 0;
   const int batches = static_cast<int>(topk_batches_.size());
-  while (batch < batches &&
-         (topk_batches_[batch].comm != comm || topk_batches_[batch].stream != stream))
-    ++batch;
+  // A partition's batch is its own (never a later call's either).
+  auto joins = [&](const TopkBatch& b) {
+    return b.comm == comm && b.stream == stream && !b.alone && p.pieces == 1;
+  };
+  while (batch < batches && !joins(topk_batches_[batch])) ++batch;
   if (batch == batches) {
     TopkBatch& made = topk_batches_.emplace_back();
     made.comm = comm;
     made.stream = stream;
+    made.kernels = stream;
+    made.alone = p.pieces > 1;
   }
   TopkBatch& into = topk_batches_[batch];
   p.batch = batch;
@@ -307,6 +322,50 @@ void GroupPlan::assign(NcclCommState* comm, cudaStream_t stream, std::byte* base
     p.region = base;
     base += bytes;
   }
+}
+
+void GroupPlan::cut(std::uint64_t partition_bytes) {
+  std::vector<CallPlan> cut_calls;
+  for (CallPlan& p : calls) {
+    const bool sharded = p.compressed && p.call.verdict.path == ReductionPath::sharded;
+    const std::vector<scheduler::Partition> pieces =
+        p.compressed ? nccl_pieces(p.call, p.hierarchical, partition_bytes)
+                     : std::vector<scheduler::Partition>{{0, p.call.count}};
+    const std::size_t element = nccl_type_bytes(p.call.datatype);
+    // The owner-side residuals follow the values' residual (sharded_key_floats).
+    float* owner = sharded && p.residual ? p.residual + p.call.count : nullptr;
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      CallPlan& piece = cut_calls.emplace_back(p);
+      piece.piece = static_cast<int>(i);
+      piece.pieces = static_cast<int>(pieces.size());
+      piece.owner_residual = owner;
+      if (owner)
+        owner += sharded_owned_floats(*compressor_, pieces[i].count, p.comm->size, p.comm->rank);
+      if (pieces.size() == 1) continue;
+      const std::size_t skip = pieces[i].begin * element;
+      piece.call.sendbuff = static_cast<const std::byte*>(p.call.sendbuff) + skip;
+      piece.call.recvbuff = static_cast<std::byte*>(p.call.recvbuff) + skip;
+      piece.call.count = pieces[i].count;
+      if (p.residual) piece.residual = p.residual + pieces[i].begin;
+    }
+  }
+  calls = std::move(cut_calls);
+}
+
+bool GroupPlan::pipelinable() const {
+  if (calls.size() < 2 || calls.front().pieces != static_cast<int>(calls.size())) return false;
+  for (const CallPlan& p : calls) {
+    const ReductionPath path = p.call.verdict.path;
+    if (!p.compressed || p.hierarchical ||
+        (path != ReductionPath::cast && path != ReductionPath::topk))
+      return false;
+  }
+  return true;
+}
+
+void GroupPlan::run_kernels_on(cudaStream_t side) {
+  for (CastBatch& batch : batches_) batch.kernels = side;
+  for (TopkBatch& batch : topk_batches_) batch.kernels = side;
 }
 
 void GroupPlan::pass_through_on(NcclCommState* comm, cudaStream_t stream) {

@@ -21,8 +21,10 @@
 #include "core/nccl_eligibility.h"
 #include "core/nccl_hierarchy.h"
 #include "core/nccl_memory.h"
+#include "core/nccl_pipeline.h"
 #include "kernels/pack.h"
 #include "scheduler/group_deferral.h"
+#include "scheduler/partition.h"
 #include "scheduler/plan.h"
 
 namespace slimreduce {
@@ -54,6 +56,9 @@ struct NcclCommState {
   // (core/nccl_hierarchy.h); under the engine's lock. Shared with the plans
   // that use it; ended before the communicator ends.
   std::shared_ptr<NcclHierarchy> hierarchy;
+  // Per stream of the caller's: the side stream of its pipelined calls
+  // (core/nccl_pipeline.h), made at the first; under the engine's lock.
+  std::map<cudaStream_t, SideStream> side_streams;
 };
 
 struct CallPlan {
@@ -79,6 +84,14 @@ struct CallPlan {
   // Sharded top-k: its bytes, once its part sizes are known (set by its step
   // as it finishes; the engine counts them then). -1: counted when planned.
   mutable double sent_after_run = -1;
+  // A call cut into partitions (GroupPlan::cut): each piece is a CallPlan of
+  // its own, in order, its call the piece's stretch of the caller's buffers
+  // and its residual that stretch of the key's; `piece` of `pieces`.
+  int piece = 0;
+  int pieces = 1;
+  // Sharded: this piece's owner-side residual (the key's, after its values'
+  // residual: the pieces' owned shards back to back), or nullptr.
+  float* owner_residual = nullptr;
 };
 
 // Top-k calls on one communicator and stream: each selects into its slot of
@@ -87,15 +100,19 @@ struct CallPlan {
 struct TopkBatch {
   NcclCommState* comm = nullptr;
   cudaStream_t stream = nullptr;
-  std::size_t slot_bytes = 0;     // every member's device slot, end to end
-  std::byte* payload = nullptr;   // this rank's fused slot
+  cudaStream_t kernels =
+      nullptr;                   // its selects and accumulates: stream, or a pipeline's side stream
+  std::size_t slot_bytes = 0;    // every member's device slot, end to end
+  std::byte* payload = nullptr;  // this rank's fused slot
   std::byte* gathered = nullptr;  // every rank's, in rank order
+  bool alone = false;             // a partition's: no other call joins it
   std::vector<int> members;       // indices into GroupPlan::calls
 };
 
 struct CastBatch {
   NcclCommState* comm = nullptr;
   cudaStream_t stream = nullptr;
+  cudaStream_t kernels = nullptr;  // its pack and unpack: stream, or a pipeline's side stream
   bool average = false;
   std::size_t elements = 0;  // in the fusion buffer, padding included
   std::byte* fused = nullptr;
@@ -111,6 +128,19 @@ class GroupPlan {
       : compressor_(std::move(compressor)) {}
 
   std::vector<CallPlan> calls;
+  // Set when the plan runs pipelined: the side stream its kernels go on (run_kernels_on).
+  SideStream* side = nullptr;
+
+  // Cuts each compressed call larger than partition_bytes into partitions
+  // (nccl_pieces), each a CallPlan of its own in the call's place. After the
+  // decisions, before layout().
+  void cut(std::uint64_t partition_bytes);
+  // Whether the plan is one call cut into pieces that a second stream can
+  // pipeline (casts and gathered top-k: their compress and finish are
+  // kernels alone).
+  bool pipelinable() const;
+  // The pieces' compress and finish kernels go on `side` (after layout()).
+  void run_kernels_on(cudaStream_t side);
 
   // The compressor every compressed call of the plan uses.
   const compressors::Compressor& compressor() const { return *compressor_; }
@@ -161,5 +191,12 @@ class GroupPlan {
 
 // The size of one element of any NCCL datatype (0 when unknown).
 std::size_t nccl_type_bytes(int datatype);
+
+// The pieces a compressed flat call is reduced in (scheduler/partition.h):
+// cut by partition_bytes, as the MPI path cuts; whole when hierarchical or
+// low rank (one matrix, one Q). Reads the call's arguments and the setting
+// alone, so every rank cuts alike.
+std::vector<scheduler::Partition> nccl_pieces(const Reduction& call, bool hierarchical,
+                                              std::uint64_t partition_bytes);
 
 }  // namespace slimreduce

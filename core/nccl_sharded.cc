@@ -45,8 +45,7 @@ class ShardedStep final : public scheduler::Step {
         device_scratch_(p.region + region.wire + region.scratch),
         sent_after_run_(codec.part_sizes_vary() ? &p.sent_after_run : nullptr),
         transport_(p.comm->comm, p.comm->rank, p.comm->size, stream_),
-        sharded_(transport_, codec, count_, owner_residual_of(p), p.region,
-                 p.region + region.wire) {
+        sharded_(transport_, codec, count_, p.owner_residual, p.region, p.region + region.wire) {
     sharded_.owner_on_device(codec, device_scratch_, stream_);
   }
 
@@ -76,9 +75,6 @@ class ShardedStep final : public scheduler::Step {
   double wire_sent() const override { return sharded_.wire_sent(); }
 
  private:
-  static float* owner_residual_of(const CallPlan& p) {
-    return p.residual ? p.residual + p.call.count : nullptr;
-  }
   int ranks() const { return transport_.size(); }
 
   compressors::ShardedCodec& codec_;
@@ -97,9 +93,18 @@ class ShardedStep final : public scheduler::Step {
 
 }  // namespace
 
-std::size_t sharded_key_floats(const compressors::Compressor& compressor, std::size_t count,
-                               int ranks, int rank) {
-  return count + ShardedAllreduce::owned_count(codec_of(compressor), count, ranks, rank);
+std::size_t sharded_key_floats(const compressors::Compressor& compressor,
+                               const std::vector<scheduler::Partition>& pieces, int ranks,
+                               int rank) {
+  std::size_t floats = 0;
+  for (const scheduler::Partition& piece : pieces)
+    floats += piece.count + sharded_owned_floats(compressor, piece.count, ranks, rank);
+  return floats;
+}
+
+std::size_t sharded_owned_floats(const compressors::Compressor& compressor, std::size_t count,
+                                 int ranks, int rank) {
+  return ShardedAllreduce::owned_count(codec_of(compressor), count, ranks, rank);
 }
 
 std::size_t sharded_region_bytes(const CallPlan& p, const compressors::Compressor& compressor) {

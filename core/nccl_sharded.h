@@ -19,9 +19,11 @@
 
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "compressors/compressor.h"
 #include "core/nccl_plan.h"
+#include "scheduler/partition.h"
 #include "scheduler/plan.h"
 
 namespace slimreduce {
@@ -29,8 +31,14 @@ namespace slimreduce {
 // The floats a sharded call's key keeps on the device: the residual of its
 // `count` values, then this rank's owner-side residual (its shard); both
 // zeroed together at the key's first call, both counted against the cap.
-std::size_t sharded_key_floats(const compressors::Compressor& compressor, std::size_t count,
-                               int ranks, int rank);
+// A call cut into pieces keeps the owner-side residuals of its pieces back to
+// back (the MPI path's layout, core/host_allreduce.h's owner_residuals).
+std::size_t sharded_key_floats(const compressors::Compressor& compressor,
+                               const std::vector<scheduler::Partition>& pieces, int ranks,
+                               int rank);
+// This rank's owner-side floats for one (piece of a) call of `count` values.
+std::size_t sharded_owned_floats(const compressors::Compressor& compressor, std::size_t count,
+                                 int ranks, int rank);
 
 // The workspace bytes of one sharded call (its region).
 std::size_t sharded_region_bytes(const CallPlan& p, const compressors::Compressor& compressor);

@@ -11,6 +11,7 @@ namespace slimreduce {
 namespace {
 
 constexpr int kMarks = 4;  // before compress, before the collectives, after the group, after finish
+constexpr int kPairedMarks = 6;  // each phase's start and end, a pipelined piece's
 constexpr const char* kSpans[kMarks - 1] = {"COMPRESS", "COMMUNICATE", "DECOMPRESS"};
 constexpr int kFirstLane = 2;  // after the caller's (0) and the pipeline helper's (1)
 constexpr double kDrainSeconds = 5;
@@ -37,7 +38,7 @@ std::vector<TimedStream> timed_streams(const GroupPlan& plan) {
     }
     it->count += p.call.count;
     it->bytes += p.call.count * nccl_type_bytes(p.call.datatype);
-    ++it->calls;
+    if (p.piece == 0) ++it->calls;  // a cut call's pieces are one call
     it->after_group = it->after_group || p.hierarchical ||
                       p.call.verdict.path == ReductionPath::low_rank ||
                       p.call.verdict.path == ReductionPath::sharded;
@@ -50,6 +51,14 @@ std::vector<TimedStream> timed_streams(const GroupPlan& plan) {
                            (t.after_group ? ", \"after_group\": true" : "")});
   }
   return streams;
+}
+
+std::string piece_args(const GroupPlan& plan, std::size_t piece) {
+  const CallPlan& p = plan.calls[piece];
+  return span_args(plan.compressor(), p.call.count, 1,
+                   p.call.count * nccl_type_bytes(p.call.datatype)) +
+         ", \"memory\": \"device\", \"path\": \"nccl\", \"partition\": " + std::to_string(p.piece) +
+         ", \"partitions\": " + std::to_string(p.pieces) + ", \"pipelined\": true";
 }
 
 NcclTimeline::~NcclTimeline() {
@@ -97,7 +106,7 @@ NcclTimeline::Anchor* NcclTimeline::anchor_of(const Group::Stream& s) {
 }
 
 void NcclTimeline::Group::add(cudaStream_t stream, int device, std::string args) {
-  Stream& s = streams_.emplace_back(Stream{stream, device, std::move(args), {}, false});
+  Stream& s = streams_.emplace_back(Stream{stream, device, std::move(args), {}, {}, false});
   std::lock_guard lock(owner_->mutex_);
   DeviceGuard guard(device);
   if (!guard.ok() || !owner_->anchor_of(s)) s.failed = true;
@@ -105,18 +114,27 @@ void NcclTimeline::Group::add(cudaStream_t stream, int device, std::string args)
 
 void NcclTimeline::Group::mark() {
   std::lock_guard lock(owner_->mutex_);
-  for (Stream& s : streams_) {
-    if (s.failed) continue;
-    DeviceGuard guard(s.device);
-    cudaEvent_t event = guard.ok() ? owner_->take_event(s.device) : nullptr;
-    if (!event || cudaEventRecord(event, s.stream) != cudaSuccess) {
-      cudaGetLastError();
-      if (event) owner_->give_back(event, s.device);
-      s.failed = true;
-      continue;
-    }
-    s.events.push_back(event);
+  for (Stream& s : streams_) record(s, s.stream);
+}
+
+void NcclTimeline::Group::mark_on(cudaStream_t on, scheduler::Phase, bool) {
+  std::lock_guard lock(owner_->mutex_);
+  for (Stream& s : streams_) record(s, on);
+}
+
+// Under the owner's mutex_.
+void NcclTimeline::Group::record(Stream& s, cudaStream_t on) {
+  if (s.failed) return;
+  DeviceGuard guard(s.device);
+  cudaEvent_t event = guard.ok() ? owner_->take_event(s.device) : nullptr;
+  if (!event || cudaEventRecord(event, on) != cudaSuccess) {
+    cudaGetLastError();
+    if (event) owner_->give_back(event, s.device);
+    s.failed = true;
+    return;
   }
+  s.events.push_back(event);
+  s.on.push_back(on);
 }
 
 int NcclTimeline::lane_of(cudaStream_t stream) {
@@ -126,8 +144,9 @@ int NcclTimeline::lane_of(cudaStream_t stream) {
 
 bool NcclTimeline::write_front(bool wait) {
   Group& group = pending_.front();
+  const std::size_t marks = group.paired_ ? kPairedMarks : kMarks;
   for (Group::Stream& s : group.streams_) {
-    if (s.failed || s.events.size() != kMarks) continue;
+    if (s.failed || s.events.size() != marks) continue;
     const cudaError_t reached =
         wait ? cudaEventSynchronize(s.events.back()) : cudaEventQuery(s.events.back());
     if (reached == cudaErrorNotReady) return false;
@@ -138,15 +157,17 @@ bool NcclTimeline::write_front(bool wait) {
   }
   for (Group::Stream& s : group.streams_) {
     const auto anchor = anchors_.find(s.device);
-    float ms[kMarks] = {};
-    bool timed = !s.failed && s.events.size() == kMarks && anchor != anchors_.end();
-    for (int i = 0; timed && i < kMarks; ++i)
+    float ms[kPairedMarks] = {};
+    bool timed = !s.failed && s.events.size() == marks && anchor != anchors_.end();
+    for (std::size_t i = 0; timed && i < marks; ++i)
       timed = cudaEventElapsedTime(&ms[i], anchor->second.event, s.events[i]) == cudaSuccess;
     if (!timed) cudaGetLastError();
     for (int i = 0; timed && i + 1 < kMarks; ++i) {
+      // Paired: span i from mark 2i to 2i + 1, on its stream's lane.
+      const int from = group.paired_ ? 2 * i : i;
       const double host_us = anchor->second.host_us;
-      timeline_.span(kSpans[i], host_us + 1000.0 * ms[i], host_us + 1000.0 * ms[i + 1], s.args,
-                     lane_of(s.stream));
+      timeline_.span(kSpans[i], host_us + 1000.0 * ms[from], host_us + 1000.0 * ms[from + 1],
+                     s.args, lane_of(group.paired_ ? s.on[from] : s.stream));
     }
     for (cudaEvent_t event : s.events) give_back(event, s.device);
   }

@@ -32,6 +32,7 @@
 
 #include "core/nccl_plan.h"
 #include "core/timeline.h"
+#include "scheduler/plan.h"
 
 namespace slimreduce {
 
@@ -46,6 +47,9 @@ struct TimedStream {
 };
 // In the order of each stream's first compressed call.
 std::vector<TimedStream> timed_streams(const GroupPlan& plan);
+// The spans' args of piece `piece` of a pipelined call (GroupPlan::side):
+// its compressor, values and bytes, and "partition", "partitions".
+std::string piece_args(const GroupPlan& plan, std::size_t piece);
 
 class NcclTimeline {
  public:
@@ -62,6 +66,10 @@ class NcclTimeline {
     void add(cudaStream_t stream, int device, std::string args);
     // The next boundary, on every stream added (four in all).
     void mark();
+    // A piece of a pipelined call (a group started with paired marks, one
+    // stream added): each phase's start and end (`end`), recorded on the
+    // stream `on` it runs on; six in all, each span on the lane of its stream.
+    void mark_on(cudaStream_t on, scheduler::Phase phase, bool end);
     bool empty() const { return streams_.empty(); }
     NcclTimeline& owner() const { return *owner_; }
 
@@ -72,14 +80,19 @@ class NcclTimeline {
       int device;
       std::string args;
       std::vector<cudaEvent_t> events;  // the boundaries reached so far
+      std::vector<cudaStream_t> on;     // the stream each was recorded on
       bool failed = false;              // an event could not be made or recorded
     };
-    explicit Group(NcclTimeline& owner) : owner_(&owner) {}
+    Group(NcclTimeline& owner, bool paired) : owner_(&owner), paired_(paired) {}
+    void record(Stream& s, cudaStream_t on);
     NcclTimeline* owner_;
+    bool paired_;  // spans from pairs of marks (mark_on), not from consecutive ones
     std::vector<Stream> streams_;
   };
 
-  Group start() { return Group(*this); }
+  Group start() { return Group(*this, false); }
+  // A piece of a pipelined call: marked with mark_on().
+  Group start_piece() { return Group(*this, true); }
   // A group whose four marks were made: written once the GPU has reached
   // them. Also writes the spans of earlier groups that are done by now.
   void submit(Group group);

@@ -249,9 +249,10 @@ const std::vector<SettingSpec>& specs() {
        },
        [](const Settings& s) { return show_bytes(s.partition_bytes); }},
       {"SLIMREDUCE_PIPELINE", "auto", fixed("auto, 0, 1"),
-       "Pipelines a partitioned call: one partition on the wire while a helper thread "
-       "compresses the next and decodes the last (the same bits as 0; MPI host buffers); auto: "
-       "where the node has at least two CPUs per rank (the helper needs a core of its own).",
+       "Pipelines a partitioned call: one partition on the wire while the next is compressed "
+       "and the last decoded (the same bits as 0). MPI: on a helper thread; auto: where the "
+       "node has at least two CPUs per rank. NCCL, a call outside any group: on a second "
+       "stream, tied by events; auto: always.",
        [](const std::string& v, Settings& s) { s.pipeline = parse_choice(v, kPipelining); },
        [](const Settings& s) { return show_choice(s.pipeline, kPipelining); }},
       {"SLIMREDUCE_PRIORITY", "fifo", fixed("fifo, reverse"),

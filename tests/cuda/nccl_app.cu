@@ -138,47 +138,78 @@ void forget(ncclComm_t comm) {
     it = it->first.first == comm ? residuals.erase(it) : std::next(it);
 }
 
-std::vector<float> reference(const std::vector<float>& in, ncclComm_t comm, const void* recv,
-                             int datatype = ncclFloat32, bool in_graph = false) {
-  const std::size_t n = in.size();
-  Residual& slot = residuals[{comm, recv}];
-  if (slot.values.size() != n || slot.datatype != datatype)
-    slot = {datatype, std::vector<float>(n), {}, std::vector<float>(n)};
-  std::vector<float>& r = slot.values;
-  float* residual = mode.ef ? r.data() : nullptr;
-  if (mode.powersgd) return low_rank_reference(in, residual, slot.q);
-  std::vector<float> out(n, 0.0f);
+// The pieces a compressed flat call is cut into (SLIMREDUCE_PARTITION_BYTES,
+// 4 MiB by default), written out again: the fewest near-equal pieces of at
+// most that many bytes, the first count % pieces one element longer.
+std::vector<std::pair<std::size_t, std::size_t>> pieces_of(std::size_t n, std::size_t element) {
+  const std::string text = env("SLIMREDUCE_PARTITION_BYTES", "4M");
+  std::size_t limit = std::strtoull(text.c_str(), nullptr, 10);
+  if (text.find_first_of("Kk") != std::string::npos) limit <<= 10;
+  if (text.find_first_of("Mm") != std::string::npos) limit <<= 20;
+  const std::size_t per_piece = std::max<std::size_t>(1, limit / element);
+  const std::size_t count = (n + per_piece - 1) / per_piece;
+  std::vector<std::pair<std::size_t, std::size_t>> pieces;
+  std::size_t begin = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t length = n / count + (i < n % count ? 1 : 0);
+    pieces.push_back({begin, length});
+    begin += length;
+  }
+  return pieces;
+}
+
+// One piece (or a whole call) of n values at one rank: residual and owner
+// are its stretches of the key's (nullptr: none).
+void reference_piece(const float* in, std::size_t n, float* residual, float* owner, int datatype,
+                     bool in_graph, float* out) {
   if (mode.int8) {  // one rank owns the one shard: quantized, summed into zeros, quantized again
     std::vector<std::uint8_t> block(k::quant8_bytes(n, mode.quant_bucket));
-    k::quant8_compress(in.data(), residual, n, mode.quant_bucket, block.data(), k::Isa::scalar);
-    k::quant8_accumulate(block.data(), n, mode.quant_bucket, out.data(), k::Isa::scalar);
-    k::quant8_compress(out.data(), mode.ef ? slot.owner.data() : nullptr, n, mode.quant_bucket,
-                       block.data(), k::Isa::scalar);
-    k::quant8_decompress(block.data(), n, mode.quant_bucket, out.data(), k::Isa::scalar);
-    return out;
+    k::quant8_compress(in, residual, n, mode.quant_bucket, block.data(), k::Isa::scalar);
+    k::quant8_accumulate(block.data(), n, mode.quant_bucket, out, k::Isa::scalar);
+    k::quant8_compress(out, owner, n, mode.quant_bucket, block.data(), k::Isa::scalar);
+    k::quant8_decompress(block.data(), n, mode.quant_bucket, out, k::Isa::scalar);
+    return;
   }
   if (mode.topk) {
     const std::size_t kk = k::topk_count(n, mode.ratio);
     const auto values = mode.fp16_values ? k::TopkValues::fp16 : k::TopkValues::fp32;
     std::vector<std::uint8_t> payload(k::topk_payload_bytes(kk, values));
     k::TopkScratch scratch;
-    k::topk_compress(in.data(), residual, n, kk, values, payload.data(), scratch);
-    k::topk_accumulate(payload.data(), kk, values, out.data());
+    k::topk_compress(in, residual, n, kk, values, payload.data(), scratch);
+    k::topk_accumulate(payload.data(), kk, values, out);
     // Sharded (fp32, not in a graph): the owner selects k of the sum again,
     // with its own residual (these runs' ratios keep its result top-k).
     if (mode.topk_sharded && datatype == ncclFloat32 && !in_graph) {
-      std::vector<float> sum = out;
-      std::fill(out.begin(), out.end(), 0.0f);
-      k::topk_compress(sum.data(), mode.ef ? slot.owner.data() : nullptr, n, kk, values,
-                       payload.data(), scratch);
-      k::topk_accumulate(payload.data(), kk, values, out.data());
+      std::vector<float> sum(out, out + n);
+      std::fill(out, out + n, 0.0f);
+      k::topk_compress(sum.data(), owner, n, kk, values, payload.data(), scratch);
+      k::topk_accumulate(payload.data(), kk, values, out);
     }
-    return out;
+    return;
   }
   const auto format = mode.compressor == "bf16" ? k::HalfFormat::bf16 : k::HalfFormat::fp16;
   std::vector<std::uint16_t> wire(n);
-  k::compress(format, in.data(), residual, wire.data(), n);
-  k::decompress(format, wire.data(), out.data(), n);
+  k::compress(format, in, residual, wire.data(), n);
+  k::decompress(format, wire.data(), out, n);
+}
+
+std::vector<float> reference(const std::vector<float>& in, ncclComm_t comm, const void* recv,
+                             int datatype = ncclFloat32, bool in_graph = false) {
+  const std::size_t n = in.size();
+  Residual& slot = residuals[{comm, recv}];
+  if (slot.values.size() != n || slot.datatype != datatype)
+    slot = {datatype, std::vector<float>(n), {}, std::vector<float>(n)};
+  float* residual = mode.ef ? slot.values.data() : nullptr;
+  if (mode.powersgd) return low_rank_reference(in, residual, slot.q);  // never cut
+  // Cut as the library cuts: each piece a reduction of its own, over its
+  // stretch of the residuals (one rank owns each piece's one shard whole).
+  std::vector<float> out(n, 0.0f);
+  float* owner = mode.ef ? slot.owner.data() : nullptr;
+  const std::size_t element = datatype == ncclFloat32 ? 4 : 2;
+  for (const auto& [begin, count] : pieces_of(n, element)) {
+    reference_piece(in.data() + begin, count, residual ? residual + begin : nullptr,
+                    owner ? owner + begin : nullptr, datatype, in_graph, out.data() + begin);
+  }
   return out;
 }
 
@@ -361,10 +392,12 @@ void check_group(Device& d, float* a, float* b, std::size_t n) {
     expect_bits("grouped call", got.data(), want.data(), n * 4);
   }
   // Casts: the two sums share one 16-bit collective, the average (another op)
-  // has its own. Top-k: all three share one allgather.
+  // has its own. Top-k: all three share one allgather. Calls cut into
+  // partitions (larger than SLIMREDUCE_PARTITION_BYTES) fuse with nothing.
   // PowerSGD, int8 and sharded top-k: each call its own step, none fused.
-  const bool fused =
-      compressible(n * 4, true) && !mode.powersgd && !mode.int8 && !mode.topk_sharded;
+  // A call cut into partitions runs alone: nothing fuses.
+  const bool fused = compressible(n * 4, true) && !mode.powersgd && !mode.int8 &&
+                     !mode.topk_sharded && pieces_of(n, 4).size() == 1;
   const double tensors = !fused ? 0 : mode.compressor == "topk" ? 3 : 2;
   const bool fused_counted = counter("calls.fused_batches") - fused_before == (fused ? 1 : 0) &&
                              counter("calls.fused_tensors") - tensors_before == tensors;
@@ -438,14 +471,16 @@ void check_graph(Device& d, float* a, float* b, std::size_t n) {
   if (mode.topk_sharded && compressible(n * 4, true)) {
     // Sharded top-k's workspace (its owner's fp32 shard among it) holds this
     // call gathered, as a graph has it: compressed, without error feedback
-    // (its key is new in the capture).
-    const std::size_t kk = k::topk_count(big, mode.ratio);
+    // (its key is new in the capture), each of its partitions on its own.
     const auto values = mode.fp16_values ? k::TopkValues::fp16 : k::TopkValues::fp32;
-    std::vector<std::uint8_t> payload(k::topk_payload_bytes(kk, values));
     k::TopkScratch scratch;
     std::vector<float> want(big, 0.0f);
-    k::topk_compress(in.data(), nullptr, big, kk, values, payload.data(), scratch);
-    k::topk_accumulate(payload.data(), kk, values, want.data());
+    for (const auto& [begin, count] : pieces_of(big, 4)) {
+      const std::size_t kk = k::topk_count(count, mode.ratio);
+      std::vector<std::uint8_t> payload(k::topk_payload_bytes(kk, values));
+      k::topk_compress(in.data() + begin, nullptr, count, kk, values, payload.data(), scratch);
+      k::topk_accumulate(payload.data(), kk, values, want.data() + begin);
+    }
     expect_bits("graph capture in a sharded call's workspace: gathered, no residual", got.data(),
                 want.data(), big * 4);
   } else {

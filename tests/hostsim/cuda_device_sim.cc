@@ -3,12 +3,16 @@
 // checker itself (its buffers, canaries, comparisons) runs on the host
 // simulation in CI. An event records when its stream reached it, on the host
 // clock; the simulated "device" is the host, so the times mean nothing.
+// A stream's wait for an event (cudaStreamWaitEvent) holds the stream's
+// later work until the work before the event's latest record has run (with
+// HOSTSIM_ASYNC=1, each stream on a thread of its own, as on a GPU).
 #include <cuda_runtime_api.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <thread>
 
 #include "tests/hostsim/sim.h"
 
@@ -19,7 +23,18 @@ struct CUevent_st {
   // Set by the stream (its worker's thread with HOSTSIM_ASYNC=1) once it got
   // here; `reached` is read only after it is.
   std::atomic<bool> done{false};
+  // Set once the stream ran the work before the latest record: a wait
+  // copies it, so a later record does not change what an earlier wait waits for.
+  std::shared_ptr<std::atomic<bool>> reached_latest;
 };
+
+namespace {
+std::atomic<std::size_t> stream_waits_made{0};
+}  // namespace
+
+namespace slimreduce::hostsim {
+std::size_t stream_waits() { return stream_waits_made.load(); }
+}  // namespace slimreduce::hostsim
 
 namespace sim = slimreduce::hostsim;
 
@@ -52,9 +67,27 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   event->stream = stream;
   event->recorded = true;
   event->done.store(false, std::memory_order_relaxed);
-  sim::enqueue(stream, [event] {
+  auto reached = std::make_shared<std::atomic<bool>>(false);
+  event->reached_latest = reached;
+  sim::enqueue(stream, [event, reached] {
     event->reached = std::chrono::steady_clock::now();
     event->done.store(true, std::memory_order_release);
+    reached->store(true, std::memory_order_release);
+  });
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) {
+  return cudaEventCreate(event);
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
+  if (!event) return cudaErrorInvalidResourceHandle;
+  ++stream_waits_made;
+  if (!event->recorded) return cudaSuccess;  // as CUDA: nothing to wait for
+  std::shared_ptr<std::atomic<bool>> reached = event->reached_latest;
+  sim::enqueue(stream, [reached] {
+    while (!reached->load(std::memory_order_acquire)) std::this_thread::yield();
   });
   return cudaSuccess;
 }

@@ -139,6 +139,10 @@ struct ModelCall {
   // > 1: compressed hierarchically over nodes of local_size consecutive ranks
   // (SLIMREDUCE_HIERARCHICAL=1, algorithms/hierarchical.h).
   int local_size = 0;
+  // A partition of a call cut by SLIMREDUCE_PARTITION_BYTES (the whole call
+  // was eligible): SLIMREDUCE_MIN_BYTES does not apply to it. Warm-up is not
+  // modelled for pieces (the runs that cut have none).
+  bool piece = false;
 };
 
 class Model {
@@ -178,7 +182,7 @@ class Model {
     if (mode_.compressor == "none" || (c.op != ncclSum && c.op != ncclAvg)) return false;
     const bool fp32 = c.type == ncclFloat32;
     if (!fp32 && !(mode_.topk && (c.type == ncclFloat16 || c.type == ncclBfloat16))) return false;
-    if (c.n * (fp32 ? 4 : 2) < mode_.min_bytes) return false;
+    if (c.n * (fp32 ? 4 : 2) < mode_.min_bytes && !c.piece) return false;
     // PowerSGD: a shape not worth it, or a call in a graph, passes through
     // (before warm-up counts).
     if (mode_.powersgd && (c.captured || low_rank_shape(c.n).rank == 0)) return false;

@@ -20,6 +20,10 @@ void enqueue(cudaStream_t stream, std::function<void()> work);
 // a test can check that nothing was enqueued between two points.
 std::size_t work_enqueued(cudaStream_t stream);
 
+// How many times a stream was made to wait for an event so far
+// (cudaStreamWaitEvent): a test can tell that a call ran over two streams.
+std::size_t stream_waits();
+
 // How many calls so far would have made the host wait for the device on a GPU
 // (synchronizes, synchronous copies and sets, frees, pinned allocations).
 std::size_t host_syncs();

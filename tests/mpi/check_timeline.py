@@ -21,9 +21,14 @@ With --nccl (ncclAllReduce, spans from CUDA events): no QUEUE or FUSE needed; ev
 says "path": "nccl" and sits on a stream's lane (tid 2 and up); on each lane the spans come as
 COMPRESS, COMMUNICATE, DECOMPRESS, again and again, each beginning where the one before ended
 (one group's marks), groups one after another in time; and some span says "after_group" when
-the compressor is int8 or powersgd (their later collectives, run after the group).
+the compressor is int8 or powersgd (their later collectives, run after the group). The pieces
+of a pipelined call (args "pipelined": true, with "partition" and "partitions") are checked
+apart: each piece's COMPRESS, COMMUNICATE and DECOMPRESS, written together, each ending before
+the next begins, its COMPRESS and DECOMPRESS on the side stream's lane and its COMMUNICATE on
+another (the caller's stream); a call's pieces numbered 0, 1, ..., n - 1, their COMMUNICATEs in
+that order in time. With --pipelined too, some pieces must be there.
 
-  check_timeline.py --np N [--partitioned | --device | --nccl] -- MPIRUN... -x SLIMREDUCE_TIMELINE=@PREFIX@ ... PROGRAM
+  check_timeline.py --np N [--partitioned | --device | --nccl [--pipelined]] -- MPIRUN... -x SLIMREDUCE_TIMELINE=@PREFIX@ ... PROGRAM
 """
 import argparse
 import json
@@ -93,12 +98,49 @@ def device_failures(path, events, partitioned):
     return failures
 
 
-def nccl_failures(path, events, after_group):
+def piece_failures(path, pieces, pipelined):
+    """What is wrong with the spans of pipelined NCCL calls' pieces (written three by three)."""
+    if pipelined and not pieces:
+        return [f"{path}: no span of a pipelined piece"]
+    failures = []
+    if len(pieces) % 3:
+        return [f"{path}: {len(pieces)} spans of pipelined pieces, not threes"]
+    expected_partition, last_wire_end = 0, None
+    for i in range(0, len(pieces), 3):
+        c, m, d = pieces[i:i + 3]
+        if [c["name"], m["name"], d["name"]] != ["COMPRESS", "COMMUNICATE", "DECOMPRESS"]:
+            failures.append(f"{path}: a piece's spans out of order: {c['name']}, {m['name']}, {d['name']}")
+            break
+        if c["tid"] != d["tid"] or c["tid"] == m["tid"]:
+            failures.append(f"{path}: a piece's kernels not on a side lane of their own: {c}, {m}, {d}")
+            break
+        if c["ts"] + c["dur"] > m["ts"] + 1e-2 or m["ts"] + m["dur"] > d["ts"] + 1e-2:
+            failures.append(f"{path}: a piece's phases overlap: {c}, {m}, {d}")
+            break
+        part, parts = m["args"].get("partition"), m["args"].get("partitions")
+        if part != expected_partition or parts is None or parts < 2:
+            failures.append(f"{path}: piece {part} of {parts} where {expected_partition} was due")
+            break
+        if part and last_wire_end is not None and m["ts"] + 1e-2 < last_wire_end:
+            failures.append(f"{path}: piece {part} on the wire before piece {part - 1} left it")
+            break
+        last_wire_end = m["ts"] + m["dur"]
+        expected_partition = 0 if part + 1 == parts else part + 1
+    if expected_partition:
+        failures.append(f"{path}: a pipelined call's last pieces are missing")
+    if not failures and pieces:
+        print(f"{path}: {len(pieces) // 3} pipelined pieces timed")
+    return failures
+
+
+def nccl_failures(path, events, after_group, pipelined):
     """What is wrong with the NCCL groups' spans (CUDA events) of one rank's timeline."""
     spans = [e for e in events if e.get("args", {}).get("path") == "nccl"]
     if not spans:
         return [f"{path}: no span of an NCCL call"]
-    failures = []
+    pieces = [e for e in spans if e["args"].get("pipelined")]
+    spans = [e for e in spans if not e["args"].get("pipelined")]
+    failures = piece_failures(path, pieces, pipelined)
     if any(e["args"].get("memory") != "device" or e["tid"] < 2 for e in spans):
         failures.append(f"{path}: an NCCL span not marked device, or not on a stream's lane")
     for lane in sorted({e["tid"] for e in spans}):
@@ -116,6 +158,8 @@ def nccl_failures(path, events, after_group):
             if i and mine[i - 1]["ts"] + mine[i - 1]["dur"] > c["ts"] + 1e-2:
                 failures.append(f"{path}: lane {lane}: a group began before the one before ended")
                 break
+    if pieces and any(e["args"].get("memory") != "device" or e["tid"] < 2 for e in pieces):
+        failures.append(f"{path}: a piece's span not marked device, or not on a stream's lane")
     if after_group and not any(e["args"].get("after_group") for e in spans):
         failures.append(f"{path}: no span says after_group")
     if not failures:
@@ -132,6 +176,8 @@ def main():
     parser.add_argument("--nccl", action="store_true")
     parser.add_argument("--after-group", action="store_true",
                         help="with --nccl: some span must say after_group")
+    parser.add_argument("--pipelined", action="store_true",
+                        help="with --nccl: some call must have run pipelined, its pieces timed")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -169,7 +215,7 @@ def main():
             if args.device:
                 failures += device_failures(path, events, args.partitioned)
             if args.nccl:
-                failures += nccl_failures(path, events, args.after_group)
+                failures += nccl_failures(path, events, args.after_group, args.pipelined)
             if rank == 0 and not failures:
                 print(f"rank 0: {len(events)} spans: " +
                       ", ".join(f"{n} {sum(e['name'] == n for e in events)}" for n in sorted(NAMES)))
