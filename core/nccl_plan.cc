@@ -368,10 +368,24 @@ void GroupPlan::run_kernels_on(cudaStream_t side) {
   for (TopkBatch& batch : topk_batches_) batch.kernels = side;
 }
 
+// A call passed through runs as the caller made it: a cut call's pieces
+// become the whole call again (piece 0 holds its start; they follow it).
 void GroupPlan::pass_through_on(NcclCommState* comm, cudaStream_t stream) {
+  std::vector<CallPlan> kept;
   for (CallPlan& p : calls) {
-    if (p.comm.get() == comm && stream_of(p.call) == stream) p.compressed = p.hierarchical = false;
+    if (p.comm.get() != comm || stream_of(p.call) != stream) {
+      kept.push_back(std::move(p));
+      continue;
+    }
+    p.compressed = p.hierarchical = false;
+    if (p.piece > 0) {
+      kept.back().call.count += p.call.count;
+      continue;
+    }
+    p.pieces = 1;
+    kept.push_back(std::move(p));
   }
+  calls = std::move(kept);
 }
 
 std::vector<std::size_t> GroupPlan::batch_sizes() const {

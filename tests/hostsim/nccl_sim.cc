@@ -254,10 +254,12 @@ ncclResult_t all_reduce(const void* send, void* recv, size_t count, ncclDataType
 }
 
 std::atomic<std::size_t> configs_received{0};
+std::atomic<std::size_t> all_reduces_received{0};
 
 }  // namespace
 
 std::size_t nccl_configs_received() { return configs_received; }
+std::size_t nccl_all_reduces_received() { return all_reduces_received; }
 
 }  // namespace slimreduce::hostsim
 
@@ -267,6 +269,7 @@ extern "C" {
 
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  ++sim::all_reduces_received;
   return sim::all_reduce(send, recv, count, type, op, comm, stream);
 }
 
@@ -280,6 +283,7 @@ ncclResult_t ncclAllReduceConfig(const void* send, void* recv, size_t count, ncc
       return ncclInvalidArgument;
     ++sim::configs_received;
   }
+  ++sim::all_reduces_received;
   return sim::all_reduce(send, recv, count, type, op, comm, stream);
 }
 

@@ -47,6 +47,9 @@ void require_device(const char* what, const void* ptr, std::size_t bytes);
 // reached it with a config (not null), so a test can tell that a call came
 // through with its config.
 std::size_t nccl_configs_received();
+// How many ncclAllReduce (and ncclAllReduceConfig) calls have reached it: a
+// test can tell a call passed through whole from one cut into pieces.
+std::size_t nccl_all_reduces_received();
 
 // How many of the simulated NCCL's collectives wait for other ranks now (a
 // test can abort their communicator while one does).
