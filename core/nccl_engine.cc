@@ -135,8 +135,8 @@ class NcclEngine::PlanRunner : public PlanActions {
   int run_pipelined() {
     const int closed = real_group_end();
     std::vector<NcclTimeline::Group> pieces = engine_.time_pieces(plan_);
-    auto mark = [&](std::size_t step, scheduler::Phase phase, bool end, cudaStream_t on) {
-      if (step < pieces.size()) pieces[step].mark_on(on, phase, end);
+    auto mark = [&](std::size_t step, cudaStream_t on) {
+      if (step < pieces.size()) pieces[step].mark_on(on);
     };
     NcclHandoff handoff(
         static_cast<cudaStream_t>(plan_.calls.front().call.stream), *plan_.side,

@@ -158,7 +158,7 @@ void NcclEngine::pipeline(GroupPlan& plan) {
   if (is_capturing(stream)) return;
   SideStream* side = &p.comm->side_streams[stream];
   DeviceGuard device(p.comm->device);
-  if (!device.ok() || !side->ready(p.comm->device)) return;  // unpipelined: the same bits
+  if (!device.ok() || !side->ready()) return;  // unpipelined: the same bits
   plan.run_kernels_on(side->stream());
   plan.side = side;
 }

@@ -18,8 +18,7 @@ void SideStream::release() {
   side_ = nullptr;
 }
 
-bool SideStream::ready(int device) {
-  (void)device;  // the caller made it current
+bool SideStream::ready() {
   if (side_) return true;
   if (failed_) return false;
   // Non-blocking: only our events order it, never the legacy default stream.
@@ -53,10 +52,10 @@ Status NcclHandoff::wait_compressed() {
 Status NcclHandoff::open_collectives() { return Status::nccl(group_start_()); }
 Status NcclHandoff::close_collectives() { return Status::nccl(group_end_()); }
 
-void NcclHandoff::mark(std::size_t step, scheduler::Phase phase, bool end) {
+void NcclHandoff::mark(std::size_t step, scheduler::Phase phase, bool) {
   if (!mark_) return;
   const bool on_side = phase != scheduler::Phase::communicate;
-  mark_(step, phase, end, on_side ? side_.stream() : caller_);
+  mark_(step, on_side ? side_.stream() : caller_);
 }
 
 }  // namespace slimreduce

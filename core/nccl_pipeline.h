@@ -29,9 +29,9 @@ class SideStream {
   SideStream(const SideStream&) = delete;
   SideStream& operator=(const SideStream&) = delete;
 
-  // Made on `device` (the current one) if not yet; false: could not be
-  // (the call then runs unpipelined, with the same bits).
-  bool ready(int device);
+  // Made on the current device if not yet; false: could not be (the call
+  // then runs unpipelined, with the same bits).
+  bool ready();
   cudaStream_t stream() const { return side_; }
 
   enum Event { fork, compressed, communicated, join, kEvents };
@@ -50,8 +50,8 @@ class SideStream {
 // stream the phase runs on), when timed.
 class NcclHandoff final : public scheduler::StreamHandoff {
  public:
-  using Mark =
-      std::function<void(std::size_t step, scheduler::Phase phase, bool end, cudaStream_t on)>;
+  // Before and after each phase of step `step` is enqueued, on the stream `on` it runs on.
+  using Mark = std::function<void(std::size_t step, cudaStream_t on)>;
   NcclHandoff(cudaStream_t caller, SideStream& side, std::function<int()> group_start,
               std::function<int()> group_end, Mark mark)
       : caller_(caller),

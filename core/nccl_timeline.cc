@@ -117,7 +117,7 @@ void NcclTimeline::Group::mark() {
   for (Stream& s : streams_) record(s, s.stream);
 }
 
-void NcclTimeline::Group::mark_on(cudaStream_t on, scheduler::Phase, bool) {
+void NcclTimeline::Group::mark_on(cudaStream_t on) {
   std::lock_guard lock(owner_->mutex_);
   for (Stream& s : streams_) record(s, on);
 }

@@ -32,7 +32,6 @@
 
 #include "core/nccl_plan.h"
 #include "core/timeline.h"
-#include "scheduler/plan.h"
 
 namespace slimreduce {
 
@@ -67,9 +66,9 @@ class NcclTimeline {
     // The next boundary, on every stream added (four in all).
     void mark();
     // A piece of a pipelined call (a group started with paired marks, one
-    // stream added): each phase's start and end (`end`), recorded on the
+    // stream added): each phase's start, then its end, recorded on the
     // stream `on` it runs on; six in all, each span on the lane of its stream.
-    void mark_on(cudaStream_t on, scheduler::Phase phase, bool end);
+    void mark_on(cudaStream_t on);
     bool empty() const { return streams_.empty(); }
     NcclTimeline& owner() const { return *owner_; }
 
