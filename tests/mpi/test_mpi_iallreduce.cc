@@ -206,7 +206,13 @@ TEST_P(EveryCompletion, CompletesEachRequestOnceAmongTheCallersOwn) {
   EXPECT_EQ(completed.back(), 0) << "MPI_REQUEST_NULL";
   EXPECT_EQ(received, (rank + ranks - 1) % ranks);
   const float sum = float(ranks * (ranks + 1) / 2);  // small integers: exact in 16 bits
+  // Sparse top-k (the plan-hash runs) sends a share of each tensor: its results
+  // are checked for agreement across ranks; every other setting sums exactly.
+  const bool sparse = env_or("SLIMREDUCE_COMPRESSOR", "none") == "topk" &&
+                      std::stod(env_or("SLIMREDUCE_TOPK_RATIO", "0.01")) < 1.0;
   for (const auto& output : outputs) {
+    EXPECT_TRUE(identical_on_all_ranks(output.data(), output.size() * 4, MPI_COMM_WORLD));
+    if (sparse) continue;
     EXPECT_TRUE(std::all_of(output.begin(), output.end(), [&](float x) { return x == sum; }))
         << output[0];
   }
