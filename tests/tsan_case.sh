@@ -18,8 +18,11 @@ tsan_case() {
     ok=1
     "$@" >"$log" 2>&1 || ok=0
   fi
-  if [ $ok = 0 ] || grep -q "WARNING: ThreadSanitizer" "$log"; then
-    grep -a -A40 -m1 "WARNING: ThreadSanitizer" "$log" || tail -30 "$log"
+  # Any report fails it: a race's WARNING, and ThreadSanitizer's own errors
+  # (a SEGV, a failed CHECK) that may come after the program's verdict.
+  local report="(WARNING|ERROR): ThreadSanitizer|ThreadSanitizer: CHECK failed|runtime error:"
+  if [ $ok = 0 ] || grep -a -q -E "$report" "$log"; then
+    grep -a -A40 -m1 -E "$report" "$log" || tail -30 "$log"
     echo "FAIL: $label under ThreadSanitizer (full log: $log)"
     exit 1
   fi
