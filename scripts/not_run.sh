@@ -3,27 +3,69 @@
 # suites the build did not make (no CUDA toolkit, no clang) and the tests
 # that skipped themselves (no GPU, no Horovod). ctest's "100% passed" counts
 # neither, so scripts/test.sh ends with this.
+#
+# In CI (CI=true) the suites that can run there must: the host simulation
+# (the GPU path's suites), the fuzz targets, Horovod and pip. A skip or an
+# unbuilt suite of those fails the run, unless the skip's cause is a
+# registry's refusal that scripts/registry_refuses.sh confirms by asking the
+# registry again. GPU-only tests (cuda_*) stay skips, listed.
 set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=$1
 output=$2
 echo "== Not run, and why"
 lines=0
+required_missing=0
 say() { echo "  $*"; lines=$((lines + 1)); }
+in_ci() { [ "${CI:-}" = true ]; }
+# A required suite did not run: in CI that fails, unless the registry's refusal is confirmed.
+required() {  # WHAT [REGISTRY PACKAGE ...]
+  local what=$1
+  shift
+  in_ci || return 0
+  while [ $# -ge 2 ]; do
+    local answer refused=0
+    answer=$("$here/registry_refuses.sh" "$1" "$2" 2>&1) || refused=$?
+    say "  $answer"
+    if [ $refused = 0 ]; then
+      say "  (allowed in CI: the skip's cause, $1 refusing $2, confirmed just now)"
+      return 0
+    fi
+    shift 2
+  done
+  say "  FAIL: $what must run in CI (CI=true)"
+  required_missing=$((required_missing + 1))
+}
 if [[ $(sed -n 's/^SLIMREDUCE_CUDA:[A-Z]*=//p' "$cache") != ON ]] ||
    ! grep -q '^SLIMREDUCE_NCCL_INCLUDE_DIR:PATH=/' "$cache"; then
   say "GPU path suites (labels cuda, hostsim: the NCCL shim, the device path, the host" \
       "simulation of 1-4 ranks): not built, no CUDA toolkit with nccl.h found (docs/gpu.md)"
+  required "the host simulation suites (hostsim)"
 fi
 if ! grep -q '^SLIMREDUCE_CLANGXX:FILEPATH=/' "$cache"; then
   say "fuzz targets (tests/fuzz): not built, no clang++ (apt-get install clang libclang-rt-14-dev)"
+  required "the fuzz targets"
+fi
+if grep -q '^SLIMREDUCE_TEST_HOROVOD:BOOL=OFF' "$cache"; then
+  say "horovod_integration: not registered (-DSLIMREDUCE_TEST_HOROVOD=OFF)"
+  required "horovod_integration"
 fi
 while read -r name; do
   case $name in
-    cuda_*) why="needs a GPU (none on this machine)" ;;
-    horovod*) why="needs Horovod built with MPI and PyTorch (from PyPI)" ;;
-    tools_pip_install) why="needs PyPI for pip's build requirements (scikit-build-core)" ;;
-    *) why="skipped itself: its output in Testing/Temporary/LastTest.log says why" ;;
+    cuda_*) say "$name: needs a GPU (none on this machine)" ;;
+    horovod*)
+      say "$name: needs Horovod built with MPI and PyTorch (from PyPI)"
+      required "$name" pip horovod==0.28.1 apt python3-torch apt libtorch-dev ;;
+    tools_pip_install)
+      say "$name: needs PyPI for pip's build requirements (scikit-build-core)"
+      required "$name" pip scikit-build-core ;;
+    *)
+      say "$name: skipped itself: its output in Testing/Temporary/LastTest.log says why"
+      required "$name" ;;
   esac
-  say "$name: $why"
 done < <(sed -n 's/^[[:space:]]*[0-9]* - \(.*\) (Skipped)$/\1/p' "$output")
 [[ $lines -gt 0 ]] || echo "  nothing: every suite was built and every test ran"
+if [ $required_missing -gt 0 ]; then
+  echo "FAIL: $required_missing required suite(s) did not run in CI (above)"
+  exit 1
+fi
