@@ -343,6 +343,10 @@ void low_rank_settle(bool bad, float* out, float* residual, std::size_t n, int d
   if (q_state) std::copy_n(q_sum, q_floats, q_state);
 }
 
+void flag_not_finite(const float* values, std::size_t n, unsigned* bad) {
+  if (!all_finite(values, n)) *bad = 1;
+}
+
 bool all_finite(const float* values, std::size_t n) {
   std::uint32_t bad = 0;
   for (std::size_t e = 0; e < n; ++e) {

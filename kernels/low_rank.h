@@ -94,6 +94,11 @@ void low_rank_seed(const LowRankShape& shape, float* q);
 // Whether all n floats are finite (one pass, no early exit).
 bool all_finite(const float* values, std::size_t n);
 
+// The device flag's CPU twin (kernels/cuda: flag_not_finite): *bad = 1 when
+// one of values[0..n) is inf or NaN, else *bad as it was, so that P's and Q's
+// flags accumulate into one word the caller zeroed before the call.
+void flag_not_finite(const float* values, std::size_t n, unsigned* bad);
+
 // The end of a low-rank call whose sums' finiteness is known only on the
 // device (a stream-ordered path, NCCL): when `bad` (a summed P or Q was not
 // finite), out[e] = NaN (kDefaultNanBits) and residual[e] = 0 over n

@@ -57,7 +57,8 @@ __global__ void __launch_bounds__(kBlock)
   }
 }
 
-// *bad = 1 when one of v[0..n) is not finite (the caller zeroed it).
+// *bad = 1 when one of v[0..n) is not finite (the caller zeroed it); the CPU
+// twin is kernels::flag_not_finite.
 __global__ void __launch_bounds__(kBlock)
     flag_kernel(const float* __restrict__ v, std::size_t n, unsigned* bad) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;

@@ -66,7 +66,7 @@ cudaError_t flag_not_finite(const float* v, std::size_t n, unsigned* bad, cudaSt
   sim::enqueue(stream, [=] {
     sim::require_device("flag_not_finite v", v, n * 4);
     sim::require_device("flag_not_finite bad", bad, 4);
-    if (!kernels::all_finite(v, n)) *bad = 1;
+    kernels::flag_not_finite(v, n, bad);
   });
   return cudaSuccess;
 }
