@@ -37,6 +37,30 @@ RUNS = [
     # 400012 bytes (n 100003) pass through; the second key finds no room.
     ("topk_ef_cap", 3, "topk", ["SLIMREDUCE_EF_MAX_BYTES=300000"]),
     ("topk_ratio_one", 2, "topk", ["SLIMREDUCE_TOPK_RATIO=1"]),
+    # Recorded before the engine core was shared by both sides (the wider net):
+    # int8, PowerSGD, sharded top-k, hierarchical, partitions and pipelines.
+    ("int8", 2, "int8", []),
+    ("int8", 4, "int8", []),
+    ("int8_no_ef", 3, "int8", ["SLIMREDUCE_ERROR_FEEDBACK=0"]),
+    ("powersgd", 2, "powersgd", []),
+    ("powersgd", 3, "powersgd", []),
+    ("powersgd_rank1_no_ef", 3, "powersgd",
+     ["SLIMREDUCE_POWERSGD_RANK=1", "SLIMREDUCE_ERROR_FEEDBACK=0"]),
+    ("topk_sharded", 3, "topk", ["SLIMREDUCE_TOPK_ALGORITHM=sharded"]),
+    ("topk_sharded_dense", 4, "topk",
+     ["SLIMREDUCE_TOPK_ALGORITHM=sharded", "SLIMREDUCE_TOPK_RATIO=0.4"]),
+    ("hierarchical_fp16", 4, "fp16", ["SLIMREDUCE_HIERARCHICAL=1", "SLIMREDUCE_LOCAL_SIZE=2"]),
+    ("hierarchical_topk", 4, "topk",
+     ["SLIMREDUCE_HIERARCHICAL=1", "SLIMREDUCE_LOCAL_SIZE=2", "SLIMREDUCE_TOPK_ALGORITHM=gather"]),
+    ("hierarchical_int8", 4, "int8", ["SLIMREDUCE_HIERARCHICAL=1", "SLIMREDUCE_LOCAL_SIZE=2"]),
+    ("partitioned_fp16", 3, "fp16", ["SLIMREDUCE_PARTITION_BYTES=64K", "SLIMREDUCE_PIPELINE=1"]),
+    ("partitioned_fp16_unpipelined", 3, "fp16",
+     ["SLIMREDUCE_PARTITION_BYTES=64K", "SLIMREDUCE_PIPELINE=0"]),
+    ("partitioned_topk", 3, "topk", ["SLIMREDUCE_PARTITION_BYTES=64K", "SLIMREDUCE_PIPELINE=1"]),
+    ("partitioned_int8", 2, "int8", ["SLIMREDUCE_PARTITION_BYTES=64K"]),
+    ("fusion_threshold_reverse", 3, "bf16",
+     ["SLIMREDUCE_FUSION_THRESHOLD=128K", "SLIMREDUCE_PRIORITY=reverse",
+      "SLIMREDUCE_ERROR_FEEDBACK=1"]),
 ]
 
 

@@ -14,7 +14,6 @@
 // another MPI version may make otherwise, and what matters is that SlimReduce
 // left it alone. (The simulated NCCL sums in one fixed order: hashed.)
 // Prints "golden ..." lines on rank 0; exit 0, or 1 when a check failed.
-#include <dlfcn.h>
 #include <mpi.h>
 
 #include <cstdint>
@@ -23,19 +22,16 @@
 #include <string>
 #include <vector>
 
-#include "interpose/slimreduce.h"
+#include "tests/golden/paths.h"
 
 #ifdef GOLDEN_SIM
-#include <cuda_runtime.h>
-#include <nccl.h>
-
 #include "kernels/element_rules.h"
 #endif
 
 namespace {
 
-int rank = 0;
-int ranks = 1;
+using namespace golden;
+
 int failures = 0;
 
 // splitmix64: the same numbers from any compiler and library.
@@ -94,71 +90,30 @@ void print_counters(const char* side, const slimreduce_counters& c) {
       c.wire_sent, (unsigned long long)c.ef_resets);
 }
 
-// The counters through the preloaded library (the host program links no SlimReduce).
-bool counters_of(const char* function, slimreduce_counters* out) {
-  using Get = int (*)(slimreduce_counters*);
-  const auto get = reinterpret_cast<Get>(dlsym(RTLD_DEFAULT, function));
-  return get && get(out) == 0;
-}
-
-slimreduce_counters mpi_counters() {
-  slimreduce_counters counters{};
-  if (!counters_of("slimreduce_get_counters", &counters)) {
-    std::printf("FAIL rank %d: no SlimReduce counters (is the library preloaded?)\n", rank);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  return counters;
-}
-
 // Sizes of the repeated calls: not divisible by 2, 3 or 4 ranks, a power of
 // two, and one above SLIMREDUCE_MIN_BYTES by a few bytes (16411 x 4 = 65644).
 constexpr std::size_t kSizes[3] = {16411, 65536, 100003};
 constexpr int kSteps = 3;
 
-// Where the buffers live and how a call is made: host MPI, device MPI, NCCL.
-class Path {
- public:
-  virtual ~Path() = default;
-  virtual void* alloc(std::size_t bytes) = 0;
-  virtual void put(void* to, const void* from, std::size_t bytes) = 0;
-  virtual void get(void* to, const void* from, std::size_t bytes) = 0;
-  // One float sum (in_place: send is recv).
-  virtual void sum(const void* send, void* recv, std::size_t n) = 0;
-  // The compressed-call count of this path's side (the counters the library keeps).
-  virtual std::uint64_t compressed_so_far() = 0;
-  // Whether a passed-through call is checked against PMPI_Allreduce (MPI paths).
-  virtual bool mpi_sums() const { return true; }
-};
-
-class HostMpi : public Path {
- public:
-  void* alloc(std::size_t bytes) override {
-    blocks_.emplace_back(bytes);
-    return blocks_.back().data();
-  }
-  void put(void* to, const void* from, std::size_t bytes) override { std::memcpy(to, from, bytes); }
-  void get(void* to, const void* from, std::size_t bytes) override { std::memcpy(to, from, bytes); }
-  void sum(const void* send, void* recv, std::size_t n) override {
-    MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, static_cast<int>(n), MPI_FLOAT, MPI_SUM,
-                  MPI_COMM_WORLD);
-  }
-  std::uint64_t compressed_so_far() override { return mpi_counters().compressed; }
-
- private:
-  std::vector<std::vector<std::byte>> blocks_;  // alive to the end: residual keys stay apart
-};
-
 // Passed through: the result must be what the real MPI gives for the same inputs.
+// A handed-over call (nonblocking) is compared with PMPI_Iallreduce: Open MPI
+// sums those by another algorithm than blocking ones, with other bits.
 void check_same_as_mpi(const std::string& what, const void* got, const void* input, int count,
-                       MPI_Datatype type, MPI_Op op) {
+                       MPI_Datatype type, MPI_Op op, bool nonblocking = false) {
   int type_size = 0;
   MPI_Type_size(type, &type_size);
   const std::size_t bytes = static_cast<std::size_t>(count) * type_size;
   std::vector<std::byte> want(bytes);
-  PMPI_Allreduce(input, want.data(), count, type, op, MPI_COMM_WORLD);
+  if (nonblocking) {
+    MPI_Request request;
+    PMPI_Iallreduce(input, want.data(), count, type, op, MPI_COMM_WORLD, &request);
+    PMPI_Wait(&request, MPI_STATUS_IGNORE);
+  } else {
+    PMPI_Allreduce(input, want.data(), count, type, op, MPI_COMM_WORLD);
+  }
   const bool same = std::memcmp(got, want.data(), bytes) == 0;
   failures += !same;
-  if (!same) std::printf("FAIL rank %d: %s differs from PMPI_Allreduce's\n", rank, what.c_str());
+  if (!same) std::printf("FAIL rank %d: %s differs from MPI's own sum\n", rank, what.c_str());
   if (rank == 0) std::printf("golden %s passed through, as MPI sums it\n", what.c_str());
 }
 
@@ -203,6 +158,45 @@ void common_calls(Path& path) {
   one_call(path, "small", call++, small_send, small_recv, 100);
 }
 
+// MPI_Iallreduce batches: three tensors handed over before one wait (fused
+// on host buffers; device buffers are reduced as each is handed over), two
+// steps on the same buffers. Hashed when the batch was compressed, checked
+// against MPI when it passed through.
+void iallreduce_calls(Path& path) {
+  constexpr std::size_t kBatch[3] = {20000, 16411, 40000};
+  unsigned call = 700;
+  void* send[3];
+  void* recv[3];
+  for (int t = 0; t < 3; ++t) {
+    send[t] = path.alloc(kBatch[t] * sizeof(float));
+    recv[t] = path.alloc(kBatch[t] * sizeof(float));
+  }
+  for (int step = 0; step < 2; ++step) {
+    std::vector<std::vector<float>> mine;
+    for (int t = 0; t < 3; ++t) {
+      mine.push_back(input_of(call++, rank, kBatch[t]));
+      path.put(send[t], mine[t].data(), kBatch[t] * sizeof(float));
+    }
+    const std::uint64_t compressed_before = path.compressed_so_far();
+    MPI_Request requests[3];
+    for (int t = 0; t < 3; ++t) mpi_start_sum(send[t], recv[t], kBatch[t], &requests[t]);
+    MPI_Waitall(3, requests, MPI_STATUSES_IGNORE);
+    const bool passed = path.compressed_so_far() == compressed_before;
+    for (int t = 0; t < 3; ++t) {
+      const std::string what =
+          "batch step " + std::to_string(step) + " tensor " + std::to_string(t);
+      std::vector<float> got(kBatch[t]);
+      path.get(got.data(), recv[t], kBatch[t] * sizeof(float));
+      if (passed) {
+        check_same_as_mpi(what, got.data(), mine[t].data(), static_cast<int>(kBatch[t]), MPI_FLOAT,
+                          MPI_SUM, true);
+      } else {
+        report(what, got.data(), kBatch[t] * sizeof(float));
+      }
+    }
+  }
+}
+
 // Calls that pass through on any compressor: integers and MAX (host buffers).
 void host_only_calls() {
   std::vector<int> ints(20000);
@@ -217,74 +211,6 @@ void host_only_calls() {
 }
 
 #ifdef GOLDEN_SIM
-
-#define CUDA_OK(x) ok((x) == cudaSuccess, #x)
-#define NCCL_OK(x) ok((x) == ncclSuccess, #x)
-
-void ok(bool good, const char* what) {
-  if (good) return;
-  std::printf("FAIL rank %d: %s\n", rank, what);
-  MPI_Abort(MPI_COMM_WORLD, 1);
-}
-
-class DeviceMemory : public Path {
- public:
-  ~DeviceMemory() override {
-    for (void* p : blocks_) cudaFree(p);
-  }
-  void* alloc(std::size_t bytes) override {
-    void* p = nullptr;
-    CUDA_OK(cudaMalloc(&p, bytes));
-    blocks_.push_back(p);
-    return p;
-  }
-  void put(void* to, const void* from, std::size_t bytes) override {
-    CUDA_OK(cudaMemcpy(to, from, bytes, cudaMemcpyHostToDevice));
-  }
-  void get(void* to, const void* from, std::size_t bytes) override {
-    CUDA_OK(cudaDeviceSynchronize());
-    CUDA_OK(cudaMemcpy(to, from, bytes, cudaMemcpyDeviceToHost));
-  }
-
- private:
-  std::vector<void*> blocks_;
-};
-
-class DeviceMpi : public DeviceMemory {
- public:
-  void sum(const void* send, void* recv, std::size_t n) override {
-    MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, static_cast<int>(n), MPI_FLOAT, MPI_SUM,
-                  MPI_COMM_WORLD);
-  }
-  std::uint64_t compressed_so_far() override { return mpi_counters().compressed; }
-};
-
-class Nccl : public DeviceMemory {
- public:
-  Nccl() {
-    ncclUniqueId id;
-    if (rank == 0) NCCL_OK(ncclGetUniqueId(&id));
-    PMPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-    NCCL_OK(ncclCommInitRank(&comm_, ranks, id, rank));
-    CUDA_OK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  }
-  ~Nccl() override { ncclCommDestroy(comm_); }
-  void sum(const void* send, void* recv, std::size_t n) override { issue(send, recv, n, ncclSum); }
-  std::uint64_t compressed_so_far() override { return 0; }
-  bool mpi_sums() const override { return false; }
-  void issue(const void* send, void* recv, std::size_t n, ncclRedOp_t op,
-             ncclDataType_t type = ncclFloat32) {
-    NCCL_OK(ncclAllReduce(send, recv, n, type, op, comm_, stream_));
-  }
-  void get(void* to, const void* from, std::size_t bytes) override {
-    CUDA_OK(cudaStreamSynchronize(stream_));
-    DeviceMemory::get(to, from, bytes);
-  }
-
- private:
-  ncclComm_t comm_ = nullptr;
-  cudaStream_t stream_ = nullptr;
-};
 
 // Beyond the common calls: average, a group of two (fused casts), a 16-bit
 // tensor, and an integer call that passes through.
@@ -357,12 +283,14 @@ int main(int argc, char** argv) {
     HostMpi host;
     common_calls(host);
     host_only_calls();
+    iallreduce_calls(host);
     if (!counters_of("slimreduce_get_counters", &counters)) ++failures;
     print_counters("mpi", counters);
 #ifdef GOLDEN_SIM
   } else if (path == "device") {
     DeviceMpi device;
     common_calls(device);
+    iallreduce_calls(device);
     if (!counters_of("slimreduce_get_counters", &counters)) ++failures;
     print_counters("mpi", counters);
   } else if (path == "nccl") {
