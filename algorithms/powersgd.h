@@ -66,7 +66,7 @@ struct LowRankSums {
 
 // One tensor's local work between the sums of a PowerSGD call: on the host
 // (PowerSgd, below) or on a GPU with its factors staged through the host
-// (core/device_low_rank.cc). Each summand lies in memory the transport
+// (core/mpi/device_low_rank.cc). Each summand lies in memory the transport
 // reads, P's and Q's followed by zeros up to whole blocks of the rank count.
 class LowRankStages {
  public:

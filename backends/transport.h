@@ -5,7 +5,7 @@
 // the model), so it serves every path.
 //
 // Every rank calls the same collectives in the same order with the same
-// sizes (design invariant 3): a transport never decides anything.
+// sizes (invariant 3 of docs/architecture.md): a transport never decides anything.
 #pragma once
 
 #include <algorithm>

@@ -255,7 +255,7 @@ class ShardedCompressor : public Compressor, public ShardedCodec {
 // kept per residual key. The host entry points are the steps between the two
 // sums; algorithms/powersgd.h orders them and does the sums. The device
 // entry points are the same steps on device memory (DeviceKernels::low_rank:
-// the MPI path's device buffers run them, core/device_low_rank.cc; NCCL
+// the MPI path's device buffers run them, core/mpi/device_low_rank.cc; NCCL
 // calls still pass through).
 class LowRankCompressor : public Compressor {
  public:

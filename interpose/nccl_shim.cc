@@ -10,7 +10,7 @@
 #include <string>
 
 #include "backends/nccl_backend.h"
-#include "core/nccl_engine.h"
+#include "core/nccl/engine.h"
 #include "interpose/shim_base.h"
 #include "interpose/slimreduce.h"
 
@@ -22,7 +22,7 @@ namespace real = slimreduce::backends::nccl;
 
 // The NCCL side, attached on the first NCCL call: to the runtime MPI_Init
 // made, or to one made now, the settings read now (a bad one ends the job
-// before any collective changes, design invariant 6, with the MPI shim's line).
+// before any collective changes, invariant 6 of docs/architecture.md, with the MPI shim's line).
 [[gnu::noinline, gnu::cold]] NcclEngine& start_engine() {
   return NcclEngine::start(slimreduce::interpose::runtime_or_exit());
 }

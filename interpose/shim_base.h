@@ -10,9 +10,9 @@
 #include <string>
 #include <thread>
 
-#include "core/counters.h"
-#include "core/runtime.h"
-#include "core/settings.h"
+#include "core/runtime/counters.h"
+#include "core/runtime/runtime.h"
+#include "core/runtime/settings.h"
 #include "interpose/slimreduce.h"
 
 #define SR_EXPORT extern "C" __attribute__((visibility("default")))
@@ -33,7 +33,7 @@ inline bool launcher_rank_is_zero() {
   return true;
 }
 
-// Bad settings end the job before any collective runs (design invariant 6).
+// Bad settings end the job before any collective runs (invariant 6 of docs/architecture.md).
 inline Settings settings_or_exit() {
   try {
     return parse_settings(read_environment());

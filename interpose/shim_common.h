@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <new>
 
-#include "core/engine.h"
+#include "core/mpi/engine.h"
 #include "interpose/shim_base.h"
 
 namespace slimreduce::interpose {
@@ -88,7 +88,7 @@ int guarded_on(MPI_Comm comm, const char* call, Body&& body) {
 }
 
 // Before a wait, test or free on `requests`: flushes the queued
-// MPI_Iallreduce calls they wait for (core/engine_queue.cc); a failure goes to
+// MPI_Iallreduce calls they wait for (core/mpi/engine_queue.cc); a failure goes to
 // the handler of the communicator whose flush failed, as the real wait would
 // have reported it. C (interpose/mpi_request_shim.cc) and Fortran
 // (interpose/mpi_fortran_requests.cc) alike.

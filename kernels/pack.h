@@ -1,7 +1,9 @@
 // Batched pack / unpack of fusion buffers on the CPU: the twin of
 // kernels::cuda::pack_batch / unpack_batch, bit for bit. Many tensors go into
 // one contiguous buffer (fp32, or compressed to fp16/bf16 with optional error
-// feedback) and come back out of it, widened and optionally divided.
+// feedback) and come back out of it, widened and optionally divided. Callers:
+// the host simulation's kernels, the tests and bench_pack; the CPU path packs
+// through its compressors instead.
 #pragma once
 
 #include <cstddef>

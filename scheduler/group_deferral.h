@@ -1,5 +1,6 @@
-// The scheduler's deferral of the reductions handed over before a wait: today
-// NCCL groups (next, MPI_Iallreduce batches). For ncclAllReduce (design invariant 4): inside
+// The scheduler's deferral of the reductions handed over before a wait, for
+// NCCL groups (MPI_Iallreduce batches are queued by the MPI side,
+// core/mpi/engine_queue.cc). For ncclAllReduce (invariant 4, docs/architecture.md): inside
 // ncclGroupStart/End an eligible call is held, and nothing of it is enqueued
 // before the outermost ncclGroupEnd; there its compress kernels, its
 // collectives (inside the still-open real group) and, once the real group has

@@ -1,5 +1,5 @@
 // A plan: the steps of a batch of reductions, in the order every rank runs
-// them (design invariant 3: the same plan from the same calls). A step is one
+// them (invariant 3 of docs/architecture.md: the same plan from the same calls). A step is one
 // algorithm over one reduction's buffers (or, with fusion, a batch's) in the
 // phases every algorithm has: compress (host entry points, or a device
 // path's kernels), communicate (the transport's collectives), finish. A lone
@@ -54,7 +54,7 @@ class Plan {
 enum class Phase { compress, communicate, finish };
 
 // Microseconds on a steady clock: the one clock of phase timings and of the
-// timeline's spans (core/timeline.h), which share a trace.
+// timeline's spans (core/runtime/timeline.h), which share a trace.
 double now_us();
 
 // One phase of one step, as a run ran it.
@@ -67,7 +67,7 @@ struct PhaseRun {
   double end_us;
 };
 
-// Told of each phase a blocking run ran, for the timeline (core/timeline.h).
+// Told of each phase a blocking run ran, for the timeline (core/runtime/timeline.h).
 // A pipelined run tells it from two threads, one phase at a time per thread.
 class PhaseObserver {
  public:

@@ -6,7 +6,7 @@
     ... --ranks                              one line per rank after the table
 
 PREFIX is what SLIMREDUCE_REPORT was set to: the run's ranks wrote
-PREFIX.0.json, PREFIX.1.json, ... (core/counters.cc, report_json). A missing
+PREFIX.0.json, PREFIX.1.json, ... (core/runtime/counters.cc, report_json). A missing
 or unreadable report is one line on stderr and exit code 2.
 """
 
@@ -123,7 +123,7 @@ def load_run(prefix):
 
 
 def table(run):
-    """The table SLIMREDUCE_REPORT=stderr prints (core/counters.cc, report_table)."""
+    """The table SLIMREDUCE_REPORT=stderr prints (core/runtime/counters.cc, report_table)."""
     calls = {k: run.total("calls", k) for k in CALL_KEYS + CALL_KEYS_LATER}
     data = {k: run.total("bytes", k) for k in BYTE_KEYS}
     lines = [

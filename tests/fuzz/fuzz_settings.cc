@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "core/settings.h"
+#include "core/runtime/settings.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace slimreduce;

@@ -20,7 +20,7 @@ declare -A sources=(
   [topk_payload]="${kernels[*]}"
   [quant8_block]="${kernels[*]}"
   [sharded_parts]="$(ls "$root"/compressors/*.cc | tr '\n' ' ') ${kernels[*]}"
-  [settings]="$root/core/settings.cc $(ls "$root"/compressors/*.cc | tr '\n' ' ') ${kernels[*]}"
+  [settings]="$root/core/runtime/settings.cc $(ls "$root"/compressors/*.cc | tr '\n' ' ') ${kernels[*]}"
 )
 status=0
 for target in topk_payload quant8_block sharded_parts settings; do

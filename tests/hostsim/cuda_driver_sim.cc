@@ -13,11 +13,12 @@ extern "C" CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attrib
     return CUDA_ERROR_INVALID_VALUE;
   }
   switch (attribute) {
-    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:  // managed memory too, as a GPU's driver says
       *static_cast<unsigned int*>(data) = CU_MEMORYTYPE_DEVICE;
       return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_IS_MANAGED:
-      *static_cast<int*>(data) = 0;
+      *static_cast<int*>(data) =
+          slimreduce::hostsim::is_managed(reinterpret_cast<const void*>(ptr));
       return CUDA_SUCCESS;
     default:
       return CUDA_ERROR_NOT_SUPPORTED;

@@ -59,7 +59,8 @@ struct Block {
   std::unique_ptr<std::byte, FreeBytes> bytes;
   std::size_t size = 0;
   Kind kind = Kind::device;
-  bool pooled = false;  // from cudaMallocAsync: cudaFree of it does not wait for the device
+  bool pooled = false;   // from cudaMallocAsync: cudaFree of it does not wait for the device
+  bool managed = false;  // from cudaMallocManaged: device memory the host may touch too
 };
 
 struct Runtime {
@@ -182,6 +183,12 @@ void enqueue(cudaStream_t stream, std::function<void()> work) {
 std::size_t work_enqueued(cudaStream_t stream) { return stream_of(stream)->enqueued; }
 std::size_t host_syncs() { return syncs; }
 
+bool is_managed(const void* ptr) {
+  std::lock_guard lock(runtime().mutex);
+  const Block* b = block_holding(reinterpret_cast<std::uintptr_t>(ptr));
+  return b && b->managed;
+}
+
 bool is_device_range(const void* ptr, std::size_t bytes) {
   const auto p = reinterpret_cast<std::uintptr_t>(ptr);
   std::lock_guard lock(runtime().mutex);
@@ -284,6 +291,18 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
     return sim::fail(cudaErrorStreamCaptureUnsupported);
   return sim::allocate(ptr, bytes, sim::Kind::device);
 }
+// Managed memory: device memory that host code may touch as well (here all
+// device memory is host memory; what differs is what the pointer reports).
+cudaError_t cudaMallocManaged(void** ptr, size_t bytes, unsigned int) {
+  if (sim::unsafe_while_capturing("cudaMallocManaged"))
+    return sim::fail(cudaErrorStreamCaptureUnsupported);
+  const cudaError_t rc = sim::allocate(ptr, bytes, sim::Kind::device);
+  if (rc == cudaSuccess && *ptr) {
+    std::lock_guard lock(sim::runtime().mutex);
+    sim::runtime().blocks.at(reinterpret_cast<std::uintptr_t>(*ptr)).managed = true;
+  }
+  return rc;
+}
 cudaError_t cudaMallocAsync(void** ptr, size_t bytes, cudaStream_t stream) {
   if (sim::stream_of(stream)->capturing) {
     std::fprintf(stderr, "hostsim: cudaMallocAsync on a capturing stream\n");
@@ -336,10 +355,12 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const vo
   std::lock_guard lock(sim::runtime().mutex);
   if (const sim::Block* b = sim::block_holding(reinterpret_cast<std::uintptr_t>(ptr))) {
     const bool device = b->kind == sim::Kind::device;
-    attributes->type = device ? cudaMemoryTypeDevice : cudaMemoryTypeHost;
+    attributes->type = b->managed ? cudaMemoryTypeManaged
+                       : device   ? cudaMemoryTypeDevice
+                                  : cudaMemoryTypeHost;
     attributes->device = 0;
     attributes->devicePointer = const_cast<void*>(ptr);
-    attributes->hostPointer = device ? nullptr : const_cast<void*>(ptr);
+    attributes->hostPointer = device && !b->managed ? nullptr : const_cast<void*>(ptr);
   }
   return cudaSuccess;
 }

@@ -32,6 +32,9 @@ std::size_t host_syncs();
 // given anything else would fault on a GPU: the simulated kernels abort then.
 bool is_device_range(const void* ptr, std::size_t bytes);
 
+// Whether ptr lies in memory from cudaMallocManaged (device memory too).
+bool is_managed(const void* ptr);
+
 // Bytes of device memory allocated and not yet freed (a leak check for tests).
 std::size_t device_bytes_live();
 // The same once every free under way has been made: after ncclCommAbort the

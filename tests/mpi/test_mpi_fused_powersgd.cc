@@ -23,7 +23,7 @@
 #include "algorithms/wire_bytes.h"
 #include "backends/mpi_transport.h"
 #include "compressors/registry.h"
-#include "core/comm_state.h"
+#include "core/mpi/comm_state.h"
 #include "kernels/low_rank.h"
 #include "tests/mpi/mpi_helpers.h"
 #include "tests/mpi/mpi_test_main.h"

@@ -21,8 +21,8 @@
 
 #include "backends/mpi_transport.h"
 #include "compressors/registry.h"
-#include "core/comm_state.h"
-#include "core/host_allreduce.h"
+#include "core/mpi/comm_state.h"
+#include "core/mpi/host_allreduce.h"
 #include "scheduler/pipeline.h"
 #include "tests/mpi/mpi_helpers.h"
 #include "tests/mpi/mpi_test_main.h"

@@ -6,12 +6,12 @@
 #include <thread>
 #include <vector>
 
-#include "core/compressor_choice.h"
-#include "core/counters.h"
-#include "core/decision.h"
-#include "core/eligibility.h"
-#include "core/residuals.h"
-#include "core/thread_tally.h"
+#include "core/mpi/eligibility.h"
+#include "core/mpi/thread_tally.h"
+#include "core/runtime/compressor_choice.h"
+#include "core/runtime/counters.h"
+#include "core/runtime/decision.h"
+#include "core/runtime/residuals.h"
 
 namespace slimreduce {
 namespace {

@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "compressors/registry.h"
-#include "core/device_staging.h"
+#include "core/mpi/device_staging.h"
 #include "kernels/topk.h"
 #ifdef SLIMREDUCE_HAVE_CUDA
 #include "kernels/cuda/kernels.h"

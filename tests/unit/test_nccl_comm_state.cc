@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/nccl_plan.h"
+#include "core/nccl/plan.h"
 
 namespace slimreduce {
 namespace {

@@ -8,7 +8,7 @@
 #include <chrono>
 #include <vector>
 
-#include "core/device_staging.h"
+#include "core/mpi/device_staging.h"
 
 namespace slimreduce {
 namespace {

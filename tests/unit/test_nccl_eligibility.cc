@@ -3,7 +3,7 @@
 // 16-bit floats only for top-k. Needs no GPU and no NCCL.
 #include <gtest/gtest.h>
 
-#include "core/nccl_eligibility.h"
+#include "core/nccl/eligibility.h"
 #include "kernels/device.h"
 
 namespace slimreduce {
@@ -51,7 +51,7 @@ TEST(NcclEligibility, LowRankWhereItsDeviceStepsCanRun) {
   EXPECT_EQ(classify_nccl(half, with_compressor("powersgd")).path, ReductionPath::pass_through);
 }
 
-// int8 takes the sharded plan (core/nccl_sharded.h), average too; fp32 only:
+// int8 takes the sharded plan (core/nccl/sharded.h), average too; fp32 only:
 // 16-bit tensors pass through, as do the other ops.
 TEST(NcclEligibility, Int8TakesTheShardedPlanForFp32SumAndAvg) {
   EXPECT_EQ(classify_nccl(eligible_facts(), with_compressor("int8")).path, ReductionPath::sharded);

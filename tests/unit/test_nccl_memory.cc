@@ -1,5 +1,5 @@
 // Workspace and residuals of the NCCL path over a fake allocator: growth
-// without shrinking, the residual key rules of design invariant 5, the cap,
+// without shrinking, the residual key rules of invariant 5 of docs/architecture.md, the cap,
 // blocks a captured graph may use never freed early nor shared with eager
 // calls, nothing allocated or freed during capture, and memory freed at
 // teardown only after a wait for the device. No GPU needed.
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "core/nccl_memory.h"
-#include "core/residuals.h"
+#include "core/nccl/memory.h"
+#include "core/runtime/residuals.h"
 
 namespace slimreduce {
 namespace {

@@ -1,4 +1,4 @@
-// The one owner (core/runtime.h): one policy, one decision and one residual
+// The one owner (core/runtime/runtime.h): one policy, one decision and one residual
 // store for both sides, a compressor switch that reaches every side and
 // drops what the old compressor left, counters summed over sides, and a
 // report identity and claim that hold once. No MPI or NCCL call: the sides
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/runtime.h"
+#include "core/runtime/runtime.h"
 
 namespace slimreduce {
 namespace {

@@ -2,7 +2,7 @@
 // exact error line a user sees.
 #include <gtest/gtest.h>
 
-#include "core/settings.h"
+#include "core/runtime/settings.h"
 
 namespace slimreduce {
 namespace {

@@ -1,4 +1,4 @@
-// The timeline (core/timeline.h): off, it writes nothing; on, every span
+// The timeline (core/runtime/timeline.h): off, it writes nothing; on, every span
 // reaches <prefix>.<rank>.json, also past its held buffer, as one JSON array
 // of complete events; after finish() nothing more is written.
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <sstream>
 #include <string>
 
-#include "core/timeline.h"
+#include "core/runtime/timeline.h"
 
 namespace slimreduce {
 namespace {

@@ -1,0 +1,72 @@
+// What SlimReduce keeps per user communicator: its shape, a private duplicate
+// for our own traffic (so our messages never meet the user's), and workspace
+// reused from call to call.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "core/mpi/hierarchy.h"
+#include "core/mpi/reduction_queue.h"
+
+namespace slimreduce {
+
+class CommState {
+ public:
+  CommState(std::uint64_t id, MPI_Comm user_comm);
+  ~CommState();
+  CommState(const CommState&) = delete;
+  CommState& operator=(const CommState&) = delete;
+
+  std::uint64_t id() const { return id_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  bool is_intercommunicator() const { return is_inter_; }
+  // 2(n-1)/n: the bytes a rank sends per byte of a ring allreduce.
+  double ring_factor() const { return ring_factor_; }
+
+  // The private duplicate, made on first use: the first compressed call on a
+  // communicator is the same call on every rank, so the collective dup matches.
+  // Its error handler is MPI_ERRORS_RETURN. A failed dup has already been
+  // reported to the caller's handler (MPI raises it on the caller's communicator).
+  int private_comm(MPI_Comm* out);
+  // Frees the private duplicate and the communicators split from it; before
+  // MPI_Finalize, or when the user frees theirs.
+  void release();
+
+  // Workspace that grows to the largest call and stays (no allocation in steady state).
+  std::byte* wire(std::size_t bytes) { return grow(wire_, bytes); }
+  std::byte* scratch(std::size_t bytes) { return grow(scratch_, bytes); }
+  std::byte* shards(std::size_t bytes) { return grow(shards_, bytes); }  // hierarchical
+
+  // The caller's communicator: errors of our traffic are raised on it.
+  MPI_Comm user_comm() const { return user_comm_; }
+  // Its queued MPI_Iallreduce calls (core/mpi/reduction_queue.h).
+  ReductionQueue& queue() { return queue_; }
+
+  // Hierarchical reduction's sub-transports, once made (core/mpi/hierarchy.h).
+  const Hierarchy* hierarchy() const { return hierarchy_ ? &*hierarchy_ : nullptr; }
+  void keep_hierarchy(Hierarchy hierarchy) { hierarchy_ = std::move(hierarchy); }
+
+ private:
+  static std::byte* grow(std::vector<std::byte>& buffer, std::size_t bytes);
+
+  std::uint64_t id_;
+  MPI_Comm user_comm_;
+  MPI_Comm private_comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+  bool is_inter_ = false;
+  double ring_factor_ = 0;
+  std::vector<std::byte> wire_;
+  std::vector<std::byte> scratch_;
+  std::vector<std::byte> shards_;
+  std::optional<Hierarchy> hierarchy_;
+  ReductionQueue queue_;
+};
+
+}  // namespace slimreduce

@@ -1,0 +1,404 @@
+#include "core/mpi/engine.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+
+#include "algorithms/hierarchical.h"
+#include "backends/mpi_backend.h"
+#include "backends/mpi_transport.h"
+#include "core/mpi/device_staging.h"
+#include "core/mpi/eligibility.h"
+#include "core/mpi/hierarchy.h"
+#include "core/mpi/host_allreduce.h"
+#include "core/runtime/decision.h"
+#include "core/runtime/log.h"
+#include "core/runtime/timeline.h"
+
+namespace slimreduce {
+namespace {
+
+// MPI calls this when a user communicator is freed (and at MPI_Finalize).
+int on_comm_delete(MPI_Comm, int, void* attribute, void*) {
+  if (Engine* engine = Engine::get()) engine->forget(static_cast<CommState*>(attribute));
+  return MPI_SUCCESS;
+}
+
+// A predefined 4-byte float: C's float, or Fortran's REAL when it is 4 bytes wide.
+bool is_float32(MPI_Datatype datatype, int type_size) {
+  return type_size == 4 && (datatype == MPI_FLOAT || datatype == MPI_REAL || datatype == MPI_REAL4);
+}
+
+}  // namespace
+
+Engine& Engine::start(Runtime& runtime) {
+  return static_cast<Engine&>(
+      runtime.attach(Side::mpi, [&runtime] { return std::make_unique<Engine>(runtime); }));
+}
+
+Engine::Engine(Runtime& runtime)
+    : runtime_(runtime),
+      staging_(std::make_unique<device_staging::StagingPool>(runtime.device_memory())),
+      rule_(eligibility_rule(runtime.settings())) {
+  PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_comm_delete, &comm_keyval_, nullptr);
+  if (int real_size = 0; PMPI_Type_size(MPI_REAL, &real_size) == MPI_SUCCESS && real_size == 4) {
+    real32_ = MPI_REAL;
+  }
+  PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
+  PMPI_Comm_size(MPI_COMM_WORLD, &world_size_);
+  runtime_.know_rank(world_rank_, world_size_, true);
+  pipelined_ = pipelining_wanted();
+  // Emulated nodes are blocks of the world: a size that does not divide it is a bad setting.
+  if (const auto local = runtime_.settings().local_size; local && world_size_ % *local != 0) {
+    throw SettingsError(
+        "SLIMREDUCE_LOCAL_SIZE", std::to_string(*local),
+        "a whole number that divides the world size (" + std::to_string(world_size_) + " ranks)");
+  }
+  Runtime::publish_tally_board(tallies_.id());
+}
+
+// The tallies go with the engine: no call may find them after this.
+Engine::~Engine() {
+  if (Runtime::tally_board() == tallies_.id()) Runtime::publish_tally_board(0);
+}
+
+void Engine::policy_changed(std::vector<int>&) {
+  std::lock_guard lock(mutex_);
+  rule_ = eligibility_rule(runtime_.settings());
+  tallies_.forget_communicators();  // their compress_from came from the old rule
+}
+
+namespace {
+
+// What a pass-through call's bytes become on the wire, in all and by node.
+ThreadTally::Factors factors_of(const CommState& state) {
+  ThreadTally::Factors factors;
+  factors.ring = state.ring_factor();
+  if (const Hierarchy* hierarchy = state.hierarchy()) {
+    (hierarchy->ring_hop_crosses ? factors.inter : factors.intra) = factors.ring;
+  }
+  return factors;
+}
+
+}  // namespace
+
+CommState* Engine::state_of(MPI_Comm comm) {
+  ThreadTally& tally = tallies_.mine();
+  if (tally.comm.load(std::memory_order_relaxed) == comm && tally.state) return tally.state;
+  CommState* state = look_up_state(comm);
+  if (!state) return nullptr;
+  // The same rule as classify(), for the fp32 SUM calls the hot path sees.
+  const bool compressible =
+      rule_.compressing && !state->is_intercommunicator() && state->size() > 1;
+  const std::uint64_t compress_from =
+      compressible ? std::max<std::uint64_t>(rule_.min_bytes, 1) : ThreadTally::kNever;
+  tally.real_type = real32_;
+  tally.move_to(comm, state, compress_from, factors_of(*state));
+  return state;
+}
+
+CommState* Engine::look_up_state(MPI_Comm comm) {
+  void* attribute = nullptr;
+  int found = 0;
+  if (PMPI_Comm_get_attr(comm, comm_keyval_, &attribute, &found) != MPI_SUCCESS) return nullptr;
+  if (found) return static_cast<CommState*>(attribute);
+  const std::uint64_t id = runtime_.shared()->next_comm_id++;
+  std::lock_guard lock(mutex_);
+  auto state = std::make_unique<CommState>(id, comm);
+  CommState* raw = state.get();
+  if (PMPI_Comm_set_attr(comm, comm_keyval_, raw) != MPI_SUCCESS) return nullptr;
+  comms_.emplace(raw, std::move(state));
+  return raw;
+}
+
+// Communicators in the order every rank made them (their ids): the order
+// of collective work across several of them.
+void Engine::sort_by_id(std::vector<CommState*>& states) {
+  std::sort(states.begin(), states.end(),
+            [](const CommState* a, const CommState* b) { return a->id() < b->id(); });
+}
+
+void Engine::forget(CommState* state) {
+  flush_all(*state);  // the caller freed it with calls still queued: they run first
+  tallies_.forget_communicators();
+  std::unique_ptr<CommState> gone;
+  {
+    std::lock_guard lock(mutex_);
+    auto found = comms_.find(state);
+    if (found == comms_.end()) return;
+    gone = std::move(found->second);
+    comms_.erase(found);
+  }
+  // Its device residuals too, freed at once: the MPI device path's calls are
+  // synchronous, so no work of ours still uses them.
+  std::vector<DeviceBlock> freed_now;
+  runtime_.forget_communicator(gone->id(), freed_now);
+  // `gone` is dropped outside the lock: freeing the private duplicate calls into MPI.
+}
+
+namespace {
+
+// Handles only MPI's error can answer. Asking MPI about them first (an
+// attribute, a type's size) would raise the error once more, before the
+// real call raises it: a caller's handler would run twice.
+bool null_handle(MPI_Comm comm, MPI_Datatype datatype) {
+  return comm == MPI_COMM_NULL || datatype == MPI_DATATYPE_NULL;
+}
+
+}  // namespace
+
+bool Engine::read_call(const void* sendbuf, const void* recvbuf, int count, MPI_Datatype datatype,
+                       MPI_Op op, MPI_Comm comm, ReadCall* read) {
+  int type_size = 0;
+  CommState* state = null_handle(comm, datatype) ? nullptr : state_of(comm);
+  if (!state || PMPI_Type_size(datatype, &type_size) != MPI_SUCCESS || count < 0) return false;
+  read->state = state;
+  read->bytes = std::uint64_t(count) * std::uint64_t(type_size);
+  const CallFacts facts{is_float32(datatype, type_size),
+                        op == MPI_SUM,
+                        !state->is_intercommunicator(),
+                        read->bytes,
+                        usable_buffers(sendbuf, recvbuf, MPI_IN_PLACE),
+                        state->size() > 1};
+  read->compress = classify(facts, rule_) == Verdict::compress;
+  return true;
+}
+
+int Engine::allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
+                      MPI_Op op, MPI_Comm comm) {
+  ReadCall read;
+  if (!read_call(sendbuf, recvbuf, count, datatype, op, comm, &read)) {
+    // Not something we can read: the real library gives the caller its own error.
+    return backends::mpi::allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+  }
+  if (read.compress) return compress_call(sendbuf, recvbuf, count, datatype, op, comm, *read.state);
+  tallies_.mine().count(read.bytes);  // state_of made comm the tally's communicator
+  return backends::mpi::allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+}
+
+void Engine::count_pass_through(std::uint64_t bytes, const CommState& state,
+                                std::uint64_t Counters::*reason) {
+  Counters delta;
+  delta.count_pass_through(bytes, state.size());
+  if (reason) ++(delta.*reason);
+  if (const Hierarchy* hierarchy = state.hierarchy()) {
+    delta.count_by_node(delta.wire_baseline, delta.wire_sent, hierarchy->ring_hop_crosses);
+  }
+  runtime_.board(Side::mpi).add(delta);
+}
+
+void Engine::count_compressed(std::uint64_t bytes, const CommState& state, double wire_sent,
+                              Counters& delta) const {
+  // This call alone, then added: the node split reads the call's own baseline
+  // (delta may hold a fused batch's earlier calls).
+  Counters call;
+  call.count_compressed(bytes, state.size(), wire_sent);
+  if (const Hierarchy* hierarchy = state.hierarchy()) {
+    if (hierarchy->flat()) {
+      call.count_by_node(call.wire_baseline, wire_sent, hierarchy->ring_hop_crosses);
+    } else {
+      call.count_hierarchical_by_node(algorithms::Hierarchical::intra_node_bytes(
+                                          bytes / sizeof(float), hierarchy->node->size()),
+                                      hierarchy->ring_hop_crosses);
+    }
+  }
+  delta += call;
+}
+
+int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
+                          MPI_Op op, MPI_Comm comm, CommState& state) {
+  const std::uint64_t bytes = std::uint64_t(count) * sizeof(float);
+  AllreduceCall call{static_cast<const float*>(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf),
+                     static_cast<float*>(recvbuf), static_cast<std::size_t>(count), nullptr};
+  // GPU buffers under an MPI that cannot read them are compressed on the GPU
+  // (false at once on a CPU-only build, or in a process without CUDA).
+  const bool device = device_staging::is_device_pointer(call.input) ||
+                      device_staging::is_device_pointer(call.output);
+  MPI_Comm wire_comm = MPI_COMM_NULL;
+  if (const int rc = prepare_wire(state, comm, &wire_comm)) return rc;
+  const bool hierarchical = state.hierarchy() && !state.hierarchy()->flat();
+  std::uint64_t resets = 0;  // the key came back with another shape: its residual was dropped
+  Policy policy;             // held for the call: a switch meanwhile leaves its compressor alive
+  ResidualSlot* slot = nullptr;
+  bool no_room = false;  // error feedback wanted, but the cap is reached: none for this call
+  std::uint64_t Counters::*passes_because = nullptr;  // set: passed through, for this reason
+  {
+    Runtime::Locked shared = runtime_.shared();
+    policy = shared->policy;
+    const auto datatype_tag = reinterpret_cast<std::uintptr_t>(datatype);
+    // Whether to compress: from the arguments and the calls before, as on every rank.
+    passes_because = counted_as(
+        shared->decision.decide(policy.error_feedback, state.id(), call.count, datatype_tag));
+    if (!passes_because) {
+      // The residual: local, keyed by our buffer address. A missing one (no
+      // room under the cap) means no error feedback, never another path.
+      // One store for host and device residuals: the device path takes the slot's device memory.
+      const std::uint64_t resets_before = shared->residuals.resets();
+      slot = shared->residuals.find_or_create({state.id(), recvbuf}, call.count, datatype_tag,
+                                              policy.error_feedback);
+      resets = shared->residuals.resets() - resets_before;
+      no_room = slot == nullptr;
+      const bool residual_on_device =
+          device && !hierarchical &&
+          device_staging::keeps_residual_on_device(call, *policy.compressor, state.size());
+      if (slot && !residual_on_device) call.residual = slot->host_residual();
+      if (slot) call.state = &slot->compressor_state;  // kept per key (PowerSGD's Q)
+    }
+  }
+  if (passes_because) {
+    // Outside the lock: a thread in a collective must never hold what a
+    // thread on another communicator needs (each rank's lock would wait on a
+    // call that the other rank's lock holds back).
+    count_pass_through(bytes, state, passes_because);
+    // Device buffers too go to an MPI that may not read them: staged through the host.
+    if (!device) return backends::mpi::allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+    int mpi_rc = MPI_SUCCESS;
+    const int rc =
+        device_staging::passed_through_allreduce(call, datatype, op, comm, *staging_, &mpi_rc);
+    return rc == MPI_SUCCESS ? mpi_rc : raise(comm, rc, "MPI_Allreduce (staged through the host)");
+  }
+  backends::MpiTransport transport(wire_comm, state.rank(), state.size());
+  Reduced reduced;
+  // Device buffers: compressed on the GPU, only the compressed bytes staged through the host.
+  compressors::Compressor& compressor = *policy.compressor;
+  std::optional<TimelinePhases> phases;  // SLIMREDUCE_TIMELINE: the call's phases as spans
+  if (runtime_.timeline().on()) {
+    phases.emplace(runtime_.timeline(),
+                   span_args(compressor, count, 1) + (device ? ", \"memory\": \"device\"" : ""));
+  }
+  const int rc = device ? device_staging::allreduce(call, compressor, state, transport, slot,
+                                                    *staging_, &reduced, run_options(phases))
+                        : backends::mpi_code(host_allreduce(call, compressor, transport, state,
+                                                            run_options(phases), &reduced));
+  if (rc != MPI_SUCCESS) return raise(comm, rc, "MPI_Allreduce (compressed)");
+  // What the call made for its key (an owner-side residual) counts against the cap from now.
+  if (slot && slot->state_uncounted())
+    runtime_.shared()->residuals.count_state({state.id(), recvbuf});
+  Counters delta;
+  count_compressed(bytes, state, reduced.wire_sent, delta);
+  delta.overflow_rescued = reduced.overflow_rescued ? 1 : 0;
+  delta.partitions = reduced.partitions > 1 ? reduced.partitions : 0;
+  if (compressor.aggregation() == compressors::Aggregation::gathered)
+    delta.count_topk(reduced.sharded, reduced.wire_sent);
+  delta.ef_cap_fallback = no_room ? 1 : 0;
+  delta.ef_resets = resets;
+  runtime_.board(Side::mpi).add(delta);
+  runtime_.note_compressed(1, resets);
+  return MPI_SUCCESS;
+}
+
+RunOptions Engine::run_options(std::optional<TimelinePhases>& phases) {
+  return {runtime_.settings().partition_bytes, pipelined_ ? &runtime_.helpers() : nullptr,
+          phases ? &*phases : nullptr};
+}
+
+namespace {
+
+// The ranks on this node, as the launcher says (Open MPI, MPICH's Hydra);
+// unknown: the whole world, as if on one node (so auto pipelines less).
+unsigned ranks_on_node(int world_size) {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
+    if (const char* value = std::getenv(name)) {
+      const long ranks = std::strtol(value, nullptr, 10);
+      if (ranks > 0) return static_cast<unsigned>(ranks);
+    }
+  }
+  return static_cast<unsigned>(world_size);
+}
+
+unsigned cpus_allowed() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return static_cast<unsigned>(CPU_COUNT(&set));
+}
+
+}  // namespace
+
+// SLIMREDUCE_PIPELINE, with auto decided from this rank's CPUs (it changes no
+// bits, so the ranks need not agree), said once at INFO.
+bool Engine::pipelining_wanted() const {
+  const Settings& settings = runtime_.settings();
+  if (settings.pipeline != Pipelining::automatic) return settings.pipeline == Pipelining::on;
+  const unsigned cpus = cpus_allowed(), ranks = ranks_on_node(world_size_);
+  const bool wanted = scheduler::helper_pays(cpus, ranks);
+  if (world_rank_ == 0) {
+    log_line(settings.log_level, LogLevel::info, world_rank_,
+             "pipelining of partitioned calls %s (SLIMREDUCE_PIPELINE=auto: %u CPUs for %u ranks "
+             "on this node; on from 2 per rank)",
+             wanted ? "on" : "off", cpus, ranks);
+  }
+  return wanted;
+}
+
+int Engine::prepare_wire(CommState& state, MPI_Comm comm, MPI_Comm* wire_comm) {
+  // A failed dup was raised on comm by MPI itself; everything after it is ours to raise.
+  if (const int rc = state.private_comm(wire_comm)) return rc;
+  const Settings& settings = runtime_.settings();
+  if (!settings.hierarchical || state.hierarchy()) return MPI_SUCCESS;
+  backends::MpiTransport transport(*wire_comm, state.rank(), state.size());
+  Hierarchy hierarchy;
+  const Status status =
+      make_hierarchy(*wire_comm, transport, world_rank_, settings.local_size, &hierarchy);
+  if (!status.ok()) {
+    return raise(comm, backends::mpi_code(status), "MPI_Allreduce (node sub-communicators)");
+  }
+  if (hierarchy.flat() && state.rank() == 0) {
+    log_line(settings.log_level, LogLevel::info, world_rank_,
+             "communicator %llu reduces flat, not hierarchically: %s",
+             static_cast<unsigned long long>(state.id()), hierarchy.flat_because.c_str());
+  }
+  state.keep_hierarchy(std::move(hierarchy));
+  tallies_.forget_communicators();  // their node factors were made without it
+  return MPI_SUCCESS;
+}
+
+int Engine::raise(MPI_Comm comm, int code, const char* what) {
+  try {  // the line is a courtesy: out of memory, the handler still hears of the error
+    const Engine* engine = get();
+    log_line(engine ? engine->runtime_.settings().log_level : LogLevel::error, LogLevel::error,
+             engine ? engine->world_rank_ : 0, "%s failed in SlimReduce: %s", what,
+             backends::mpi::error_text(code).c_str());
+  } catch (...) {
+  }
+  return backends::mpi::raise_error(comm, code);
+}
+
+void Engine::finish() {
+  finalized_.store(true, std::memory_order_relaxed);
+  std::vector<CommState*> states;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [raw, state] : comms_) states.push_back(raw);
+  }
+  // Every rank flushes every communicator's queue, in the order of their ids.
+  sort_by_id(states);
+  for (CommState* state : states) flush_all(*state);
+  runtime_.finish_timeline();
+  if (!runtime_.claim_report()) return;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [raw, state] : comms_) state->release();
+  }
+  runtime_.warn_about_counters();
+  const ReportContext context = runtime_.report_context();
+  const Counters mine = runtime_.counters();  // the NCCL side's too: one report per job
+  if (runtime_.settings().report != "stderr") {
+    runtime_.write_report(mine, context);
+    return;
+  }
+  double local[Counters::kValues];
+  double total[Counters::kValues] = {};
+  mine.to_values(local);
+  PMPI_Reduce(local, total, Counters::kValues, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+  if (world_rank_ != 0) return;
+  const Counters sum = Counters::from_values(total);
+  ReportContext summed = context;
+  summed.summed_over_ranks = true;
+  runtime_.write_report(sum, summed);
+}
+
+}  // namespace slimreduce

@@ -1,0 +1,202 @@
+// One group's compressed ncclAllReduce calls, planned and carried out: the
+// workspace layout, the compress kernels, the real collectives (in call
+// order), and the finishing kernels. Cast calls on the same communicator,
+// stream and op share one fusion buffer and one real ncclAllReduce; top-k
+// calls on the same communicator and stream share one fused slot and one
+// ncclAllGather, each selecting into and accumulating from its own part. CUDA builds only
+// (core/CMakeLists.txt).
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "backends/status.h"
+#include "compressors/compressor.h"
+#include "core/nccl/eligibility.h"
+#include "core/nccl/hierarchy.h"
+#include "core/nccl/memory.h"
+#include "core/nccl/pipeline.h"
+#include "kernels/pack.h"
+#include "scheduler/group_deferral.h"
+#include "scheduler/partition.h"
+#include "scheduler/plan.h"
+
+namespace slimreduce {
+
+// What SlimReduce keeps per NCCL communicator. Shared: the engine's table
+// holds it, and so does each plan using it, so a destroy or abort on another
+// thread (PyTorch's watchdog) never frees it under a running plan. Its device
+// memory goes with the last holder, after a device-wide wait. rank, device
+// and size are set once, size last, under the engine's lock; so are the
+// workspaces and orphaned_residuals changed.
+struct NcclCommState {
+  NcclCommState() = default;
+  NcclCommState(const NcclCommState&) = delete;
+  NcclCommState& operator=(const NcclCommState&) = delete;
+  ~NcclCommState();  // release_after_device_wait of everything below
+
+  std::uint64_t id = 0;
+  ncclComm_t comm = nullptr;
+  int rank = 0;
+  // >= 1 once known. 0: not yet (a communicator created inside a group
+  // answers 0 until the group ends; asked again later). -1: never known.
+  int size = 0;
+  int device = -1;
+  bool blocking = false;  // created in blocking mode, seen by us
+  DeviceAllocator* allocator = nullptr;
+  std::map<cudaStream_t, Workspace> workspaces;  // under the engine's lock
+  std::vector<DeviceBlock> orphaned_residuals;   // its residuals, once it is gone
+  // SLIMREDUCE_HIERARCHICAL=1: its nodes and sub-communicators, once made
+  // (core/nccl/hierarchy.h); under the engine's lock. Shared with the plans
+  // that use it; ended before the communicator ends.
+  std::shared_ptr<NcclHierarchy> hierarchy;
+  // Per stream of the caller's: the side stream of its pipelined calls
+  // (core/nccl/pipeline.h), made at the first; under the engine's lock.
+  std::map<cudaStream_t, SideStream> side_streams;
+};
+
+struct CallPlan {
+  Reduction call;
+  std::shared_ptr<NcclCommState> comm;  // kept alive while the plan runs
+  bool compressed = false;              // false: issued unchanged, in its place
+  float* residual = nullptr;  // sharded: then this rank's owner-side residual (nccl_sharded.h)
+  float* q_state = nullptr;   // low rank: the key's Q on the device, or nullptr (seeded per call)
+  // Error feedback wanted but no residual: none fits under the cap, or none
+  // can be made during graph capture. Counted once the call is known to be
+  // compressed (a capture may still pass it through for want of workspace).
+  enum class Missing { none, no_room, in_graph } residual_missing = Missing::none;
+  // The communicator's nodes when known (the report's node split), and
+  // whether the call runs hierarchically over them (core/nccl/hierarchy.h).
+  std::shared_ptr<NcclHierarchy> nodes;
+  bool hierarchical = false;
+  int batch = -1;          // its fusion batch (a CastBatch, or a TopkBatch)
+  std::size_t offset = 0;  // cast: elements into the fused buffer; top-k: bytes into the slot
+  std::size_t stride = 0;  // top-k: the payload's own slot (device_slot_bytes)
+  std::size_t select_scratch = 0;  // top-k: device_compress's scratch
+  // top-k: select scratch, then accumulate; hierarchical, low rank, sharded: all its own
+  std::byte* region = nullptr;
+  // Sharded top-k: its bytes, once its part sizes are known (set by its step
+  // as it finishes; the engine counts them then). -1: counted when planned.
+  mutable double sent_after_run = -1;
+  // A call cut into partitions (GroupPlan::cut): each piece is a CallPlan of
+  // its own, in order, its call the piece's stretch of the caller's buffers
+  // and its residual that stretch of the key's; `piece` of `pieces`.
+  int piece = 0;
+  int pieces = 1;
+  // Sharded: this piece's owner-side residual (the key's, after its values'
+  // residual: the pieces' owned shards back to back), or nullptr.
+  float* owner_residual = nullptr;
+};
+
+// Top-k calls on one communicator and stream: each selects into its slot of
+// one fused slot, one allgather carries every rank's, and each accumulates
+// its payloads from the gathered slots, slot_bytes apart.
+struct TopkBatch {
+  NcclCommState* comm = nullptr;
+  cudaStream_t stream = nullptr;
+  cudaStream_t kernels =
+      nullptr;                   // its selects and accumulates: stream, or a pipeline's side stream
+  std::size_t slot_bytes = 0;    // every member's device slot, end to end
+  std::byte* payload = nullptr;  // this rank's fused slot
+  std::byte* gathered = nullptr;  // every rank's, in rank order
+  bool alone = false;             // a partition's: no other call joins it
+  std::vector<int> members;       // indices into GroupPlan::calls
+};
+
+struct CastBatch {
+  NcclCommState* comm = nullptr;
+  cudaStream_t stream = nullptr;
+  cudaStream_t kernels = nullptr;  // its pack and unpack: stream, or a pipeline's side stream
+  bool average = false;
+  std::size_t elements = 0;  // in the fusion buffer, padding included
+  std::byte* fused = nullptr;
+  std::vector<int> members;  // indices into GroupPlan::calls
+};
+
+class GroupPlan {
+ public:
+  // compressor: the one in effect, which every compressed call of the plan
+  // uses (its device kernels and its algorithm); held while the plan runs, so
+  // a switch on another thread never frees it under the plan.
+  explicit GroupPlan(std::shared_ptr<compressors::Compressor> compressor)
+      : compressor_(std::move(compressor)) {}
+
+  std::vector<CallPlan> calls;
+  // Set when the plan runs pipelined: the side stream its kernels go on (run_kernels_on).
+  SideStream* side = nullptr;
+
+  // Cuts each compressed call larger than partition_bytes into partitions
+  // (nccl_pieces), each a CallPlan of its own in the call's place. After the
+  // decisions, before layout().
+  void cut(std::uint64_t partition_bytes);
+  // Whether the plan is one call cut into pieces that a second stream can
+  // pipeline (casts and gathered top-k: their compress and finish are
+  // kernels alone).
+  bool pipelinable() const;
+  // The pieces' compress and finish kernels go on `side` (after layout()).
+  void run_kernels_on(cudaStream_t side);
+
+  // The compressor every compressed call of the plan uses.
+  const compressors::Compressor& compressor() const { return *compressor_; }
+  // Whether the plan's compressor has the device entry points of `path`.
+  bool carries(ReductionPath path) const;
+
+  // Lays the compressed calls out; returns the workspace bytes each
+  // (communicator, stream) needs.
+  std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> layout();
+  // Points each call into its workspace (after layout() and the workspaces grew).
+  void assign(NcclCommState* comm, cudaStream_t stream, std::byte* base);
+  // Passes every compressed call on (comm, stream) through (its workspace is too small).
+  void pass_through_on(NcclCommState* comm, cudaStream_t stream);
+
+  // How many calls each batch fuses, casts' and top-k's (after layout()).
+  std::vector<std::size_t> batch_sizes() const;
+
+  // The bytes this rank hands to the transport for calls[i] (compressed).
+  double wire_sent(const CallPlan& plan) const;
+  // Whether the compressed calls are top-k's (gathered, or sharded where
+  // the engine chose it: ReductionPath::sharded).
+  bool topk() const { return compressor_->aggregation() == compressors::Aggregation::gathered; }
+
+  // The plan's steps in call order (after assign()): a cast batch where its
+  // first call was, each top-k call, and each call passed through in its
+  // place. They point into this plan, which outlives them; run phase by
+  // phase (scheduler::run_phase), each failure in the domain it came from
+  // (the runner turns it into the ncclResult_t the caller gets: backends::nccl_code).
+  scheduler::Plan steps() const;
+
+ private:
+  // The region of a compressed call whose step is its own and needs all of
+  // its workspace for itself (hierarchical, low rank, sharded); 0 for the others.
+  std::size_t own_region_bytes(const CallPlan& plan) const;
+  std::size_t topk_region_bytes(const CallPlan& plan) const;
+  void place_topk(int call, NcclCommState* comm, cudaStream_t stream);
+  compressors::GatheredCompressor& gathered() const {
+    return static_cast<compressors::GatheredCompressor&>(*compressor_);
+  }
+  compressors::SummableCompressor& summable() const {
+    return static_cast<compressors::SummableCompressor&>(*compressor_);
+  }
+
+  std::shared_ptr<compressors::Compressor> compressor_;
+  std::vector<CastBatch> batches_;
+  std::vector<TopkBatch> topk_batches_;
+};
+
+// The size of one element of any NCCL datatype (0 when unknown).
+std::size_t nccl_type_bytes(int datatype);
+
+// The pieces a compressed flat call is reduced in (scheduler/partition.h):
+// cut by partition_bytes, as the MPI path cuts; whole when hierarchical or
+// low rank (one matrix, one Q). Reads the call's arguments and the setting
+// alone, so every rank cuts alike.
+std::vector<scheduler::Partition> nccl_pieces(const Reduction& call, bool hierarchical,
+                                              std::uint64_t partition_bytes);
+
+}  // namespace slimreduce

@@ -1,0 +1,174 @@
+// Error-feedback residuals and per-key call counts (invariant 5 of docs/architecture.md).
+//
+// One store for every path (MPI host, MPI device, NCCL). A key is
+// (communicator, receive buffer, count, datatype). A key seen again
+// with another count or datatype is reset; all of a communicator's keys go
+// when it is freed; the residual memory is capped, and a key that would pass
+// the cap gets no residual (counted by the caller).
+//
+// Buffer addresses differ from rank to rank (one rank's heap hands back an
+// address another's does not), so whether a key exists is local knowledge:
+// nothing here may decide whether a call is compressed. What may decide it
+// reads the call's arguments and the calls before it, the same on every
+// rank: core/runtime/decision.h, with WarmupCounter.
+#pragma once
+
+#include <compare>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "core/gpu/device_memory.h"
+
+namespace slimreduce {
+
+struct ResidualKey {
+  std::uint64_t comm_id;
+  const void* buffer;
+  bool operator<(const ResidualKey& other) const {
+    return comm_id != other.comm_id ? comm_id < other.comm_id : buffer < other.buffer;
+  }
+};
+
+struct ResidualSlot {
+  std::size_t count = 0;
+  std::uint64_t datatype_tag = 0;
+  // Error feedback is on for this key: count floats are held for it, counted
+  // against the cap, on the host or (device buffers) on the GPU.
+  bool feeds_back = false;
+  // A CUDA graph captured a call that uses the device residual: a replay may
+  // still use it, so it is retired, not freed, until its communicator goes.
+  bool captured = false;
+  // The host residual, made zeroed on first use: a key whose residual lives
+  // on the GPU never needs it.
+  std::vector<float> residual;
+  // The device residual (device buffers, MPI or NCCL), made zeroed on first
+  // use; freed with the slot, when its key resets or its communicator goes.
+  DeviceBlock device;
+  // The compressor's own state for this key, kept whether or not error
+  // feedback is on: PowerSGD's Q (warm start), a sharded call's owner-side
+  // residual (a 1/ranks share of the tensor), made by its algorithm on first
+  // use (algorithms/powersgd.h, core/mpi/host_allreduce.cc). Dropped with the
+  // slot (a new shape, the communicator freed, a compressor switched).
+  std::vector<float> compressor_state;
+  // The same state where a stream-ordered path keeps it on the device (the
+  // NCCL path's PowerSGD Q), made by that path; freed with the slot. Small
+  // (cols x rank floats), not counted against the cap.
+  DeviceBlock device_state;
+  // How much of compressor_state the store counts against the cap: while the
+  // key feeds back error, what the algorithm made, once the call that made it
+  // is over (ResidualStore::count_state); without error feedback, nothing.
+  std::size_t state_floats_counted = 0;
+
+  // The host residual, or nullptr when error feedback is off.
+  float* host_residual() {
+    if (feeds_back && residual.empty()) residual.assign(count, 0.0f);
+    return residual.empty() ? nullptr : residual.data();
+  }
+  // The device residual, zeroed by work on `stream` when made; nullptr when
+  // error feedback is off or no device memory could be had.
+  float* device_residual(DeviceAllocator& allocator, void* stream) {
+    if (!feeds_back) return nullptr;
+    if (!device.get()) {
+      const std::size_t bytes = count * sizeof(float);
+      if (void* made = allocator.allocate(bytes, stream, true)) {
+        device = DeviceBlock(&allocator, made, bytes);
+      }
+    }
+    return static_cast<float*>(device.get());
+  }
+  std::uint64_t held_bytes() const {
+    return feeds_back ? (std::uint64_t{count} + state_floats_counted) * sizeof(float) : 0;
+  }
+  // The key's state changed size since the store last counted it.
+  bool state_uncounted() const {
+    return feeds_back && compressor_state.size() != state_floats_counted;
+  }
+  // Memory is held for it (what a key reset during graph capture may not free).
+  bool holds_memory() const { return !residual.empty() || device.get() || device_state.get(); }
+};
+
+// The one residual store of the process (core/runtime/runtime.h owns it), for every
+// path: the MPI paths' host and device residuals and the NCCL path's device
+// ones, under one cap.
+class ResidualStore {
+ public:
+  enum class Found { ok, over_cap, not_now, no_memory };
+
+  explicit ResidualStore(std::uint64_t max_bytes) : max_bytes_(max_bytes) {}
+  ResidualStore(ResidualStore&&) = default;
+  ResidualStore& operator=(ResidualStore&&) = default;
+
+  // The slot for this key, reset if its shape changed. With want_residual the
+  // slot feeds back error (count floats held, zeroed: see host_residual()),
+  // unless that would pass the cap: then nullptr, and nothing is stored.
+  ResidualSlot* find_or_create(const ResidualKey& key, std::size_t count,
+                               std::uint64_t datatype_tag, bool want_residual);
+  // The same for a stream-ordered path (NCCL), the device residual made at
+  // once on `stream`. Without may_allocate (graph capture) nothing is made
+  // or freed: a new key, or a key whose shape changed, answers not_now (a
+  // key without memory may still reset). no_memory: the device had none;
+  // the slot then does not feed back.
+  Found find_on_device(const ResidualKey& key, std::size_t count, std::uint64_t datatype_tag,
+                       bool want_residual, bool may_allocate, void* stream,
+                       DeviceAllocator& allocator, ResidualSlot** slot);
+
+  // Counts the key's compressor state (what its last call made: an
+  // owner-side residual, PowerSGD's Q) against the cap, while it feeds back
+  // error. Counted after the call that made it, outside whose lock it was
+  // made: a key may pass the cap by its own state once; the next new key
+  // then finds no room.
+  void count_state(const ResidualKey& key);
+  // Forgets the communicator's keys and frees their memory at once (the MPI
+  // paths are synchronous: no work of ours still uses it).
+  void forget_communicator(std::uint64_t comm_id);
+  // Forgets the communicator's keys; their device blocks (retired ones too)
+  // go to `out`, to free once nothing queued can use them
+  // (release_after_device_wait).
+  void take_communicator(std::uint64_t comm_id, std::vector<DeviceBlock>& out);
+  // Forgets every key. Residuals a graph captured are retired (kept until
+  // their communicator goes); the other device blocks go to `out`.
+  void take_all(std::vector<DeviceBlock>& out);
+  // Leaves every slot's device memory unfreed: at exit, when the CUDA
+  // runtime may already be gone (a leak beats a crash of a finished job).
+  void abandon_device_memory();
+  std::uint64_t bytes_held() const { return bytes_held_; }
+  // How many times a key came back with another shape and lost its residual.
+  std::uint64_t resets() const { return resets_; }
+
+ private:
+  using Slots = std::map<ResidualKey, ResidualSlot>;
+  // Drops a slot whose shape changed: a captured device residual is retired
+  // (still held), anything else freed after the work on `stream`.
+  Slots::iterator reset(Slots::iterator slot, void* stream);
+
+  std::uint64_t max_bytes_;
+  std::uint64_t bytes_held_ = 0;
+  std::uint64_t resets_ = 0;
+  Slots slots_;
+  std::multimap<std::uint64_t, DeviceBlock> retired_;  // by communicator, still held
+};
+
+// SLIMREDUCE_WARMUP_STEPS: the first N calls of each shape (communicator,
+// count, datatype) go uncompressed. Counted by shape, not by buffer, so that
+// every rank ends its warm-up at the same call.
+class WarmupCounter {
+ public:
+  explicit WarmupCounter(std::uint64_t steps) : steps_(steps) {}
+  // Counts the call; true while its shape is still warming up.
+  bool warming_up(std::uint64_t comm_id, std::size_t count, std::uint64_t datatype_tag);
+  void forget_communicator(std::uint64_t comm_id);
+
+ private:
+  struct Shape {
+    std::uint64_t comm_id;
+    std::size_t count;
+    std::uint64_t datatype_tag;
+    auto operator<=>(const Shape&) const = default;
+  };
+  std::uint64_t steps_;
+  std::map<Shape, std::uint64_t> calls_;
+};
+
+}  // namespace slimreduce

@@ -1,0 +1,391 @@
+#include "core/runtime/settings.h"
+
+#include <sys/stat.h>
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <sstream>
+#include <string>
+
+#include "compressors/registry.h"
+#include "kernels/blas_loader.h"
+
+extern char** environ;
+
+namespace slimreduce {
+namespace {
+
+// Whether the folder of a path prefix ("dir/name": "dir"; "name": ".") exists.
+bool folder_exists(const std::string& prefix) {
+  const std::size_t slash = prefix.rfind('/');
+  const std::string folder = slash == std::string::npos ? "."
+                             : slash == 0               ? "/"
+                                                        : prefix.substr(0, slash);
+  struct stat info {};
+  return stat(folder.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+}
+
+constexpr std::string_view kPrefix = "SLIMREDUCE_";
+
+// One row per setting: the only place a setting is defined.
+struct SettingSpec {
+  const char* name;
+  const char* default_text;
+  std::function<std::string()> accepted;  // a function: compressor names come from the registry
+  const char* effect;
+  // Parses the value into settings; throws std::invalid_argument when not accepted.
+  std::function<void(const std::string&, Settings&)> apply;
+  std::function<std::string(const Settings&)> show;
+};
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+std::string compressor_choices() {
+  std::vector<std::string> names = {"none"};
+  for (const auto& name : compressors::registered_names()) names.push_back(name);
+  return join(names);
+}
+
+template <typename Enum>
+Enum parse_choice(const std::string& value,
+                  const std::vector<std::pair<const char*, Enum>>& choices) {
+  for (const auto& [text, choice] : choices) {
+    if (value == text) return choice;
+  }
+  throw std::invalid_argument("not a choice");
+}
+
+template <typename Enum>
+std::string show_choice(Enum value, const std::vector<std::pair<const char*, Enum>>& choices) {
+  for (const auto& [text, choice] : choices) {
+    if (value == choice) return text;
+  }
+  return "?";
+}
+
+bool parse_flag(const std::string& value) {
+  if (value == "0") return false;
+  if (value == "1") return true;
+  throw std::invalid_argument("not 0 or 1");
+}
+
+std::uint64_t parse_unsigned(const std::string& value) {
+  std::uint64_t parsed = 0;
+  const char* end = value.data() + value.size();
+  auto [ptr, error] = std::from_chars(value.data(), end, parsed);
+  if (value.empty() || error != std::errc() || ptr != end)
+    throw std::invalid_argument("not a count");
+  return parsed;
+}
+
+double parse_ratio(const std::string& value) {
+  std::size_t used = 0;
+  double ratio = 0;
+  try {
+    ratio = std::stod(value, &used);
+  } catch (const std::exception&) {
+    throw std::invalid_argument("not a number");
+  }
+  if (used != value.size() || !std::isfinite(ratio) || ratio <= 0.0 || ratio > 1.0) {
+    throw std::invalid_argument("out of range");
+  }
+  return ratio;
+}
+
+// SLIMREDUCE_POWERSGD_RANK: a whole number in [1, 64] (the CPU kernels hold
+// r accumulators per row).
+int parse_rank(const std::string& value) {
+  const std::uint64_t rank = parse_unsigned(value);
+  if (rank < 1 || rank > 64) throw std::invalid_argument("out of range");
+  return static_cast<int>(rank);
+}
+
+// A real number >= 1 (how many times smaller the factors must be).
+double parse_min_compression(const std::string& value) {
+  std::size_t used = 0;
+  double times = 0;
+  try {
+    times = std::stod(value, &used);
+  } catch (const std::exception&) {
+    throw std::invalid_argument("not a number");
+  }
+  if (used != value.size() || !std::isfinite(times) || times < 1.0) {
+    throw std::invalid_argument("out of range");
+  }
+  return times;
+}
+
+const std::vector<std::pair<const char*, Priority>> kPriorities = {{"fifo", Priority::fifo},
+                                                                   {"reverse", Priority::reverse}};
+const std::vector<std::pair<const char*, Pipelining>> kPipelining = {
+    {"auto", Pipelining::automatic}, {"0", Pipelining::off}, {"1", Pipelining::on}};
+const std::vector<std::pair<const char*, LogLevel>> kLogLevels = {{"error", LogLevel::error},
+                                                                  {"warn", LogLevel::warn},
+                                                                  {"info", LogLevel::info},
+                                                                  {"debug", LogLevel::debug}};
+const std::vector<std::pair<const char*, compressors::TopkAlgorithm>> kTopkAlgorithms = {
+    {"gather", compressors::TopkAlgorithm::gather},
+    {"sharded", compressors::TopkAlgorithm::sharded},
+    {"auto", compressors::TopkAlgorithm::automatic}};
+
+// SLIMREDUCE_QUANT_BUCKET: values per scale, in [1, 2^24] (a scale per value
+// already costs more than fp32; a larger bucket shares one scale too widely).
+std::uint64_t parse_bucket(const std::string& value) {
+  const std::uint64_t bucket = parse_unsigned(value);
+  if (bucket < 1 || bucket > (1u << 24)) throw std::invalid_argument("out of range");
+  return bucket;
+}
+
+const std::vector<std::pair<const char*, compressors::PowerSgdProducts>> kPowerSgdBlas = {
+    {"auto", compressors::PowerSgdProducts::automatic},
+    {"openblas", compressors::PowerSgdProducts::openblas},
+    {"builtin", compressors::PowerSgdProducts::builtin}};
+
+const std::vector<std::pair<const char*, TopkValueFormat>> kTopkValues = {
+    {"fp32", TopkValueFormat::fp32}, {"fp16", TopkValueFormat::fp16}};
+
+std::string show_bytes(std::uint64_t bytes) { return std::to_string(bytes); }
+std::function<std::string()> fixed(const char* text) {
+  return [text] { return std::string(text); };
+}
+
+const std::vector<SettingSpec>& specs() {
+  static const char* kByteSize = "a byte size: 65536, 64K, 64KiB, 1M, 1MiB, 4G (powers of 1024)";
+  static const std::vector<SettingSpec> table = {
+      {"SLIMREDUCE_COMPRESSOR", "none", compressor_choices,
+       "What eligible float allreduces are compressed with; `none` passes every call through and "
+       "only counts it.",
+       [](const std::string& v, Settings& s) {
+         if (v != "none" && !compressors::make_compressor(v, {})) throw std::invalid_argument("");
+         s.compressor = v;
+       },
+       [](const Settings& s) { return s.compressor; }},
+      {"SLIMREDUCE_TOPK_RATIO", "0.01", fixed("a number in (0, 1]"),
+       "Fraction of the values that top-k sends: k = ceil(ratio x n).",
+       [](const std::string& v, Settings& s) { s.topk_ratio = parse_ratio(v); },
+       [](const Settings& s) { return std::to_string(s.topk_ratio); }},
+      {"SLIMREDUCE_TOPK_VALUES", "fp32", fixed("fp32, fp16"),
+       "How top-k payload values travel; with fp16 the rounding error joins the residual.",
+       [](const std::string& v, Settings& s) { s.topk_values = parse_choice(v, kTopkValues); },
+       [](const Settings& s) { return show_choice(s.topk_values, kTopkValues); }},
+      {"SLIMREDUCE_TOPK_ALGORITHM", "auto", fixed("gather, sharded, auto"),
+       "How top-k payloads are aggregated: gather (every rank receives every payload), sharded "
+       "(each rank owns a shard: parts sent to owners, summed, re-compressed, allgathered; flat "
+       "in the rank count), or auto (sharded where it sends at most half the gathered bytes and "
+       "the "
+       "owners send top-k: ratios below about 1/4).",
+       [](const std::string& v, Settings& s) {
+         s.topk_algorithm = parse_choice(v, kTopkAlgorithms);
+       },
+       [](const Settings& s) { return show_choice(s.topk_algorithm, kTopkAlgorithms); }},
+      {"SLIMREDUCE_QUANT_BUCKET", "512", fixed("a whole number in [1, 16777216]"),
+       "Values per fp32 scale for int8: each value travels as 1 + 4 / bucket bytes.",
+       [](const std::string& v, Settings& s) { s.quant_bucket = parse_bucket(v); },
+       [](const Settings& s) { return std::to_string(s.quant_bucket); }},
+      {"SLIMREDUCE_POWERSGD_RANK", "4", fixed("a whole number in [1, 64]"),
+       "Rank r of PowerSGD's factors: a tensor viewed as a rows x cols matrix sends r x (rows + "
+       "cols) floats in two fp32 sums.",
+       [](const std::string& v, Settings& s) { s.powersgd_rank = parse_rank(v); },
+       [](const Settings& s) { return std::to_string(s.powersgd_rank); }},
+      {"SLIMREDUCE_POWERSGD_MIN_COMPRESSION", "2", fixed("a number >= 1"),
+       "PowerSGD sums a tensor exactly in fp32 (no savings) unless its factors are at least this "
+       "many times smaller than it.",
+       [](const std::string& v, Settings& s) {
+         s.powersgd_min_compression = parse_min_compression(v);
+       },
+       [](const Settings& s) { return std::to_string(s.powersgd_min_compression); }},
+      {"SLIMREDUCE_POWERSGD_BLAS", "auto",
+       fixed("auto, openblas (an error unless Debian's libopenblas0-serial loads), builtin"),
+       "What computes PowerSGD's products P = M Q and Q = M^T P on the CPU: auto (a private copy "
+       "of Debian's serial OpenBLAS where installed, else our loops), openblas, or builtin (our "
+       "loops: the same bits on every CPU). On the GPU: cuBLAS, loaded privately.",
+       [](const std::string& v, Settings& s) {
+         s.powersgd_blas = parse_choice(v, kPowerSgdBlas);
+         // Checked now, before any collective: loads the process's private copy.
+         if (s.powersgd_blas == compressors::PowerSgdProducts::openblas &&
+             !kernels::PrivateBlas::process())
+           throw std::invalid_argument(kernels::PrivateBlas::process_failure());
+       },
+       [](const Settings& s) { return show_choice(s.powersgd_blas, kPowerSgdBlas); }},
+      {"SLIMREDUCE_ERROR_FEEDBACK", "1 for topk and powersgd, 0 for casts", fixed("0, 1"),
+       "Carry what compression lost into the next call with the same residual key.",
+       [](const std::string& v, Settings& s) { s.error_feedback = parse_flag(v); },
+       [](const Settings& s) {
+         return s.error_feedback ? std::to_string(*s.error_feedback) : std::string("default");
+       }},
+      {"SLIMREDUCE_MIN_BYTES", "65536", fixed(kByteSize),
+       "Calls smaller than this pass through uncompressed.",
+       [](const std::string& v, Settings& s) { s.min_bytes = parse_byte_size(v); },
+       [](const Settings& s) { return show_bytes(s.min_bytes); }},
+      {"SLIMREDUCE_WARMUP_STEPS", "0", fixed("a whole number >= 0"),
+       "The first N calls of each shape (communicator, count, datatype) go uncompressed (DGC "
+       "warm-up).",
+       [](const std::string& v, Settings& s) { s.warmup_steps = parse_unsigned(v); },
+       [](const Settings& s) { return std::to_string(s.warmup_steps); }},
+      {"SLIMREDUCE_EF_MAX_BYTES", "4GiB", fixed(kByteSize),
+       "Cap on error-feedback memory per rank (residuals, and a sharded call's owner-side "
+       "residuals once made); past it, new keys are compressed without error feedback, "
+       "and a tensor larger than the cap goes uncompressed (both counted).",
+       [](const std::string& v, Settings& s) { s.ef_max_bytes = parse_byte_size(v); },
+       [](const Settings& s) { return show_bytes(s.ef_max_bytes); }},
+      {"SLIMREDUCE_FUSION_THRESHOLD", "64MiB", fixed(kByteSize),
+       "Queued MPI_Iallreduce bytes that start a flush; 0 reduces each call at once "
+       "(compressed, never fused).",
+       [](const std::string& v, Settings& s) { s.fusion_threshold = parse_byte_size(v); },
+       [](const Settings& s) { return show_bytes(s.fusion_threshold); }},
+      {"SLIMREDUCE_PARTITION_BYTES", "4MiB", fixed(kByteSize),
+       "Calls larger than this are cut into partitions of at most this, each reduced on its "
+       "own (and pipelined); also the largest fused buffer a flush makes.",
+       [](const std::string& v, Settings& s) {
+         s.partition_bytes = parse_byte_size(v);
+         if (s.partition_bytes == 0) throw std::invalid_argument("zero");
+       },
+       [](const Settings& s) { return show_bytes(s.partition_bytes); }},
+      {"SLIMREDUCE_PIPELINE", "auto", fixed("auto, 0, 1"),
+       "Pipelines a partitioned call: one partition on the wire while the next is compressed "
+       "and the last decoded (the same bits as 0). MPI: on a helper thread; auto: where the "
+       "node has at least two CPUs per rank. NCCL, a call outside any group: on a second "
+       "stream, tied by events; auto: always.",
+       [](const std::string& v, Settings& s) { s.pipeline = parse_choice(v, kPipelining); },
+       [](const Settings& s) { return show_choice(s.pipeline, kPipelining); }},
+      {"SLIMREDUCE_PRIORITY", "fifo", fixed("fifo, reverse"),
+       "Order in which a flush reduces queued calls: fifo (call order) or reverse (the last "
+       "handed over first: in backprop, the first layers); the native API's priorities first.",
+       [](const std::string& v, Settings& s) { s.priority = parse_choice(v, kPriorities); },
+       [](const Settings& s) { return show_choice(s.priority, kPriorities); }},
+      {"SLIMREDUCE_HIERARCHICAL", "0", fixed("0, 1"),
+       "Full precision inside a node, compressed across nodes (MPI host buffers; device "
+       "buffers staged through the host; NCCL fp32 calls).",
+       [](const std::string& v, Settings& s) { s.hierarchical = parse_flag(v); },
+       [](const Settings& s) { return std::to_string(s.hierarchical); }},
+      {"SLIMREDUCE_LOCAL_SIZE", "from the node", fixed("a whole number >= 1"),
+       "Ranks per node: consecutive blocks of MPI_COMM_WORLD, to emulate nodes on one "
+       "machine; must divide the world size.",
+       [](const std::string& v, Settings& s) {
+         const std::uint64_t size = parse_unsigned(v);
+         if (size < 1 || size > 1u << 20) throw std::invalid_argument("range");
+         s.local_size = static_cast<int>(size);
+       },
+       [](const Settings& s) {
+         return s.local_size ? std::to_string(*s.local_size) : std::string("from the node");
+       }},
+      {"SLIMREDUCE_REPORT", "unset",
+       fixed("stderr, or a path prefix P (each rank writes P.<rank>.json)"),
+       "Where the savings report goes at MPI_Finalize.",
+       [](const std::string& v, Settings& s) {
+         if (v.empty()) throw std::invalid_argument("empty");
+         s.report = v;
+       },
+       [](const Settings& s) { return s.report.empty() ? std::string("unset") : s.report; }},
+      {"SLIMREDUCE_TIMELINE", "unset",
+       fixed("a path prefix P in an existing folder (each rank writes P.<rank>.json)"),
+       "Chrome-trace JSON of each compressed call's queue, fuse, compress, communicate and "
+       "decompress spans (Perfetto, chrome://tracing).",
+       [](const std::string& v, Settings& s) {
+         if (v.empty() || !folder_exists(v)) throw std::invalid_argument("folder");
+         s.timeline = v;
+       },
+       [](const Settings& s) { return s.timeline.empty() ? std::string("unset") : s.timeline; }},
+      {"SLIMREDUCE_LOG_LEVEL", "warn", fixed("error, warn, info, debug"),
+       "How much SlimReduce logs on stderr.",
+       [](const std::string& v, Settings& s) { s.log_level = parse_choice(v, kLogLevels); },
+       [](const Settings& s) { return show_choice(s.log_level, kLogLevels); }},
+  };
+  return table;
+}
+
+const SettingSpec* find_spec(const std::string& name) {
+  for (const auto& spec : specs()) {
+    if (name == spec.name) return &spec;
+  }
+  return nullptr;
+}
+
+std::string known_names() {
+  std::vector<std::string> names;
+  for (const auto& spec : specs()) names.emplace_back(spec.name);
+  return join(names);
+}
+
+}  // namespace
+
+SettingsError::SettingsError(std::string variable, std::string value, std::string accepted)
+    : std::runtime_error(variable + "='" + value + "' is not accepted; expected " + accepted),
+      variable_(std::move(variable)) {}
+
+Environment read_environment() {
+  Environment env;
+  for (char** entry = environ; entry && *entry; ++entry) {
+    const std::string_view text(*entry);
+    if (!text.starts_with(kPrefix)) continue;
+    const auto equals = text.find('=');
+    if (equals == std::string_view::npos) continue;
+    env.emplace_back(std::string(text.substr(0, equals)), std::string(text.substr(equals + 1)));
+  }
+  return env;
+}
+
+Settings parse_settings(const Environment& env) {
+  Settings settings;
+  for (const auto& [name, value] : env) {
+    if (!std::string_view(name).starts_with(kPrefix)) continue;
+    const SettingSpec* spec = find_spec(name);
+    if (!spec) throw SettingsError(name, value, "a known setting (a typo?): " + known_names());
+    try {
+      spec->apply(value, settings);
+    } catch (const std::invalid_argument&) {
+      throw SettingsError(name, value, spec->accepted());
+    } catch (const std::out_of_range&) {
+      throw SettingsError(name, value, spec->accepted());
+    }
+  }
+  return settings;
+}
+
+std::vector<std::string> describe_settings(const Settings& settings) {
+  std::vector<std::string> lines;
+  for (const auto& spec : specs())
+    lines.push_back(std::string(spec.name) + "=" + spec.show(settings));
+  return lines;
+}
+
+std::string settings_markdown() {
+  std::ostringstream out;
+  out << "| variable | default | accepted | effect |\n| --- | --- | --- | --- |\n";
+  for (const auto& spec : specs()) {
+    out << "| `" << spec.name << "` | " << spec.default_text << " | " << spec.accepted() << " | "
+        << spec.effect << " |\n";
+  }
+  return out.str();
+}
+
+std::uint64_t parse_byte_size(const std::string& text) {
+  std::size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  if (digits == 0) throw std::invalid_argument("no number");
+  const std::uint64_t number = parse_unsigned(text.substr(0, digits));
+  const std::string suffix = text.substr(digits);
+  static const std::vector<std::pair<std::vector<std::string>, int>> kUnits = {
+      {{"", "B"}, 0},
+      {{"K", "KB", "KiB", "k", "kB"}, 10},
+      {{"M", "MB", "MiB"}, 20},
+      {{"G", "GB", "GiB"}, 30},
+      {{"T", "TB", "TiB"}, 40}};
+  for (const auto& [spellings, shift] : kUnits) {
+    for (const auto& spelling : spellings) {
+      if (suffix != spelling) continue;
+      if (shift > 0 && number > (UINT64_MAX >> shift)) throw std::invalid_argument("too large");
+      return number << shift;
+    }
+  }
+  throw std::invalid_argument("unknown unit");
+}
+
+}  // namespace slimreduce

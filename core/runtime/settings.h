@@ -1,0 +1,76 @@
+// The SLIMREDUCE_* settings: each one defined once (name, default, accepted
+// values, doc line, parser) in settings.cc, read once at initialization.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compressors/compressor.h"
+
+namespace slimreduce {
+
+enum class Priority { fifo, reverse };
+// auto: pipelined where each rank on the node has a spare CPU for its helper thread.
+enum class Pipelining { automatic, off, on };
+enum class LogLevel { error, warn, info, debug };
+enum class TopkValueFormat { fp32, fp16 };
+
+struct Settings {
+  std::string compressor = "none";
+  double topk_ratio = 0.01;
+  TopkValueFormat topk_values = TopkValueFormat::fp32;
+  compressors::TopkAlgorithm topk_algorithm = compressors::TopkAlgorithm::automatic;
+  std::uint64_t quant_bucket = 512;
+  int powersgd_rank = 4;
+  double powersgd_min_compression = 2.0;
+  compressors::PowerSgdProducts powersgd_blas = compressors::PowerSgdProducts::automatic;
+  std::optional<bool> error_feedback;  // unset: the compressor's default
+  std::uint64_t min_bytes = 65536;
+  std::uint64_t warmup_steps = 0;
+  std::uint64_t ef_max_bytes = std::uint64_t{4} << 30;
+  std::uint64_t fusion_threshold = std::uint64_t{64} << 20;
+  std::uint64_t partition_bytes = std::uint64_t{4} << 20;
+  Pipelining pipeline = Pipelining::automatic;
+  Priority priority = Priority::fifo;
+  bool hierarchical = false;
+  std::optional<int> local_size;  // unset: ranks per node as the MPI library sees them
+  std::string report;             // "", "stderr" or a path prefix
+  std::string timeline;           // "" (off) or a path prefix (core/runtime/timeline.h)
+  LogLevel log_level = LogLevel::warn;
+};
+
+// A bad setting: names the variable, the value and what is accepted.
+class SettingsError : public std::runtime_error {
+ public:
+  SettingsError(std::string variable, std::string value, std::string accepted);
+  const std::string& variable() const { return variable_; }
+
+ private:
+  std::string variable_;
+};
+
+using Environment = std::vector<std::pair<std::string, std::string>>;
+
+// The SLIMREDUCE_* entries of the process environment.
+Environment read_environment();
+
+// Parses every SLIMREDUCE_* entry; throws SettingsError on the first bad value
+// or unknown SLIMREDUCE_* name (most likely a typo). Unset names keep defaults.
+Settings parse_settings(const Environment& env);
+
+// One line per setting with its effective value, for the INFO log.
+std::vector<std::string> describe_settings(const Settings& settings);
+
+// The settings table as Markdown (name, default, accepted, effect): the source
+// of docs/configuration.md.
+std::string settings_markdown();
+
+// Byte sizes as users write them: 65536, 64K, 64KB, 64KiB, 1M, 1MiB, 4G ...
+// (K, M, G, T are powers of 1024). Throws std::invalid_argument.
+std::uint64_t parse_byte_size(const std::string& text);
+
+}  // namespace slimreduce
