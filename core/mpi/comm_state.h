@@ -34,6 +34,10 @@ class CommState {
   // Its error handler is MPI_ERRORS_RETURN. A failed dup has already been
   // reported to the caller's handler (MPI raises it on the caller's communicator).
   int private_comm(MPI_Comm* out);
+  // Whether its ranks have agreed on what shapes the wire (core/mpi/wire_check.h),
+  // done once, with the private duplicate's first use.
+  bool wire_agreed() const { return wire_agreed_; }
+  void mark_wire_agreed() { wire_agreed_ = true; }
   // Frees the private duplicate and the communicators split from it; before
   // MPI_Finalize, or when the user frees theirs.
   void release();
@@ -58,6 +62,7 @@ class CommState {
   std::uint64_t id_;
   MPI_Comm user_comm_;
   MPI_Comm private_comm_ = MPI_COMM_NULL;
+  bool wire_agreed_ = false;
   int rank_ = 0;
   int size_ = 1;
   bool is_inter_ = false;

@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -14,9 +15,11 @@
 #include "core/mpi/eligibility.h"
 #include "core/mpi/hierarchy.h"
 #include "core/mpi/host_allreduce.h"
+#include "core/mpi/wire_check.h"
 #include "core/runtime/decision.h"
 #include "core/runtime/log.h"
 #include "core/runtime/timeline.h"
+#include "core/runtime/wire_agreement.h"
 
 namespace slimreduce {
 namespace {
@@ -338,6 +341,20 @@ int Engine::prepare_wire(CommState& state, MPI_Comm comm, MPI_Comm* wire_comm) {
   // A failed dup was raised on comm by MPI itself; everything after it is ours to raise.
   if (const int rc = state.private_comm(wire_comm)) return rc;
   const Settings& settings = runtime_.settings();
+  if (!state.wire_agreed()) {
+    const std::vector<char> record =
+        wire_agreement::record(wire_agreement::fields(settings, wire_agreement::library_version()));
+    const auto start = std::chrono::steady_clock::now();
+    if (const int rc = check_wire_agreement(*wire_comm, state.rank(), state.size(), record))
+      return raise(comm, rc, "MPI_Allreduce (the ranks' agreement on the wire)");
+    state.mark_wire_agreed();
+    log_line(settings.log_level, LogLevel::debug, world_rank_,
+             "communicator %llu: its ranks agree on the version and the wire's settings (%lld us)",
+             static_cast<unsigned long long>(state.id()),
+             static_cast<long long>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                        std::chrono::steady_clock::now() - start)
+                                        .count()));
+  }
   if (!settings.hierarchical || state.hierarchy()) return MPI_SUCCESS;
   backends::MpiTransport transport(*wire_comm, state.rank(), state.size());
   Hierarchy hierarchy;

@@ -39,6 +39,10 @@ struct SettingSpec {
   // Parses the value into settings; throws std::invalid_argument when not accepted.
   std::function<void(const std::string&, Settings&)> apply;
   std::function<std::string(const Settings&)> show;
+  // Whether every rank must hold the same value: it decides which calls are
+  // compressed, how, cut or fused how, so ranks that differ send different
+  // collectives (core/runtime/wire_agreement.h checks it).
+  bool shapes_wire = false;
 };
 
 std::string join(const std::vector<std::string>& items) {
@@ -166,15 +170,15 @@ const std::vector<SettingSpec>& specs() {
          if (v != "none" && !compressors::make_compressor(v, {})) throw std::invalid_argument("");
          s.compressor = v;
        },
-       [](const Settings& s) { return s.compressor; }},
+       [](const Settings& s) { return s.compressor; }, true},
       {"SLIMREDUCE_TOPK_RATIO", "0.01", fixed("a number in (0, 1]"),
        "Fraction of the values that top-k sends: k = ceil(ratio x n).",
        [](const std::string& v, Settings& s) { s.topk_ratio = parse_ratio(v); },
-       [](const Settings& s) { return std::to_string(s.topk_ratio); }},
+       [](const Settings& s) { return std::to_string(s.topk_ratio); }, true},
       {"SLIMREDUCE_TOPK_VALUES", "fp32", fixed("fp32, fp16"),
        "How top-k payload values travel; with fp16 the rounding error joins the residual.",
        [](const std::string& v, Settings& s) { s.topk_values = parse_choice(v, kTopkValues); },
-       [](const Settings& s) { return show_choice(s.topk_values, kTopkValues); }},
+       [](const Settings& s) { return show_choice(s.topk_values, kTopkValues); }, true},
       {"SLIMREDUCE_TOPK_ALGORITHM", "auto", fixed("gather, sharded, auto"),
        "How top-k payloads are aggregated: gather (every rank receives every payload), sharded "
        "(each rank owns a shard: parts sent to owners, summed, re-compressed, allgathered; flat "
@@ -184,23 +188,23 @@ const std::vector<SettingSpec>& specs() {
        [](const std::string& v, Settings& s) {
          s.topk_algorithm = parse_choice(v, kTopkAlgorithms);
        },
-       [](const Settings& s) { return show_choice(s.topk_algorithm, kTopkAlgorithms); }},
+       [](const Settings& s) { return show_choice(s.topk_algorithm, kTopkAlgorithms); }, true},
       {"SLIMREDUCE_QUANT_BUCKET", "512", fixed("a whole number in [1, 16777216]"),
        "Values per fp32 scale for int8: each value travels as 1 + 4 / bucket bytes.",
        [](const std::string& v, Settings& s) { s.quant_bucket = parse_bucket(v); },
-       [](const Settings& s) { return std::to_string(s.quant_bucket); }},
+       [](const Settings& s) { return std::to_string(s.quant_bucket); }, true},
       {"SLIMREDUCE_POWERSGD_RANK", "4", fixed("a whole number in [1, 64]"),
        "Rank r of PowerSGD's factors: a tensor viewed as a rows x cols matrix sends r x (rows + "
        "cols) floats in two fp32 sums.",
        [](const std::string& v, Settings& s) { s.powersgd_rank = parse_rank(v); },
-       [](const Settings& s) { return std::to_string(s.powersgd_rank); }},
+       [](const Settings& s) { return std::to_string(s.powersgd_rank); }, true},
       {"SLIMREDUCE_POWERSGD_MIN_COMPRESSION", "2", fixed("a number >= 1"),
        "PowerSGD sums a tensor exactly in fp32 (no savings) unless its factors are at least this "
        "many times smaller than it.",
        [](const std::string& v, Settings& s) {
          s.powersgd_min_compression = parse_min_compression(v);
        },
-       [](const Settings& s) { return std::to_string(s.powersgd_min_compression); }},
+       [](const Settings& s) { return std::to_string(s.powersgd_min_compression); }, true},
       {"SLIMREDUCE_POWERSGD_BLAS", "auto",
        fixed("auto, openblas (an error unless Debian's libopenblas0-serial loads), builtin"),
        "What computes PowerSGD's products P = M Q and Q = M^T P on the CPU: auto (a private copy "
@@ -223,23 +227,23 @@ const std::vector<SettingSpec>& specs() {
       {"SLIMREDUCE_MIN_BYTES", "65536", fixed(kByteSize),
        "Calls smaller than this pass through uncompressed.",
        [](const std::string& v, Settings& s) { s.min_bytes = parse_byte_size(v); },
-       [](const Settings& s) { return show_bytes(s.min_bytes); }},
+       [](const Settings& s) { return show_bytes(s.min_bytes); }, true},
       {"SLIMREDUCE_WARMUP_STEPS", "0", fixed("a whole number >= 0"),
        "The first N calls of each shape (communicator, count, datatype) go uncompressed (DGC "
        "warm-up).",
        [](const std::string& v, Settings& s) { s.warmup_steps = parse_unsigned(v); },
-       [](const Settings& s) { return std::to_string(s.warmup_steps); }},
+       [](const Settings& s) { return std::to_string(s.warmup_steps); }, true},
       {"SLIMREDUCE_EF_MAX_BYTES", "4GiB", fixed(kByteSize),
        "Cap on error-feedback memory per rank (residuals, and a sharded call's owner-side "
        "residuals once made); past it, new keys are compressed without error feedback, "
        "and a tensor larger than the cap goes uncompressed (both counted).",
        [](const std::string& v, Settings& s) { s.ef_max_bytes = parse_byte_size(v); },
-       [](const Settings& s) { return show_bytes(s.ef_max_bytes); }},
+       [](const Settings& s) { return show_bytes(s.ef_max_bytes); }, true},
       {"SLIMREDUCE_FUSION_THRESHOLD", "64MiB", fixed(kByteSize),
        "Queued MPI_Iallreduce bytes that start a flush; 0 reduces each call at once "
        "(compressed, never fused).",
        [](const std::string& v, Settings& s) { s.fusion_threshold = parse_byte_size(v); },
-       [](const Settings& s) { return show_bytes(s.fusion_threshold); }},
+       [](const Settings& s) { return show_bytes(s.fusion_threshold); }, true},
       {"SLIMREDUCE_PARTITION_BYTES", "4MiB", fixed(kByteSize),
        "Calls larger than this are cut into partitions of at most this, each reduced on its "
        "own (and pipelined); also the largest fused buffer a flush makes.",
@@ -247,7 +251,7 @@ const std::vector<SettingSpec>& specs() {
          s.partition_bytes = parse_byte_size(v);
          if (s.partition_bytes == 0) throw std::invalid_argument("zero");
        },
-       [](const Settings& s) { return show_bytes(s.partition_bytes); }},
+       [](const Settings& s) { return show_bytes(s.partition_bytes); }, true},
       {"SLIMREDUCE_PIPELINE", "auto", fixed("auto, 0, 1"),
        "Pipelines a partitioned call: one partition on the wire while the next is compressed "
        "and the last decoded (the same bits as 0). MPI: on a helper thread; auto: where the "
@@ -259,12 +263,12 @@ const std::vector<SettingSpec>& specs() {
        "Order in which a flush reduces queued calls: fifo (call order) or reverse (the last "
        "handed over first: in backprop, the first layers); the native API's priorities first.",
        [](const std::string& v, Settings& s) { s.priority = parse_choice(v, kPriorities); },
-       [](const Settings& s) { return show_choice(s.priority, kPriorities); }},
+       [](const Settings& s) { return show_choice(s.priority, kPriorities); }, true},
       {"SLIMREDUCE_HIERARCHICAL", "0", fixed("0, 1"),
        "Full precision inside a node, compressed across nodes (MPI host buffers; device "
        "buffers staged through the host; NCCL fp32 calls).",
        [](const std::string& v, Settings& s) { s.hierarchical = parse_flag(v); },
-       [](const Settings& s) { return std::to_string(s.hierarchical); }},
+       [](const Settings& s) { return std::to_string(s.hierarchical); }, true},
       {"SLIMREDUCE_LOCAL_SIZE", "from the node", fixed("a whole number >= 1"),
        "Ranks per node: consecutive blocks of MPI_COMM_WORLD, to emulate nodes on one "
        "machine; must divide the world size.",
@@ -275,7 +279,8 @@ const std::vector<SettingSpec>& specs() {
        },
        [](const Settings& s) {
          return s.local_size ? std::to_string(*s.local_size) : std::string("from the node");
-       }},
+       },
+       true},
       {"SLIMREDUCE_REPORT", "unset",
        fixed("stderr, or a path prefix P (each rank writes P.<rank>.json)"),
        "Where the savings report goes at MPI_Finalize.",
@@ -356,12 +361,20 @@ std::vector<std::string> describe_settings(const Settings& settings) {
   return lines;
 }
 
+std::vector<std::pair<std::string, std::string>> wire_settings(const Settings& settings) {
+  std::vector<std::pair<std::string, std::string>> wire;
+  for (const auto& spec : specs()) {
+    if (spec.shapes_wire) wire.emplace_back(spec.name, spec.show(settings));
+  }
+  return wire;
+}
+
 std::string settings_markdown() {
   std::ostringstream out;
   out << "| variable | default | accepted | effect |\n| --- | --- | --- | --- |\n";
   for (const auto& spec : specs()) {
     out << "| `" << spec.name << "` | " << spec.default_text << " | " << spec.accepted() << " | "
-        << spec.effect << " |\n";
+        << spec.effect << (spec.shapes_wire ? " The same on every rank (checked)." : "") << " |\n";
   }
   return out.str();
 }

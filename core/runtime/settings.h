@@ -65,6 +65,10 @@ Settings parse_settings(const Environment& env);
 // One line per setting with its effective value, for the INFO log.
 std::vector<std::string> describe_settings(const Settings& settings);
 
+// The settings every rank of a communicator must share (name, effective value),
+// in table order: those that decide which calls are compressed and how.
+std::vector<std::pair<std::string, std::string>> wire_settings(const Settings& settings);
+
 // The settings table as Markdown (name, default, accepted, effect): the source
 // of docs/configuration.md.
 std::string settings_markdown();
