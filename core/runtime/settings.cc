@@ -218,7 +218,7 @@ const std::vector<SettingSpec>& specs() {
            throw std::invalid_argument(kernels::PrivateBlas::process_failure());
        },
        [](const Settings& s) { return show_choice(s.powersgd_blas, kPowerSgdBlas); }},
-      {"SLIMREDUCE_ERROR_FEEDBACK", "1 for topk and powersgd, 0 for casts", fixed("0, 1"),
+      {"SLIMREDUCE_ERROR_FEEDBACK", "1 for topk, powersgd and int8, 0 for casts", fixed("0, 1"),
        "Carry what compression lost into the next call with the same residual key.",
        [](const std::string& v, Settings& s) { s.error_feedback = parse_flag(v); },
        [](const Settings& s) {

@@ -2,6 +2,7 @@
 // exact error line a user sees.
 #include <gtest/gtest.h>
 
+#include "compressors/registry.h"
 #include "core/runtime/settings.h"
 
 namespace slimreduce {
@@ -238,6 +239,28 @@ TEST(Settings, DescribeListsEverySettingOnce) {
   EXPECT_EQ(lines.size(), 21u);
   EXPECT_EQ(lines.front(), "SLIMREDUCE_COMPRESSOR=fp16");
   EXPECT_NE(settings_markdown().find("| `SLIMREDUCE_MIN_BYTES` | 65536 |"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace slimreduce
+
+namespace slimreduce {
+namespace {
+
+// The doc line of SLIMREDUCE_ERROR_FEEDBACK names every compressor whose
+// error feedback is on by default, and no other (it once left out int8).
+TEST(Settings, ErrorFeedbackDocLineNamesEachCompressorOnByDefault) {
+  const std::string table = settings_markdown();
+  const std::size_t row = table.find("| `SLIMREDUCE_ERROR_FEEDBACK` | ");
+  ASSERT_NE(row, std::string::npos);
+  const std::size_t start = table.find("| ", row + 2) + 2;
+  const std::string default_text = table.substr(start, table.find(" |", start) - start);
+  const std::string on_part = default_text.substr(0, default_text.find(", 0 for"));
+  for (const std::string& name : compressors::registered_names()) {
+    const bool on = compressors::make_compressor(name, {})->default_error_feedback();
+    const bool named = on_part.find(name) != std::string::npos;
+    EXPECT_EQ(on, named) << name << " in \"" << default_text << "\"";
+  }
 }
 
 }  // namespace
