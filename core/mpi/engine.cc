@@ -223,8 +223,9 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
   MPI_Comm wire_comm = MPI_COMM_NULL;
   if (const int rc = prepare_wire(state, comm, &wire_comm)) return rc;
   const bool hierarchical = state.hierarchy() && !state.hierarchy()->flat();
-  std::uint64_t resets = 0;  // the key came back with another shape: its residual was dropped
-  Policy policy;             // held for the call: a switch meanwhile leaves its compressor alive
+  std::uint64_t resets = 0;   // the key came back with another shape: its residual was dropped
+  std::uint64_t evicted = 0;  // keys unused for SLIMREDUCE_EF_EVICT_CALLS calls, freed now
+  Policy policy;              // held for the call: a switch meanwhile leaves its compressor alive
   ResidualSlot* slot = nullptr;
   bool no_room = false;  // error feedback wanted, but the cap is reached: none for this call
   std::uint64_t Counters::*passes_because = nullptr;  // set: passed through, for this reason
@@ -240,9 +241,11 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
       // room under the cap) means no error feedback, never another path.
       // One store for host and device residuals: the device path takes the slot's device memory.
       const std::uint64_t resets_before = shared->residuals.resets();
+      const std::uint64_t evicted_before = shared->residuals.evicted();
       slot = shared->residuals.find_or_create({state.id(), recvbuf}, call.count, datatype_tag,
                                               policy.error_feedback);
       resets = shared->residuals.resets() - resets_before;
+      evicted = shared->residuals.evicted() - evicted_before;
       no_room = slot == nullptr;
       const bool residual_on_device =
           device && !hierarchical &&
@@ -288,6 +291,7 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
     delta.count_topk(reduced.sharded, reduced.wire_sent);
   delta.ef_cap_fallback = no_room ? 1 : 0;
   delta.ef_resets = resets;
+  delta.ef_evicted = evicted;
   runtime_.board(Side::mpi).add(delta);
   runtime_.note_compressed(1, resets);
   return MPI_SUCCESS;

@@ -294,9 +294,11 @@ int Engine::reduce_queued(CommState& state, MPI_Comm wire_comm,
     Runtime::Locked shared = runtime_.shared();
     for (const QueuedReduction& r : batch) {
       const std::uint64_t resets_before = shared->residuals.resets();
+      const std::uint64_t evicted_before = shared->residuals.evicted();
       ResidualSlot* slot = shared->residuals.find_or_create({state.id(), r.residual_key}, r.count,
                                                             r.datatype_tag, r.error_feedback);
       delta.ef_resets += shared->residuals.resets() - resets_before;
+      delta.ef_evicted += shared->residuals.evicted() - evicted_before;
       delta.ef_cap_fallback += slot ? 0 : 1;
       if (slot) slots.emplace_back(ResidualKey{state.id(), r.residual_key}, slot);
       tensors.push_back({r.input, slot ? slot->host_residual() : nullptr, r.output, r.count,

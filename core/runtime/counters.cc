@@ -56,6 +56,7 @@ Counters& Counters::operator+=(const Counters& other) {
   wire_baseline += other.wire_baseline;
   wire_sent += other.wire_sent;
   ef_resets += other.ef_resets;
+  ef_evicted += other.ef_evicted;
   overflow_rescued += other.overflow_rescued;
   iallreduce += other.iallreduce;
   fused_batches += other.fused_batches;
@@ -80,7 +81,7 @@ constexpr void for_each_field(Fields& c, Visit&& visit) {
   for (auto* field :
        {&c.intercepted, &c.compressed, &c.passed_through, &c.warmup, &c.ef_cap_fallback,
         &c.input_bytes, &c.ef_resets, &c.overflow_rescued, &c.iallreduce, &c.fused_batches,
-        &c.fused_tensors, &c.partitions, &c.topk_gathered, &c.topk_sharded})
+        &c.fused_tensors, &c.partitions, &c.topk_gathered, &c.topk_sharded, &c.ef_evicted})
     visit(*field);
   for (auto* field :
        {&c.wire_baseline, &c.wire_sent, &c.inter_node_baseline, &c.inter_node_sent,
@@ -125,7 +126,7 @@ CounterBoard::~CounterBoard() = default;
 struct CounterBoard::Slot {
   std::atomic<std::uint64_t> compressed{0}, passed_through{0}, warmup{0}, ef_cap_fallback{0},
       input_bytes{0}, ef_resets{0}, overflow_rescued{0}, iallreduce{0}, fused_batches{0},
-      fused_tensors{0}, partitions{0}, topk_gathered{0}, topk_sharded{0};
+      fused_tensors{0}, partitions{0}, topk_gathered{0}, topk_sharded{0}, ef_evicted{0};
   std::atomic<double> wire_baseline{0}, wire_sent{0}, topk_gathered_sent{0}, topk_sharded_sent{0};
   std::atomic<double> inter_node_baseline{0}, inter_node_sent{0}, intra_node_baseline{0},
       intra_node_sent{0};
@@ -167,6 +168,7 @@ void CounterBoard::add(const Counters& delta) {
   bump(slot.wire_baseline, delta.wire_baseline);
   bump(slot.wire_sent, delta.wire_sent);
   bump(slot.ef_resets, delta.ef_resets);
+  bump(slot.ef_evicted, delta.ef_evicted);
   bump(slot.overflow_rescued, delta.overflow_rescued);
   bump(slot.iallreduce, delta.iallreduce);
   bump(slot.fused_batches, delta.fused_batches);
@@ -197,6 +199,7 @@ Counters CounterBoard::total() const {
     part.wire_baseline = slot->wire_baseline.load(relaxed);
     part.wire_sent = slot->wire_sent.load(relaxed);
     part.ef_resets = slot->ef_resets.load(relaxed);
+    part.ef_evicted = slot->ef_evicted.load(relaxed);
     part.overflow_rescued = slot->overflow_rescued.load(relaxed);
     part.iallreduce = slot->iallreduce.load(relaxed);
     part.fused_batches = slot->fused_batches.load(relaxed);
@@ -239,7 +242,7 @@ std::string report_json(const Counters& c, const ReportContext& context) {
       ", \"passed_through\": %" PRIu64 ", \"warmup\": %" PRIu64 ", \"ef_cap_fallback\": %" PRIu64
       ", \"ef_resets\": %" PRIu64 ", \"overflow_rescued\": %" PRIu64 ", \"iallreduce\": %" PRIu64
       ", \"fused_batches\": %" PRIu64 ", \"fused_tensors\": %" PRIu64 ", \"partitions\": %" PRIu64
-      ", \"topk_gathered\": %" PRIu64 ", \"topk_sharded\": %" PRIu64
+      ", \"topk_gathered\": %" PRIu64 ", \"topk_sharded\": %" PRIu64 ", \"ef_evicted\": %" PRIu64
       "},\n"
       " \"bytes\": {\"input\": %" PRIu64
       ", \"wire_baseline\": %.0f, \"wire_sent\": %.0f%s"
@@ -247,7 +250,7 @@ std::string report_json(const Counters& c, const ReportContext& context) {
       " \"savings\": %.6f}\n",
       context.rank, context.world_size, context.compressor.c_str(), c.intercepted, c.compressed,
       c.passed_through, c.warmup, c.ef_cap_fallback, c.ef_resets, c.overflow_rescued, c.iallreduce,
-      c.fused_batches, c.fused_tensors, c.partitions, c.topk_gathered, c.topk_sharded,
+      c.fused_batches, c.fused_tensors, c.partitions, c.topk_gathered, c.topk_sharded, c.ef_evicted,
       c.input_bytes, c.wire_baseline, c.wire_sent, node_keys(c, context).c_str(),
       c.topk_gathered_sent, c.topk_sharded_sent, c.savings());
   return text;
@@ -268,6 +271,7 @@ std::optional<double> report_value(const Counters& c, std::string_view key) {
       {"calls.partitions", double(c.partitions)},
       {"calls.topk_gathered", double(c.topk_gathered)},
       {"calls.topk_sharded", double(c.topk_sharded)},
+      {"calls.ef_evicted", double(c.ef_evicted)},
       {"bytes.input", double(c.input_bytes)},
       {"bytes.wire_baseline", c.wire_baseline},
       {"bytes.wire_sent", c.wire_sent},

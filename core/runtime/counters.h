@@ -34,6 +34,9 @@ struct Counters {
   // Calls whose residual key came back with another count or datatype: what was
   // carried is dropped (for example a fusion buffer that fuses other tensors).
   std::uint64_t ef_resets = 0;
+  // Residual keys freed after SLIMREDUCE_EF_EVICT_CALLS calls of their
+  // communicator without a use (their buffers are most likely gone).
+  std::uint64_t ef_evicted = 0;
   // Compressed calls whose 16-bit sum left fp16's range and were rerun with
   // bf16 on every rank alike (algorithms/rescued_cast_ring.h).
   std::uint64_t overflow_rescued = 0;
@@ -78,7 +81,7 @@ struct Counters {
   Counters& operator+=(const Counters& other);
 
   // Every field as a number, in a fixed order (to sum over ranks), and back.
-  static constexpr int kValues = 22;
+  static constexpr int kValues = 23;
   void to_values(double (&values)[kValues]) const;
   static Counters from_values(const double (&values)[kValues]);
 };

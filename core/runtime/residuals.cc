@@ -1,16 +1,45 @@
 #include "core/runtime/residuals.h"
 
+#include <algorithm>
+
 namespace slimreduce {
+
+std::uint64_t ResidualStore::note_use(std::uint64_t comm_id) {
+  const std::uint64_t now = ++uses_[comm_id];
+  // A sweep every quarter of the limit: a key lives at most 1.25x it unused.
+  if (evict_after_ != 0 && now % std::max<std::uint64_t>(1, evict_after_ / 4) == 0)
+    evict_unused(comm_id, now);
+  return now;
+}
+
+void ResidualStore::evict_unused(std::uint64_t comm_id, std::uint64_t now) {
+  auto it = slots_.lower_bound(ResidualKey{comm_id, nullptr});
+  while (it != slots_.end() && it->first.comm_id == comm_id) {
+    ResidualSlot& slot = it->second;
+    // The MPI paths are synchronous: nothing of ours still uses its memory.
+    if (slot.captured || now <= slot.last_use + evict_after_) {
+      ++it;
+      continue;
+    }
+    bytes_held_ -= slot.held_bytes();
+    ++evicted_;
+    it = slots_.erase(it);
+  }
+}
 
 ResidualSlot* ResidualStore::find_or_create(const ResidualKey& key, std::size_t count,
                                             std::uint64_t datatype_tag, bool want_residual) {
+  const std::uint64_t now = note_use(key.comm_id);
   auto found = slots_.find(key);
   if (found != slots_.end() &&
       (found->second.count != count || found->second.datatype_tag != datatype_tag)) {
     // Same buffer, new shape: what was carried belongs to another tensor.
     found = reset(found, nullptr);
   }
-  if (found != slots_.end()) return &found->second;
+  if (found != slots_.end()) {
+    found->second.last_use = now;
+    return &found->second;
+  }
 
   const std::uint64_t needed = want_residual ? std::uint64_t{count} * sizeof(float) : 0;
   if (bytes_held_ + needed > max_bytes_) return nullptr;
@@ -18,6 +47,7 @@ ResidualSlot* ResidualStore::find_or_create(const ResidualKey& key, std::size_t 
   slot.count = count;
   slot.datatype_tag = datatype_tag;
   slot.feeds_back = want_residual;
+  slot.last_use = now;
   bytes_held_ += needed;
   return &slots_.emplace(key, std::move(slot)).first->second;
 }
@@ -88,6 +118,7 @@ void ResidualStore::forget_communicator(std::uint64_t comm_id) {
 }
 
 void ResidualStore::take_communicator(std::uint64_t comm_id, std::vector<DeviceBlock>& out) {
+  uses_.erase(comm_id);
   auto it = slots_.lower_bound(ResidualKey{comm_id, nullptr});
   while (it != slots_.end() && it->first.comm_id == comm_id) {
     bytes_held_ -= it->second.held_bytes();

@@ -85,6 +85,8 @@ struct ResidualSlot {
   bool state_uncounted() const {
     return feeds_back && compressor_state.size() != state_floats_counted;
   }
+  // Its communicator's use count (ResidualStore) at the key's last call.
+  std::uint64_t last_use = 0;
   // Memory is held for it (what a key reset during graph capture may not free).
   bool holds_memory() const { return !residual.empty() || device.get() || device_state.get(); }
 };
@@ -96,7 +98,10 @@ class ResidualStore {
  public:
   enum class Found { ok, over_cap, not_now, no_memory };
 
-  explicit ResidualStore(std::uint64_t max_bytes) : max_bytes_(max_bytes) {}
+  // evict_after: a key of the MPI side unused for that many of its
+  // communicator's calls is freed (SLIMREDUCE_EF_EVICT_CALLS; 0: never).
+  explicit ResidualStore(std::uint64_t max_bytes, std::uint64_t evict_after = 0)
+      : max_bytes_(max_bytes), evict_after_(evict_after) {}
   ResidualStore(ResidualStore&&) = default;
   ResidualStore& operator=(ResidualStore&&) = default;
 
@@ -136,6 +141,8 @@ class ResidualStore {
   std::uint64_t bytes_held() const { return bytes_held_; }
   // How many times a key came back with another shape and lost its residual.
   std::uint64_t resets() const { return resets_; }
+  // How many keys went unused for SLIMREDUCE_EF_EVICT_CALLS calls and were freed.
+  std::uint64_t evicted() const { return evicted_; }
 
  private:
   using Slots = std::map<ResidualKey, ResidualSlot>;
@@ -143,9 +150,20 @@ class ResidualStore {
   // (still held), anything else freed after the work on `stream`.
   Slots::iterator reset(Slots::iterator slot, void* stream);
 
+  // Counts a call on the communicator and, every quarter of evict_after_
+  // calls, frees its keys not used by any of its last evict_after_ calls (so
+  // a key lives at most about 1.25 evict_after_ calls unused); the call's number.
+  std::uint64_t note_use(std::uint64_t comm_id);
+  void evict_unused(std::uint64_t comm_id, std::uint64_t now);
+
   std::uint64_t max_bytes_;
+  std::uint64_t evict_after_;
   std::uint64_t bytes_held_ = 0;
   std::uint64_t resets_ = 0;
+  std::uint64_t evicted_ = 0;
+  // Per communicator: the calls that looked up a key (one numbering per
+  // communicator, the same on every rank: every rank makes its calls in order).
+  std::map<std::uint64_t, std::uint64_t> uses_;
   Slots slots_;
   std::multimap<std::uint64_t, DeviceBlock> retired_;  // by communicator, still held
 };

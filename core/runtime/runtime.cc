@@ -41,7 +41,7 @@ Runtime::Runtime(Settings settings, std::unique_ptr<DeviceAllocator> device_memo
       device_memory_(std::move(device_memory)),
       shared_{policy_for(settings_),
               CompressionDecision(settings_.ef_max_bytes, settings_.warmup_steps),
-              ResidualStore(settings_.ef_max_bytes)} {
+              ResidualStore(settings_.ef_max_bytes, settings_.ef_evict_calls)} {
   log_settings(launcher_rank);
   log_products(launcher_rank);
   timeline_.know_rank(launcher_rank);  // until MPI or NCCL says

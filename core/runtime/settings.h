@@ -32,6 +32,7 @@ struct Settings {
   std::uint64_t min_bytes = 65536;
   std::uint64_t warmup_steps = 0;
   std::uint64_t ef_max_bytes = std::uint64_t{4} << 30;
+  std::uint64_t ef_evict_calls = 10000;
   std::uint64_t fusion_threshold = std::uint64_t{64} << 20;
   std::uint64_t partition_bytes = std::uint64_t{4} << 20;
   Pipelining pipeline = Pipelining::automatic;

@@ -26,7 +26,7 @@ MIB = 1024.0 * 1024.0
 # are required, the others (added later) default to 0.
 CALL_KEYS = ("intercepted", "compressed", "passed_through", "warmup", "ef_cap_fallback")
 CALL_KEYS_LATER = ("ef_resets", "overflow_rescued", "iallreduce", "fused_batches", "fused_tensors",
-                   "partitions", "topk_gathered", "topk_sharded")
+                   "partitions", "topk_gathered", "topk_sharded", "ef_evicted")
 BYTE_KEYS = ("input", "wire_baseline", "wire_sent")
 NODE_KEYS = ("inter_node_baseline", "inter_node_sent", "intra_node_baseline", "intra_node_sent")
 

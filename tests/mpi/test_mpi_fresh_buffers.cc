@@ -57,6 +57,38 @@ TEST(FreshBuffers, EveryRankTakesTheSamePathCallByCall) {
   }
 }
 
+// Every step a new receive buffer, all kept alive (so every key is new), under
+// a cap of 8 keys: with SLIMREDUCE_EF_EVICT_CALLS below the step count the
+// keys no step uses again are freed and the cap is never reached; with the
+// default (10000) they stay and the cap turns error feedback off.
+TEST(FreshBuffers, UnusedKeysAreEvictedBeforeTheCapFills) {
+  constexpr int kManySteps = 40;
+  const std::uint64_t limit = std::stoull(env_or("SLIMREDUCE_EF_EVICT_CALLS", "10000"));
+  ASSERT_EQ(env_or("SLIMREDUCE_EF_MAX_BYTES", ""), "8M") << "run with a cap of 8 keys";
+  const std::vector<float> gradient(kCount, static_cast<float>(world_rank() + 1));
+  slimreduce_counters first{}, last{};
+  ASSERT_TRUE(read_counters(&first));
+  const double evicted_before = counter("calls.ef_evicted");
+  std::vector<std::unique_ptr<float[]>> alive;
+  for (int step = 0; step < kManySteps; ++step) {
+    alive.push_back(std::make_unique<float[]>(kCount));
+    ASSERT_EQ(MPI_Allreduce(gradient.data(), alive.back().get(), kCount, MPI_FLOAT, MPI_SUM,
+                            MPI_COMM_WORLD),
+              MPI_SUCCESS);
+  }
+  read_counters(&last);
+  const auto evicted = static_cast<std::uint64_t>(counter("calls.ef_evicted") - evicted_before);
+  const std::uint64_t fallbacks = last.ef_cap_fallback - first.ef_cap_fallback;
+  EXPECT_TRUE(same_on_every_rank(evicted));
+  if (limit < kManySteps) {
+    EXPECT_GE(evicted, kManySteps - 8u) << "keys no call uses again";
+    EXPECT_EQ(fallbacks, 0u) << "the cap never filled";
+  } else {
+    EXPECT_EQ(evicted, 0u);
+    EXPECT_GT(fallbacks, 0u) << "without eviction the cap fills (the case eviction is for)";
+  }
+}
+
 }  // namespace
 }  // namespace slimreduce::testing
 
