@@ -294,21 +294,12 @@ TEST(LowRankFinite, FlagSetsOnInfOrNaNAndNeverClears) {
   EXPECT_EQ(bad, 1u);
 }
 
-std::uint32_t bits_of(float f) {
-  std::uint32_t b;
-  std::memcpy(&b, &f, sizeof b);
-  return b;
-}
-
-float from_bits(std::uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, sizeof f);
-  return f;
-}
+using sk::bits_float;
+using sk::float_bits;
 
 // low_rank_settle's two ends, against values written out by hand.
 TEST(LowRankSettle, GoodSumsDivideOutAndKeepTheSummedQ) {
-  std::vector<float> out = {6.0f, -3.0f, 0.0f, from_bits(0x7fa00001u), 1.5f};
+  std::vector<float> out = {6.0f, -3.0f, 0.0f, bits_float(0x7fa00001u), 1.5f};
   std::vector<float> residual = {0.25f, 0.5f, -1.0f, 2.0f, 4.0f};
   const std::vector<float> q_sum = {1.0f, 2.0f, 3.0f};
   std::vector<float> q_state = {9.0f, 9.0f, 9.0f};
@@ -316,18 +307,18 @@ TEST(LowRankSettle, GoodSumsDivideOutAndKeepTheSummedQ) {
                       q_state.data(), q_sum.size());
   EXPECT_EQ(out[0], 2.0f);
   EXPECT_EQ(out[1], -1.0f);
-  EXPECT_EQ(bits_of(out[2]), 0u);
-  EXPECT_EQ(bits_of(out[3]), 0x7fe00001u) << "the NaN kept, its quiet bit set";
+  EXPECT_EQ(float_bits(out[2]), 0u);
+  EXPECT_EQ(float_bits(out[3]), 0x7fe00001u) << "the NaN kept, its quiet bit set";
   EXPECT_EQ(out[4], 0.5f);
   EXPECT_EQ(residual, (std::vector<float>{0.25f, 0.5f, -1.0f, 2.0f, 4.0f})) << "left alone";
   EXPECT_EQ(q_state, q_sum) << "the key's Q is the summed Q: the next call starts warm";
 }
 
 TEST(LowRankSettle, DivisorOneLeavesEveryBitEvenASignallingNaN) {
-  std::vector<float> out = {7.0f, from_bits(0x7f800001u)};
+  std::vector<float> out = {7.0f, bits_float(0x7f800001u)};
   sk::low_rank_settle(false, out.data(), nullptr, out.size(), 1, nullptr, nullptr, 0);
   EXPECT_EQ(out[0], 7.0f);
-  EXPECT_EQ(bits_of(out[1]), 0x7f800001u);
+  EXPECT_EQ(float_bits(out[1]), 0x7f800001u);
 }
 
 TEST(LowRankSettle, BadSumsGiveNaNZeroResidualAndKeepTheOldQ) {
@@ -337,7 +328,7 @@ TEST(LowRankSettle, BadSumsGiveNaNZeroResidualAndKeepTheOldQ) {
   std::vector<float> q_state = {9.0f, 8.0f};
   sk::low_rank_settle(true, out.data(), residual.data(), out.size(), 2, q_sum.data(),
                       q_state.data(), q_sum.size());
-  for (float v : out) EXPECT_EQ(bits_of(v), sk::kDefaultNanBits);
+  for (float v : out) EXPECT_EQ(float_bits(v), sk::kDefaultNanBits);
   EXPECT_EQ(residual, (std::vector<float>{0.0f, 0.0f, 0.0f}));
   EXPECT_EQ(q_state, (std::vector<float>{9.0f, 8.0f})) << "a bad Q never becomes the key's";
 }
@@ -345,7 +336,7 @@ TEST(LowRankSettle, BadSumsGiveNaNZeroResidualAndKeepTheOldQ) {
 TEST(LowRankSettle, WithoutResidualOrStateTouchesOnlyOut) {
   std::vector<float> out = {4.0f};
   sk::low_rank_settle(true, out.data(), nullptr, 1, 4, nullptr, nullptr, 0);
-  EXPECT_EQ(bits_of(out[0]), sk::kDefaultNanBits);
+  EXPECT_EQ(float_bits(out[0]), sk::kDefaultNanBits);
   out[0] = 4.0f;
   sk::low_rank_settle(false, out.data(), nullptr, 1, 4, nullptr, nullptr, 0);
   EXPECT_EQ(out[0], 1.0f);
