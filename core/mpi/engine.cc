@@ -81,7 +81,7 @@ ThreadTally::Factors factors_of(const CommState& state) {
   ThreadTally::Factors factors;
   factors.ring = state.ring_factor();
   if (const Hierarchy* hierarchy = state.hierarchy()) {
-    (hierarchy->ring_hop_crosses ? factors.inter : factors.intra) = factors.ring;
+    (hierarchy->split.ring_hop_crosses ? factors.inter : factors.intra) = factors.ring;
   }
   return factors;
 }
@@ -187,9 +187,8 @@ void Engine::count_pass_through(std::uint64_t bytes, const CommState& state,
   Counters delta;
   delta.count_pass_through(bytes, state.size());
   if (reason) ++(delta.*reason);
-  if (const Hierarchy* hierarchy = state.hierarchy()) {
-    delta.count_by_node(delta.wire_baseline, delta.wire_sent, hierarchy->ring_hop_crosses);
-  }
+  if (const Hierarchy* hierarchy = state.hierarchy())
+    count_by_node(delta, hierarchy->split, false, 0);
   runtime_.board(Side::mpi).add(delta);
 }
 
@@ -199,15 +198,8 @@ void Engine::count_compressed(std::uint64_t bytes, const CommState& state, doubl
   // (delta may hold a fused batch's earlier calls).
   Counters call;
   call.count_compressed(bytes, state.size(), wire_sent);
-  if (const Hierarchy* hierarchy = state.hierarchy()) {
-    if (hierarchy->flat()) {
-      call.count_by_node(call.wire_baseline, wire_sent, hierarchy->ring_hop_crosses);
-    } else {
-      call.count_hierarchical_by_node(algorithms::Hierarchical::intra_node_bytes(
-                                          bytes / sizeof(float), hierarchy->node->size()),
-                                      hierarchy->ring_hop_crosses);
-    }
-  }
+  if (const Hierarchy* hierarchy = state.hierarchy())
+    count_by_node(call, hierarchy->split, !hierarchy->flat(), bytes / sizeof(float));
   delta += call;
 }
 
@@ -370,7 +362,7 @@ int Engine::prepare_wire(CommState& state, MPI_Comm comm, MPI_Comm* wire_comm) {
   if (hierarchy.flat() && state.rank() == 0) {
     log_line(settings.log_level, LogLevel::info, world_rank_,
              "communicator %llu reduces flat, not hierarchically: %s",
-             static_cast<unsigned long long>(state.id()), hierarchy.flat_because.c_str());
+             static_cast<unsigned long long>(state.id()), hierarchy.split.flat_because.c_str());
   }
   state.keep_hierarchy(std::move(hierarchy));
   tallies_.forget_communicators();  // their node factors were made without it

@@ -2,8 +2,6 @@
 
 #include <vector>
 
-#include "algorithms/hierarchical.h"
-
 namespace slimreduce {
 namespace {
 
@@ -32,14 +30,11 @@ Status make_hierarchy(MPI_Comm comm, backends::Transport& transport, int world_r
   SLIMREDUCE_TRY(node_color(comm, transport.rank(), world_rank, local_size, &color));
   std::vector<int> colors(transport.size());
   SLIMREDUCE_TRY(Status::mpi(PMPI_Allgather(&color, 1, MPI_INT, colors.data(), 1, MPI_INT, comm)));
-  out->ring_hop_crosses = colors[(transport.rank() + 1) % transport.size()] != color;
-  out->flat_because = algorithms::Hierarchical::flat_reason(colors);
-  if (!out->flat_because.empty()) return {};
+  out->split = split_by_node(colors, transport.rank());
+  if (out->split.flat()) return {};
   std::unique_ptr<backends::Transport> node;
   std::unique_ptr<backends::Transport> cross;
-  SLIMREDUCE_TRY(transport.split(color, transport.rank(), &node));
-  // Ranks of one local index, ordered by their node's name: the same order on every rank.
-  SLIMREDUCE_TRY(transport.split(node->rank(), color, &cross));
+  SLIMREDUCE_TRY(split_transports(transport, out->split, &node, &cross));
   out->node = std::move(node);
   out->cross = std::move(cross);
   return {};

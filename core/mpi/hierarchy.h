@@ -12,17 +12,14 @@
 
 #include "backends/status.h"
 #include "backends/transport.h"
+#include "core/runtime/node_split.h"
 
 namespace slimreduce {
 
 struct Hierarchy {
   std::unique_ptr<backends::Transport> node;   // this node's ranks, by rank
   std::unique_ptr<backends::Transport> cross;  // this local index on every node, by node
-  std::string flat_because;                    // set: reduce flat, for this reason
-  // Whether this rank's successor in the communicator's rank order is on
-  // another node: where a flat ring's hop from this rank crosses a node
-  // boundary (the report's node split).
-  bool ring_hop_crosses = false;
+  NodeSplit split;                             // the nodes (core/runtime/node_split.h)
   bool flat() const { return !node; }
 };
 

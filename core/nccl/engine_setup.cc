@@ -68,7 +68,7 @@ ncclResult_t NcclEngine::know_nodes(ncclComm_t comm, cudaStream_t stream) {
   if (made->flat() && rank == 0) {
     log_line(settings.log_level, LogLevel::info, job_rank,
              "nccl: communicator %llu reduces flat, not hierarchically: %s",
-             static_cast<unsigned long long>(id), made->flat_because.c_str());
+             static_cast<unsigned long long>(id), made->split.flat_because.c_str());
   } else if (!made->flat()) {
     log_line(settings.log_level, LogLevel::debug, job_rank,
              "nccl: communicator %llu reduces hierarchically: %d nodes of %d ranks",
@@ -91,8 +91,8 @@ void NcclEngine::comm_ending(ncclComm_t comm, NcclHierarchy::Ending how) {
     // What stays: its nodes, for the report of any call still made on it, and
     // no sub-communicators (a plan on another thread keeps its own pointer).
     auto kept = std::make_shared<NcclHierarchy>();
-    kept->ring_hop_crosses = found->second->hierarchy->ring_hop_crosses;
-    kept->flat_because = "the communicator is ending";
+    kept->split = found->second->hierarchy->split;
+    kept->split.flat_because = "the communicator is ending";
     ending = std::exchange(found->second->hierarchy, std::move(kept));
   }
   ending->end(how);

@@ -317,18 +317,15 @@ ncclResult_t make_nccl_hierarchy(ncclComm_t comm, int rank, int size, int device
       }
     }
   }
-  out->ring_hop_crosses = node_of[(rank + 1) % size] != node_of[rank];
-  out->flat_because = Hierarchical::flat_reason(node_of);
-  if (!out->flat_because.empty()) return ncclSuccess;
+  out->split = split_by_node(node_of, rank);
+  if (out->split.flat()) return ncclSuccess;
   if (!real::api().comm_split) {
-    out->flat_because = "this NCCL has no ncclCommSplit (NCCL 2.18 and later have it)";
+    out->split.flat_because = "this NCCL has no ncclCommSplit (NCCL 2.18 and later have it)";
     return ncclSuccess;
   }
   backends::NcclTransport parent(comm, rank, size, nullptr);
   std::unique_ptr<backends::Transport> node, cross;
-  Status split = parent.split(node_of[rank], rank, &node);
-  // Ranks of one local index, ordered by their node's name: the same order on every rank.
-  if (split.ok()) split = parent.split(node->rank(), node_of[rank], &cross);
+  const Status split = split_transports(parent, out->split, &node, &cross);
   if (!split.ok()) return backends::nccl_code(split);  // a node made alone goes with `node`
   out->node = as_nccl(std::move(node));
   out->cross = as_nccl(std::move(cross));
@@ -367,13 +364,7 @@ std::unique_ptr<scheduler::Step> hierarchical_step(const CallPlan& p,
 
 void count_by_node(Counters& counted, const NcclHierarchy* nodes, bool hierarchical,
                    std::size_t count) {
-  if (!nodes) return;
-  if (!hierarchical) {
-    counted.count_by_node(counted.wire_baseline, counted.wire_sent, nodes->ring_hop_crosses);
-    return;
-  }
-  counted.count_hierarchical_by_node(Hierarchical::intra_node_bytes(count, nodes->node->size()),
-                                     nodes->ring_hop_crosses);
+  if (nodes) slimreduce::count_by_node(counted, nodes->split, hierarchical, count);
 }
 
 }  // namespace slimreduce

@@ -17,6 +17,7 @@
 #include "compressors/compressor.h"
 #include "core/gpu/device_memory.h"
 #include "core/runtime/counters.h"
+#include "core/runtime/node_split.h"
 #include "scheduler/plan.h"
 
 namespace slimreduce {
@@ -30,10 +31,7 @@ struct NcclHierarchy {
   // call runs on views of them on its own stream (their stream is unused).
   std::unique_ptr<backends::NcclTransport> node;   // this node's ranks, by rank
   std::unique_ptr<backends::NcclTransport> cross;  // this local index on every node, by node
-  std::string flat_because;                        // set: reduce flat, for this reason
-  // Whether this rank's successor in the communicator is on another node:
-  // where a flat ring's hop from this rank crosses a node boundary.
-  bool ring_hop_crosses = false;
+  NodeSplit split;                                 // the nodes (core/runtime/node_split.h)
   bool flat() const { return !node; }
 
   // How the parent ends; its sub-communicators end the same way first.
