@@ -5,7 +5,7 @@
 // clock; the simulated "device" is the host, so the times mean nothing.
 // A stream's wait for an event (cudaStreamWaitEvent) holds the stream's
 // later work until the work before the event's latest record has run (with
-// HOSTSIM_ASYNC=1, each stream on a thread of its own, as on a GPU).
+// by default each stream on a thread of its own, as on a GPU; HOSTSIM_ASYNC=0: in place).
 #include <cuda_runtime_api.h>
 
 #include <atomic>
@@ -20,7 +20,7 @@ struct CUevent_st {
   std::chrono::steady_clock::time_point reached{};
   cudaStream_t stream = nullptr;
   bool recorded = false;
-  // Set by the stream (its worker's thread with HOSTSIM_ASYNC=1) once it got
+  // Set by the stream (its worker's thread unless HOSTSIM_ASYNC=0) once it got
   // here; `reached` is read only after it is.
   std::atomic<bool> done{false};
   // Set once the stream ran the work before the latest record: a wait

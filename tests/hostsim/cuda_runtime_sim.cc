@@ -37,7 +37,7 @@ struct CUstream_st {
   bool capturing = false;
   bool invalidated = false;
   Work captured;
-  // With HOSTSIM_ASYNC=1, the thread that runs its work (the
+  // Unless HOSTSIM_ASYNC=0, the thread that runs its work (the
   // default stream always runs work at once).
   std::unique_ptr<slimreduce::hostsim::StreamWorker> worker;
 };
@@ -88,10 +88,12 @@ cudaError_t fail(cudaError_t rc) {
   return rc;
 }
 
+// Each stream's work on a thread of its own, as on a GPU, unless
+// HOSTSIM_ASYNC=0 (at once, in the caller's thread: the extra, synchronous run).
 bool async_streams() {
   static const bool on = [] {
     const char* value = std::getenv("HOSTSIM_ASYNC");
-    return value && std::strcmp(value, "1") == 0;
+    return !(value && std::strcmp(value, "0") == 0);
   }();
   return on;
 }

@@ -3,7 +3,7 @@
 // mpirun. Every rank has two communicators, A and B, and makes a compressed
 // call on each, checked. Then rank 0 alone calls on A (the others never
 // will): its call waits for them, inside ncclAllReduce (streams run in
-// place) or on the stream's thread (HOSTSIM_ASYNC=1, as on a GPU). A
+// place) or on the stream's thread (the default, as on a GPU; HOSTSIM_ASYNC=0: in place). A
 // watchdog thread of rank 0 sees the simulated collective waiting and aborts
 // A. The call must end: in place, with NCCL's error for an abort
 // (ncclInternalError) coming back through SlimReduce; on the stream, the call
@@ -40,7 +40,7 @@ void call_aborted(Comm& a, float* send, float* recv, cudaStream_t stream) {
   });
   const ncclResult_t rc =
       ncclAllReduce(c.send, c.recv, kCount, ncclFloat32, ncclSum, a.nccl, stream);
-  const bool in_place = !sim::env_or("HOSTSIM_ASYNC", "0").starts_with("1");
+  const bool in_place = sim::env_or("HOSTSIM_ASYNC", "1") == "0";
   if (in_place) {
     expect(rc == ncclInternalError,
            "the call in flight when A was aborted returns ncclInternalError (rc " +
@@ -62,7 +62,7 @@ void call_aborted(Comm& a, float* send, float* recv, cudaStream_t stream) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Threads: the watchdog, and with HOSTSIM_ASYNC=1 the streams' threads.
+  // Threads: the watchdog, and unless HOSTSIM_ASYNC=0 the streams' threads.
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   CHECK(provided == MPI_THREAD_MULTIPLE, "MPI_THREAD_MULTIPLE");
@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
   CUDA_OK(cudaMalloc(&recv, kCount * 4));
   if (world_rank == 0)
     std::printf("compressor %s, %d ranks, streams %s\n", mode.compressor.c_str(), a.size,
-                sim::env_or("HOSTSIM_ASYNC", "0").starts_with("1") ? "on threads" : "in place");
+                sim::env_or("HOSTSIM_ASYNC", "1") == "0" ? "in place" : "on threads");
 
   reduce_on(a, "A before the abort", send, recv, kCount, stream);
   reduce_on(b, "B before the abort", send, recv, kCount, other);

@@ -19,7 +19,7 @@
 using namespace ranks_job;
 
 int main(int argc, char** argv) {
-  // Threads: with HOSTSIM_ASYNC=1 the simulated NCCL's collectives run on the
+  // Threads: unless HOSTSIM_ASYNC=0 the simulated NCCL's collectives run on the
   // streams' threads while this one makes communicators.
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);

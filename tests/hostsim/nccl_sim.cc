@@ -190,7 +190,8 @@ ncclResult_t submit(ncclComm_t handle, cudaStream_t stream, std::function<void(n
 }
 
 // Runs point-to-point calls together: every receive and send posted, then
-// all awaited. One rank: its sends go to its receives, in call order.
+// all awaited, unless the communicator is aborted meanwhile (then nothing is
+// received). One rank: its sends go to its receives, in call order.
 void run_p2p(const ncclComm& comm, const std::vector<P2p>& calls) {
   for (const P2p& call : calls) {
     require_device(call.send ? "ncclSend sendbuff" : "ncclRecv recvbuff", call.buffer, call.bytes);
@@ -202,17 +203,29 @@ void run_p2p(const ncclComm& comm, const std::vector<P2p>& calls) {
       std::memcpy(recvs[i]->buffer, sends[i]->buffer, std::min(sends[i]->bytes, recvs[i]->bytes));
     return;
   }
-  std::vector<MPI_Request> requests;
+  // Buffers of their own: an abort may leave MPI holding them past the call.
+  InFlight in_flight;
   for (const P2p& call : calls) {
-    MPI_Request& request = requests.emplace_back();
-    const int bytes = static_cast<int>(call.bytes);
-    if (call.send) {
-      MPI_Isend(call.buffer, bytes, MPI_BYTE, call.peer, 0, comm.mpi, &request);
+    const auto* bytes_of = static_cast<const std::byte*>(call.buffer);
+    std::vector<std::byte>& staged = in_flight.buffers.emplace_back(call.bytes);
+    if (call.send) std::copy(bytes_of, bytes_of + call.bytes, staged.begin());
+  }
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    MPI_Request& request = in_flight.requests.emplace_back();
+    const int bytes = static_cast<int>(calls[i].bytes);
+    void* staged = in_flight.buffers[i].data();
+    if (calls[i].send) {
+      MPI_Isend(staged, bytes, MPI_BYTE, calls[i].peer, 0, comm.mpi, &request);
     } else {
-      MPI_Irecv(call.buffer, bytes, MPI_BYTE, call.peer, 0, comm.mpi, &request);
+      MPI_Irecv(staged, bytes, MPI_BYTE, calls[i].peer, 0, comm.mpi, &request);
     }
   }
-  MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+  if (!wait_unless_aborted(comm, in_flight)) return;
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    if (!calls[i].send)
+      std::copy(in_flight.buffers[i].begin(), in_flight.buffers[i].end(),
+                static_cast<std::byte*>(calls[i].buffer));
+  }
 }
 
 // ncclSend and ncclRecv: at once outside a group; inside one, joined to the

@@ -70,15 +70,11 @@ ncclResult_t forget(ncclComm_t comm, bool abort) {
   return ncclSuccess;
 }
 
-// Collectives cut short by an abort: MPI still owns their requests, so their
+// Calls cut short by an abort: MPI still owns their requests, so their
 // buffers are kept to the end of the process.
-struct CutShort {
-  std::vector<std::byte> send, all;
-  MPI_Request request = MPI_REQUEST_NULL;
-};
 std::mutex cut_short_mutex;
-std::vector<std::unique_ptr<CutShort>>& cut_short() {
-  static auto* kept = std::make_unique<std::vector<std::unique_ptr<CutShort>>>().release();
+std::vector<std::unique_ptr<InFlight>>& cut_short() {
+  static auto* kept = std::make_unique<std::vector<std::unique_ptr<InFlight>>>().release();
   return *kept;
 }
 
@@ -129,27 +125,17 @@ ncclResult_t taken(ncclComm* comm) {
   return ncclInProgress;
 }
 
-bool gather_all(const ncclComm& comm, const void* send, std::size_t bytes,
-                std::vector<std::byte>& all) {
-  if (comm.size == 1) {
-    all.assign(static_cast<const std::byte*>(send), static_cast<const std::byte*>(send) + bytes);
-    return true;
-  }
-  auto gather = std::make_unique<CutShort>();
-  gather->send.assign(static_cast<const std::byte*>(send),
-                      static_cast<const std::byte*>(send) + bytes);
-  gather->all.resize(bytes * comm.size);
-  MPI_Iallgather(gather->send.data(), static_cast<int>(bytes), MPI_BYTE, gather->all.data(),
-                 static_cast<int>(bytes), MPI_BYTE, comm.mpi, &gather->request);
+bool wait_unless_aborted(const ncclComm& comm, InFlight& in_flight) {
   ++waiting;
   for (int done = 0;;) {
-    MPI_Test(&gather->request, &done, MPI_STATUS_IGNORE);
+    MPI_Testall(static_cast<int>(in_flight.requests.size()), in_flight.requests.data(), &done,
+                MPI_STATUSES_IGNORE);
     if (done) break;
     if (comm.aborted) {
       --waiting;
       {
         std::lock_guard lock(cut_short_mutex);
-        cut_short().push_back(std::move(gather));
+        cut_short().push_back(std::make_unique<InFlight>(std::move(in_flight)));
       }
       // A GPU kernel takes a while to see NCCL's abort flag: the work queued
       // after it runs that much later, so that memory freed by the aborting
@@ -160,7 +146,24 @@ bool gather_all(const ncclComm& comm, const void* send, std::size_t bytes,
     std::this_thread::yield();
   }
   --waiting;
-  all = std::move(gather->all);
+  return true;
+}
+
+bool gather_all(const ncclComm& comm, const void* send, std::size_t bytes,
+                std::vector<std::byte>& all) {
+  if (comm.size == 1) {
+    all.assign(static_cast<const std::byte*>(send), static_cast<const std::byte*>(send) + bytes);
+    return true;
+  }
+  InFlight gather;
+  gather.buffers.emplace_back(static_cast<const std::byte*>(send),
+                              static_cast<const std::byte*>(send) + bytes);
+  gather.buffers.emplace_back(bytes * comm.size);
+  MPI_Request& request = gather.requests.emplace_back();
+  MPI_Iallgather(gather.buffers[0].data(), static_cast<int>(bytes), MPI_BYTE,
+                 gather.buffers[1].data(), static_cast<int>(bytes), MPI_BYTE, comm.mpi, &request);
+  if (!wait_unless_aborted(comm, gather)) return false;
+  all = std::move(gather.buffers[1]);
   return true;
 }
 

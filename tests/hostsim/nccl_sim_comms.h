@@ -40,4 +40,16 @@ ncclResult_t taken(ncclComm* comm);
 bool gather_all(const ncclComm& comm, const void* send, std::size_t bytes,
                 std::vector<std::byte>& all);
 
+// MPI requests posted on comm's MPI communicator for one NCCL call, on
+// buffers of their own (MPI writes or reads them until they complete).
+struct InFlight {
+  std::vector<std::vector<std::byte>> buffers;
+  std::vector<MPI_Request> requests;
+};
+// Waits for them, counted as a collective waiting, as NCCL's kernels wait;
+// false if comm is aborted meanwhile: an abort ends point-to-point calls as it
+// ends collectives (the requests and their buffers are then kept to the end
+// of the process: MPI still owns them).
+bool wait_unless_aborted(const ncclComm& comm, InFlight& in_flight);
+
 }  // namespace slimreduce::hostsim

@@ -1,4 +1,4 @@
-// A simulated stream's device: with HOSTSIM_ASYNC=1 each stream
+// A simulated stream's device: unless HOSTSIM_ASYNC=0 each stream
 // runs its work in order on a thread of its own, so the host runs ahead of
 // the "device" as on a GPU, and a missing wait (a buffer read, freed or
 // reused before the work that uses it has run) shows up in the results, or
