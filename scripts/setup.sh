@@ -9,7 +9,8 @@ packages=(cmake g++ make gfortran openmpi-bin libopenmpi-dev libgtest-dev libben
           python3 python3-mpi4py python3-numpy iproute2
           libopenblas0-serial  # PowerSGD's products (loaded privately at run time)
           python3-venv python3-pip python3-matplotlib pkgconf  # the tools' tests (docs/tools.md)
-          clang libclang-rt-14-dev)  # libFuzzer, for tests/fuzz
+          clang libclang-rt-14-dev  # libFuzzer, for tests/fuzz
+          ccache)  # the suite's build trees rebuild from it (scripts/compiler_cache.sh)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
@@ -23,5 +24,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+source scripts/compiler_cache.sh
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${compiler_launchers[@]}" >/dev/null
 cmake --build build -j"$(nproc)"

@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ./scripts/setup.sh
+source scripts/compiler_cache.sh  # the trees the tests build use it too
 cd build
 status=0
 ctest --output-on-failure -j"$(nproc)" "$@" 2>&1 | tee ctest-output.log || status=$?
