@@ -36,6 +36,11 @@ required() {  # WHAT [REGISTRY PACKAGE ...]
   say "  FAIL: $what must run in CI (CI=true)"
   required_missing=$((required_missing + 1))
 }
+# ctest's own summary: what follows its last "N% tests passed" line (a failed
+# test's output, printed above it, may hold an inner ctest's summary).
+summary_of() {
+  awk '/^[0-9]+% tests passed/ { buffer = "" } { buffer = buffer $0 "\n" } END { printf "%s", buffer }' "$1"
+}
 if [[ $(sed -n 's/^SLIMREDUCE_CUDA:[A-Z]*=//p' "$cache") != ON ]] ||
    ! grep -q '^SLIMREDUCE_NCCL_INCLUDE_DIR:PATH=/' "$cache"; then
   say "GPU path suites (labels cuda, hostsim: the NCCL shim, the device path, the host" \
@@ -63,7 +68,7 @@ while read -r name; do
       say "$name: skipped itself: its output in Testing/Temporary/LastTest.log says why"
       required "$name" ;;
   esac
-done < <(sed -n 's/^[[:space:]]*[0-9]* - \(.*\) (Skipped)$/\1/p' "$output")
+done < <(summary_of "$output" | sed -n 's/^[[:space:]]*[0-9]* - \(.*\) (Skipped)$/\1/p')
 [[ $lines -gt 0 ]] || echo "  nothing: every suite was built and every test ran"
 if [ $required_missing -gt 0 ]; then
   echo "FAIL: $required_missing required suite(s) did not run in CI (above)"
