@@ -22,11 +22,6 @@ namespace {
 namespace real = backends::nccl;
 using algorithms::Hierarchical;
 
-// The error our caller would get for a failed CUDA call.
-ncclResult_t nccl_error(cudaError_t rc) {
-  return rc == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
-}
-
 // ---- The nodes, learnt once ----
 
 // A node's name as every rank of it spells it; equal names, one node.
@@ -76,14 +71,14 @@ ncclResult_t exchange(ncclComm_t comm, int size, int device, DeviceAllocator& al
   if (!guard.ok()) return ncclUnhandledCudaError;
   PrivateStream stream;
   cudaError_t rc = cudaStreamCreateWithFlags(&stream.stream, cudaStreamNonBlocking);
-  if (rc != cudaSuccess) return nccl_error(rc);
+  if (rc != cudaSuccess) return backends::nccl_code(Status::cuda(rc));
   const std::size_t bytes = kNameBytes * (size + 1);  // every rank's names, then this rank's
   PrivateBuffer buffer{allocator, stream.stream, allocator.allocate(bytes, stream.stream, false)};
   if (!buffer.ptr) return ncclSystemError;
   auto* names = static_cast<std::byte*>(buffer.ptr);
   std::byte* own = names + kNameBytes * size;
   rc = cudaMemcpyAsync(own, mine.data(), kNameBytes, cudaMemcpyHostToDevice, stream.stream);
-  if (rc != cudaSuccess) return nccl_error(rc);
+  if (rc != cudaSuccess) return backends::nccl_code(Status::cuda(rc));
   const ncclResult_t gathered =
       real::call(real::api().all_gather, static_cast<const void*>(own), static_cast<void*>(names),
                  kNameBytes, ncclUint8, comm, stream.stream);
@@ -92,7 +87,7 @@ ncclResult_t exchange(ncclComm_t comm, int size, int device, DeviceAllocator& al
   rc =
       cudaMemcpyAsync(all->data(), names, kNameBytes * size, cudaMemcpyDeviceToHost, stream.stream);
   if (rc == cudaSuccess) rc = cudaStreamSynchronize(stream.stream);
-  return nccl_error(rc);
+  return backends::nccl_code(Status::cuda(rc));
 }
 
 // A sub-transport ncclCommSplit made (NcclTransport::split makes no other kind).
