@@ -13,16 +13,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "scheduler/route.h"
+
 namespace slimreduce {
-
-// How a reduction travels, as the runtime's policy decided from its arguments alone.
-enum class ReductionPath { pass_through, cast, topk, low_rank, sharded };
-
-struct ReductionVerdict {
-  ReductionPath path = ReductionPath::pass_through;
-  bool average = false;  // ncclAvg: divide by the rank count once, after the sum
-  const char* reason = "";
-};
 
 // ncclResult_t values the logic tells apart.
 inline constexpr int kNcclSuccess = 0;

@@ -2,10 +2,6 @@
 
 namespace slimreduce {
 
-EligibilityRule eligibility_rule(const Settings& settings) {
-  return {settings.compressor != "none", settings.min_bytes};
-}
-
 bool usable_buffers(const void* sendbuf, const void* recvbuf, const void* in_place) {
   if (recvbuf == nullptr || recvbuf == in_place || sendbuf == nullptr) return false;
   return sendbuf == in_place || sendbuf != recvbuf;

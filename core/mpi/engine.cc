@@ -45,7 +45,7 @@ Engine& Engine::start(Runtime& runtime) {
 Engine::Engine(Runtime& runtime)
     : runtime_(runtime),
       staging_(std::make_unique<device_staging::StagingPool>(runtime.device_memory())),
-      rule_(eligibility_rule(runtime.settings())) {
+      rule_(eligibility_rule(runtime.settings(), runtime.policy().compressor.get())) {
   PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_comm_delete, &comm_keyval_, nullptr);
   if (int real_size = 0; PMPI_Type_size(MPI_REAL, &real_size) == MPI_SUCCESS && real_size == 4) {
     real32_ = MPI_REAL;
@@ -70,7 +70,7 @@ Engine::~Engine() {
 
 void Engine::policy_changed(std::vector<int>&) {
   std::lock_guard lock(mutex_);
-  rule_ = eligibility_rule(runtime_.settings());
+  rule_ = eligibility_rule(runtime_.settings(), runtime_.policy().compressor.get());
   tallies_.forget_communicators();  // their compress_from came from the old rule
 }
 
@@ -94,8 +94,8 @@ CommState* Engine::state_of(MPI_Comm comm) {
   CommState* state = look_up_state(comm);
   if (!state) return nullptr;
   // The same rule as classify(), for the fp32 SUM calls the hot path sees.
-  const bool compressible =
-      rule_.compressing && !state->is_intercommunicator() && state->size() > 1;
+  const bool compressible = rule_.compressing && !state->is_intercommunicator() &&
+                            state->size() >= kMpiRules.fewest_ranks;
   const std::uint64_t compress_from =
       compressible ? std::max<std::uint64_t>(rule_.min_bytes, 1) : ThreadTally::kNever;
   tally.real_type = real32_;
@@ -160,13 +160,14 @@ bool Engine::read_call(const void* sendbuf, const void* recvbuf, int count, MPI_
   if (!state || PMPI_Type_size(datatype, &type_size) != MPI_SUCCESS || count < 0) return false;
   read->state = state;
   read->bytes = std::uint64_t(count) * std::uint64_t(type_size);
-  const CallFacts facts{is_float32(datatype, type_size),
-                        op == MPI_SUM,
-                        !state->is_intercommunicator(),
-                        read->bytes,
-                        usable_buffers(sendbuf, recvbuf, MPI_IN_PLACE),
-                        state->size() > 1};
-  read->compress = classify(facts, rule_) == Verdict::compress;
+  MpiCall call;
+  call.float32 = is_float32(datatype, type_size);
+  call.op_sum = op == MPI_SUM;
+  call.intracomm = !state->is_intercommunicator();
+  call.comm_size = state->size();
+  call.count = static_cast<std::uint64_t>(count);
+  call.usable_buffers = usable_buffers(sendbuf, recvbuf, MPI_IN_PLACE);
+  read->compress = mpi_compresses(call, rule_);
   return true;
 }
 

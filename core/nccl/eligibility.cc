@@ -20,61 +20,35 @@ int env_blocking(const char* value) {
 
 }  // namespace
 
-NcclElem nccl_elem(int datatype) {
+ElemType nccl_elem(int datatype) {
   switch (datatype) {
     case kNcclFloat32:
-      return NcclElem::fp32;
+      return ElemType::fp32;
     case kNcclFloat16:
-      return NcclElem::fp16;
+      return ElemType::fp16;
     case kNcclBfloat16:
-      return NcclElem::bf16;
+      return ElemType::bf16;
     default:
-      return NcclElem::other;
+      return ElemType::other;
   }
 }
 
-std::uint64_t nccl_elem_bytes(NcclElem elem) {
-  switch (elem) {
-    case NcclElem::fp32:
-      return 4;
-    case NcclElem::fp16:
-    case NcclElem::bf16:
-      return 2;
-    case NcclElem::other:
-      break;
-  }
-  return 0;
+CallFacts nccl_call_facts(int datatype, int op, std::uint64_t count, bool coll_config) {
+  CallFacts facts;
+  facts.elem = nccl_elem(datatype);
+  facts.op = op == kNcclSum ? ReduceOp::sum : op == kNcclAvg ? ReduceOp::average : ReduceOp::other;
+  facts.count = count;
+  facts.usable_buffers = true;  // NCCL checks its own pointers; no in-place marker
+  facts.coll_config = coll_config;
+  return facts;
 }
 
-ReductionVerdict classify_nccl(const NcclCallFacts& facts, const Settings& settings,
+ReductionVerdict classify_nccl(const CallFacts& facts, const Settings& settings,
                                const compressors::Compressor* compressor) {
-  using compressors::DeviceKernels;
-  const NcclElem elem = nccl_elem(facts.datatype);
-  const std::uint64_t bytes = facts.count * nccl_elem_bytes(elem);
-  auto pass = [](const char* reason) {
-    return ReductionVerdict{ReductionPath::pass_through, false, reason};
-  };
-  if (!compressor) return pass("compressor none");
-  const DeviceKernels kernels = compressor->device_kernels();
-  if (kernels == DeviceKernels::none) return pass("no GPU kernel for this compressor");
-  // An algorithm, CTA counts, a launch event: honoured only by NCCL running the call itself.
-  if (facts.coll_config) return pass("per-call config");
-  if (facts.op != kNcclSum && facts.op != kNcclAvg) return pass("op");  // PreMulSum, max, ...
-  if (elem == NcclElem::other) return pass("datatype");
-  // A cast of 16-bit values to 16 bits saves nothing: only top-k takes them.
-  if (elem != NcclElem::fp32 && kernels != DeviceKernels::topk) return pass("datatype");
-  if (facts.count == 0 || bytes < settings.min_bytes) return pass("size");
-  if (!facts.device_buffers) return pass("host buffer");
-  if (!facts.blocking_comm || facts.comm_size < 1) return pass("communicator");
-  if (facts.count > compressor->device_max_count()) return pass("size");
-  const ReductionPath path = kernels == DeviceKernels::topk       ? ReductionPath::topk
-                             : kernels == DeviceKernels::low_rank ? ReductionPath::low_rank
-                             : kernels == DeviceKernels::sharded  ? ReductionPath::sharded
-                                                                  : ReductionPath::cast;
-  return ReductionVerdict{path, facts.op == kNcclAvg, ""};
+  return classify(facts, eligibility_rule(settings, compressor), kNcclRules);
 }
 
-ReductionVerdict classify_nccl(const NcclCallFacts& facts, const Settings& settings) {
+ReductionVerdict classify_nccl(const CallFacts& facts, const Settings& settings) {
   return classify_nccl(facts, settings, compressor_named(settings.compressor, settings).get());
 }
 

@@ -1,6 +1,7 @@
-// Which ncclAllReduce calls SlimReduce may compress (invariant 2 of docs/architecture.md, NCCL
-// side), from facts every rank derives alike from its arguments. Pure logic:
-// no NCCL or CUDA header, so it is tested on any machine.
+// The NCCL front of the shared classifier (core/runtime/eligibility.h): the
+// facts of an ncclAllReduce from its arguments, and a new communicator's
+// blocking mode and shape. Pure logic: no NCCL or CUDA header, so it is
+// tested on any machine.
 #pragma once
 
 #include <climits>
@@ -8,8 +9,8 @@
 #include <string>
 
 #include "compressors/compressor.h"
+#include "core/runtime/eligibility.h"
 #include "core/runtime/settings.h"
-#include "scheduler/group_deferral.h"
 
 namespace slimreduce {
 
@@ -47,27 +48,18 @@ bool nccl_blocking_mode(const NcclModeFacts& facts);
 enum class NcclShape { ready, later, never };
 NcclShape nccl_shape(bool queries_ok, int size);
 
-enum class NcclElem { fp32, fp16, bf16, other };
-NcclElem nccl_elem(int datatype);
-std::uint64_t nccl_elem_bytes(NcclElem elem);  // 0 for other
+ElemType nccl_elem(int datatype);
 
-struct NcclCallFacts {
-  int datatype = -1;
-  int op = -1;
-  std::uint64_t count = 0;
-  bool device_buffers = false;  // send and receive buffers are device (or managed) memory
-  bool blocking_comm = false;   // a communicator we saw created, in blocking mode
-  int comm_size = 0;            // ranks in the communicator (0: unknown)
-  bool coll_config = false;     // a per-call config that asks NCCL for something
-};
+// The facts of a call from its arguments; the communicator's (comm_ready: one
+// we saw created in blocking mode; comm_size) and device_buffers are the
+// engine's to fill.
+CallFacts nccl_call_facts(int datatype, int op, std::uint64_t count, bool coll_config);
 
 // What to do with one ncclAllReduce under `compressor` (nullptr: "none"),
-// which says what GPU kernels it has. Later steps may still pass an eligible
-// call through (warm-up, residual cap, graph capture without workspace); they
-// too decide from call history only.
-ReductionVerdict classify_nccl(const NcclCallFacts& facts, const Settings& settings,
+// which says what GPU kernels it has: classify() under kNcclRules.
+ReductionVerdict classify_nccl(const CallFacts& facts, const Settings& settings,
                                const compressors::Compressor* compressor);
 // The same, with the compressor the settings name (made through the registry).
-ReductionVerdict classify_nccl(const NcclCallFacts& facts, const Settings& settings);
+ReductionVerdict classify_nccl(const CallFacts& facts, const Settings& settings);
 
 }  // namespace slimreduce

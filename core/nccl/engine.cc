@@ -264,25 +264,21 @@ void NcclEngine::comm_gone(ncclComm_t comm, bool aborted) {
   }
 }
 
-void NcclEngine::comm_facts(ncclComm_t comm, NcclCallFacts& facts) const {
+void NcclEngine::comm_facts(ncclComm_t comm, CallFacts& facts) const {
   std::lock_guard lock(mutex_);
   auto found = comms_.find(comm);
   if (found == comms_.end()) return;
-  facts.blocking_comm = found->second->blocking;
+  facts.comm_ready = found->second->blocking;
   facts.comm_size = found->second->size;
 }
 
-NcclCallFacts NcclEngine::facts_of(const Reduction& call,
-                                   const compressors::Compressor* compressor) {
-  NcclCallFacts facts;
-  facts.datatype = call.datatype;
-  facts.op = call.op;
-  facts.count = call.count;
-  facts.coll_config = call.coll_config != nullptr;
+CallFacts NcclEngine::facts_of(const Reduction& call, const compressors::Compressor* compressor) {
+  CallFacts facts =
+      nccl_call_facts(call.datatype, call.op, call.count, call.coll_config != nullptr);
   const auto comm = static_cast<ncclComm_t>(call.comm);
   comm_facts(comm, facts);
   // Created inside a group and not asked since: outside any group, it is made.
-  if (facts.blocking_comm && facts.comm_size == 0 && !group.in_group()) {
+  if (facts.comm_ready && facts.comm_size == 0 && !group.in_group()) {
     shape(comm);
     comm_facts(comm, facts);
   }
@@ -302,11 +298,11 @@ ncclResult_t NcclEngine::all_reduce(const void* sendbuff, void* recvbuff, size_t
   // A config that leaves every choice to NCCL makes the plain call (nccl.h).
   if (!nccl_coll_config_plain(coll_config)) call.coll_config = coll_config;
   const std::shared_ptr<compressors::Compressor> compressor = runtime_.policy().compressor;
-  const NcclCallFacts facts = facts_of(call, compressor.get());
+  const CallFacts facts = facts_of(call, compressor.get());
   call.verdict = classify_nccl(facts, runtime_.settings(), compressor.get());
   PlanRunner actions(*this, !group.in_group());
   if (call.verdict.path == ReductionPath::pass_through) {
-    return static_cast<ncclResult_t>(group.pass_through(call, facts.blocking_comm, actions));
+    return static_cast<ncclResult_t>(group.pass_through(call, facts.comm_ready, actions));
   }
   // Hierarchical: the communicator's nodes and sub-communicators, made at its
   // first eligible call outside any group (inside one NCCL would only queue

@@ -85,8 +85,8 @@ class NcclEngine : public RuntimeSide {
   // SLIMREDUCE_HIERARCHICAL=1, outside any group: comm's nodes learnt and its
   // sub-communicators made, once (nccl_engine_setup.cc).
   ncclResult_t know_nodes(ncclComm_t comm, cudaStream_t stream);
-  void comm_facts(ncclComm_t comm, NcclCallFacts& facts) const;
-  NcclCallFacts facts_of(const Reduction& call, const compressors::Compressor* compressor);
+  void comm_facts(ncclComm_t comm, CallFacts& facts) const;
+  CallFacts facts_of(const Reduction& call, const compressors::Compressor* compressor);
   // alone: the plan is one call made outside any group (it may be pipelined).
   ncclResult_t plan(GroupPlan& plan, bool alone);
   void count_planned(const GroupPlan& plan, std::size_t first);

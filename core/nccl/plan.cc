@@ -17,9 +17,9 @@ namespace real = backends::nccl;
 
 compressors::Elem elem_of(int datatype) {
   switch (nccl_elem(datatype)) {
-    case NcclElem::fp16:
+    case ElemType::fp16:
       return compressors::Elem::fp16;
-    case NcclElem::bf16:
+    case ElemType::bf16:
       return compressors::Elem::bf16;
     default:
       return compressors::Elem::fp32;

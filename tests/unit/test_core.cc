@@ -23,26 +23,30 @@ Settings with_compressor(const char* name, std::uint64_t min_bytes = 65536) {
   return settings;
 }
 
+// Through the front the MPI engine uses (MpiCall, mpi_compresses).
+bool compresses(const MpiCall& call, const Settings& settings) {
+  return mpi_compresses(
+      call, eligibility_rule(settings, compressor_named(settings.compressor, settings).get()));
+}
+
 TEST(Eligibility, OnlyLargeFloatSumsOnIntracommunicators) {
   const Settings fp16 = with_compressor("fp16");
-  const CallFacts eligible{true, true, true, 65536, true};
-  EXPECT_EQ(classify(eligible, fp16), Verdict::compress);
-  CallFacts not_float = eligible, not_sum = eligible, inter = eligible, small = eligible,
-            bad_buffers = eligible, one_rank = eligible;
+  const MpiCall eligible{true, true, true, 2, 16384, true};
+  EXPECT_TRUE(compresses(eligible, fp16));
+  MpiCall not_float = eligible, not_sum = eligible, inter = eligible, small = eligible,
+          bad_buffers = eligible, one_rank = eligible;
   not_float.float32 = false;
   not_sum.op_sum = false;
   inter.intracomm = false;
-  small.bytes = 65532;
+  small.count = 16383;
   bad_buffers.usable_buffers = false;
-  one_rank.several_ranks = false;
-  for (const CallFacts& facts : {not_float, not_sum, inter, small, bad_buffers, one_rank}) {
-    EXPECT_EQ(classify(facts, fp16), Verdict::pass_through);
+  one_rank.comm_size = 1;
+  for (const MpiCall& call : {not_float, not_sum, inter, small, bad_buffers, one_rank}) {
+    EXPECT_FALSE(compresses(call, fp16));
   }
-  EXPECT_EQ(classify(eligible, with_compressor("none")), Verdict::pass_through);
-  EXPECT_EQ(classify(CallFacts{true, true, true, 0, true}, with_compressor("fp16", 0)),
-            Verdict::pass_through);
-  EXPECT_EQ(classify(CallFacts{true, true, true, 4, true}, with_compressor("topk", 4)),
-            Verdict::compress);
+  EXPECT_FALSE(compresses(eligible, with_compressor("none")));
+  EXPECT_FALSE(compresses(MpiCall{true, true, true, 2, 0, true}, with_compressor("fp16", 0)));
+  EXPECT_TRUE(compresses(MpiCall{true, true, true, 2, 1, true}, with_compressor("topk", 4)));
 }
 
 // What the real library reports as MPI_ERR_BUFFER (or crashes on) is left to it.

@@ -16,15 +16,26 @@ Settings with_compressor(const std::string& name, std::uint64_t min_bytes = 6553
   return settings;
 }
 
-NcclCallFacts eligible_facts() {
-  NcclCallFacts facts;
-  facts.datatype = kNcclFloat32;
-  facts.op = kNcclSum;
-  facts.count = 1 << 20;
-  facts.device_buffers = true;
-  facts.blocking_comm = true;
-  facts.comm_size = 4;
-  return facts;
+// A call's arguments and its communicator, as the NCCL engine reads them.
+struct NcclCall {
+  int datatype = kNcclFloat32;
+  int op = kNcclSum;
+  std::uint64_t count = 1 << 20;
+  bool device_buffers = true;
+  bool blocking_comm = true;
+  int comm_size = 4;
+  bool coll_config = false;
+};
+
+NcclCall eligible_facts() { return NcclCall{}; }
+
+// Through the front the engine uses (nccl_call_facts), then the shared classifier.
+ReductionVerdict classify_nccl(const NcclCall& call, const Settings& settings) {
+  CallFacts facts = nccl_call_facts(call.datatype, call.op, call.count, call.coll_config);
+  facts.device_buffers = call.device_buffers;
+  facts.comm_ready = call.blocking_comm;
+  facts.comm_size = call.comm_size;
+  return slimreduce::classify_nccl(facts, settings);
 }
 
 TEST(NcclEligibility, Fp32SumOnDeviceIsCompressedByEveryCompressor) {
@@ -46,7 +57,7 @@ TEST(NcclEligibility, LowRankWhereItsDeviceStepsCanRun) {
   const bool steps = slimreduce::kernels::device::low_rank_available(nullptr);
   EXPECT_EQ(classify_nccl(eligible_facts(), with_compressor("powersgd")).path,
             steps ? ReductionPath::low_rank : ReductionPath::pass_through);
-  NcclCallFacts half = eligible_facts();
+  NcclCall half = eligible_facts();
   half.datatype = kNcclFloat16;
   EXPECT_EQ(classify_nccl(half, with_compressor("powersgd")).path, ReductionPath::pass_through);
 }
@@ -55,21 +66,21 @@ TEST(NcclEligibility, LowRankWhereItsDeviceStepsCanRun) {
 // 16-bit tensors pass through, as do the other ops.
 TEST(NcclEligibility, Int8TakesTheShardedPlanForFp32SumAndAvg) {
   EXPECT_EQ(classify_nccl(eligible_facts(), with_compressor("int8")).path, ReductionPath::sharded);
-  NcclCallFacts avg = eligible_facts();
+  NcclCall avg = eligible_facts();
   avg.op = kNcclAvg;
   const ReductionVerdict verdict = classify_nccl(avg, with_compressor("int8"));
   EXPECT_EQ(verdict.path, ReductionPath::sharded);
   EXPECT_TRUE(verdict.average);
-  NcclCallFacts half = eligible_facts();
+  NcclCall half = eligible_facts();
   half.datatype = kNcclBfloat16;
   EXPECT_EQ(classify_nccl(half, with_compressor("int8")).path, ReductionPath::pass_through);
-  NcclCallFacts max = eligible_facts();
+  NcclCall max = eligible_facts();
   max.op = 2;
   EXPECT_EQ(classify_nccl(max, with_compressor("int8")).path, ReductionPath::pass_through);
 }
 
 TEST(NcclEligibility, AvgIsCompressedAndDividedOnce) {
-  NcclCallFacts facts = eligible_facts();
+  NcclCall facts = eligible_facts();
   facts.op = kNcclAvg;
   const ReductionVerdict verdict = classify_nccl(facts, with_compressor("bf16"));
   EXPECT_EQ(verdict.path, ReductionPath::cast);
@@ -78,7 +89,7 @@ TEST(NcclEligibility, AvgIsCompressedAndDividedOnce) {
 
 TEST(NcclEligibility, OtherOpsPassThroughPreMulSumToo) {
   for (int op : {1, 2, 3, 5, 6, 1000}) {  // prod, max, min, the first PreMulSum handles
-    NcclCallFacts facts = eligible_facts();
+    NcclCall facts = eligible_facts();
     facts.op = op;
     EXPECT_EQ(classify_nccl(facts, with_compressor("fp16")).path, ReductionPath::pass_through)
         << op;
@@ -87,7 +98,7 @@ TEST(NcclEligibility, OtherOpsPassThroughPreMulSumToo) {
 
 TEST(NcclEligibility, SixteenBitFloatsOnlyForTopk) {
   for (int type : {kNcclFloat16, kNcclBfloat16}) {
-    NcclCallFacts facts = eligible_facts();
+    NcclCall facts = eligible_facts();
     facts.datatype = type;
     EXPECT_EQ(classify_nccl(facts, with_compressor("fp16")).path, ReductionPath::pass_through);
     EXPECT_EQ(classify_nccl(facts, with_compressor("bf16")).path, ReductionPath::pass_through);
@@ -97,7 +108,7 @@ TEST(NcclEligibility, SixteenBitFloatsOnlyForTopk) {
 
 TEST(NcclEligibility, OtherTypesPassThrough) {
   for (int type : {0, 1, 2, 3, 4, 5, 8, 10, 11, 12, -1}) {  // ints, fp64, fp8, bogus
-    NcclCallFacts facts = eligible_facts();
+    NcclCall facts = eligible_facts();
     facts.datatype = type;
     EXPECT_EQ(classify_nccl(facts, with_compressor("topk")).path, ReductionPath::pass_through)
         << type;
@@ -105,7 +116,7 @@ TEST(NcclEligibility, OtherTypesPassThrough) {
 }
 
 TEST(NcclEligibility, MinBytesCountsTheCallersElementSize) {
-  NcclCallFacts facts = eligible_facts();
+  NcclCall facts = eligible_facts();
   facts.count = 16384;  // 64 KiB of fp32
   EXPECT_EQ(classify_nccl(facts, with_compressor("fp16")).path, ReductionPath::cast);
   facts.count = 16383;
@@ -118,19 +129,19 @@ TEST(NcclEligibility, MinBytesCountsTheCallersElementSize) {
 }
 
 TEST(NcclEligibility, EmptyCallsPassThroughEvenWithNoMinimum) {
-  NcclCallFacts facts = eligible_facts();
+  NcclCall facts = eligible_facts();
   facts.count = 0;
   EXPECT_EQ(classify_nccl(facts, with_compressor("fp16", 0)).path, ReductionPath::pass_through);
 }
 
 TEST(NcclEligibility, HostBuffersPassThrough) {
-  NcclCallFacts facts = eligible_facts();
+  NcclCall facts = eligible_facts();
   facts.device_buffers = false;
   EXPECT_EQ(classify_nccl(facts, with_compressor("fp16")).path, ReductionPath::pass_through);
 }
 
 TEST(NcclEligibility, NonBlockingOrUnknownCommunicatorsPassThrough) {
-  NcclCallFacts facts = eligible_facts();
+  NcclCall facts = eligible_facts();
   facts.blocking_comm = false;
   EXPECT_EQ(classify_nccl(facts, with_compressor("fp16")).path, ReductionPath::pass_through);
   facts = eligible_facts();
@@ -139,7 +150,7 @@ TEST(NcclEligibility, NonBlockingOrUnknownCommunicatorsPassThrough) {
 }
 
 TEST(NcclEligibility, APerCallConfigThatAsksForAnythingPassesThrough) {
-  NcclCallFacts facts = eligible_facts();
+  NcclCall facts = eligible_facts();
   facts.coll_config = true;
   for (const char* name : {"fp16", "bf16", "topk"}) {
     const ReductionVerdict verdict = classify_nccl(facts, with_compressor(name));
@@ -149,20 +160,20 @@ TEST(NcclEligibility, APerCallConfigThatAsksForAnythingPassesThrough) {
 }
 
 TEST(NcclEligibility, TopkNeedsUint32Indices) {
-  NcclCallFacts facts = eligible_facts();
+  NcclCall facts = eligible_facts();
   facts.count = 0x100000000ull;
   EXPECT_EQ(classify_nccl(facts, with_compressor("topk")).path, ReductionPath::pass_through);
   EXPECT_EQ(classify_nccl(facts, with_compressor("fp16")).path, ReductionPath::cast);
 }
 
 TEST(NcclEligibility, ElementSizes) {
-  EXPECT_EQ(nccl_elem(kNcclFloat32), NcclElem::fp32);
-  EXPECT_EQ(nccl_elem(kNcclFloat16), NcclElem::fp16);
-  EXPECT_EQ(nccl_elem(kNcclBfloat16), NcclElem::bf16);
-  EXPECT_EQ(nccl_elem(8), NcclElem::other);
-  EXPECT_EQ(nccl_elem_bytes(NcclElem::fp32), 4u);
-  EXPECT_EQ(nccl_elem_bytes(NcclElem::bf16), 2u);
-  EXPECT_EQ(nccl_elem_bytes(NcclElem::other), 0u);
+  EXPECT_EQ(nccl_elem(kNcclFloat32), ElemType::fp32);
+  EXPECT_EQ(nccl_elem(kNcclFloat16), ElemType::fp16);
+  EXPECT_EQ(nccl_elem(kNcclBfloat16), ElemType::bf16);
+  EXPECT_EQ(nccl_elem(8), ElemType::other);
+  EXPECT_EQ(nccl_call_facts(kNcclFloat32, kNcclSum, 3, false).bytes(), 12u);
+  EXPECT_EQ(nccl_call_facts(kNcclBfloat16, kNcclSum, 3, false).bytes(), 6u);
+  EXPECT_EQ(nccl_call_facts(8, kNcclSum, 3, false).bytes(), 0u);
 }
 
 NcclModeFacts mode(const char* env, bool has_config, int config_blocking = kNcclConfigUndefInt,
@@ -221,7 +232,7 @@ TEST(NcclShapeRule, ZeroRanksMeansAskAgainLater) {
   EXPECT_EQ(nccl_shape(true, 1), NcclShape::ready);
   EXPECT_EQ(nccl_shape(false, 4), NcclShape::never);
   // Until then its calls pass through.
-  NcclCallFacts facts = eligible_facts();
+  NcclCall facts = eligible_facts();
   facts.comm_size = 0;
   EXPECT_EQ(classify_nccl(facts, with_compressor("fp16")).path, ReductionPath::pass_through);
 }

@@ -1,0 +1,196 @@
+// The one classifier both sides use (core/runtime/eligibility.h): the same
+// facts get the same route on MPI and NCCL, except where BackendRules says
+// otherwise, and docs/architecture.md's table of deliberate differences is
+// those rules. Needs no MPI, NCCL or GPU.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "compressors/registry.h"
+#include "core/runtime/compressor_choice.h"
+#include "core/runtime/eligibility.h"
+
+namespace slimreduce {
+namespace {
+
+using compressors::DeviceKernels;
+
+EligibilityRule rule_for(const std::string& name, std::uint64_t min_bytes = 65536) {
+  Settings settings;
+  settings.compressor = name;
+  settings.min_bytes = min_bytes;
+  return eligibility_rule(settings, compressor_named(name, settings).get());
+}
+
+// Eligible on both sides: fp32 SUM, 1 Mi values on device buffers, 4 ranks.
+CallFacts eligible() {
+  CallFacts facts;
+  facts.elem = ElemType::fp32;
+  facts.op = ReduceOp::sum;
+  facts.count = 1 << 20;
+  facts.usable_buffers = true;
+  facts.device_buffers = true;
+  facts.comm_ready = true;
+  facts.comm_size = 4;
+  return facts;
+}
+
+ReductionPath path(const CallFacts& facts, const EligibilityRule& rule,
+                   const BackendRules& backend) {
+  return classify(facts, rule, backend).path;
+}
+
+TEST(SharedEligibility, EveryCompressorsGpuKernelsServeItsRoute) {
+  const std::map<DeviceKernels, ReductionPath> route_of_kernels{
+      {DeviceKernels::cast16, ReductionPath::cast},
+      {DeviceKernels::topk, ReductionPath::topk},
+      {DeviceKernels::low_rank, ReductionPath::low_rank},
+      {DeviceKernels::sharded, ReductionPath::sharded}};
+  for (const std::string& name : compressors::registered_names()) {
+    const EligibilityRule rule = rule_for(name);
+    ASSERT_TRUE(rule.compressing) << name;
+    EXPECT_NE(rule.route, ReductionPath::pass_through) << name;
+    if (rule.kernels != DeviceKernels::none) {
+      EXPECT_EQ(route_of_kernels.at(rule.kernels), rule.route) << name;
+    }
+    EXPECT_EQ(path(eligible(), rule, kMpiRules), rule.route) << name;
+    EXPECT_EQ(path(eligible(), rule, kNcclRules), rule.route) << name;
+  }
+  EXPECT_FALSE(rule_for("none").compressing);
+}
+
+// A change of the eligible call, and whether each side then still compresses it.
+struct Difference {
+  const char* name;
+  std::function<void(CallFacts&, EligibilityRule&)> change;
+  bool mpi_compresses;
+  bool nccl_compresses;
+};
+
+void PrintTo(const Difference& difference, std::ostream* out) { *out << difference.name; }
+
+class Differences : public ::testing::TestWithParam<Difference> {};
+
+TEST_P(Differences, OnlyTheBackendRulesTellTheSidesApart) {
+  const Difference& difference = GetParam();
+  for (const std::string& name : compressors::registered_names()) {
+    CallFacts facts = eligible();
+    EligibilityRule rule = rule_for(name);
+    difference.change(facts, rule);
+    EXPECT_EQ(path(facts, rule, kMpiRules) != ReductionPath::pass_through,
+              difference.mpi_compresses)
+        << name;
+    EXPECT_EQ(path(facts, rule, kNcclRules) != ReductionPath::pass_through,
+              difference.nccl_compresses && (name == "topk" || facts.elem == ElemType::fp32))
+        << name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Eligibility, Differences,
+    ::testing::Values(
+        Difference{"same", [](CallFacts&, EligibilityRule&) {}, true, true},
+        Difference{"one_rank", [](CallFacts& f, EligibilityRule&) { f.comm_size = 1; }, false,
+                   true},
+        Difference{"average", [](CallFacts& f, EligibilityRule&) { f.op = ReduceOp::average; },
+                   false, true},
+        // Only top-k takes 16-bit inputs, on NCCL (the test's condition above).
+        Difference{"bf16_input", [](CallFacts& f, EligibilityRule&) { f.elem = ElemType::bf16; },
+                   false, true},
+        Difference{"host_buffers", [](CallFacts& f, EligibilityRule&) { f.device_buffers = false; },
+                   true, false},
+        Difference{"no_gpu_kernels",
+                   [](CallFacts&, EligibilityRule& r) { r.kernels = DeviceKernels::none; }, true,
+                   false},
+        Difference{"over_device_count",
+                   [](CallFacts& f, EligibilityRule& r) { r.device_max_count = f.count - 1; }, true,
+                   false},
+        // Facts that pass on both sides alike.
+        Difference{"max_op", [](CallFacts& f, EligibilityRule&) { f.op = ReduceOp::other; }, false,
+                   false},
+        Difference{"integers", [](CallFacts& f, EligibilityRule&) { f.elem = ElemType::other; },
+                   false, false},
+        Difference{"under_min_bytes",
+                   [](CallFacts& f, EligibilityRule& r) { r.min_bytes = f.bytes() + 1; }, false,
+                   false},
+        Difference{"empty",
+                   [](CallFacts& f, EligibilityRule& r) {
+                     f.count = 0;
+                     r.min_bytes = 0;
+                   },
+                   false, false},
+        Difference{"bad_buffers", [](CallFacts& f, EligibilityRule&) { f.usable_buffers = false; },
+                   false, false},
+        Difference{"comm_not_ready", [](CallFacts& f, EligibilityRule&) { f.comm_ready = false; },
+                   false, false},
+        Difference{"per_call_config", [](CallFacts& f, EligibilityRule&) { f.coll_config = true; },
+                   false, false}),
+    [](const ::testing::TestParamInfo<Difference>& info) { return info.param.name; });
+
+TEST(SharedEligibility, AverageIsMarkedOnlyWhereTaken) {
+  CallFacts facts = eligible();
+  facts.op = ReduceOp::average;
+  EXPECT_TRUE(classify(facts, rule_for("fp16"), kNcclRules).average);
+  EXPECT_FALSE(classify(eligible(), rule_for("fp16"), kNcclRules).average);
+  EXPECT_STREQ(classify(facts, rule_for("fp16"), kMpiRules).reason, "op");
+}
+
+TEST(SharedEligibility, MinBytesCountsTheCallersElementSize) {
+  CallFacts facts = eligible();
+  facts.elem = ElemType::bf16;
+  facts.count = 32768;  // 64 KiB of bf16
+  EXPECT_EQ(path(facts, rule_for("topk"), kNcclRules), ReductionPath::topk);
+  facts.count = 32767;
+  EXPECT_STREQ(classify(facts, rule_for("topk"), kNcclRules).reason, "size");
+}
+
+// docs/architecture.md, "Deliberate differences between the sides": one row
+// per BackendRules field, `| `field` | MPI's value | NCCL's value | why |`.
+std::map<std::string, std::pair<std::string, std::string>> documented_rules() {
+  std::ifstream doc(std::string(SLIMREDUCE_SOURCE_DIR) + "/docs/architecture.md");
+  std::map<std::string, std::pair<std::string, std::string>> rows;
+  std::string line;
+  while (std::getline(doc, line)) {
+    if (line.rfind("| `", 0) != 0) continue;
+    std::vector<std::string> cells;
+    std::stringstream row(line.substr(1));
+    for (std::string cell; std::getline(row, cell, '|');) {
+      cell.erase(0, cell.find_first_not_of(' '));
+      cell.erase(cell.find_last_not_of(' ') + 1);
+      cells.push_back(cell);
+    }
+    if (cells.size() >= 3 && cells[0].size() > 2)
+      rows[cells[0].substr(1, cells[0].size() - 2)] = {cells[1], cells[2]};
+  }
+  return rows;
+}
+
+std::string yes_no(bool value) { return value ? "yes" : "no"; }
+
+TEST(SharedEligibility, TheArchitectureDocumentsTableIsTheRules) {
+  const auto rows = documented_rules();
+  const std::map<std::string, std::pair<std::string, std::string>> rules{
+      {"fewest_ranks",
+       {std::to_string(kMpiRules.fewest_ranks), std::to_string(kNcclRules.fewest_ranks)}},
+      {"takes_average", {yes_no(kMpiRules.takes_average), yes_no(kNcclRules.takes_average)}},
+      {"takes_16bit_topk",
+       {yes_no(kMpiRules.takes_16bit_topk), yes_no(kNcclRules.takes_16bit_topk)}},
+      {"needs_device_buffers",
+       {yes_no(kMpiRules.needs_device_buffers), yes_no(kNcclRules.needs_device_buffers)}},
+      {"needs_device_kernels",
+       {yes_no(kMpiRules.needs_device_kernels), yes_no(kNcclRules.needs_device_kernels)}},
+      {"device_count_capped",
+       {yes_no(kMpiRules.device_count_capped), yes_no(kNcclRules.device_count_capped)}}};
+  for (const auto& [field, values] : rules) {
+    ASSERT_TRUE(rows.count(field)) << "docs/architecture.md has no row for `" << field << "`";
+    EXPECT_EQ(rows.at(field), values) << field;
+  }
+}
+
+}  // namespace
+}  // namespace slimreduce
