@@ -4,15 +4,16 @@
 
 namespace slimreduce {
 
-CommState::CommState(std::uint64_t id, MPI_Comm user_comm) : id_(id), user_comm_(user_comm) {
+CommState::CommState(std::uint64_t id, MPI_Comm user_comm)
+    : shape_{id, 0, 1}, user_comm_(user_comm) {
   int inter = 0;
   PMPI_Comm_test_inter(user_comm, &inter);
   is_inter_ = inter != 0;
   if (!is_inter_) {
-    PMPI_Comm_rank(user_comm, &rank_);
-    PMPI_Comm_size(user_comm, &size_);
+    PMPI_Comm_rank(user_comm, &shape_.rank);
+    PMPI_Comm_size(user_comm, &shape_.size);
   }
-  ring_factor_ = ring_allreduce_wire_bytes(1, size_);
+  ring_factor_ = shape_.ring_factor();
 }
 
 CommState::~CommState() { release(); }

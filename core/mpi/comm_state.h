@@ -12,6 +12,7 @@
 
 #include "core/mpi/hierarchy.h"
 #include "core/mpi/reduction_queue.h"
+#include "core/runtime/comm_shape.h"
 
 namespace slimreduce {
 
@@ -22,12 +23,16 @@ class CommState {
   CommState(const CommState&) = delete;
   CommState& operator=(const CommState&) = delete;
 
-  std::uint64_t id() const { return id_; }
-  int rank() const { return rank_; }
-  int size() const { return size_; }
+  // Its id and shape, as both sides keep them (core/runtime/comm_shape.h); an
+  // intercommunicator's (never compressed) is rank 0 of 1.
+  const CommShape& shape() const { return shape_; }
+  std::uint64_t id() const { return shape_.id; }
+  int rank() const { return shape_.rank; }
+  int size() const { return shape_.size; }
   bool is_intercommunicator() const { return is_inter_; }
-  // 2(n-1)/n: the bytes a rank sends per byte of a ring allreduce.
-  double ring_factor() const { return ring_factor_; }
+  double ring_factor() const { return ring_factor_; }  // shape().ring_factor(), kept
+  // Where its nodes are known (SLIMREDUCE_HIERARCHICAL), their split; else nullptr.
+  const NodeSplit* nodes() const { return hierarchy_ ? &hierarchy_->split : nullptr; }
 
   // The private duplicate, made on first use: the first compressed call on a
   // communicator is the same call on every rank, so the collective dup matches.
@@ -59,12 +64,10 @@ class CommState {
  private:
   static std::byte* grow(std::vector<std::byte>& buffer, std::size_t bytes);
 
-  std::uint64_t id_;
+  CommShape shape_;
   MPI_Comm user_comm_;
   MPI_Comm private_comm_ = MPI_COMM_NULL;
   bool wire_agreed_ = false;
-  int rank_ = 0;
-  int size_ = 1;
   bool is_inter_ = false;
   double ring_factor_ = 0;
   std::vector<std::byte> wire_;

@@ -394,11 +394,11 @@ Status on_leased_workspace(const AllreduceCall& call, StagingPool& pool, Body&& 
 
 }  // namespace
 
-int allreduce(const AllreduceCall& call, compressors::Compressor& compressor, CommState& state,
-              backends::Transport& transport, ResidualSlot* residual, StagingPool& pool,
-              Reduced* reduced, const RunOptions& options) {
+Status allreduce(const AllreduceCall& call, compressors::Compressor& compressor, CommState& state,
+                 backends::Transport& transport, ResidualSlot* residual, StagingPool& pool,
+                 Reduced* reduced, const RunOptions& options) {
   using compressors::DeviceKernels;
-  return backends::mpi_code(on_leased_workspace(call, pool, [&](StagingSpace& workspace) {
+  return on_leased_workspace(call, pool, [&](StagingSpace& workspace) {
     const DeviceKernels kernels = kernels_for(call, compressor, transport.size());
     StagedCall job{call, compressor, state, transport, workspace, nullptr, options};
     // A hierarchical communicator reduces fp32 inside the node: through the
@@ -420,7 +420,7 @@ int allreduce(const AllreduceCall& call, compressors::Compressor& compressor, Co
       default:
         return staged_cast(job, reduced);
     }
-  }));
+  });
 }
 
 int passed_through_allreduce(const AllreduceCall& call, MPI_Datatype datatype, MPI_Op op,

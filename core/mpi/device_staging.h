@@ -80,9 +80,9 @@ bool keeps_residual_on_device(const AllreduceCall& call, compressors::Compressor
 // (pieces_of: host- and device-buffer ranks run the same collectives), the
 // pieces pipelined where options.helpers gives a helper thread (the same
 // bits); options.observer (SLIMREDUCE_TIMELINE; nullptr: none) is told of each phase.
-int allreduce(const AllreduceCall& call, compressors::Compressor& compressor, CommState& state,
-              backends::Transport& transport, ResidualSlot* residual, StagingPool& pool,
-              Reduced* reduced, const RunOptions& options);
+Status allreduce(const AllreduceCall& call, compressors::Compressor& compressor, CommState& state,
+                 backends::Transport& transport, ResidualSlot* residual, StagingPool& pool,
+                 Reduced* reduced, const RunOptions& options);
 
 // An eligible call the engine passes through uncompressed (warm-up, a tensor
 // larger than the residual cap) with device memory on either side: its fp32

@@ -19,9 +19,9 @@ bool is_device_pointer(const void*) { return false; }
 
 bool keeps_residual_on_device(const AllreduceCall&, compressors::Compressor&, int) { return false; }
 
-int allreduce(const AllreduceCall&, compressors::Compressor&, CommState&, backends::Transport&,
-              ResidualSlot*, StagingPool&, Reduced*, const RunOptions&) {
-  return MPI_ERR_INTERN;  // unreachable: no pointer is a device pointer here
+Status allreduce(const AllreduceCall&, compressors::Compressor&, CommState&, backends::Transport&,
+                 ResidualSlot*, StagingPool&, Reduced*, const RunOptions&) {
+  return Status::internal();  // unreachable: no pointer is a device pointer here
 }
 
 int passed_through_allreduce(const AllreduceCall&, MPI_Datatype, MPI_Op, MPI_Comm, StagingPool&,

@@ -45,7 +45,7 @@ Engine& Engine::start(Runtime& runtime) {
 Engine::Engine(Runtime& runtime)
     : runtime_(runtime),
       staging_(std::make_unique<device_staging::StagingPool>(runtime.device_memory())),
-      rule_(eligibility_rule(runtime.settings(), runtime.policy().compressor.get())) {
+      rule_(eligibility_rule(runtime.settings(), runtime.policy().compressor.get(), kMpiRules)) {
   PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_comm_delete, &comm_keyval_, nullptr);
   if (int real_size = 0; PMPI_Type_size(MPI_REAL, &real_size) == MPI_SUCCESS && real_size == 4) {
     real32_ = MPI_REAL;
@@ -70,7 +70,7 @@ Engine::~Engine() {
 
 void Engine::policy_changed(std::vector<int>&) {
   std::lock_guard lock(mutex_);
-  rule_ = eligibility_rule(runtime_.settings(), runtime_.policy().compressor.get());
+  rule_ = eligibility_rule(runtime_.settings(), runtime_.policy().compressor.get(), kMpiRules);
   tallies_.forget_communicators();  // their compress_from came from the old rule
 }
 
@@ -185,109 +185,127 @@ int Engine::allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatyp
 
 void Engine::count_pass_through(std::uint64_t bytes, const CommState& state,
                                 std::uint64_t Counters::*reason) {
-  Counters delta;
-  delta.count_pass_through(bytes, state.size());
-  if (reason) ++(delta.*reason);
-  if (const Hierarchy* hierarchy = state.hierarchy())
-    count_by_node(delta, hierarchy->split, false, 0);
-  runtime_.board(Side::mpi).add(delta);
+  CallOutcome call;
+  call.bytes = bytes;
+  call.passed_because = reason;
+  runtime_.board(Side::mpi).add(counted_call(state.size(), state.nodes(), call));
 }
 
 void Engine::count_compressed(std::uint64_t bytes, const CommState& state, double wire_sent,
                               Counters& delta) const {
   // This call alone, then added: the node split reads the call's own baseline
   // (delta may hold a fused batch's earlier calls).
-  Counters call;
-  call.count_compressed(bytes, state.size(), wire_sent);
-  if (const Hierarchy* hierarchy = state.hierarchy())
-    count_by_node(call, hierarchy->split, !hierarchy->flat(), bytes / sizeof(float));
-  delta += call;
+  CallOutcome call;
+  call.bytes = bytes;
+  call.count = bytes / sizeof(float);
+  call.compressed = true;
+  call.wire_sent = wire_sent;
+  call.ran_hierarchically = state.hierarchy() && !state.hierarchy()->flat();
+  delta += counted_call(state.size(), state.nodes(), call);
 }
 
 int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
                           MPI_Op op, MPI_Comm comm, CommState& state) {
-  const std::uint64_t bytes = std::uint64_t(count) * sizeof(float);
-  AllreduceCall call{static_cast<const float*>(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf),
-                     static_cast<float*>(recvbuf), static_cast<std::size_t>(count), nullptr};
+  const AllreduceCall call{static_cast<const float*>(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf),
+                           static_cast<float*>(recvbuf), static_cast<std::size_t>(count), nullptr};
   // GPU buffers under an MPI that cannot read them are compressed on the GPU
   // (false at once on a CPU-only build, or in a process without CUDA).
   const bool device = device_staging::is_device_pointer(call.input) ||
                       device_staging::is_device_pointer(call.output);
   MPI_Comm wire_comm = MPI_COMM_NULL;
   if (const int rc = prepare_wire(state, comm, &wire_comm)) return rc;
-  const bool hierarchical = state.hierarchy() && !state.hierarchy()->flat();
-  std::uint64_t resets = 0;   // the key came back with another shape: its residual was dropped
-  std::uint64_t evicted = 0;  // keys unused for SLIMREDUCE_EF_EVICT_CALLS calls, freed now
-  Policy policy;              // held for the call: a switch meanwhile leaves its compressor alive
-  ResidualSlot* slot = nullptr;
-  bool no_room = false;  // error feedback wanted, but the cap is reached: none for this call
-  std::uint64_t Counters::*passes_because = nullptr;  // set: passed through, for this reason
-  {
-    Runtime::Locked shared = runtime_.shared();
-    policy = shared->policy;
-    const auto datatype_tag = reinterpret_cast<std::uintptr_t>(datatype);
-    // Whether to compress: from the arguments and the calls before, as on every rank.
-    passes_because = counted_as(
-        shared->decision.decide(policy.error_feedback, state.id(), call.count, datatype_tag));
-    if (!passes_because) {
-      // The residual: local, keyed by our buffer address. A missing one (no
-      // room under the cap) means no error feedback, never another path.
-      // One store for host and device residuals: the device path takes the slot's device memory.
-      const std::uint64_t resets_before = shared->residuals.resets();
-      const std::uint64_t evicted_before = shared->residuals.evicted();
-      slot = shared->residuals.find_or_create({state.id(), recvbuf}, call.count, datatype_tag,
-                                              policy.error_feedback);
-      resets = shared->residuals.resets() - resets_before;
-      evicted = shared->residuals.evicted() - evicted_before;
-      no_room = slot == nullptr;
-      const bool residual_on_device =
-          device && !hierarchical &&
-          device_staging::keeps_residual_on_device(call, *policy.compressor, state.size());
-      if (slot && !residual_on_device) call.residual = slot->host_residual();
-      if (slot) call.state = &slot->compressor_state;  // kept per key (PowerSGD's Q)
-    }
-  }
-  if (passes_because) {
+  const Started started = start_call(call, datatype, state, device);
+  if (started.passes_because) {
     // Outside the lock: a thread in a collective must never hold what a
     // thread on another communicator needs (each rank's lock would wait on a
     // call that the other rank's lock holds back).
-    count_pass_through(bytes, state, passes_because);
-    // Device buffers too go to an MPI that may not read them: staged through the host.
+    count_pass_through(std::uint64_t(count) * sizeof(float), state, started.passes_because);
     if (!device) return backends::mpi::allreduce(sendbuf, recvbuf, count, datatype, op, comm);
-    int mpi_rc = MPI_SUCCESS;
-    const int rc =
-        device_staging::passed_through_allreduce(call, datatype, op, comm, *staging_, &mpi_rc);
-    return rc == MPI_SUCCESS ? mpi_rc : raise(comm, rc, "MPI_Allreduce (staged through the host)");
+    return passed_through_staged(started.call, datatype, op, comm);
   }
-  backends::MpiTransport transport(wire_comm, state.rank(), state.size());
   Reduced reduced;
-  // Device buffers: compressed on the GPU, only the compressed bytes staged through the host.
-  compressors::Compressor& compressor = *policy.compressor;
+  const Status status = run_compressed(started, state, wire_comm, device, &reduced);
+  if (!status.ok()) return raise(comm, backends::mpi_code(status), "MPI_Allreduce (compressed)");
+  finish_call(started, state, reduced);
+  return MPI_SUCCESS;
+}
+
+// Under the runtime's lock: the policy held for the call, whether to compress
+// it (from the arguments and the calls before, as on every rank) and, if so,
+// its residual.
+Engine::Started Engine::start_call(const AllreduceCall& call, MPI_Datatype datatype,
+                                   CommState& state, bool device) {
+  Started started;
+  started.call = call;
+  Runtime::Locked shared = runtime_.shared();
+  started.policy = shared->policy;
+  const auto datatype_tag = reinterpret_cast<std::uintptr_t>(datatype);
+  started.passes_because = counted_as(
+      shared->decision.decide(started.policy.error_feedback, state.id(), call.count, datatype_tag));
+  if (started.passes_because) return started;
+  // The residual: local, keyed by our buffer address. A missing one (no room
+  // under the cap) means no error feedback, never another path. One store for
+  // host and device residuals: the device path takes the slot's device memory.
+  ResidualStore& residuals = shared->residuals;
+  const std::uint64_t resets_before = residuals.resets(), evicted_before = residuals.evicted();
+  started.slot = residuals.find_or_create({state.id(), call.output}, call.count, datatype_tag,
+                                          started.policy.error_feedback);
+  started.resets = residuals.resets() - resets_before;
+  started.evicted = residuals.evicted() - evicted_before;
+  if (!started.slot) return started;
+  const bool hierarchical = state.hierarchy() && !state.hierarchy()->flat();
+  const bool residual_on_device =
+      device && !hierarchical &&
+      device_staging::keeps_residual_on_device(call, *started.policy.compressor, state.size());
+  if (!residual_on_device) started.call.residual = started.slot->host_residual();
+  started.call.state = &started.slot->compressor_state;  // kept per key (PowerSGD's Q)
+  return started;
+}
+
+// Device buffers passed through to an MPI that may not read them: staged through the host.
+int Engine::passed_through_staged(const AllreduceCall& call, MPI_Datatype datatype, MPI_Op op,
+                                  MPI_Comm comm) {
+  int mpi_rc = MPI_SUCCESS;
+  const int rc =
+      device_staging::passed_through_allreduce(call, datatype, op, comm, *staging_, &mpi_rc);
+  return rc == MPI_SUCCESS ? mpi_rc : raise(comm, rc, "MPI_Allreduce (staged through the host)");
+}
+
+// The compressed call over the private duplicate: on the host, or on the GPU
+// with only the compressed bytes staged through the host.
+Status Engine::run_compressed(const Started& started, CommState& state, MPI_Comm wire_comm,
+                              bool device, Reduced* reduced) {
+  backends::MpiTransport transport(wire_comm, state.rank(), state.size());
+  compressors::Compressor& compressor = *started.policy.compressor;
   std::optional<TimelinePhases> phases;  // SLIMREDUCE_TIMELINE: the call's phases as spans
   if (runtime_.timeline().on()) {
-    phases.emplace(runtime_.timeline(),
-                   span_args(compressor, count, 1) + (device ? ", \"memory\": \"device\"" : ""));
+    phases.emplace(runtime_.timeline(), span_args(compressor, started.call.count, 1) +
+                                            (device ? ", \"memory\": \"device\"" : ""));
   }
-  const int rc = device ? device_staging::allreduce(call, compressor, state, transport, slot,
-                                                    *staging_, &reduced, run_options(phases))
-                        : backends::mpi_code(host_allreduce(call, compressor, transport, state,
-                                                            run_options(phases), &reduced));
-  if (rc != MPI_SUCCESS) return raise(comm, rc, "MPI_Allreduce (compressed)");
-  // What the call made for its key (an owner-side residual) counts against the cap from now.
-  if (slot && slot->state_uncounted())
-    runtime_.shared()->residuals.count_state({state.id(), recvbuf});
+  if (!device) {
+    return host_allreduce(started.call, compressor, transport, state, run_options(phases), reduced);
+  }
+  return device_staging::allreduce(started.call, compressor, state, transport, started.slot,
+                                   *staging_, reduced, run_options(phases));
+}
+
+// What the call made for its key (an owner-side residual) counts against the
+// cap from now; the call is counted for the report.
+void Engine::finish_call(const Started& started, const CommState& state, const Reduced& reduced) {
+  if (started.slot && started.slot->state_uncounted())
+    runtime_.shared()->residuals.count_state({state.id(), started.call.output});
   Counters delta;
-  count_compressed(bytes, state, reduced.wire_sent, delta);
+  count_compressed(std::uint64_t(started.call.count) * sizeof(float), state, reduced.wire_sent,
+                   delta);
   delta.overflow_rescued = reduced.overflow_rescued ? 1 : 0;
   delta.partitions = reduced.partitions > 1 ? reduced.partitions : 0;
-  if (compressor.aggregation() == compressors::Aggregation::gathered)
+  if (started.policy.compressor->aggregation() == compressors::Aggregation::gathered)
     delta.count_topk(reduced.sharded, reduced.wire_sent);
-  delta.ef_cap_fallback = no_room ? 1 : 0;
-  delta.ef_resets = resets;
-  delta.ef_evicted = evicted;
+  delta.ef_cap_fallback = started.slot ? 0 : 1;  // no room under the cap: none for this call
+  delta.ef_resets = started.resets;
+  delta.ef_evicted = started.evicted;
   runtime_.board(Side::mpi).add(delta);
-  runtime_.note_compressed(1, resets);
-  return MPI_SUCCESS;
+  runtime_.note_compressed(1, started.resets);
 }
 
 RunOptions Engine::run_options(std::optional<TimelinePhases>& phases) {

@@ -129,6 +129,22 @@ class Engine : public RuntimeSide {
   int prepare_wire(CommState& state, MPI_Comm comm, MPI_Comm* wire_comm);
   int compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                     MPI_Comm comm, CommState& state);
+  // What the runtime decided for one eligible call, under its lock.
+  struct Started {
+    AllreduceCall call;  // with the residual and compressor state it runs with
+    Policy policy;       // held for the call: a switch meanwhile leaves its compressor alive
+    std::uint64_t Counters::*passes_because = nullptr;  // set: passed through, for this reason
+    ResidualSlot* slot = nullptr;                       // nullptr: no error feedback for this call
+    std::uint64_t resets = 0;   // the key came back with another shape: its residual was dropped
+    std::uint64_t evicted = 0;  // keys unused for SLIMREDUCE_EF_EVICT_CALLS calls, freed now
+  };
+  Started start_call(const AllreduceCall& call, MPI_Datatype datatype, CommState& state,
+                     bool device);
+  int passed_through_staged(const AllreduceCall& call, MPI_Datatype datatype, MPI_Op op,
+                            MPI_Comm comm);
+  Status run_compressed(const Started& started, CommState& state, MPI_Comm wire_comm, bool device,
+                        Reduced* reduced);
+  void finish_call(const Started& started, const CommState& state, const Reduced& reduced);
   // How this process cuts and runs a host call (the settings'), observed by
   // `phases` (the timeline's) where it holds one.
   RunOptions run_options(std::optional<TimelinePhases>& phases);

@@ -45,7 +45,7 @@ CallFacts nccl_call_facts(int datatype, int op, std::uint64_t count, bool coll_c
 
 ReductionVerdict classify_nccl(const CallFacts& facts, const Settings& settings,
                                const compressors::Compressor* compressor) {
-  return classify(facts, eligibility_rule(settings, compressor), kNcclRules);
+  return classify(facts, eligibility_rule(settings, compressor, kNcclRules), kNcclRules);
 }
 
 ReductionVerdict classify_nccl(const CallFacts& facts, const Settings& settings) {

@@ -392,10 +392,10 @@ void NcclEngine::count_pass_through(const Reduction& call) {
                    size < 1)) {
     size = 1;
   }
-  Counters counted;
-  counted.count_pass_through(bytes, size);
-  count_by_node(counted, nodes.get(), false, call.count);
-  runtime_.board(Side::nccl).add(counted);
+  CallOutcome outcome;
+  outcome.bytes = bytes;
+  outcome.count = call.count;
+  runtime_.board(Side::nccl).add(counted_call(size, nodes ? &nodes->split : nullptr, outcome));
 }
 
 }  // namespace slimreduce

@@ -132,17 +132,20 @@ void NcclEngine::count_planned(const GroupPlan& plan, std::size_t first) {
     if (piece.compressed) sent += plan.wire_sent(piece);
   }
   const std::uint64_t bytes = count * nccl_type_bytes(p.call.datatype);
-  Counters counted;
+  CallOutcome outcome;
+  outcome.bytes = bytes;
+  outcome.count = count;
+  outcome.compressed = p.compressed;
+  outcome.wire_sent = sent;
+  outcome.ran_hierarchically = p.hierarchical;
+  Counters counted =
+      counted_call(p.comm ? p.comm->size : 1, p.nodes ? &p.nodes->split : nullptr, outcome);
   if (p.compressed) {
-    counted.count_compressed(bytes, p.comm->size, sent);
     if (plan.topk()) counted.count_topk(p.call.verdict.path == ReductionPath::sharded, sent);
     if (p.pieces > 1) counted.partitions += static_cast<std::uint64_t>(p.pieces);
     if (p.residual_missing != CallPlan::Missing::none) ++counted.ef_cap_fallback;
     if (p.residual_missing == CallPlan::Missing::in_graph) warn_no_residual_in_graph();
-  } else {
-    counted.count_pass_through(bytes, p.comm ? p.comm->size : 1);
   }
-  count_by_node(counted, p.nodes.get(), p.compressed && p.hierarchical, count);
   runtime_.board(Side::nccl).add(counted);
 }
 

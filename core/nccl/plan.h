@@ -22,6 +22,7 @@
 #include "core/nccl/hierarchy.h"
 #include "core/nccl/memory.h"
 #include "core/nccl/pipeline.h"
+#include "core/runtime/comm_shape.h"
 #include "kernels/pack.h"
 #include "scheduler/group_deferral.h"
 #include "scheduler/partition.h"
@@ -35,18 +36,16 @@ namespace slimreduce {
 // memory goes with the last holder, after a device-wide wait. rank, device
 // and size are set once, size last, under the engine's lock; so are the
 // workspaces and orphaned_residuals changed.
-struct NcclCommState {
+// The NCCL side's communicator: its id and shape as both sides keep them
+// (core/runtime/comm_shape.h; size 0 until known, -1 never), and what only
+// the NCCL side needs.
+struct NcclCommState : CommShape {
   NcclCommState() = default;
   NcclCommState(const NcclCommState&) = delete;
   NcclCommState& operator=(const NcclCommState&) = delete;
   ~NcclCommState();  // release_after_device_wait of everything below
 
-  std::uint64_t id = 0;
   ncclComm_t comm = nullptr;
-  int rank = 0;
-  // >= 1 once known. 0: not yet (a communicator created inside a group
-  // answers 0 until the group ends; asked again later). -1: never known.
-  int size = 0;
   int device = -1;
   bool blocking = false;  // created in blocking mode, seen by us
   DeviceAllocator* allocator = nullptr;

@@ -33,14 +33,15 @@ ReductionPath route_of(Aggregation aggregation) {
 }
 
 EligibilityRule eligibility_rule(const Settings& settings,
-                                 const compressors::Compressor* compressor) {
+                                 const compressors::Compressor* compressor,
+                                 const BackendRules& backend) {
   EligibilityRule rule;
   rule.min_bytes = settings.min_bytes;
   if (!compressor) return rule;
   rule.compressing = true;
   rule.route = route_of(compressor->aggregation());
-  rule.kernels = compressor->device_kernels();
-  rule.device_max_count = compressor->device_max_count();
+  if (backend.needs_device_kernels) rule.kernels = compressor->device_kernels();
+  if (backend.device_count_capped) rule.device_max_count = compressor->device_max_count();
   return rule;
 }
 

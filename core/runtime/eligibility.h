@@ -67,9 +67,12 @@ struct EligibilityRule {
   std::uint64_t device_max_count = UINT64_MAX;
 };
 
-// `compressor`: the policy's (nullptr: "none").
+// `compressor`: the policy's (nullptr: "none"). Its GPU kernels are asked only
+// for a backend that needs them: PowerSGD answers by loading cuBLAS, which a
+// process reducing host buffers over MPI must never load.
 EligibilityRule eligibility_rule(const Settings& settings,
-                                 const compressors::Compressor* compressor);
+                                 const compressors::Compressor* compressor,
+                                 const BackendRules& backend);
 
 // The route of a compressor's kind of aggregation.
 ReductionPath route_of(compressors::Aggregation aggregation);

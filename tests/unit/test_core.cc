@@ -26,7 +26,8 @@ Settings with_compressor(const char* name, std::uint64_t min_bytes = 65536) {
 // Through the front the MPI engine uses (MpiCall, mpi_compresses).
 bool compresses(const MpiCall& call, const Settings& settings) {
   return mpi_compresses(
-      call, eligibility_rule(settings, compressor_named(settings.compressor, settings).get()));
+      call,
+      eligibility_rule(settings, compressor_named(settings.compressor, settings).get(), kMpiRules));
 }
 
 TEST(Eligibility, OnlyLargeFloatSumsOnIntracommunicators) {

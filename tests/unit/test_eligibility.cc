@@ -20,11 +20,36 @@ namespace {
 
 using compressors::DeviceKernels;
 
-EligibilityRule rule_for(const std::string& name, std::uint64_t min_bytes = 65536) {
+DeviceKernels kernels_of(ReductionPath route) {
+  switch (route) {
+    case ReductionPath::cast:
+      return DeviceKernels::cast16;
+    case ReductionPath::topk:
+      return DeviceKernels::topk;
+    case ReductionPath::low_rank:
+      return DeviceKernels::low_rank;
+    case ReductionPath::sharded:
+      return DeviceKernels::sharded;
+    case ReductionPath::pass_through:
+      break;
+  }
+  return DeviceKernels::none;
+}
+
+// The rule `backend` takes for the compressor `name`. A build without CUDA
+// gives no compressor GPU kernels: the NCCL rule then gets those of the
+// compressor's route, so that what tells the sides apart below is the rules
+// alone (the no_gpu_kernels case checks a compressor without them).
+EligibilityRule rule_for(const std::string& name, const BackendRules& backend,
+                         std::uint64_t min_bytes = 65536) {
   Settings settings;
   settings.compressor = name;
   settings.min_bytes = min_bytes;
-  return eligibility_rule(settings, compressor_named(name, settings).get());
+  EligibilityRule rule =
+      eligibility_rule(settings, compressor_named(name, settings).get(), backend);
+  if (backend.needs_device_kernels && rule.compressing && rule.kernels == DeviceKernels::none)
+    rule.kernels = kernels_of(rule.route);
+  return rule;
 }
 
 // Eligible on both sides: fp32 SUM, 1 Mi values on device buffers, 4 ranks.
@@ -46,22 +71,55 @@ ReductionPath path(const CallFacts& facts, const EligibilityRule& rule,
 }
 
 TEST(SharedEligibility, EveryCompressorsGpuKernelsServeItsRoute) {
-  const std::map<DeviceKernels, ReductionPath> route_of_kernels{
-      {DeviceKernels::cast16, ReductionPath::cast},
-      {DeviceKernels::topk, ReductionPath::topk},
-      {DeviceKernels::low_rank, ReductionPath::low_rank},
-      {DeviceKernels::sharded, ReductionPath::sharded}};
+  Settings settings;
   for (const std::string& name : compressors::registered_names()) {
-    const EligibilityRule rule = rule_for(name);
-    ASSERT_TRUE(rule.compressing) << name;
-    EXPECT_NE(rule.route, ReductionPath::pass_through) << name;
-    if (rule.kernels != DeviceKernels::none) {
-      EXPECT_EQ(route_of_kernels.at(rule.kernels), rule.route) << name;
+    settings.compressor = name;
+    const auto compressor = compressor_named(name, settings);
+    ASSERT_TRUE(compressor) << name;
+    const ReductionPath route = route_of(compressor->aggregation());
+    EXPECT_NE(route, ReductionPath::pass_through) << name;
+    if (compressor->device_kernels() != DeviceKernels::none) {
+      EXPECT_EQ(compressor->device_kernels(), kernels_of(route)) << name;
     }
-    EXPECT_EQ(path(eligible(), rule, kMpiRules), rule.route) << name;
-    EXPECT_EQ(path(eligible(), rule, kNcclRules), rule.route) << name;
+    EXPECT_EQ(path(eligible(), rule_for(name, kMpiRules), kMpiRules), route) << name;
+    EXPECT_EQ(path(eligible(), rule_for(name, kNcclRules), kNcclRules), route) << name;
   }
-  EXPECT_FALSE(rule_for("none").compressing);
+  EXPECT_FALSE(rule_for("none", kMpiRules).compressing);
+  EXPECT_FALSE(rule_for("none", kNcclRules).compressing);
+}
+
+// A compressor that counts the questions about its GPU kernels.
+class Asked : public compressors::SummableCompressor {
+ public:
+  std::string_view name() const override { return "asked"; }
+  bool default_error_feedback() const override { return false; }
+  std::size_t compressed_bytes(std::size_t n) const override { return n * 2; }
+  void compress(const float*, float*, std::size_t, void*) override {}
+  std::size_t wire_element_bytes() const override { return 2; }
+  void accumulate(const void*, void*, std::size_t) const override {}
+  void decompress(const void*, float*, std::size_t) const override {}
+  DeviceKernels device_kernels() const override {
+    ++kernel_questions;
+    return DeviceKernels::cast16;
+  }
+  std::uint64_t device_max_count() const override {
+    ++kernel_questions;
+    return 10;
+  }
+  mutable int kernel_questions = 0;
+};
+
+// PowerSGD answers device_kernels() by loading cuBLAS: an MPI job on host
+// buffers must never make it (job_numpy_blas_powersgd_np2 saw cuBLAS in numpy's namespace).
+TEST(SharedEligibility, TheMpiRuleNeverAsksForGpuKernels) {
+  Asked asked;
+  const EligibilityRule mpi = eligibility_rule(Settings{}, &asked, kMpiRules);
+  EXPECT_EQ(asked.kernel_questions, 0);
+  EXPECT_EQ(mpi.route, ReductionPath::cast);
+  const EligibilityRule nccl = eligibility_rule(Settings{}, &asked, kNcclRules);
+  EXPECT_EQ(asked.kernel_questions, 2);
+  EXPECT_EQ(nccl.kernels, DeviceKernels::cast16);
+  EXPECT_EQ(nccl.device_max_count, 10u);
 }
 
 // A change of the eligible call, and whether each side then still compresses it.
@@ -79,13 +137,15 @@ class Differences : public ::testing::TestWithParam<Difference> {};
 TEST_P(Differences, OnlyTheBackendRulesTellTheSidesApart) {
   const Difference& difference = GetParam();
   for (const std::string& name : compressors::registered_names()) {
-    CallFacts facts = eligible();
-    EligibilityRule rule = rule_for(name);
-    difference.change(facts, rule);
-    EXPECT_EQ(path(facts, rule, kMpiRules) != ReductionPath::pass_through,
+    CallFacts mpi_facts = eligible(), nccl_facts = eligible();
+    EligibilityRule mpi_rule = rule_for(name, kMpiRules), nccl_rule = rule_for(name, kNcclRules);
+    difference.change(mpi_facts, mpi_rule);
+    difference.change(nccl_facts, nccl_rule);
+    const CallFacts& facts = nccl_facts;
+    EXPECT_EQ(path(mpi_facts, mpi_rule, kMpiRules) != ReductionPath::pass_through,
               difference.mpi_compresses)
         << name;
-    EXPECT_EQ(path(facts, rule, kNcclRules) != ReductionPath::pass_through,
+    EXPECT_EQ(path(nccl_facts, nccl_rule, kNcclRules) != ReductionPath::pass_through,
               difference.nccl_compresses && (name == "topk" || facts.elem == ElemType::fp32))
         << name;
   }
@@ -135,18 +195,18 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(SharedEligibility, AverageIsMarkedOnlyWhereTaken) {
   CallFacts facts = eligible();
   facts.op = ReduceOp::average;
-  EXPECT_TRUE(classify(facts, rule_for("fp16"), kNcclRules).average);
-  EXPECT_FALSE(classify(eligible(), rule_for("fp16"), kNcclRules).average);
-  EXPECT_STREQ(classify(facts, rule_for("fp16"), kMpiRules).reason, "op");
+  EXPECT_TRUE(classify(facts, rule_for("fp16", kNcclRules), kNcclRules).average);
+  EXPECT_FALSE(classify(eligible(), rule_for("fp16", kNcclRules), kNcclRules).average);
+  EXPECT_STREQ(classify(facts, rule_for("fp16", kMpiRules), kMpiRules).reason, "op");
 }
 
 TEST(SharedEligibility, MinBytesCountsTheCallersElementSize) {
   CallFacts facts = eligible();
   facts.elem = ElemType::bf16;
   facts.count = 32768;  // 64 KiB of bf16
-  EXPECT_EQ(path(facts, rule_for("topk"), kNcclRules), ReductionPath::topk);
+  EXPECT_EQ(path(facts, rule_for("topk", kNcclRules), kNcclRules), ReductionPath::topk);
   facts.count = 32767;
-  EXPECT_STREQ(classify(facts, rule_for("topk"), kNcclRules).reason, "size");
+  EXPECT_STREQ(classify(facts, rule_for("topk", kNcclRules), kNcclRules).reason, "size");
 }
 
 // docs/architecture.md, "Deliberate differences between the sides": one row
