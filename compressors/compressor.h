@@ -166,7 +166,8 @@ class Compressor {
 
 class SummableCompressor : public Compressor {
  public:
-  Aggregation aggregation() const final { return Aggregation::summable; }
+  static constexpr Aggregation kAggregation = Aggregation::summable;
+  Aggregation aggregation() const final { return kAggregation; }
   // residual == nullptr: no error feedback.
   virtual void compress(const float* in, float* residual, std::size_t n, void* out) = 0;
   virtual std::size_t wire_element_bytes() const = 0;
@@ -204,7 +205,8 @@ class SummableCompressor : public Compressor {
 
 class GatheredCompressor : public Compressor {
  public:
-  Aggregation aggregation() const final { return Aggregation::gathered; }
+  static constexpr Aggregation kAggregation = Aggregation::gathered;
+  Aggregation aggregation() const final { return kAggregation; }
   // residual == nullptr: no error feedback.
   virtual void compress(const float* in, float* residual, std::size_t n, void* out) = 0;
   // dense[i] += the value the payload holds for i (payload of n values).
@@ -242,7 +244,8 @@ inline bool fusable(const Compressor& compressor) {
 // A compressor whose only algorithm is the sharded one (int8).
 class ShardedCompressor : public Compressor, public ShardedCodec {
  public:
-  Aggregation aggregation() const final { return Aggregation::sharded; }
+  static constexpr Aggregation kAggregation = Aggregation::sharded;
+  Aggregation aggregation() const final { return kAggregation; }
   ShardedCodec* sharded_codec() final { return this; }
   bool prefers_sharded(std::size_t n, int ranks) const final {
     (void)n, (void)ranks;
@@ -259,7 +262,8 @@ class ShardedCompressor : public Compressor, public ShardedCodec {
 // calls still pass through).
 class LowRankCompressor : public Compressor {
  public:
-  Aggregation aggregation() const final { return Aggregation::low_rank; }
+  static constexpr Aggregation kAggregation = Aggregation::low_rank;
+  Aggregation aggregation() const final { return kAggregation; }
   // The matrix view of n values (rows: a tensor's real row count, from the
   // native API, or 0 to choose); rank 0: not worth compressing (the call is
   // summed exactly in fp32 instead).

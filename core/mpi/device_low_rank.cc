@@ -139,8 +139,8 @@ class StagedLowRankStep final : public scheduler::Step, public algorithms::LowRa
 
 }  // namespace
 
-Status staged_low_rank(const StagedCall& job, Reduced* reduced) {
-  auto& compressor = static_cast<compressors::LowRankCompressor&>(job.compressor);
+Status staged_low_rank(const StagedCall& job, compressors::LowRankCompressor& compressor,
+                       Reduced* reduced) {
   const LowRankShape shape = compressor.shape(job.call.count, job.call.rows);
   const int ranks = job.transport.size();
   const Layout layout(shape, ranks);

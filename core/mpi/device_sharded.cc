@@ -81,9 +81,9 @@ class StagedShardedStep final : public scheduler::Step {
 
 }  // namespace
 
-Status staged_sharded(const StagedCall& job, Reduced* reduced) {
+Status staged_sharded(const StagedCall& job, compressors::ShardedCompressor& compressor,
+                      Reduced* reduced) {
   using algorithms::ShardedAllreduce;
-  auto& compressor = static_cast<compressors::ShardedCompressor&>(job.compressor);
   const int ranks = job.transport.size(), rank = job.transport.rank();
   const auto pieces = pieces_of(job.call.count, compressor, job.options.partition_bytes);
   std::vector<std::size_t> counts;

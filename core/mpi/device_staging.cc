@@ -15,6 +15,7 @@
 #include "algorithms/gathered.h"
 #include "backends/mpi_backend.h"
 #include "backends/mpi_transport.h"
+#include "compressors/kind.h"
 #include "core/gpu/cuda_support.h"
 #include "core/mpi/device_staging_internal.h"
 #include "core/runtime/counters.h"
@@ -146,9 +147,9 @@ Status run_pieces(const StagedCall& job, const std::vector<scheduler::Partition>
 
 namespace {
 
-Status staged_cast(const StagedCall& job, Reduced* reduced) {
+Status staged_cast(const StagedCall& job, compressors::SummableCompressor& compressor,
+                   Reduced* reduced) {
   using algorithms::CastRing;
-  auto& compressor = static_cast<compressors::SummableCompressor&>(job.compressor);
   const auto pieces = pieces_of(job.call.count, compressor, job.options.partition_bytes);
   const int ranks = job.transport.size();
   std::size_t wire_total = 0, scratch_total = 0;
@@ -251,8 +252,8 @@ class StagedTopkStep final : public scheduler::Step {
   algorithms::GatheredAllreduce gather_;
 };
 
-Status staged_topk(const StagedCall& job, Reduced* reduced) {
-  auto& compressor = static_cast<compressors::GatheredCompressor&>(job.compressor);
+Status staged_topk(const StagedCall& job, compressors::GatheredCompressor& compressor,
+                   Reduced* reduced) {
   StagingSpace& s = job.device;
   const auto pieces = pieces_of(job.call.count, compressor, job.options.partition_bytes);
   const auto ranks = static_cast<std::size_t>(job.state.size());
@@ -410,16 +411,16 @@ Status allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
       job.residual = residual->device_residual(*pool.residual_memory(), job.stream());
       if (!job.residual) return Status::no_memory();
     }
-    switch (kernels) {
-      case DeviceKernels::topk:
-        return staged_topk(job, reduced);
-      case DeviceKernels::low_rank:
-        return staged_low_rank(job, reduced);
-      case DeviceKernels::sharded:
-        return staged_sharded(job, reduced);
-      default:
-        return staged_cast(job, reduced);
-    }
+    // The route table of device buffers on MPI: the compressor's GPU kernels
+    // are those of its kind (test_eligibility holds every compressor to it).
+    using namespace compressors;
+    return with_kind(
+        compressor,
+        Overloaded{
+            [&](SummableCompressor& summable) { return staged_cast(job, summable, reduced); },
+            [&](GatheredCompressor& gathered) { return staged_topk(job, gathered, reduced); },
+            [&](LowRankCompressor& low_rank) { return staged_low_rank(job, low_rank, reduced); },
+            [&](ShardedCompressor& sharded) { return staged_sharded(job, sharded, reduced); }});
   });
 }
 

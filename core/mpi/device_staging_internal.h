@@ -130,11 +130,13 @@ Status run_pieces(const StagedCall& job, const std::vector<scheduler::Partition>
 // PowerSGD on the GPU (DeviceKernels::low_rank): the compressor's device
 // steps, its two factors staged through pinned memory for the sums
 // (core/mpi/device_low_rank.cc).
-Status staged_low_rank(const StagedCall& job, Reduced* reduced);
+Status staged_low_rank(const StagedCall& job, compressors::LowRankCompressor& compressor,
+                       Reduced* reduced);
 
 // A sharded compressor (int8) on the GPU (DeviceKernels::sharded): its parts
 // and its owners' results decoded on the GPU, the exchange and each owner's
 // step on the host (core/mpi/device_sharded.cc).
-Status staged_sharded(const StagedCall& job, Reduced* reduced);
+Status staged_sharded(const StagedCall& job, compressors::ShardedCompressor& compressor,
+                      Reduced* reduced);
 
 }  // namespace slimreduce::device_staging

@@ -15,6 +15,7 @@
 #include "algorithms/fused_powersgd.h"
 #include "backends/mpi_backend.h"
 #include "backends/mpi_transport.h"
+#include "compressors/kind.h"
 #include "core/mpi/engine.h"
 #include "core/mpi/host_allreduce.h"
 #include "core/runtime/decision.h"
@@ -52,32 +53,39 @@ std::unique_ptr<scheduler::Step> fused_step(compressors::Compressor& compressor,
                                             std::vector<algorithms::BatchTensor> tensors,
                                             CommState& state) {
   using scheduler::HostBatchStep;
-  if (compressor.aggregation() == compressors::Aggregation::summable) {
-    using algorithms::FusedCasts;
-    auto& summable = static_cast<compressors::SummableCompressor&>(compressor);
-    std::vector<std::size_t> counts;
-    for (const auto& t : tensors) counts.push_back(t.count);
-    const FusedCasts::Layout layout = FusedCasts::layout(counts, transport.size());
-    std::byte* wire = state.wire(FusedCasts::wire_bytes(summable, layout));
-    std::byte* scratch = state.scratch(FusedCasts::scratch_bytes(summable, layout));
-    return std::make_unique<HostBatchStep<FusedCasts>>(transport, summable, std::move(tensors),
-                                                       wire, scratch);
-  }
-  if (compressor.aggregation() == compressors::Aggregation::low_rank) {
-    using algorithms::FusedPowerSgd;
-    auto& low_rank = static_cast<compressors::LowRankCompressor&>(compressor);
-    std::byte* workspace =
-        state.scratch(FusedPowerSgd::workspace_bytes(low_rank, tensors, transport.size()));
-    return std::make_unique<HostBatchStep<FusedPowerSgd>>(transport, low_rank, std::move(tensors),
-                                                          workspace);
-  }
-  using algorithms::FusedGathered;
-  auto& gathered = static_cast<compressors::GatheredCompressor&>(compressor);
-  const std::size_t slot = FusedGathered::slot_bytes(gathered, tensors);
-  std::byte* payload = state.scratch(slot);
-  std::byte* all = state.wire(slot * transport.size());
-  return std::make_unique<HostBatchStep<FusedGathered>>(transport, gathered, std::move(tensors),
-                                                        payload, all);
+  using namespace compressors;
+  using Fused = std::unique_ptr<scheduler::Step>;
+  return with_kind(
+      compressor,
+      Overloaded{
+          [&](SummableCompressor& summable) -> Fused {
+            using algorithms::FusedCasts;
+            std::vector<std::size_t> counts;
+            for (const auto& t : tensors) counts.push_back(t.count);
+            const FusedCasts::Layout layout = FusedCasts::layout(counts, transport.size());
+            std::byte* wire = state.wire(FusedCasts::wire_bytes(summable, layout));
+            std::byte* scratch = state.scratch(FusedCasts::scratch_bytes(summable, layout));
+            return std::make_unique<HostBatchStep<FusedCasts>>(transport, summable,
+                                                               std::move(tensors), wire, scratch);
+          },
+          [&](GatheredCompressor& gathered) -> Fused {
+            using algorithms::FusedGathered;
+            const std::size_t slot = FusedGathered::slot_bytes(gathered, tensors);
+            std::byte* payload = state.scratch(slot);
+            std::byte* all = state.wire(slot * transport.size());
+            return std::make_unique<HostBatchStep<FusedGathered>>(transport, gathered,
+                                                                  std::move(tensors), payload, all);
+          },
+          [&](LowRankCompressor& low_rank) -> Fused {
+            using algorithms::FusedPowerSgd;
+            std::byte* workspace =
+                state.scratch(FusedPowerSgd::workspace_bytes(low_rank, tensors, transport.size()));
+            return std::make_unique<HostBatchStep<FusedPowerSgd>>(transport, low_rank,
+                                                                  std::move(tensors), workspace);
+          },
+          [&](ShardedCompressor&) -> Fused {
+            throw std::logic_error("a sharded compressor's calls are never fused (fusable())");
+          }});
 }
 
 // What a batch's collective handed to the transport, and how many of its

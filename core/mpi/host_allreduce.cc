@@ -10,6 +10,7 @@
 #include "algorithms/powersgd.h"
 #include "algorithms/rescued_cast_ring.h"
 #include "algorithms/sharded.h"
+#include "compressors/kind.h"
 #include "scheduler/host_step.h"
 #include "scheduler/partition.h"
 #include "scheduler/plan.h"
@@ -36,21 +37,27 @@ Workspace flat_workspace(std::size_t count, compressors::Compressor& compressor,
                          const backends::Transport& transport, bool sharded, std::size_t rows) {
   using algorithms::CastRing;
   const int ranks = transport.size();
-  if (sharded) {
+  auto sharded_workspace = [&]() -> Workspace {
     const compressors::ShardedCodec& codec = *compressor.sharded_codec();
     return {algorithms::ShardedAllreduce::wire_bytes(codec, count, ranks, transport.rank()),
             algorithms::ShardedAllreduce::scratch_bytes(codec, count, ranks, transport.rank())};
-  }
-  if (compressor.aggregation() == compressors::Aggregation::low_rank) {
-    const auto& low_rank = static_cast<const compressors::LowRankCompressor&>(compressor);
-    return {algorithms::PowerSgd::workspace_bytes(low_rank, count, ranks, rows), 0};
-  }
-  if (compressor.aggregation() == compressors::Aggregation::summable) {
-    const auto& summable = static_cast<const compressors::SummableCompressor&>(compressor);
-    return {CastRing::wire_bytes(summable, count), CastRing::scratch_bytes(summable, count, ranks)};
-  }
-  const std::size_t payload_bytes = compressor.compressed_bytes(count);
-  return {payload_bytes * static_cast<std::size_t>(ranks), payload_bytes};
+  };
+  if (sharded) return sharded_workspace();  // int8, or top-k that reduces sharded
+  using namespace compressors;
+  return with_kind(
+      compressor,
+      Overloaded{[&](const SummableCompressor& summable) -> Workspace {
+                   return {CastRing::wire_bytes(summable, count),
+                           CastRing::scratch_bytes(summable, count, ranks)};
+                 },
+                 [&](const GatheredCompressor& gathered) -> Workspace {
+                   const std::size_t payload_bytes = gathered.compressed_bytes(count);
+                   return {payload_bytes * static_cast<std::size_t>(ranks), payload_bytes};
+                 },
+                 [&](const LowRankCompressor& low_rank) -> Workspace {
+                   return {algorithms::PowerSgd::workspace_bytes(low_rank, count, ranks, rows), 0};
+                 },
+                 [&](const ShardedCompressor&) { return sharded_workspace(); }});
 }
 
 std::vector<float*> owner_residuals(const AllreduceCall& call, compressors::Compressor& compressor,
@@ -74,24 +81,28 @@ std::unique_ptr<algorithms::Allreduce> flat_algorithm(std::size_t count,
                                                       std::vector<float>* state, bool sharded,
                                                       float* owner_residual, std::size_t rows) {
   using algorithms::AllreduceOf;
-  if (sharded) {
+  using namespace compressors;
+  using Algorithm = std::unique_ptr<algorithms::Allreduce>;
+  auto sharded_algorithm = [&]() -> Algorithm {
     return std::make_unique<AllreduceOf<algorithms::ShardedAllreduce>>(
         transport, *compressor.sharded_codec(), count, owner_residual, wire, scratch);
-  }
-  if (compressor.aggregation() == compressors::Aggregation::low_rank) {
-    auto& low_rank = static_cast<compressors::LowRankCompressor&>(compressor);
-    return std::make_unique<AllreduceOf<algorithms::PowerSgd>>(transport, low_rank, count, state,
-                                                               wire, rows);
-  }
-  if (compressor.aggregation() == compressors::Aggregation::summable) {
-    auto& summable = static_cast<compressors::SummableCompressor&>(compressor);
-    return std::make_unique<AllreduceOf<algorithms::RescuedCastRing>>(transport, summable, count,
-                                                                      wire, scratch);
-  }
-  auto& gathered = static_cast<compressors::GatheredCompressor&>(compressor);
-  const std::size_t payload_bytes = gathered.compressed_bytes(count);
-  return std::make_unique<AllreduceOf<algorithms::GatheredAllreduce>>(transport, gathered, count,
-                                                                      payload_bytes, scratch, wire);
+  };
+  if (sharded) return sharded_algorithm();  // int8, or top-k that reduces sharded
+  return with_kind(compressor,
+                   Overloaded{[&](SummableCompressor& summable) -> Algorithm {
+                                return std::make_unique<AllreduceOf<algorithms::RescuedCastRing>>(
+                                    transport, summable, count, wire, scratch);
+                              },
+                              [&](GatheredCompressor& gathered) -> Algorithm {
+                                const std::size_t payload_bytes = gathered.compressed_bytes(count);
+                                return std::make_unique<AllreduceOf<algorithms::GatheredAllreduce>>(
+                                    transport, gathered, count, payload_bytes, scratch, wire);
+                              },
+                              [&](LowRankCompressor& low_rank) -> Algorithm {
+                                return std::make_unique<AllreduceOf<algorithms::PowerSgd>>(
+                                    transport, low_rank, count, state, wire, rows);
+                              },
+                              [&](ShardedCompressor&) { return sharded_algorithm(); }});
 }
 
 // Full precision inside the node, the compressor's algorithm on a shard

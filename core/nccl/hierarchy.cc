@@ -13,6 +13,7 @@
 #include "algorithms/gathered.h"
 #include "algorithms/hierarchical.h"
 #include "backends/nccl_backend.h"
+#include "compressors/kind.h"
 #include "core/gpu/cuda_support.h"
 #include "core/nccl/plan.h"
 
@@ -114,7 +115,7 @@ Region region_of(const CallPlan& p, const compressors::Compressor& compressor) {
   Region r;
   std::size_t at = round256(Hierarchical::workspace_bytes(p.call.count, local));
   if (p.call.verdict.path == ReductionPath::topk) {
-    const auto& gathered = static_cast<const compressors::GatheredCompressor&>(compressor);
+    const auto& gathered = compressors::kind_cast<compressors::GatheredCompressor>(compressor);
     r.slot = gathered.device_slot_bytes(shard);
     r.payload = at;
     r.gathered = r.payload + round256(r.slot);
@@ -122,7 +123,7 @@ Region region_of(const CallPlan& p, const compressors::Compressor& compressor) {
     r.finish_scratch = r.select_scratch + round256(gathered.device_compress_scratch_bytes(shard));
     at = r.finish_scratch + round256(gathered.device_finish_scratch_bytes(shard, nodes));
   } else {
-    const auto& summable = static_cast<const compressors::SummableCompressor&>(compressor);
+    const auto& summable = compressors::kind_cast<compressors::SummableCompressor>(compressor);
     r.wire = at;
     at += round256(algorithms::CastRing::wire_bytes(summable, shard));
   }
@@ -261,13 +262,13 @@ class HierarchicalStep final : public scheduler::Step {
     const int divisor = p.call.verdict.average ? p.comm->size : 1;
     const auto stream = static_cast<cudaStream_t>(p.call.stream);
     if (p.call.verdict.path == ReductionPath::topk) {
-      return std::make_unique<TopkShard>(cross_,
-                                         static_cast<compressors::GatheredCompressor&>(compressor),
-                                         n, p.region, r, divisor, stream);
+      return std::make_unique<TopkShard>(
+          cross_, compressors::kind_cast<compressors::GatheredCompressor>(compressor), n, p.region,
+          r, divisor, stream);
     }
-    return std::make_unique<CastShard>(cross_,
-                                       static_cast<compressors::SummableCompressor&>(compressor), n,
-                                       p.region + r.wire, divisor, stream);
+    return std::make_unique<CastShard>(
+        cross_, compressors::kind_cast<compressors::SummableCompressor>(compressor), n,
+        p.region + r.wire, divisor, stream);
   }
 
   Reduction call_;
@@ -346,7 +347,7 @@ double hierarchical_wire_sent(const CallPlan& p, const compressors::Compressor& 
   if (p.call.verdict.path == ReductionPath::topk) {
     across = ring_allgather_wire_bytes(region_of(p, compressor).slot, nodes);
   } else {
-    const auto& summable = static_cast<const compressors::SummableCompressor&>(compressor);
+    const auto& summable = compressors::kind_cast<compressors::SummableCompressor>(compressor);
     across = ring_allreduce_wire_bytes(algorithms::CastRing::wire_bytes(summable, shard), nodes);
   }
   return across + Hierarchical::intra_node_bytes(p.call.count, local);

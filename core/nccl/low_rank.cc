@@ -8,6 +8,7 @@
 #include "algorithms/powersgd.h"
 #include "algorithms/wire_bytes.h"
 #include "backends/nccl_transport.h"
+#include "compressors/kind.h"
 #include "core/gpu/cuda_support.h"
 
 namespace slimreduce {
@@ -16,7 +17,7 @@ namespace {
 using kernels::LowRankShape;
 
 const compressors::LowRankCompressor& low_rank(const compressors::Compressor& compressor) {
-  return static_cast<const compressors::LowRankCompressor&>(compressor);
+  return compressors::kind_cast<compressors::LowRankCompressor>(compressor);
 }
 
 // Where a call's floats lie in its region, in bytes from its start.
@@ -173,7 +174,8 @@ double low_rank_wire_sent(const CallPlan& p, const compressors::Compressor& comp
 
 std::unique_ptr<scheduler::Step> low_rank_step(const CallPlan& p,
                                                compressors::Compressor& compressor) {
-  return std::make_unique<LowRankStep>(p, static_cast<compressors::LowRankCompressor&>(compressor));
+  return std::make_unique<LowRankStep>(
+      p, compressors::kind_cast<compressors::LowRankCompressor>(compressor));
 }
 
 }  // namespace slimreduce

@@ -18,6 +18,7 @@
 
 #include "backends/status.h"
 #include "compressors/compressor.h"
+#include "compressors/kind.h"
 #include "core/nccl/eligibility.h"
 #include "core/nccl/hierarchy.h"
 #include "core/nccl/memory.h"
@@ -177,10 +178,10 @@ class GroupPlan {
   std::size_t topk_region_bytes(const CallPlan& plan) const;
   void place_topk(int call, NcclCommState* comm, cudaStream_t stream);
   compressors::GatheredCompressor& gathered() const {
-    return static_cast<compressors::GatheredCompressor&>(*compressor_);
+    return compressors::kind_cast<compressors::GatheredCompressor>(*compressor_);
   }
   compressors::SummableCompressor& summable() const {
-    return static_cast<compressors::SummableCompressor&>(*compressor_);
+    return compressors::kind_cast<compressors::SummableCompressor>(*compressor_);
   }
 
   std::shared_ptr<compressors::Compressor> compressor_;

@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <utility>
 
+#include "compressors/kind.h"
 #include "core/runtime/compressor_choice.h"
 #include "core/runtime/log.h"
 
@@ -83,11 +84,12 @@ void Runtime::log_settings(int rank) const {
 
 void Runtime::log_products(int rank) {
   if (settings_.log_level < LogLevel::info) return;
-  const auto* low_rank =
-      dynamic_cast<const compressors::LowRankCompressor*>(policy().compressor.get());
-  if (!low_rank || logged_products_.exchange(true)) return;
+  const std::shared_ptr<compressors::Compressor> compressor = policy().compressor;
+  if (!compressor || compressor->aggregation() != compressors::Aggregation::low_rank ||
+      logged_products_.exchange(true))
+    return;
   log_line(settings_.log_level, LogLevel::info, rank, "powersgd products: %s",
-           low_rank->products().c_str());
+           compressors::kind_cast<compressors::LowRankCompressor>(*compressor).products().c_str());
 }
 
 Policy Runtime::policy() const {
