@@ -32,7 +32,8 @@ int GroupDeferral::end(PlanActions& actions) {
   bool whole_group_passes = false;
   // Unbalanced, or an inner end: the real library answers and keeps its depth.
   if (!leave(held, uncounted, whole_group_passes)) return actions.real_group_end();
-  const int rc = held.empty() ? actions.real_group_end() : run(held, whole_group_passes, actions);
+  const int rc =
+      held.empty() ? actions.real_group_end() : run(held, whole_group_passes, true, actions);
   // After the real end: a communicator made in the group can say its size now.
   for (const Reduction& call : uncounted) actions.count_pass_through(call);
   return rc;
@@ -67,46 +68,53 @@ int GroupDeferral::eligible(const Reduction& call, PlanActions& actions) {
     held_.push_back(call);
     return kNcclSuccess;
   }
-  // A group of one: the collective and the kernels around it in one place.
-  const int rc = actions.real_group_start();
-  if (rc != kNcclSuccess) return rc;
+  // A group of one: planned, then its kernels and collectives in a real group
+  // of their own (none for a call that runs whole), then its finishing kernels.
   std::vector<Reduction> held{call};
-  return run(held, false, actions);
+  return run(held, false, false, actions);
 }
 
-int GroupDeferral::run(std::vector<Reduction>& held, bool whole_group_passes,
+int GroupDeferral::run(std::vector<Reduction>& held, bool whole_group_passes, bool open,
                        PlanActions& actions) {
-  bool closed = false;
   int rc = kNcclSuccess;
   try {
-    return run_open(held, whole_group_passes, actions, closed);
+    return run_phases(held, whole_group_passes, open, actions);
   } catch (const std::bad_alloc&) {
     rc = kNcclSystemError;
   } catch (...) {
     rc = kNcclInternalError;
   }
-  if (!closed) actions.real_group_end();
+  if (open) actions.real_group_end();
   return rc;
 }
 
-// Inside the open real group (depth 1): enqueue, close, then finish.
-int GroupDeferral::run_open(std::vector<Reduction>& held, bool whole_group_passes,
-                            PlanActions& actions, bool& closed) {
+// Enqueue, close the real group, then finish. `open` says whether a real
+// group is open (ours to close) at every point, for run() to close on an exception.
+int GroupDeferral::run_phases(std::vector<Reduction>& held, bool whole_group_passes, bool& open,
+                              PlanActions& actions) {
   int rc = kNcclSuccess;
-  if (whole_group_passes) {
+  if (whole_group_passes) {  // only at an outermost end: the caller's group is open
     for (const Reduction& call : held) {
       if (rc != kNcclSuccess) break;
       actions.count_pass_through(call);
       rc = actions.pass_through(call);
     }
-    closed = true;
+    open = false;
     const int end_rc = actions.real_group_end();
     return rc != kNcclSuccess ? rc : end_rc;
   }
-  rc = actions.begin(held);
+  rc = actions.plan(held);
+  if (!open) {  // a call outside any group: planned before its real group opens
+    if (rc != kNcclSuccess) return rc;
+    if (actions.runs_whole()) return actions.run_whole(held);
+    rc = actions.real_group_start();
+    if (rc != kNcclSuccess) return rc;
+    open = true;
+  }
+  if (rc == kNcclSuccess) rc = actions.begin(held);
   if (rc == kNcclSuccess) rc = actions.issue(held);
   // The real group is closed whatever happened: the caller opened it with us.
-  closed = true;
+  open = false;
   const int end_rc = actions.real_group_end();
   if (rc != kNcclSuccess) return rc;
   // An end in progress (a non-blocking communicator's call of the caller's in

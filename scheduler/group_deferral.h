@@ -5,7 +5,9 @@
 // before the outermost ncclGroupEnd; there its compress kernels, its
 // collectives (inside the still-open real group) and, once the real group has
 // ended, its finishing kernels are enqueued, in call order. A call outside any
-// group runs the same way as a group of one. Pure logic: the NCCL and CUDA
+// group runs the same way in a real group of one, opened once it is planned:
+// a call planned to run whole (pipelined, each piece's collectives in a group
+// of their own) opens none. Pure logic: the NCCL and CUDA
 // work is behind PlanActions, so tests drive it with fakes. One instance per
 // thread, as NCCL keeps its group depth per thread.
 #pragma once
@@ -53,7 +55,17 @@ class PlanActions {
   // they are not counted).
   virtual void count_pass_through(const Reduction& call) = 0;
   // Plans the held calls (workspace, residuals; any it now passes through, it
-  // issues unchanged later, in order) and enqueues their compress kernels.
+  // issues unchanged later, in order). Enqueues nothing.
+  virtual int plan(std::vector<Reduction>& held) = 0;
+  // After plan() of a call outside any group: whether it runs whole, each of
+  // its pieces' collectives in a real group of their own (run_whole()), in
+  // place of the phases below.
+  virtual bool runs_whole() const { return false; }
+  virtual int run_whole(std::vector<Reduction>& held) {
+    (void)held;
+    return kNcclInternalError;  // never called unless runs_whole()
+  }
+  // Enqueues the planned calls' compress kernels.
   virtual int begin(std::vector<Reduction>& held) = 0;
   // Issues the collectives of the held calls, in call order.
   virtual int issue(std::vector<Reduction>& held) = 0;
@@ -84,12 +96,14 @@ class GroupDeferral {
   int eligible(const Reduction& call, PlanActions& actions);
 
  private:
-  // Runs held calls inside the open real group and closes it, whatever
-  // happens: an exception (bad_alloc in planning) must not leave NCCL's group
-  // open, or every later call on the thread would wait for an end.
-  int run(std::vector<Reduction>& held, bool whole_group_passes, PlanActions& actions);
-  int run_open(std::vector<Reduction>& held, bool whole_group_passes, PlanActions& actions,
-               bool& closed);
+  // Runs held calls, inside the caller's open real group (`open`: an
+  // outermost end) or, for a call outside any group, in one it opens after
+  // begin(); and closes it, whatever happens: an exception (bad_alloc in
+  // planning) must not leave NCCL's group open, or every later call on the
+  // thread would wait for an end.
+  int run(std::vector<Reduction>& held, bool whole_group_passes, bool open, PlanActions& actions);
+  int run_phases(std::vector<Reduction>& held, bool whole_group_passes, bool& open,
+                 PlanActions& actions);
   // Lowers our depth for an outermost end: the held calls, the passed-through
   // calls not counted yet, and whether the whole group passes through, taken.
   bool leave(std::vector<Reduction>& held, std::vector<Reduction>& uncounted,

@@ -71,11 +71,16 @@ class NcclEngine::PlanRunner : public PlanActions {
 
   ~PlanRunner() override { submit_timing(); }
 
-  int begin(std::vector<Reduction>& held) override {
+  int plan(std::vector<Reduction>& held) override {
     for (const Reduction& c : held) plan_.calls.emplace_back().call = c;
     if (const ncclResult_t rc = engine_.plan(plan_, alone_); rc != ncclSuccess) return rc;
     steps_ = plan_.steps();
-    if (plan_.side) return run_pipelined();
+    return ncclSuccess;
+  }
+  // A pipelined call (core/nccl/pipeline.h), outside any group.
+  bool runs_whole() const override { return plan_.side != nullptr; }
+  int run_whole(std::vector<Reduction>&) override { return run_pipelined(); }
+  int begin(std::vector<Reduction>&) override {
     if (auto timed = engine_.time_group(plan_))
       timing_ = std::make_unique<NcclTimeline::Group>(std::move(*timed));
     mark();  // before the compress kernels
@@ -83,12 +88,8 @@ class NcclEngine::PlanRunner : public PlanActions {
     mark();  // before the group's collectives
     return rc;
   }
-  int issue(std::vector<Reduction>&) override {
-    if (plan_.side) return ncclSuccess;  // issued piece by piece in begin()
-    return run(scheduler::Phase::communicate);
-  }
+  int issue(std::vector<Reduction>&) override { return run(scheduler::Phase::communicate); }
   int finish(std::vector<Reduction>&) override {
-    if (plan_.side) return ncclSuccess;  // enqueued piece by piece in begin()
     mark();  // the real group has ended: its collectives are on the streams
     const int rc = run(scheduler::Phase::finish);
     engine_.count_after_run(plan_);
@@ -129,11 +130,8 @@ class NcclEngine::PlanRunner : public PlanActions {
     timing_.reset();
   }
 
-  // A pipelined call (core/nccl/pipeline.h): each piece's collectives need a
-  // launch of their own, so the real group GroupDeferral opened for this
-  // call is closed (empty) first, and opened again (empty) for it to close.
+  // Each piece's collectives in a real group of their own.
   int run_pipelined() {
-    const int closed = real_group_end();
     std::vector<NcclTimeline::Group> pieces = engine_.time_pieces(plan_);
     auto mark = [&](std::size_t step, cudaStream_t on) {
       if (step < pieces.size()) pieces[step].mark_on(on);
@@ -142,13 +140,10 @@ class NcclEngine::PlanRunner : public PlanActions {
         static_cast<cudaStream_t>(plan_.calls.front().call.stream), *plan_.side,
         [this] { return real_group_start(); }, [this] { return real_group_end(); },
         pieces.empty() ? NcclHandoff::Mark{} : NcclHandoff::Mark(mark));
-    const int rc = closed != ncclSuccess
-                       ? closed
-                       : backends::nccl_code(scheduler::run_on_two_streams(steps_, handoff));
+    const int rc = backends::nccl_code(scheduler::run_on_two_streams(steps_, handoff));
     for (NcclTimeline::Group& piece : pieces) piece.owner().submit(std::move(piece));
-    const int reopened = real_group_start();
     engine_.count_after_run(plan_);
-    return rc != ncclSuccess ? rc : reopened;
+    return rc;
   }
 
   NcclEngine& engine_;

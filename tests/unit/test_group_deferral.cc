@@ -25,9 +25,15 @@ class Recorder : public PlanActions {
     counted += name(call);
   }
   int real_group_simulate_end(void*) override { return note("simulate", simulate_rc); }
+  int plan(std::vector<Reduction>& held) override {
+    note("plan" + names(held), 0);
+    if (throw_in_plan) throw std::bad_alloc();
+    return plan_rc;
+  }
+  bool runs_whole() const override { return whole; }
+  int run_whole(std::vector<Reduction>& held) override { return note("whole" + names(held), 0); }
   int begin(std::vector<Reduction>& held) override {
     note("begin" + names(held), 0);
-    if (throw_in_begin) throw std::bad_alloc();
     return begin_rc;
   }
   int issue(std::vector<Reduction>& held) override {
@@ -46,10 +52,12 @@ class Recorder : public PlanActions {
 
   int start_rc = kNcclSuccess;
   int end_rc = kNcclSuccess;
+  int plan_rc = kNcclSuccess;
   int begin_rc = kNcclSuccess;
   int simulate_rc = kNcclSuccess;
-  bool throw_in_begin = false;
+  bool throw_in_plan = false;
   bool throw_in_issue = false;
+  bool whole = false;  // plan() made it run whole (pipelined)
   std::vector<std::string> entries;
   std::string counted;  // the calls counted as passed through, in order
 
@@ -77,7 +85,32 @@ TEST(GroupDeferral, ACallOutsideAGroupRunsAsAGroupOfOne) {
   GroupDeferral group;
   Recorder actions;
   EXPECT_EQ(group.eligible(call(1), actions), kNcclSuccess);
-  EXPECT_EQ(actions.log(), "start begin:1 issue:1 end finish:1");
+  EXPECT_EQ(actions.log(), "plan:1 start begin:1 issue:1 end finish:1");
+  EXPECT_FALSE(group.in_group());
+}
+
+// Outside a group a call is planned before its real group opens: none is
+// opened for a call that fails to plan, or one planned to run whole
+// (pipelined, each piece's collectives in a group of their own); a failed
+// real start enqueues nothing.
+TEST(GroupDeferral, ACallOutsideAGroupOpensARealGroupOnceItIsPlanned) {
+  GroupDeferral group;
+  Recorder actions;
+  actions.plan_rc = 1;  // ncclUnhandledCudaError
+  EXPECT_EQ(group.eligible(call(1), actions), 1);
+  EXPECT_EQ(actions.log(), "plan:1");
+  actions = Recorder();
+  actions.whole = true;
+  EXPECT_EQ(group.eligible(call(2), actions), kNcclSuccess);
+  EXPECT_EQ(actions.log(), "plan:2 whole:2");
+  actions = Recorder();
+  actions.start_rc = 5;  // ncclInvalidUsage
+  EXPECT_EQ(group.eligible(call(3), actions), 5);
+  EXPECT_EQ(actions.log(), "plan:3 start");
+  actions = Recorder();
+  actions.throw_in_plan = true;
+  EXPECT_EQ(group.eligible(call(4), actions), kNcclSystemError);
+  EXPECT_EQ(actions.log(), "plan:4");
   EXPECT_FALSE(group.in_group());
 }
 
@@ -101,7 +134,7 @@ TEST(GroupDeferral, NothingIsEnqueuedBeforeTheOutermostEnd) {
   EXPECT_TRUE(group.in_group());
   actions.entries.clear();
   EXPECT_EQ(group.end(actions), kNcclSuccess);
-  EXPECT_EQ(actions.log(), "begin:1:2 issue:1:2 end finish:1:2");
+  EXPECT_EQ(actions.log(), "plan:1:2 begin:1:2 issue:1:2 end finish:1:2");
   EXPECT_FALSE(group.in_group());
 }
 
@@ -127,7 +160,7 @@ TEST(GroupDeferral, ANonBlockingCommunicatorInTheGroupPassesEverythingThrough) {
   group.start(actions);
   group.eligible(call(4), actions);
   group.end(actions);
-  EXPECT_EQ(actions.log(), "start begin:4 issue:4 end finish:4");
+  EXPECT_EQ(actions.log(), "start plan:4 begin:4 issue:4 end finish:4");
 }
 
 TEST(GroupDeferral, AFailedBeginStillClosesTheRealGroupAndFinishesNothing) {
@@ -137,7 +170,7 @@ TEST(GroupDeferral, AFailedBeginStillClosesTheRealGroupAndFinishesNothing) {
   group.start(actions);
   group.eligible(call(1), actions);
   EXPECT_EQ(group.end(actions), 1);
-  EXPECT_EQ(actions.log(), "start begin:1 end");
+  EXPECT_EQ(actions.log(), "start plan:1 begin:1 end");
   EXPECT_FALSE(group.in_group());
 }
 
@@ -146,7 +179,7 @@ TEST(GroupDeferral, AFailedRealEndIsReturnedAndFinishesNothing) {
   Recorder actions;
   actions.end_rc = 6;  // ncclRemoteError
   EXPECT_EQ(group.eligible(call(1), actions), 6);
-  EXPECT_EQ(actions.log(), "start begin:1 issue:1 end");
+  EXPECT_EQ(actions.log(), "plan:1 start begin:1 issue:1 end");
 }
 
 // The caller's own call on a non-blocking communicator in the group can make
@@ -157,7 +190,7 @@ TEST(GroupDeferral, AnEndInProgressWaitsBeforeFinishingAndSaysSo) {
   Recorder actions;
   actions.end_rc = kNcclInProgress;
   EXPECT_EQ(group.eligible(call(1), actions), kNcclInProgress);
-  EXPECT_EQ(actions.log(), "start begin:1 issue:1 end wait:1 finish:1");
+  EXPECT_EQ(actions.log(), "plan:1 start begin:1 issue:1 end wait:1 finish:1");
 }
 
 TEST(GroupDeferral, AFailedStartLeavesTheDepthAlone) {
@@ -167,7 +200,7 @@ TEST(GroupDeferral, AFailedStartLeavesTheDepthAlone) {
   EXPECT_EQ(group.start(actions), 5);
   EXPECT_FALSE(group.in_group());
   EXPECT_EQ(group.eligible(call(1), actions), 5);  // its own group could not open
-  EXPECT_EQ(actions.log(), "start start");
+  EXPECT_EQ(actions.log(), "start plan:1 start");
 }
 
 TEST(GroupDeferral, AnUnbalancedEndIsAnsweredByTheRealLibrary) {
@@ -184,7 +217,7 @@ TEST(GroupDeferral, HeldCallsKeepTheirOrder) {
   group.start(actions);
   for (std::uint64_t id = 10; id > 0; --id) group.eligible(call(id), actions);
   group.end(actions);
-  EXPECT_EQ(actions.entries[1], "begin:10:9:8:7:6:5:4:3:2:1");
+  EXPECT_EQ(actions.entries[1], "plan:10:9:8:7:6:5:4:3:2:1");
 }
 
 TEST(GroupDeferral, EachThreadHasItsOwnGroup) {
@@ -203,16 +236,16 @@ TEST(GroupDeferral, AnExceptionInPlanningClosesTheRealGroup) {
   // Left open, NCCL would hold every later call of the thread for an end.
   GroupDeferral group;
   Recorder actions;
-  actions.throw_in_begin = true;
+  actions.throw_in_plan = true;
   group.start(actions);
   group.eligible(call(1), actions);
   EXPECT_EQ(group.end(actions), kNcclSystemError);
-  EXPECT_EQ(actions.log(), "start begin:1 end");
+  EXPECT_EQ(actions.log(), "start plan:1 end");
   EXPECT_FALSE(group.in_group());
-  actions.throw_in_begin = false;
+  actions.throw_in_plan = false;
   actions.entries.clear();
   EXPECT_EQ(group.eligible(call(2), actions), kNcclSuccess);
-  EXPECT_EQ(actions.log(), "start begin:2 issue:2 end finish:2");
+  EXPECT_EQ(actions.log(), "plan:2 start begin:2 issue:2 end finish:2");
 }
 
 TEST(GroupDeferral, AnExceptionOutsideAGroupClosesItsGroupOfOne) {
@@ -220,7 +253,7 @@ TEST(GroupDeferral, AnExceptionOutsideAGroupClosesItsGroupOfOne) {
   Recorder actions;
   actions.throw_in_issue = true;
   EXPECT_EQ(group.eligible(call(1), actions), kNcclInternalError);
-  EXPECT_EQ(actions.log(), "start begin:1 issue:1 end");
+  EXPECT_EQ(actions.log(), "plan:1 start begin:1 issue:1 end");
 }
 
 TEST(GroupDeferral, ASimulatedEndHandsTheHeldCallsToNcclUnchanged) {
@@ -238,7 +271,7 @@ TEST(GroupDeferral, ASimulatedEndHandsTheHeldCallsToNcclUnchanged) {
   // Nothing is left held: the next call runs at once.
   actions.entries.clear();
   group.eligible(call(3), actions);
-  EXPECT_EQ(actions.log(), "start begin:3 issue:3 end finish:3");
+  EXPECT_EQ(actions.log(), "plan:3 start begin:3 issue:3 end finish:3");
 }
 
 TEST(GroupDeferral, ASimulatedEndClearsTheTaint) {
@@ -251,7 +284,7 @@ TEST(GroupDeferral, ASimulatedEndClearsTheTaint) {
   group.start(actions);
   group.eligible(call(2), actions);
   group.end(actions);
-  EXPECT_EQ(actions.log(), "start begin:2 issue:2 end finish:2");
+  EXPECT_EQ(actions.log(), "start plan:2 begin:2 issue:2 end finish:2");
 }
 
 TEST(GroupDeferral, AnUnbalancedSimulatedEndIsAnsweredByTheRealLibrary) {
