@@ -69,7 +69,7 @@ void verify_cut(const std::string& what, const Call& c) {
   const std::vector<float> want = expected_cut(c);
   std::size_t wrong = 0;
   for (std::size_t i = 0; i < got.size(); ++i)
-    wrong += slimreduce::kernels::float_bits(got[i]) != slimreduce::kernels::float_bits(want[i]);
+    wrong += slimreduce::reference::bits_of(got[i]) != slimreduce::reference::bits_of(want[i]);
   expect(wrong == 0, what + " (n " + std::to_string(got.size()) + ", " +
                          std::to_string(pieces_of(c.model.n, element_of(c.model.type)).size()) +
                          " pieces): " + std::to_string(wrong) + " values differ");

@@ -60,7 +60,7 @@ void check_switch(Comm& world, float* const send[3], float* const recv[3],
   next.powersgd = false;
   next.int8 = false;
   next.ef = sim::env_or("SLIMREDUCE_ERROR_FEEDBACK", next.topk ? "1" : "0") == "1";
-  next.format = slimreduce::kernels::HalfFormat::fp16;
+  next.format = slimreduce::reference::Half::fp16;
   CHECK(slimreduce_set_compressor(next.compressor.c_str()) == 0, "slimreduce_set_compressor");
   model = sim::Model(next);
   for (int step = 0; step < 3; ++step) {
@@ -288,18 +288,15 @@ double counter(const char* key) {
 // 16 bits, padded to 8 bytes). Counted as a sharded top-k call.
 void check_topk_sharded_bytes(Comm& world, float* send, std::size_t n, cudaStream_t stream) {
   if (!sim::shards_topk(mode, n, world.size)) return;
-  namespace k = slimreduce::kernels;
+  namespace ref = slimreduce::reference;
   float* recv = nullptr;
   CUDA_OK(cudaMalloc(&recv, n * sizeof(float)));
   Call c = prepare(world, send, recv, n, ncclFloat32, ncclSum, stream);
-  const auto values = mode.fp16_values ? k::TopkValues::fp16 : k::TopkValues::fp32;
-  const std::size_t kk = k::topk_count(n, mode.ratio);
-  std::vector<std::uint8_t> payload(k::topk_payload_bytes(kk, values));
-  k::TopkScratch scratch;
-  k::topk_compress(c.model.inputs[world.rank].data(), nullptr, n, kk, values, payload.data(),
-                   scratch);
-  std::vector<std::uint32_t> index(kk);
-  std::memcpy(index.data(), payload.data(), kk * sizeof(std::uint32_t));
+  const bool fp16 = mode.fp16_values;
+  const std::vector<std::uint32_t> index =
+      ref::topk_compress(c.model.inputs[world.rank].data(), nullptr, n,
+                         ref::topk_count(n, mode.ratio), fp16)
+          .index;
   const std::vector<std::size_t> bounds = sim::even_bounds(n, world.size);
   double want = 8.0 * (world.size - 1);
   std::size_t slot = 0;
@@ -308,9 +305,9 @@ void check_topk_sharded_bytes(Comm& world, float* send, std::size_t n, cudaStrea
     const auto in_shard = std::count_if(index.begin(), index.end(), [&](std::uint32_t i) {
       return i >= bounds[s] && i < bounds[s + 1];
     });
-    const std::size_t part = k::topk_payload_bytes(static_cast<std::size_t>(in_shard), values);
+    const std::size_t part = ref::topk_payload_bytes(static_cast<std::size_t>(in_shard), fp16);
     if (s != world.rank) want += static_cast<double>((part + 3) / 4 * 4);
-    const std::size_t owner_k = k::topk_payload_bytes(k::topk_count(count, mode.ratio), values);
+    const std::size_t owner_k = ref::topk_payload_bytes(ref::topk_count(count, mode.ratio), fp16);
     slot = std::max(slot, 4 + std::min(owner_k, count * 2));  // top-k, or 16 bits if no larger
   }
   want += static_cast<double>((world.size - 1) * ((slot + 7) / 8 * 8));

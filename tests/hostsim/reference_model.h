@@ -1,13 +1,21 @@
-// What SlimReduce must return for an ncclAllReduce on the host simulation,
-// built from the CPU twins (kernels/): compress each rank's input with its
-// residual, sum in rank order (the simulated NCCL's order; a top-k sum does
-// not depend on it), widen, divide for ncclAvg; hierarchically (a call's
-// local_size), each node's fp32 sum first, then each shard over the nodes;
-// int8 by shards of whole buckets, each owner's sum quantized again; top-k
-// where it shards (fp32, flat, not in a graph: shards_topk) by even shards,
-// each owner's sum selected again or cast to 16 bits. It
-// keeps the residuals and the warm-up counts as the library does, so calls
-// after calls stay exact.
+// What SlimReduce must return for an ncclAllReduce on the host simulation:
+// compress each rank's input with its residual, sum in rank order (the
+// simulated NCCL's order; a top-k sum does not depend on it), widen, divide
+// for ncclAvg; hierarchically (a call's local_size), each node's fp32 sum
+// first, then each shard over the nodes; int8 by shards of whole buckets,
+// each owner's sum quantized again; top-k where it shards (fp32, flat, not in
+// a graph: shards_topk) by even shards, each owner's sum selected again or
+// cast to 16 bits. It keeps the residuals and the warm-up counts as the
+// library does, so calls after calls stay exact.
+// The casts (as_type and the fp16/bf16 compressors), top-k (k, selection,
+// payload, sums) and int8 come from tests/reference/independent.h, written
+// apart from kernels/, so that a kernel's bug fails the runs instead of
+// being expected by them (tests/unit/test_independent_reference.cc holds the
+// kernels to the same references directly). PowerSGD still calls its CPU
+// twins (kernels/low_rank.h): its result depends bit for bit on the order of
+// every product's and the orthonormalisation's fp32 operations, so a second
+// copy would be that code again, not a check of it; its shape
+// (low_rank_shape) is arithmetic of sizes only.
 // One model per stream of calls (not thread-safe).
 #pragma once
 
@@ -23,11 +31,8 @@
 #include <tuple>
 #include <vector>
 
-#include "kernels/cast.h"
-#include "kernels/element_rules.h"
 #include "kernels/low_rank.h"
-#include "kernels/quant8.h"
-#include "kernels/topk.h"
+#include "tests/reference/independent.h"
 
 namespace slimreduce::hostsim {
 
@@ -58,15 +63,14 @@ struct Mode {
   // Plain bytes here (the library also takes K, M, G suffixes).
   std::uint64_t ef_max_bytes =
       std::strtoull(env_or("SLIMREDUCE_EF_MAX_BYTES", "4294967296").c_str(), nullptr, 10);
-  kernels::HalfFormat format =
-      compressor == "bf16" ? kernels::HalfFormat::bf16 : kernels::HalfFormat::fp16;
+  reference::Half format = compressor == "bf16" ? reference::Half::bf16 : reference::Half::fp16;
 };
 
 // fp32 x as a value of `type` would hold it (rounded to nearest even).
 inline float as_type(float x, ncclDataType_t type) {
-  namespace k = kernels;
-  if (type == ncclFloat16) return k::fp16_bits_to_float(k::float_to_fp16_bits(x));
-  if (type == ncclBfloat16) return k::bf16_bits_to_float(k::float_to_bf16_bits(x));
+  namespace ref = reference;
+  if (type == ncclFloat16) return ref::fp16_to_float(ref::float_to_fp16(x));
+  if (type == ncclBfloat16) return ref::bf16_to_float(ref::float_to_bf16(x));
   return x;
 }
 
@@ -108,10 +112,10 @@ inline std::vector<std::size_t> even_bounds(std::size_t n, int ranks) {
 inline bool shards_topk(const Mode& mode, std::size_t n, int ranks) {
   if (!mode.topk || mode.topk_algorithm == "gather") return false;
   if (mode.topk_algorithm == "sharded") return true;
-  namespace k = kernels;
-  const auto values = mode.fp16_values ? k::TopkValues::fp16 : k::TopkValues::fp32;
+  namespace ref = reference;
   auto payload = [&](std::size_t count) {
-    return static_cast<double>(k::topk_payload_bytes(k::topk_count(count, mode.ratio), values));
+    return static_cast<double>(
+        ref::topk_payload_bytes(ref::topk_count(count, mode.ratio), mode.fp16_values));
   };
   const std::size_t largest = (n + static_cast<std::size_t>(ranks) - 1) / ranks;
   const bool owner_dense = payload(largest) >= static_cast<double>(largest * 2);
@@ -246,7 +250,7 @@ class Model {
       out = summed(in, slices, c.n);
     }
     if (c.op == ncclAvg) {
-      for (float& x : out) x = kernels::divide_keeping_nan(x, c.comm_size);
+      for (float& x : out) x = reference::divide_keeping_nan(x, c.comm_size);
     }
     return out;
   }
@@ -260,29 +264,25 @@ class Model {
 
   std::vector<float> summed_casts(const std::vector<const float*>& in,
                                   const std::vector<float*>& res, std::size_t n) const {
-    namespace k = kernels;
+    namespace ref = reference;
     std::vector<std::uint16_t> acc(n), wire(n);
     for (std::size_t r = 0; r < in.size(); ++r) {
       std::uint16_t* out = r == 0 ? acc.data() : wire.data();
-      k::compress(mode_.format, in[r], res[r], out, n);
-      if (r > 0) k::accumulate(mode_.format, wire.data(), acc.data(), n);
+      ref::cast_compress(mode_.format, in[r], res[r], out, n);
+      if (r > 0) ref::cast_accumulate(mode_.format, wire.data(), acc.data(), n);
     }
     std::vector<float> sum(n);
-    k::decompress(mode_.format, acc.data(), sum.data(), n);
+    ref::cast_decompress(mode_.format, acc.data(), sum.data(), n);
     return sum;
   }
 
   std::vector<float> summed_topk(const std::vector<const float*>& in,
                                  const std::vector<float*>& res, std::size_t n) const {
-    namespace k = kernels;
-    const std::size_t kk = k::topk_count(n, mode_.ratio);
-    const auto values = mode_.fp16_values ? k::TopkValues::fp16 : k::TopkValues::fp32;
-    std::vector<std::uint8_t> payload(k::topk_payload_bytes(kk, values));
+    namespace ref = reference;
+    const std::size_t kk = ref::topk_count(n, mode_.ratio);
     std::vector<float> sum(n, 0.0f);
-    k::TopkScratch scratch;
     for (std::size_t r = 0; r < in.size(); ++r) {
-      k::topk_compress(in[r], res[r], n, kk, values, payload.data(), scratch);
-      k::topk_accumulate(payload.data(), kk, values, sum.data());
+      ref::topk_accumulate(ref::topk_compress(in[r], res[r], n, kk, mode_.fp16_values), sum.data());
     }
     return sum;
   }
@@ -327,7 +327,7 @@ class Model {
   // residual's slice); owner s adds them into zeros in rank order and
   // quantizes the sum again (with its owner residual); every rank decodes that.
   std::vector<float> sharded_int8(const ModelCall& c, std::vector<std::vector<float>>* res) {
-    namespace k = kernels;
+    namespace ref = reference;
     const std::size_t bucket = mode_.quant_bucket;
     const std::vector<std::size_t> bounds = int8_bounds(c.n, c.comm_size, mode_.quant_bucket);
     std::vector<std::vector<float>>* owners =
@@ -336,16 +336,17 @@ class Model {
     for (int s = 0; s < c.comm_size; ++s) {
       const std::size_t begin = bounds[s], count = bounds[s + 1] - begin;
       std::vector<float> shard(count, 0.0f);
-      std::vector<std::uint8_t> block(k::quant8_bytes(count, bucket));
       for (int r = 0; r < c.comm_size; ++r) {
         float* residual = res ? (*res)[r].data() + begin : nullptr;
-        k::quant8_compress(c.inputs[r].data() + begin, residual, count, bucket, block.data(),
-                           k::Isa::scalar);
-        k::quant8_accumulate(block.data(), count, bucket, shard.data(), k::Isa::scalar);
+        const std::vector<std::uint8_t> block =
+            ref::quant8_compress(c.inputs[r].data() + begin, residual, count, bucket);
+        ref::quant8_accumulate(block.data(), count, bucket, shard.data());
       }
       float* owner_residual = owners ? (*owners)[s].data() : nullptr;
-      k::quant8_compress(shard.data(), owner_residual, count, bucket, block.data(), k::Isa::scalar);
-      k::quant8_decompress(block.data(), count, bucket, out.data() + begin, k::Isa::scalar);
+      const std::vector<std::uint8_t> block =
+          ref::quant8_compress(shard.data(), owner_residual, count, bucket);
+      const std::vector<float> decoded = ref::quant8_decompress(block.data(), count, bucket);
+      std::copy(decoded.begin(), decoded.end(), out.begin() + begin);
     }
     return out;
   }
@@ -357,7 +358,7 @@ class Model {
   // in 16 bits where that is no larger (bf16 when a finite value is beyond
   // fp16's range); every rank decodes that.
   std::vector<float> sharded_topk(const ModelCall& c, std::vector<std::vector<float>>* res) {
-    namespace k = kernels;
+    namespace ref = reference;
     std::vector<const float*> in;
     std::vector<float*> slices;
     for (int r = 0; r < c.comm_size; ++r) {
@@ -368,28 +369,25 @@ class Model {
     std::vector<std::vector<float>>* owners =
         res ? &residuals_.at({c.comm_id, c.recv}).owners : nullptr;
     const std::vector<std::size_t> bounds = even_bounds(c.n, c.comm_size);
-    const auto values = mode_.fp16_values ? k::TopkValues::fp16 : k::TopkValues::fp32;
     std::vector<float> out(c.n, 0.0f);
     for (int s = 0; s < c.comm_size; ++s) {
       const std::size_t begin = bounds[s], count = bounds[s + 1] - begin;
       std::vector<float> shard(sum.begin() + begin, sum.begin() + begin + count);
       float* owner = owners ? (*owners)[s].data() : nullptr;
-      const std::size_t kk = k::topk_count(count, mode_.ratio);
-      if (k::topk_payload_bytes(kk, values) >= count * 2) {
+      const std::size_t kk = ref::topk_count(count, mode_.ratio);
+      if (ref::topk_payload_bytes(kk, mode_.fp16_values) >= count * 2) {
         bool wide = false;
         for (std::size_t i = 0; i < count; ++i) {
           const float acc = owner ? shard[i] + owner[i] : shard[i];
           wide = wide || (std::isfinite(acc) && std::fabs(acc) >= 65520.0f);
         }
-        const auto format = wide ? k::HalfFormat::bf16 : k::HalfFormat::fp16;
+        const auto format = wide ? ref::Half::bf16 : ref::Half::fp16;
         std::vector<std::uint16_t> half(count);
-        k::compress(format, shard.data(), owner, half.data(), count);
-        k::decompress(format, half.data(), out.data() + begin, count);
+        ref::cast_compress(format, shard.data(), owner, half.data(), count);
+        ref::cast_decompress(format, half.data(), out.data() + begin, count);
       } else {
-        std::vector<std::uint8_t> payload(k::topk_payload_bytes(kk, values));
-        k::TopkScratch scratch;
-        k::topk_compress(shard.data(), owner, count, kk, values, payload.data(), scratch);
-        k::topk_accumulate(payload.data(), kk, values, out.data() + begin);
+        ref::topk_accumulate(ref::topk_compress(shard.data(), owner, count, kk, mode_.fp16_values),
+                             out.data() + begin);
       }
     }
     return out;
@@ -429,7 +427,8 @@ class Model {
     for (std::size_t r = 0; r < ranks; ++r) {
       m[r] = c.inputs[r];
       if (res)
-        for (std::size_t e = 0; e < c.n; ++e) m[r][e] = k::add_nan_first(m[r][e], (*res)[r][e]);
+        for (std::size_t e = 0; e < c.n; ++e)
+          m[r][e] = reference::add_nan_first(m[r][e], (*res)[r][e]);
       k::low_rank_project(m[r].data(), s, q.data(), p[r].data(), k::Isa::scalar);
     }
     std::vector<float> p_sum = rank_sum(p);
