@@ -14,8 +14,13 @@
 // not live device memory). The other ranks abort A too, unused; then every
 // rank reduces on B and on a communicator made after the abort, checked bit
 // for bit against the model, and compressed. A hang fails by the test's timeout.
+// With SLIMREDUCE_HIERARCHICAL=1 and SLIMREDUCE_LOCAL_SIZE (emulated nodes)
+// every communicator reduces hierarchically: the aborted call then waits in
+// its node's step, and the abort must end the node and cross-node
+// sub-communicators SlimReduce split from A as well.
 // Exit 0: all passed; 1: a check failed.
 #include <chrono>
+#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -24,6 +29,27 @@
 using namespace ranks_job;
 
 namespace {
+
+// The emulated node size where SLIMREDUCE_HIERARCHICAL=1 splits a
+// communicator of `size` ranks into nodes (several, of more than one rank
+// each: core/runtime/node_split.h), else 0: the model's local_size.
+int hierarchical_local_size(int size) {
+  if (sim::env_or("SLIMREDUCE_HIERARCHICAL", "0") != "1") return 0;
+  const int local = std::atoi(sim::env_or("SLIMREDUCE_LOCAL_SIZE", "0").c_str());
+  return local > 1 && size % local == 0 && size / local > 1 ? local : 0;
+}
+
+// One fp32 sum on comm, checked against the model (hierarchical where the
+// library reduces so), and taken as eligible.
+void reduce_checked(Comm& comm, const std::string& what, float* send, float* recv,
+                    std::size_t n, cudaStream_t stream) {
+  const std::uint64_t before = eligible_count();
+  Call c = prepare(comm, send, recv, n, ncclFloat32, ncclSum, stream);
+  c.model.local_size = hierarchical_local_size(comm.size);
+  issue(c);
+  verify(what.c_str(), c);
+  expect(eligible_count() > before, what + ": taken as eligible");
+}
 
 constexpr std::size_t kCount = 262144;  // 1 MiB of floats: compressed (SLIMREDUCE_MIN_BYTES=64K)
 
@@ -77,11 +103,12 @@ int main(int argc, char** argv) {
   CUDA_OK(cudaMalloc(&send, kCount * 4));
   CUDA_OK(cudaMalloc(&recv, kCount * 4));
   if (world_rank == 0)
-    std::printf("compressor %s, %d ranks, streams %s\n", mode.compressor.c_str(), a.size,
-                sim::env_or("HOSTSIM_ASYNC", "1") == "0" ? "in place" : "on threads");
+    std::printf("compressor %s, %d ranks, streams %s, %s\n", mode.compressor.c_str(), a.size,
+                sim::env_or("HOSTSIM_ASYNC", "1") == "0" ? "in place" : "on threads",
+                hierarchical_local_size(a.size) ? "hierarchical" : "flat");
 
-  reduce_on(a, "A before the abort", send, recv, kCount, stream);
-  reduce_on(b, "B before the abort", send, recv, kCount, other);
+  reduce_checked(a, "A before the abort", send, recv, kCount, stream);
+  reduce_checked(b, "B before the abort", send, recv, kCount, other);
   const auto started = std::chrono::steady_clock::now();
   call_aborted(a, send, recv, stream);
   if (a.nccl) NCCL_OK(ncclCommAbort(a.nccl));  // the other ranks: A unused since
@@ -90,10 +117,10 @@ int main(int argc, char** argv) {
   MPI_Barrier(MPI_COMM_WORLD);
   if (world_rank == 0) std::printf("rank 0: the aborted call ended after %.3f s\n", took);
 
-  reduce_on(b, "B after the abort", send, recv, kCount, other);
-  reduce_on(b, "B after the abort, on A's stream", send, recv, kCount, stream);
+  reduce_checked(b, "B after the abort", send, recv, kCount, other);
+  reduce_checked(b, "B after the abort, on A's stream", send, recv, kCount, stream);
   Comm c = make_world_comm();
-  reduce_on(c, "a communicator made after the abort", send, recv, kCount, stream);
+  reduce_checked(c, "a communicator made after the abort", send, recv, kCount, stream);
   NCCL_OK(ncclCommDestroy(c.nccl));
   NCCL_OK(ncclCommDestroy(b.nccl));
   CUDA_OK(cudaDeviceSynchronize());
