@@ -267,9 +267,10 @@ void NcclEngine::comm_facts(ncclComm_t comm, CallFacts& facts) const {
   facts.comm_size = found->second->size;
 }
 
-CallFacts NcclEngine::facts_of(const Reduction& call, const compressors::Compressor* compressor) {
-  CallFacts facts =
-      nccl_call_facts(call.datatype, call.op, call.count, call.coll_config != nullptr);
+ReductionVerdict NcclEngine::classify_call(const Reduction& call,
+                                           const compressors::Compressor* compressor,
+                                           CallFacts& facts) {
+  facts = nccl_call_facts(call.datatype, call.op, call.count, call.coll_config != nullptr);
   const auto comm = static_cast<ncclComm_t>(call.comm);
   comm_facts(comm, facts);
   // Created inside a group and not asked since: outside any group, it is made.
@@ -277,12 +278,13 @@ CallFacts NcclEngine::facts_of(const Reduction& call, const compressors::Compres
     shape(comm);
     comm_facts(comm, facts);
   }
-  // The pointer check is the one CUDA call here: only for a call otherwise eligible.
+  // The pointer check is the one CUDA call here: only for a call otherwise
+  // eligible; classified again only where it finds host memory (for the reason).
   facts.device_buffers = true;
-  if (classify_nccl(facts, runtime_.settings(), compressor).path != ReductionPath::pass_through) {
-    facts.device_buffers = is_device_memory(call.sendbuff) && is_device_memory(call.recvbuff);
-  }
-  return facts;
+  const ReductionVerdict verdict = classify_nccl(facts, runtime_.settings(), compressor);
+  if (verdict.path == ReductionPath::pass_through) return verdict;
+  facts.device_buffers = is_device_memory(call.sendbuff) && is_device_memory(call.recvbuff);
+  return facts.device_buffers ? verdict : classify_nccl(facts, runtime_.settings(), compressor);
 }
 
 ncclResult_t NcclEngine::all_reduce(const void* sendbuff, void* recvbuff, size_t count,
@@ -293,8 +295,8 @@ ncclResult_t NcclEngine::all_reduce(const void* sendbuff, void* recvbuff, size_t
   // A config that leaves every choice to NCCL makes the plain call (nccl.h).
   if (!nccl_coll_config_plain(coll_config)) call.coll_config = coll_config;
   const std::shared_ptr<compressors::Compressor> compressor = runtime_.policy().compressor;
-  const CallFacts facts = facts_of(call, compressor.get());
-  call.verdict = classify_nccl(facts, runtime_.settings(), compressor.get());
+  CallFacts facts;
+  call.verdict = classify_call(call, compressor.get(), facts);
   PlanRunner actions(*this, !group.in_group());
   if (call.verdict.path == ReductionPath::pass_through) {
     return static_cast<ncclResult_t>(group.pass_through(call, facts.comm_ready, actions));

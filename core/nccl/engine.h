@@ -86,7 +86,9 @@ class NcclEngine : public RuntimeSide {
   // sub-communicators made, once (nccl_engine_setup.cc).
   ncclResult_t know_nodes(ncclComm_t comm, cudaStream_t stream);
   void comm_facts(ncclComm_t comm, CallFacts& facts) const;
-  CallFacts facts_of(const Reduction& call, const compressors::Compressor* compressor);
+  // The call's facts (filled) and the shared classifier's verdict on them.
+  ReductionVerdict classify_call(const Reduction& call, const compressors::Compressor* compressor,
+                                 CallFacts& facts);
   // alone: the plan is one call made outside any group (it may be pipelined).
   ncclResult_t plan(GroupPlan& plan, bool alone);
   void count_planned(const GroupPlan& plan, std::size_t first);
