@@ -304,6 +304,11 @@ ncclResult_t NcclEngine::all_reduce(const void* sendbuff, void* recvbuff, size_t
   // Hierarchical: the communicator's nodes and sub-communicators, made at its
   // first eligible call outside any group (inside one NCCL would only queue
   // the splits), the same call on every rank; calls before it reduce flat.
+  // The same call on every rank (the verdict reads the arguments alone) first
+  // checks that the ranks agree on what shapes the wire, once per communicator.
+  if (!group.in_group()) {
+    if (const ncclResult_t rc = agree_on_wire(comm, stream); rc != ncclSuccess) return rc;
+  }
   if (runtime_.settings().hierarchical && !group.in_group()) {
     if (const ncclResult_t rc = know_nodes(comm, stream); rc != ncclSuccess) return rc;
   }

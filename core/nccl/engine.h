@@ -85,6 +85,9 @@ class NcclEngine : public RuntimeSide {
   // SLIMREDUCE_HIERARCHICAL=1, outside any group: comm's nodes learnt and its
   // sub-communicators made, once (nccl_engine_setup.cc).
   ncclResult_t know_nodes(ncclComm_t comm, cudaStream_t stream);
+  // Once per communicator, outside any group and capture: its ranks agree on
+  // what shapes the wire (core/nccl/wire_check.h), or the call fails.
+  ncclResult_t agree_on_wire(ncclComm_t comm, cudaStream_t stream);
   void comm_facts(ncclComm_t comm, CallFacts& facts) const;
   // The call's facts (filled) and the shared classifier's verdict on them.
   ReductionVerdict classify_call(const Reduction& call, const compressors::Compressor* compressor,

@@ -7,7 +7,9 @@
 
 #include "backends/nccl_backend.h"
 #include "core/nccl/engine.h"
+#include "core/nccl/wire_check.h"
 #include "core/runtime/log.h"
+#include "core/runtime/wire_agreement.h"
 
 namespace slimreduce {
 namespace {
@@ -34,6 +36,32 @@ NcclEngine::NcclEngine(Runtime& runtime)
              "communicator's first eligible call outside a group on (calls in a group before it, "
              "and 16-bit top-k calls, reduce flat)");
   }
+}
+
+ncclResult_t NcclEngine::agree_on_wire(ncclComm_t comm, cudaStream_t stream) {
+  int rank = 0, size = 0, device = -1;
+  {
+    std::lock_guard lock(mutex_);
+    auto found = comms_.find(comm);
+    if (found == comms_.end() || found->second->wire_agreed) return ncclSuccess;
+    const NcclCommState& state = *found->second;
+    if (!state.blocking || state.size < 1) return ncclSuccess;
+    rank = state.rank;
+    size = state.size;
+    device = state.device;
+  }
+  // Capture allows no host wait: the check waits for the first such call outside capture.
+  if (is_capturing(stream)) return ncclSuccess;
+  DeviceGuard guard(device);
+  if (!guard.ok()) return backends::nccl_code(Status::cuda(cudaErrorInvalidDevice));
+  const std::vector<char> record = wire_agreement::record(
+      wire_agreement::fields(runtime_.settings(), wire_agreement::library_version()));
+  if (const ncclResult_t rc = check_wire_agreement(comm, rank, size, stream, record);
+      rc != ncclSuccess)
+    return rc;
+  std::lock_guard lock(mutex_);
+  if (auto found = comms_.find(comm); found != comms_.end()) found->second->wire_agreed = true;
+  return ncclSuccess;
 }
 
 ncclResult_t NcclEngine::know_nodes(ncclComm_t comm, cudaStream_t stream) {

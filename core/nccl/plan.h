@@ -49,6 +49,8 @@ struct NcclCommState : CommShape {
   ncclComm_t comm = nullptr;
   int device = -1;
   bool blocking = false;  // created in blocking mode, seen by us
+  // Its ranks agreed on what shapes the wire (core/nccl/wire_check.h); under the engine's lock.
+  bool wire_agreed = false;
   DeviceAllocator* allocator = nullptr;
   std::map<cudaStream_t, Workspace> workspaces;  // under the engine's lock
   std::vector<DeviceBlock> orphaned_residuals;   // its residuals, once it is gone
