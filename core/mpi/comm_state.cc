@@ -13,7 +13,6 @@ CommState::CommState(std::uint64_t id, MPI_Comm user_comm)
     PMPI_Comm_rank(user_comm, &shape_.rank);
     PMPI_Comm_size(user_comm, &shape_.size);
   }
-  ring_factor_ = shape_.ring_factor();
 }
 
 CommState::~CommState() { release(); }

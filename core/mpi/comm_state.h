@@ -30,9 +30,11 @@ class CommState {
   int rank() const { return shape_.rank; }
   int size() const { return shape_.size; }
   bool is_intercommunicator() const { return is_inter_; }
-  double ring_factor() const { return ring_factor_; }  // shape().ring_factor(), kept
+  double ring_factor() const { return shape_.ring_factor(); }
   // Where its nodes are known (SLIMREDUCE_HIERARCHICAL), their split; else nullptr.
   const NodeSplit* nodes() const { return hierarchy_ ? &hierarchy_->split : nullptr; }
+  // Whether a compressed call runs the node steps (nodes known, and not flat).
+  bool reduces_hierarchically() const { return hierarchy_ && !hierarchy_->flat(); }
 
   // The private duplicate, made on first use: the first compressed call on a
   // communicator is the same call on every rank, so the collective dup matches.
@@ -69,7 +71,6 @@ class CommState {
   MPI_Comm private_comm_ = MPI_COMM_NULL;
   bool wire_agreed_ = false;
   bool is_inter_ = false;
-  double ring_factor_ = 0;
   std::vector<std::byte> wire_;
   std::vector<std::byte> scratch_;
   std::vector<std::byte> shards_;

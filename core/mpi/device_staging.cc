@@ -404,8 +404,8 @@ Status allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
     StagedCall job{call, compressor, state, transport, workspace, nullptr, options};
     // A hierarchical communicator reduces fp32 inside the node: through the
     // host algorithm, as a host-buffer rank of it does.
-    const bool hierarchical = state.hierarchy() && !state.hierarchy()->flat();
-    if (kernels == DeviceKernels::none || hierarchical) return staged_host(job, reduced);
+    if (kernels == DeviceKernels::none || state.reduces_hierarchically())
+      return staged_host(job, reduced);
     if (residual && residual->feeds_back) {
       if (!pool.residual_memory()) return Status::no_memory();
       job.residual = residual->device_residual(*pool.residual_memory(), job.stream());

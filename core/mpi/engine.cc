@@ -200,7 +200,7 @@ void Engine::count_compressed(std::uint64_t bytes, const CommState& state, doubl
   call.count = bytes / sizeof(float);
   call.compressed = true;
   call.wire_sent = wire_sent;
-  call.ran_hierarchically = state.hierarchy() && !state.hierarchy()->flat();
+  call.ran_hierarchically = state.reduces_hierarchically();
   delta += counted_call(state.size(), state.nodes(), call);
 }
 
@@ -253,9 +253,8 @@ Engine::Started Engine::start_call(const AllreduceCall& call, MPI_Datatype datat
   started.resets = residuals.resets() - resets_before;
   started.evicted = residuals.evicted() - evicted_before;
   if (!started.slot) return started;
-  const bool hierarchical = state.hierarchy() && !state.hierarchy()->flat();
   const bool residual_on_device =
-      device && !hierarchical &&
+      device && !state.reduces_hierarchically() &&
       device_staging::keeps_residual_on_device(call, *started.policy.compressor, state.size());
   if (!residual_on_device) started.call.residual = started.slot->host_residual();
   started.call.state = &started.slot->compressor_state;  // kept per key (PowerSGD's Q)

@@ -301,14 +301,14 @@ ncclResult_t NcclEngine::all_reduce(const void* sendbuff, void* recvbuff, size_t
   if (call.verdict.path == ReductionPath::pass_through) {
     return static_cast<ncclResult_t>(group.pass_through(call, facts.comm_ready, actions));
   }
-  // Hierarchical: the communicator's nodes and sub-communicators, made at its
-  // first eligible call outside any group (inside one NCCL would only queue
-  // the splits), the same call on every rank; calls before it reduce flat.
   // The same call on every rank (the verdict reads the arguments alone) first
   // checks that the ranks agree on what shapes the wire, once per communicator.
   if (!group.in_group()) {
     if (const ncclResult_t rc = agree_on_wire(comm, stream); rc != ncclSuccess) return rc;
   }
+  // Hierarchical: the communicator's nodes and sub-communicators, made at its
+  // first eligible call outside any group (inside one NCCL would only queue
+  // the splits), the same call on every rank; calls before it reduce flat.
   if (runtime_.settings().hierarchical && !group.in_group()) {
     if (const ncclResult_t rc = know_nodes(comm, stream); rc != ncclSuccess) return rc;
   }

@@ -82,6 +82,16 @@ class NcclEngine : public RuntimeSide {
   // Asks a blocking communicator its rank count, rank and device, once they mean something.
   void shape(ncclComm_t comm);
   void shape_created_in_group();
+  // What a communicator's one-time set-up steps (agree_on_wire, know_nodes)
+  // read of it, copied under mutex_; nullopt unless it is one we saw created
+  // in blocking mode and its shape is known.
+  struct ReadyComm {
+    CommShape shape;
+    int device = -1;
+    bool wire_agreed = false;
+    bool knows_nodes = false;
+  };
+  std::optional<ReadyComm> ready_comm(ncclComm_t comm) const;
   // SLIMREDUCE_HIERARCHICAL=1, outside any group: comm's nodes learnt and its
   // sub-communicators made, once (nccl_engine_setup.cc).
   ncclResult_t know_nodes(ncclComm_t comm, cudaStream_t stream);

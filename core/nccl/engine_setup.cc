@@ -38,25 +38,26 @@ NcclEngine::NcclEngine(Runtime& runtime)
   }
 }
 
+std::optional<NcclEngine::ReadyComm> NcclEngine::ready_comm(ncclComm_t comm) const {
+  std::lock_guard lock(mutex_);
+  auto found = comms_.find(comm);
+  if (found == comms_.end()) return std::nullopt;
+  const NcclCommState& state = *found->second;
+  if (!state.blocking || state.size < 1) return std::nullopt;
+  return ReadyComm{state, state.device, state.wire_agreed, state.hierarchy != nullptr};
+}
+
 ncclResult_t NcclEngine::agree_on_wire(ncclComm_t comm, cudaStream_t stream) {
-  int rank = 0, size = 0, device = -1;
-  {
-    std::lock_guard lock(mutex_);
-    auto found = comms_.find(comm);
-    if (found == comms_.end() || found->second->wire_agreed) return ncclSuccess;
-    const NcclCommState& state = *found->second;
-    if (!state.blocking || state.size < 1) return ncclSuccess;
-    rank = state.rank;
-    size = state.size;
-    device = state.device;
-  }
+  const std::optional<ReadyComm> ready = ready_comm(comm);
+  if (!ready || ready->wire_agreed) return ncclSuccess;
   // Capture allows no host wait: the check waits for the first such call outside capture.
   if (is_capturing(stream)) return ncclSuccess;
-  DeviceGuard guard(device);
+  DeviceGuard guard(ready->device);
   if (!guard.ok()) return backends::nccl_code(Status::cuda(cudaErrorInvalidDevice));
   const std::vector<char> record = wire_agreement::record(
       wire_agreement::fields(runtime_.settings(), wire_agreement::library_version()));
-  if (const ncclResult_t rc = check_wire_agreement(comm, rank, size, stream, record);
+  if (const ncclResult_t rc =
+          check_wire_agreement(comm, ready->shape.rank, ready->shape.size, stream, record);
       rc != ncclSuccess)
     return rc;
   std::lock_guard lock(mutex_);
@@ -65,19 +66,10 @@ ncclResult_t NcclEngine::agree_on_wire(ncclComm_t comm, cudaStream_t stream) {
 }
 
 ncclResult_t NcclEngine::know_nodes(ncclComm_t comm, cudaStream_t stream) {
-  int rank = 0, size = 0, device = -1;
-  std::uint64_t id = 0;
-  {
-    std::lock_guard lock(mutex_);
-    auto found = comms_.find(comm);
-    if (found == comms_.end() || found->second->hierarchy) return ncclSuccess;
-    const NcclCommState& state = *found->second;
-    if (!state.blocking || state.size < 1) return ncclSuccess;
-    rank = state.rank;
-    size = state.size;
-    device = state.device;
-    id = state.id;
-  }
+  const std::optional<ReadyComm> ready = ready_comm(comm);
+  if (!ready || ready->knows_nodes) return ncclSuccess;
+  const auto [id, rank, size] = ready->shape;
+  const int device = ready->device;
   // Capture allows no allocation nor host wait: the communicator learns its
   // nodes at its first such call outside capture (every rank captures alike).
   if (is_capturing(stream)) return ncclSuccess;
