@@ -41,8 +41,8 @@ int hierarchical_local_size(int size) {
 
 // One fp32 sum on comm, checked against the model (hierarchical where the
 // library reduces so), and taken as eligible.
-void reduce_checked(Comm& comm, const std::string& what, float* send, float* recv,
-                    std::size_t n, cudaStream_t stream) {
+void reduce_checked(Comm& comm, const std::string& what, float* send, float* recv, std::size_t n,
+                    cudaStream_t stream) {
   const std::uint64_t before = eligible_count();
   Call c = prepare(comm, send, recv, n, ncclFloat32, ncclSum, stream);
   c.model.local_size = hierarchical_local_size(comm.size);
@@ -126,11 +126,5 @@ int main(int argc, char** argv) {
   CUDA_OK(cudaDeviceSynchronize());
   CUDA_OK(cudaFree(send));
   CUDA_OK(cudaFree(recv));
-  int all_failures = 0;
-  MPI_Allreduce(&failures, &all_failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (world_rank == 0)
-    std::printf("%s: %d checks, %d failed\n", all_failures ? "FAILED" : "PASSED", checks,
-                all_failures);
-  MPI_Finalize();
-  return all_failures ? 1 : 0;
+  return finish_job();
 }

@@ -39,11 +39,5 @@ int main(int argc, char** argv) {
   NCCL_OK(ncclCommDestroy(world.nccl));
   CUDA_OK(cudaFree(send));
   CUDA_OK(cudaFree(recv));
-  int all_failures = 0;
-  MPI_Allreduce(&failures, &all_failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (world_rank == 0)
-    std::printf("%s: %d checks, %d failed\n", all_failures ? "FAILED" : "PASSED", checks,
-                all_failures);
-  MPI_Finalize();
-  return all_failures ? 1 : 0;
+  return finish_job();
 }

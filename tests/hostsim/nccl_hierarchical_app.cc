@@ -460,11 +460,5 @@ int main(int argc, char** argv) {
     if (!kSplit && compressing() && shape.nodes_allow())
       expect(count_of(log, "this NCCL has no ncclCommSplit") > 0, "the reason: no ncclCommSplit");
   }
-  int all_failures = 0;
-  MPI_Allreduce(&failures, &all_failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (world_rank == 0)
-    std::printf("%s: %d checks per rank, %d failed in all\n", all_failures ? "FAILED" : "PASSED",
-                checks, all_failures);
-  MPI_Finalize();
-  return all_failures ? 1 : 0;
+  return finish_job();
 }

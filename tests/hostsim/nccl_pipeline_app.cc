@@ -194,9 +194,5 @@ int main(int argc, char** argv) {
   CUDA_OK(cudaFree(send));
   CUDA_OK(cudaFree(recv));
   CUDA_OK(cudaStreamDestroy(stream));
-  int all_failures = 0;
-  MPI_Allreduce(&failures, &all_failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (world_rank == 0) std::printf("%d checks, %d failed\n", checks, all_failures);
-  MPI_Finalize();
-  return all_failures ? 1 : 0;
+  return finish_job();
 }

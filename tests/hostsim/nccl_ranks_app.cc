@@ -170,11 +170,5 @@ int main(int argc, char** argv) {
   // Every workspace and residual went with its communicator.
   const std::size_t live = sim::device_bytes_live();
   expect(live == 0, "device bytes left after every communicator went: " + std::to_string(live));
-  int all_failures = 0;
-  MPI_Allreduce(&failures, &all_failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (world_rank == 0)
-    std::printf("%s: %d checks per rank, %d failed in all\n", all_failures ? "FAILED" : "PASSED",
-                checks, all_failures);
-  MPI_Finalize();
-  return all_failures ? 1 : 0;
+  return finish_job();
 }

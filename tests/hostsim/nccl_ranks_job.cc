@@ -122,6 +122,16 @@ std::uint64_t eligible_count() {
   return c.compressed + c.warmup + c.ef_cap_fallback;
 }
 
+int finish_job() {
+  int all_failures = 0;
+  MPI_Allreduce(&failures, &all_failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (world_rank == 0)
+    std::printf("%s: %d checks per rank, %d failed in all\n", all_failures ? "FAILED" : "PASSED",
+                checks, all_failures);
+  MPI_Finalize();
+  return all_failures ? 1 : 0;
+}
+
 void reduce_on(Comm& comm, const std::string& what, float* send, float* recv, std::size_t n,
                cudaStream_t stream) {
   const std::uint64_t before = eligible_count();

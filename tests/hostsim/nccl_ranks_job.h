@@ -74,6 +74,9 @@ void may_progress(ncclResult_t rc, const char* what);
 Comm make_world_comm(bool blocking = true);
 // Calls taken as eligible so far: compressed, or held back only by warm-up or the residual cap.
 std::uint64_t eligible_count();
+// The job's end on every rank: the failures summed over ranks, rank 0's
+// verdict line, MPI_Finalize. The process's exit code: 0 when none failed.
+int finish_job();
 // One fp32 sum on comm, verified, and taken as eligible unless the compressor is none.
 void reduce_on(Comm& comm, const std::string& what, float* send, float* recv, std::size_t n,
                cudaStream_t stream);
