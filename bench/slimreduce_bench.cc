@@ -176,6 +176,9 @@ class Sweep {
   }
 
   Bound bound_for(const std::string& name, bool compressed, bool first) const {
+    // auto: its default candidates (none, fp16, int8), any of which a call
+    // may take, re-probes included: the loosest of their bounds.
+    if (name == "auto") return Bound::quant8;
     if (!compressed) return Bound::exact_sum;
     if (name == "fp16") return Bound::cast_fp16;
     if (name == "bf16") return Bound::cast_bf16;

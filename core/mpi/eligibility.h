@@ -36,8 +36,10 @@ inline CallFacts mpi_call_facts(const MpiCall& call) {
   return facts;
 }
 
+// Eligible: no reason to pass it through. (Under SLIMREDUCE_COMPRESSOR=auto
+// an eligible call has no route yet: its decision gives it its candidate's.)
 inline bool mpi_compresses(const MpiCall& call, const EligibilityRule& rule) {
-  return classify(mpi_call_facts(call), rule, kMpiRules).path != ReductionPath::pass_through;
+  return *classify(mpi_call_facts(call), rule, kMpiRules).reason == '\0';
 }
 
 }  // namespace slimreduce

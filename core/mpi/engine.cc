@@ -215,11 +215,29 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
   MPI_Comm wire_comm = MPI_COMM_NULL;
   if (const int rc = prepare_wire(state, comm, &wire_comm)) return rc;
   const Started started = start_call(call, datatype, state, device);
-  if (started.passes_because) {
+  const std::optional<AutoStep>& auto_step = started.decision.auto_step;
+  const double begin_us = auto_step ? Timeline::now_us() : 0.0;
+  const int rc =
+      run_decided(started, sendbuf, recvbuf, datatype, op, comm, state, wire_comm, device);
+  if (!auto_step) return rc;
+  // Timed and exchanged whatever rc says: every rank's schedule stays in step.
+  const int agreed =
+      after_auto_step(state, wire_comm, *auto_step, (Timeline::now_us() - begin_us) * 1e-6);
+  return rc != MPI_SUCCESS ? rc : agreed == MPI_SUCCESS ? rc : raise(comm, agreed, "auto");
+}
+
+// The call as its decision says: passed through (to the real library, or
+// staged through the host for device buffers), or compressed and counted.
+int Engine::run_decided(const Started& started, const void* sendbuf, void* recvbuf,
+                        MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, CommState& state,
+                        MPI_Comm wire_comm, bool device) {
+  const int count = static_cast<int>(started.call.count);
+  if (!started.decision.compressed()) {
     // Outside the lock: a thread in a collective must never hold what a
     // thread on another communicator needs (each rank's lock would wait on a
     // call that the other rank's lock holds back).
-    count_pass_through(std::uint64_t(count) * sizeof(float), state, started.passes_because);
+    count_pass_through(std::uint64_t(count) * sizeof(float), state,
+                       started.decision.passes_because);
     if (!device) return backends::mpi::allreduce(sendbuf, recvbuf, count, datatype, op, comm);
     return passed_through_staged(started.call, datatype, op, comm);
   }
@@ -230,32 +248,29 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
   return MPI_SUCCESS;
 }
 
-// Under the runtime's lock: the policy held for the call, whether to compress
-// it (from the arguments and the calls before, as on every rank) and, if so,
-// its residual.
+// Under the runtime's lock: the call's decision (from its shape and the calls
+// before it, as on every rank) and, if compressed, its residual.
 Engine::Started Engine::start_call(const AllreduceCall& call, MPI_Datatype datatype,
                                    CommState& state, bool device) {
   Started started;
   started.call = call;
   Runtime::Locked shared = runtime_.shared();
-  started.policy = shared->policy;
   const auto datatype_tag = reinterpret_cast<std::uintptr_t>(datatype);
-  started.passes_because = counted_as(
-      shared->decision.decide(started.policy.error_feedback, state.id(), call.count, datatype_tag));
-  if (started.passes_because) return started;
+  started.decision = shared->decide({state.id(), call.count, datatype_tag}, rule_.route);
+  if (!started.decision.compressed()) return started;
   // The residual: local, keyed by our buffer address. A missing one (no room
   // under the cap) means no error feedback, never another path. One store for
   // host and device residuals: the device path takes the slot's device memory.
   ResidualStore& residuals = shared->residuals;
   const std::uint64_t resets_before = residuals.resets(), evicted_before = residuals.evicted();
   started.slot = residuals.find_or_create({state.id(), call.output}, call.count, datatype_tag,
-                                          started.policy.error_feedback);
+                                          started.decision.error_feedback);
   started.resets = residuals.resets() - resets_before;
   started.evicted = residuals.evicted() - evicted_before;
   if (!started.slot) return started;
   const bool residual_on_device =
       device && !state.reduces_hierarchically() &&
-      device_staging::keeps_residual_on_device(call, *started.policy.compressor, state.size());
+      device_staging::keeps_residual_on_device(call, *started.decision.compressor, state.size());
   if (!residual_on_device) started.call.residual = started.slot->host_residual();
   started.call.state = &started.slot->compressor_state;  // kept per key (PowerSGD's Q)
   return started;
@@ -275,7 +290,7 @@ int Engine::passed_through_staged(const AllreduceCall& call, MPI_Datatype dataty
 Status Engine::run_compressed(const Started& started, CommState& state, MPI_Comm wire_comm,
                               bool device, Reduced* reduced) {
   backends::MpiTransport transport(wire_comm, state.rank(), state.size());
-  compressors::Compressor& compressor = *started.policy.compressor;
+  compressors::Compressor& compressor = *started.decision.compressor;
   std::optional<TimelinePhases> phases;  // SLIMREDUCE_TIMELINE: the call's phases as spans
   if (runtime_.timeline().on()) {
     phases.emplace(runtime_.timeline(), span_args(compressor, started.call.count, 1) +
@@ -298,7 +313,7 @@ void Engine::finish_call(const Started& started, const CommState& state, const R
                    delta);
   delta.overflow_rescued = reduced.overflow_rescued ? 1 : 0;
   delta.partitions = reduced.partitions > 1 ? reduced.partitions : 0;
-  if (started.policy.compressor->aggregation() == compressors::Aggregation::gathered)
+  if (started.decision.route == ReductionPath::topk)
     delta.count_topk(reduced.sharded, reduced.wire_sent);
   delta.ef_cap_fallback = started.slot ? 0 : 1;  // no room under the cap: none for this call
   delta.ef_resets = started.resets;

@@ -131,15 +131,19 @@ class Engine : public RuntimeSide {
                     MPI_Comm comm, CommState& state);
   // What the runtime decided for one eligible call, under its lock.
   struct Started {
-    AllreduceCall call;  // with the residual and compressor state it runs with
-    Policy policy;       // held for the call: a switch meanwhile leaves its compressor alive
-    std::uint64_t Counters::*passes_because = nullptr;  // set: passed through, for this reason
-    ResidualSlot* slot = nullptr;                       // nullptr: no error feedback for this call
-    std::uint64_t resets = 0;   // the key came back with another shape: its residual was dropped
-    std::uint64_t evicted = 0;  // keys unused for SLIMREDUCE_EF_EVICT_CALLS calls, freed now
+    AllreduceCall call;            // with the residual and compressor state it runs with
+    CallDecision decision;         // route, compressor (held for the call) and level
+    ResidualSlot* slot = nullptr;  // nullptr: no error feedback for this call
+    std::uint64_t resets = 0;      // the key came back with another shape: its residual was dropped
+    std::uint64_t evicted = 0;     // keys unused for SLIMREDUCE_EF_EVICT_CALLS calls, freed now
   };
   Started start_call(const AllreduceCall& call, MPI_Datatype datatype, CommState& state,
                      bool device);
+  int run_decided(const Started& started, const void* sendbuf, void* recvbuf, MPI_Datatype datatype,
+                  MPI_Op op, MPI_Comm comm, CommState& state, MPI_Comm wire_comm, bool device);
+  int after_auto_step(CommState& state, MPI_Comm wire_comm, const AutoStep& step, double seconds);
+  void log_choice(const CommState& state, std::uint32_t size_class,
+                  const AutoChooser::ClassSummary& summary) const;
   int passed_through_staged(const AllreduceCall& call, MPI_Datatype datatype, MPI_Op op,
                             MPI_Comm comm);
   Status run_compressed(const Started& started, CommState& state, MPI_Comm wire_comm, bool device,

@@ -25,9 +25,10 @@ std::vector<std::vector<QueuedReduction>> batches_of(const std::vector<QueuedRed
   std::vector<std::vector<QueuedReduction>> batches;
   std::uint64_t bytes = 0;
   for (const QueuedReduction& reduction : taken) {
-    const bool fits =
-        !batches.empty() && batches.back().front().compressor == reduction.compressor &&
-        compressors::fusable(*reduction.compressor) && bytes + reduction.bytes() <= threshold;
+    const bool fits = !batches.empty() &&
+                      batches.back().front().decision.compressor == reduction.decision.compressor &&
+                      compressors::fusable(*reduction.decision.compressor) &&
+                      bytes + reduction.bytes() <= threshold;
     if (!fits) {
       batches.emplace_back();
       bytes = 0;
@@ -146,7 +147,8 @@ int Engine::reduce_in_order(CommState& state, MPI_Comm wire_comm,
     // The calls left for a later flush get their QUEUE span there, once.
     for (std::size_t b = 0; b < run; ++b) {
       for (const QueuedReduction& r : batches[b])
-        timeline.span("QUEUE", r.queued_us, flush_begin, span_args(*r.compressor, r.count, 1));
+        timeline.span("QUEUE", r.queued_us, flush_begin,
+                      span_args(*r.decision.compressor, r.count, 1));
     }
     timeline.span("FUSE", flush_begin, Timeline::now_us(),
                   "\"calls\": " + std::to_string(taken.size()) +

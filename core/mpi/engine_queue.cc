@@ -175,16 +175,11 @@ int Engine::enqueue(const void* sendbuf, void* recvbuf, int count, MPI_Datatype 
   MPI_Comm wire_comm = MPI_COMM_NULL;
   if (const int rc = prepare_wire(state, comm, &wire_comm)) return rc;
   const auto datatype_tag = reinterpret_cast<std::uintptr_t>(datatype);
-  Policy policy;
-  std::uint64_t Counters::*passes_because = nullptr;
-  {
-    Runtime::Locked shared = runtime_.shared();
-    policy = shared->policy;
-    passes_because =
-        counted_as(shared->decision.decide(policy.error_feedback, state.id(), count, datatype_tag));
-  }
-  if (passes_because) {
-    count_pass_through(std::uint64_t(count) * sizeof(float), state, passes_because);
+  const CallDecision decision =
+      runtime_.shared()->decide({state.id(), std::uint64_t(count), datatype_tag}, rule_.route,
+                                /*timed_path=*/false);
+  if (!decision.compressed()) {
+    count_pass_through(std::uint64_t(count) * sizeof(float), state, decision.passes_because);
     return backends::mpi::iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
   }
   MPI_Request made = MPI_REQUEST_NULL;
@@ -199,11 +194,11 @@ int Engine::enqueue(const void* sendbuf, void* recvbuf, int count, MPI_Datatype 
   bool full = false;
   {
     std::lock_guard lock(queue.mutex);
-    queue.pending.push_back(
-        {static_cast<const float*>(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf),
-         static_cast<float*>(recvbuf), static_cast<std::size_t>(count), tag.residual_key,
-         datatype_tag, policy.compressor, policy.error_feedback, tag.priority,
-         runtime_.timeline().on() ? Timeline::now_us() : 0.0, made, held, tag.rows});
+    queue.pending.push_back({static_cast<const float*>(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf),
+                             static_cast<float*>(recvbuf), static_cast<std::size_t>(count),
+                             tag.residual_key, datatype_tag, decision, tag.priority,
+                             runtime_.timeline().on() ? Timeline::now_us() : 0.0, made, held,
+                             tag.rows});
     queue.bytes += queue.pending.back().bytes();
     full = queue.bytes >= runtime_.settings().fusion_threshold;  // 0: every call at once
   }
@@ -303,8 +298,8 @@ int Engine::reduce_queued(CommState& state, MPI_Comm wire_comm,
     for (const QueuedReduction& r : batch) {
       const std::uint64_t resets_before = shared->residuals.resets();
       const std::uint64_t evicted_before = shared->residuals.evicted();
-      ResidualSlot* slot = shared->residuals.find_or_create({state.id(), r.residual_key}, r.count,
-                                                            r.datatype_tag, r.error_feedback);
+      ResidualSlot* slot = shared->residuals.find_or_create(
+          {state.id(), r.residual_key}, r.count, r.datatype_tag, r.decision.error_feedback);
       delta.ef_resets += shared->residuals.resets() - resets_before;
       delta.ef_evicted += shared->residuals.evicted() - evicted_before;
       delta.ef_cap_fallback += slot ? 0 : 1;
@@ -314,7 +309,7 @@ int Engine::reduce_queued(CommState& state, MPI_Comm wire_comm,
     }
   }
   backends::MpiTransport transport(wire_comm, state.rank(), state.size());
-  compressors::Compressor& compressor = *batch.front().compressor;
+  compressors::Compressor& compressor = *batch.front().decision.compressor;
   std::optional<TimelinePhases> phases;  // SLIMREDUCE_TIMELINE: the batch's phases as spans
   if (runtime_.timeline().on()) {
     std::uint64_t values = 0;

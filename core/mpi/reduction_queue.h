@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "compressors/compressor.h"
+#include "core/runtime/decision.h"
 
 namespace slimreduce {
 
@@ -30,9 +31,8 @@ struct QueuedReduction {
   // (slimreduce_enqueue); and its datatype.
   const void* residual_key;
   std::uint64_t datatype_tag;
-  // The policy at the call: its compressor stays alive until the flush.
-  std::shared_ptr<compressors::Compressor> compressor;
-  bool error_feedback;
+  // The call's decision (core/runtime/decision.h): its compressor stays alive until the flush.
+  CallDecision decision;
   int priority;      // the native API's; 0 for MPI_Iallreduce (scheduler/order.h)
   double queued_us;  // when it was queued (SLIMREDUCE_TIMELINE's QUEUE span), or 0
   MPI_Request request;

@@ -108,7 +108,8 @@ class NcclEngine : public RuntimeSide {
   void pipeline(GroupPlan& plan);
   ncclResult_t plan_memory(GroupPlan& plan);
   enum class Planned { ok, out_of_memory };
-  Planned decide(CallPlan& p, bool capturing, SharedState& shared, Counters& counted);
+  Planned decide(CallPlan& p, const compressors::Compressor& planned, bool capturing,
+                 SharedState& shared, Counters& counted);
   void count_pass_through(const Reduction& call);
   void warn_no_residual_in_graph();  // under mutex_
   static bool topk_shards(const CallPlan& p, const compressors::Compressor& compressor);

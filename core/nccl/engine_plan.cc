@@ -21,24 +21,29 @@ namespace slimreduce {
 // store's keys are this rank's buffer addresses, so a missing residual (no
 // room under the cap, or none can be made during graph capture) only turns
 // error feedback off, never the path.
-NcclEngine::Planned NcclEngine::decide(CallPlan& p, bool capturing, SharedState& shared,
-                                       Counters& counted) {
+NcclEngine::Planned NcclEngine::decide(CallPlan& p, const compressors::Compressor& planned,
+                                       bool capturing, SharedState& shared, Counters& counted) {
   p.compressed = false;
   if (!p.comm || !p.comm->blocking || p.comm->size < 1) return Planned::ok;
   const Reduction& c = p.call;
-  const bool low_rank = c.verdict.path == ReductionPath::low_rank;
-  if (low_rank && !low_rank_compresses(*shared.policy.compressor, c.count, capturing))
+  const CallShape shape{p.comm->id, c.count, static_cast<std::uint64_t>(c.datatype)};
+  CallDecision decision = shared.choose(shape, c.verdict.path);
+  // A compressor switched while the call was held (not supported, but never a
+  // wrong cast): the call passes through, as NCCL would run it.
+  if (!decision.compressed() || decision.compressor.get() != &planned) return Planned::ok;
+  const compressors::Compressor& compressor = *decision.compressor;
+  const bool low_rank = decision.route == ReductionPath::low_rank;
+  if (low_rank && !low_rank_compresses(compressor, c.count, capturing))
     return Planned::ok;  // NCCL sums it
-  const bool error_feedback = shared.policy.error_feedback;
-  const Decision decision = shared.decision.decide(error_feedback, p.comm->id, c.count,
-                                                   static_cast<std::uint64_t>(c.datatype));
-  if (decision != Decision::compress) {
-    ++(counted.*counted_as(decision));
+  shared.settle(decision, shape);
+  if (!decision.compressed()) {
+    ++(counted.*decision.passes_because);
     return Planned::ok;
   }
+  const bool error_feedback = decision.error_feedback;
   // Top-k that its cost model shards: sharded, but gathered in a graph (the
   // sharded exchange reads its part sizes on the host), with the same key.
-  const bool shards = topk_shards(p, *shared.policy.compressor);
+  const bool shards = topk_shards(p, compressor);
   if (shards && capturing) note_topk_gathered_in_graph();
   if (shards && !capturing) p.call.verdict.path = ReductionPath::sharded;
   ResidualSlot* slot = nullptr;
@@ -47,7 +52,7 @@ NcclEngine::Planned NcclEngine::decide(CallPlan& p, bool capturing, SharedState&
   // Cut, its pieces' owner-side residuals back to back (GroupPlan::cut).
   const std::size_t key_floats =
       c.verdict.path == ReductionPath::sharded || shards
-          ? sharded_key_floats(*shared.policy.compressor,
+          ? sharded_key_floats(compressor,
                                nccl_pieces(c, false, runtime_.settings().partition_bytes),
                                p.comm->size, p.comm->rank)
           : c.count;
@@ -71,8 +76,7 @@ NcclEngine::Planned NcclEngine::decide(CallPlan& p, bool capturing, SharedState&
       p.residual = static_cast<float*>(slot->device.get());
       if (capturing && p.residual) slot->captured = true;
       if (low_rank)
-        p.q_state =
-            key_q_on_device(*slot, *shared.policy.compressor, c.count, c.stream, device_memory_);
+        p.q_state = key_q_on_device(*slot, compressor, c.count, c.stream, device_memory_);
       break;
   }
   p.compressed = true;
@@ -93,14 +97,14 @@ ncclResult_t NcclEngine::plan(GroupPlan& plan, bool alone) {
       auto found = comms_.find(static_cast<ncclComm_t>(p.call.comm));
       p.comm = found == comms_.end() ? nullptr : found->second;
       if (p.comm) p.nodes = p.comm->hierarchy;
-      // A compressor switched while the call was held (not supported, but never
-      // a wrong cast): the call passes through, as NCCL would run it.
+      // A compressor switched while the call was held: as in decide().
       if (!plan.carries(p.call.verdict.path)) {
         p.compressed = false;
         continue;
       }
       const bool capturing = is_capturing(static_cast<cudaStream_t>(p.call.stream));
-      if (decide(p, capturing, *shared, passed) == Planned::out_of_memory) return ncclSystemError;
+      if (decide(p, plan.compressor(), capturing, *shared, passed) == Planned::out_of_memory)
+        return ncclSystemError;
       p.hierarchical = runs_hierarchically(p);
     }
   }

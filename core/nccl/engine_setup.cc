@@ -30,6 +30,11 @@ NcclEngine::NcclEngine(Runtime& runtime)
            "nccl: compressor %s, error feedback %s, real NCCL: %s",
            runtime_.settings().compressor.c_str(), policy.error_feedback ? "on" : "off",
            real::api().origin);
+  if (runtime_.settings().chooses_compressor()) {
+    log_line(runtime_.settings().log_level, LogLevel::warn, runtime_.report_context().rank,
+             "nccl: SLIMREDUCE_COMPRESSOR=auto chooses on the MPI side only so far: "
+             "ncclAllReduce calls pass through uncompressed");
+  }
   if (runtime_.settings().hierarchical) {
     log_line(runtime_.settings().log_level, LogLevel::info, runtime_.report_context().rank,
              "nccl: SLIMREDUCE_HIERARCHICAL: fp32 calls reduce hierarchically from their "

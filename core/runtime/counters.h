@@ -63,6 +63,10 @@ struct Counters {
   double inter_node_sent = 0;
   double intra_node_baseline = 0;
   double intra_node_sent = 0;
+  // SLIMREDUCE_COMPRESSOR=auto: calls of probe rounds, and agreed rounds
+  // whose winner differed from the class's choice before (core/runtime/auto_choice.h).
+  std::uint64_t auto_probe_calls = 0;
+  std::uint64_t auto_switches = 0;
 
   // A call that reached the real library as given.
   void count_pass_through(std::uint64_t bytes, int ranks);
@@ -81,7 +85,7 @@ struct Counters {
   Counters& operator+=(const Counters& other);
 
   // Every field as a number, in a fixed order (to sum over ranks), and back.
-  static constexpr int kValues = 23;
+  static constexpr int kValues = 25;
   void to_values(double (&values)[kValues]) const;
   static Counters from_values(const double (&values)[kValues]);
 };
@@ -112,6 +116,17 @@ class CounterBoard {
   std::uint64_t id_;  // tells this board's slots from an earlier board's in a thread's cache
 };
 
+// SLIMREDUCE_COMPRESSOR=auto: one size class's agreed choice (the same on every rank).
+struct AutoChoiceRow {
+  std::uint64_t comm_id = 0;
+  std::uint32_t size_class = 0;  // calls of 2^size_class to 2^(size_class + 1) - 1 bytes
+  std::string chosen;            // "" before the first agreed round
+  std::vector<std::pair<std::string, double>> medians;  // each candidate's agreed median, seconds
+  std::uint64_t probe_rounds = 0;
+  std::uint64_t switches = 0;
+  std::uint64_t calls = 0;
+};
+
 struct ReportContext {
   int rank = 0;
   int world_size = 1;
@@ -121,6 +136,9 @@ struct ReportContext {
   bool summed_over_ranks = false;
   // SLIMREDUCE_HIERARCHICAL=1: the report carries the node split.
   bool node_bytes = false;
+  // SLIMREDUCE_COMPRESSOR=auto: the report carries the choice table.
+  bool chooses = false;
+  std::vector<AutoChoiceRow> auto_choices;
 };
 
 std::string report_json(const Counters& counters, const ReportContext& context);

@@ -8,13 +8,27 @@
 //  3. else it is compressed. The residual itself is looked up afterwards: its
 //     keys are local buffer addresses, so finding no room for one only turns
 //     error feedback off for the call, never the path.
+//
+// On top of that rule sits the one value a call is run with, CallDecision:
+// route, compressor and level, read from the call's shape and the calls of
+// that shape before it, the same on every rank. Today the compressor is the
+// policy's at its one level; a measured choice (SLIMREDUCE_COMPRESSOR=auto)
+// and adaptive levels fill these two per shape, here and nowhere else, and
+// every path (MPI host, MPI device, queued, NCCL) runs what the value says.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
+#include "compressors/compressor.h"
+#include "core/runtime/auto_choice.h"
 #include "core/runtime/counters.h"
 #include "core/runtime/residuals.h"
+#include "scheduler/route.h"
 
 namespace slimreduce {
 
@@ -52,5 +66,82 @@ inline std::uint64_t Counters::*counted_as(Decision decision) {
   }
   return nullptr;
 }
+
+// The policy a call runs under: taken under the runtime's lock, held for the
+// call (a switch meanwhile leaves the call's compressor alive).
+struct Policy {
+  std::shared_ptr<compressors::Compressor> compressor;  // nullptr: "none" (or "auto")
+  bool error_feedback = false;
+  // SLIMREDUCE_COMPRESSOR=auto: what it chooses from, each with its own
+  // settings and error feedback (a nullptr compressor: "none"); else empty.
+  struct Candidate {
+    std::string name;
+    std::shared_ptr<compressors::Compressor> compressor;
+    bool error_feedback = false;
+  };
+  std::vector<Candidate> candidates;
+
+  bool chooses() const { return !candidates.empty(); }
+  // Whether any candidate keeps a residual (the residual cap reads it).
+  bool any_error_feedback() const;
+};
+
+// A call as every rank sees it: its communicator (numbered alike on every
+// rank), its count and its datatype; never a buffer address or a clock.
+struct CallShape {
+  std::uint64_t comm_id = 0;
+  std::uint64_t count = 0;
+  std::uint64_t datatype_tag = 0;
+};
+
+// What one eligible call is run with.
+struct CallDecision {
+  // The classifier's route, or pass_through when the decision passes it.
+  ReductionPath route = ReductionPath::pass_through;
+  std::shared_ptr<compressors::Compressor> compressor;  // held for the call
+  bool error_feedback = false;
+  int level = 0;  // the compressor's level: 0, its only one until levels adapt
+  // Set when the call passes through: the report's counter of the reason.
+  std::uint64_t Counters::*passes_because = nullptr;
+  // SLIMREDUCE_COMPRESSOR=auto: the candidate (its index) and the schedule's
+  // step for this call (unset for a queued call, which only follows the choice).
+  int candidate = -1;
+  std::optional<AutoStep> auto_step;
+
+  bool compressed() const { return route != ReductionPath::pass_through; }
+};
+
+// What a call of `shape` would be run with, before warm-up and the cap have
+// their say (nothing is counted): a side may still find the compressor will
+// not take the call (a low-rank tensor too small to factor) and pass it
+// through uncounted. `route`: the classifier's, for the policy's compressor.
+// Not for a policy that chooses (decide_auto is).
+inline CallDecision choose_for(const Policy& policy, const CallShape& shape, ReductionPath route) {
+  (void)shape;  // the measured choice and adaptive levels will read it
+  CallDecision decision;
+  decision.compressor = policy.compressor;
+  decision.error_feedback = policy.error_feedback;
+  decision.route = policy.compressor ? route : ReductionPath::pass_through;
+  return decision;
+}
+
+// The residual cap and warm-up on a chosen call: counts the call towards its
+// shape's warm-up and, where either passes it, sets its route to pass_through
+// and the reason.
+inline void settle(CompressionDecision& rule, CallDecision& decision, const CallShape& shape) {
+  if (!decision.compressed()) return;
+  const Decision verdict =
+      rule.decide(decision.error_feedback, shape.comm_id, shape.count, shape.datatype_tag);
+  decision.passes_because = counted_as(verdict);
+  if (decision.passes_because) decision.route = ReductionPath::pass_through;
+}
+
+// SLIMREDUCE_COMPRESSOR=auto: warm-up and the cap first (with error feedback
+// if any candidate keeps one), then the candidate: the schedule's next step
+// (`timed_path`: a call whose time the side measures and whose ranks can
+// exchange right after it) or the class's choice (a queued call). The route
+// is the candidate's (none: pass_through, passes_because unset).
+CallDecision decide_auto(const Policy& policy, CompressionDecision& rule, AutoChooser& chooser,
+                         const CallShape& shape, bool timed_path);
 
 }  // namespace slimreduce

@@ -37,7 +37,13 @@ EligibilityRule eligibility_rule(const Settings& settings,
                                  const BackendRules& backend) {
   EligibilityRule rule;
   rule.min_bytes = settings.min_bytes;
-  if (!compressor) return rule;
+  // auto: eligible calls get their route from the candidate each is sent
+  // with (core/runtime/decision.h). Its measured choice runs on the MPI side
+  // only so far: a backend that needs GPU kernels passes every call through.
+  if (!compressor) {
+    rule.compressing = settings.chooses_compressor() && !backend.needs_device_kernels;
+    return rule;
+  }
   rule.compressing = true;
   rule.route = route_of(compressor->aggregation());
   if (backend.needs_device_kernels) rule.kernels = compressor->device_kernels();

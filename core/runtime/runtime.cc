@@ -27,11 +27,25 @@ int launcher_rank() {
   return env_int({"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "RANK", "SLURM_PROCID"}, 0);
 }
 
+// "auto": the candidates, each made as if it were SLIMREDUCE_COMPRESSOR.
 Policy policy_for(const Settings& settings) {
   Policy policy;
+  if (settings.chooses_compressor()) {
+    for (const std::string& name : settings.candidates()) {
+      std::shared_ptr<compressors::Compressor> made = compressor_named(name, settings);
+      const bool feedback = error_feedback_on(made.get(), settings);
+      policy.candidates.push_back({name, std::move(made), feedback});
+    }
+    return policy;
+  }
   policy.compressor = compressor_named(settings.compressor, settings);
   policy.error_feedback = error_feedback_on(policy.compressor.get(), settings);
   return policy;
+}
+
+std::optional<AutoChooser> chooser_for(const Policy& policy) {
+  if (!policy.chooses()) return std::nullopt;
+  return AutoChooser(static_cast<int>(policy.candidates.size()));
 }
 
 }  // namespace
@@ -43,6 +57,7 @@ Runtime::Runtime(Settings settings, std::unique_ptr<DeviceAllocator> device_memo
       shared_{policy_for(settings_),
               CompressionDecision(settings_.ef_max_bytes, settings_.warmup_steps),
               ResidualStore(settings_.ef_max_bytes, settings_.ef_evict_calls)} {
+  shared_.chooser = chooser_for(shared_.policy);
   log_settings(launcher_rank);
   log_products(launcher_rank);
   timeline_.know_rank(launcher_rank);  // until MPI or NCCL says
@@ -105,15 +120,18 @@ bool Runtime::use_compressor(const std::string& name) {
   }
   chosen.compressor = name;
   Policy policy = policy_for(chosen);
-  if (name != "none" && !policy.compressor) return false;
+  if (name != "none" && !policy.compressor && !policy.chooses()) return false;
   std::vector<DeviceBlock> dropped;
+  bool ends_choice = false;
   {
     std::lock_guard lock(mutex_);
+    ends_choice = shared_.policy.chooses() && !policy.chooses();
     settings_.compressor = name;
     shared_.policy = std::move(policy);
     // What one compressor left behind means nothing to another.
     shared_.residuals.take_all(dropped);
     shared_.decision = CompressionDecision(settings_.ef_max_bytes, settings_.warmup_steps);
+    shared_.chooser = chooser_for(shared_.policy);
   }
   std::vector<int> devices;
   for (const auto& attached : sides_) {
@@ -125,6 +143,11 @@ bool Runtime::use_compressor(const std::string& name) {
   // between its planning and its launches is not covered: switching the
   // compressor while another thread reduces is not supported.)
   if (device_memory_) release_after_device_wait(dropped, devices, *device_memory_);
+  if (ends_choice) {
+    log_line(settings_.log_level, LogLevel::info, report_context().rank,
+             "auto: the compressor set through the API (%s) ends the measured choice",
+             name.c_str());
+  }
   log_products(report_context().rank);
   return true;
 }
@@ -155,6 +178,7 @@ void Runtime::forget_communicator(std::uint64_t comm_id, std::vector<DeviceBlock
   std::lock_guard lock(mutex_);
   shared_.residuals.take_communicator(comm_id, out);
   shared_.decision.forget_communicator(comm_id);
+  if (shared_.chooser) shared_.chooser->forget_communicator(comm_id);
 }
 
 Counters Runtime::counters(Side which) const {
@@ -204,7 +228,25 @@ bool Runtime::claim_report() {
   return !std::exchange(reported_, true);
 }
 
-void Runtime::write_report(const Counters& counters, const ReportContext& context) const {
+// SLIMREDUCE_COMPRESSOR=auto: the choice table, the same on every rank.
+void Runtime::add_auto_choices(ReportContext& context) const {
+  std::lock_guard lock(mutex_);
+  if (!shared_.chooser) return;
+  context.chooses = true;
+  const std::vector<Policy::Candidate>& candidates = shared_.policy.candidates;
+  for (const auto& [key, summary] : shared_.chooser->summaries()) {
+    AutoChoiceRow row{key.first,        key.second,   "", {}, summary.probe_rounds,
+                      summary.switches, summary.calls};
+    if (summary.chosen >= 0) row.chosen = candidates.at(summary.chosen).name;
+    for (std::size_t c = 0; c < summary.medians.size(); ++c)
+      row.medians.emplace_back(candidates.at(c).name, summary.medians[c]);
+    context.auto_choices.push_back(std::move(row));
+  }
+}
+
+void Runtime::write_report(const Counters& counters, const ReportContext& given) const {
+  ReportContext context = given;
+  add_auto_choices(context);
   if (settings_.report == "stderr") {
     std::fputs(report_table(counters, context).c_str(), stderr);
     return;

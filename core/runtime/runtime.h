@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,19 +52,29 @@ class RuntimeSide {
   virtual void before_timeline_ends() {}
 };
 
-// The policy a call runs under: taken under the lock, held for the call (a
-// switch meanwhile leaves the call's compressor alive).
-struct Policy {
-  std::shared_ptr<compressors::Compressor> compressor;  // nullptr: "none"
-  bool error_feedback = false;
-};
-
 // What every path decides and keeps per call, reached under the runtime's lock.
 struct SharedState {
   Policy policy;
   CompressionDecision decision;
   ResidualStore residuals;
-  std::uint64_t next_comm_id = 1;  // one numbering for MPI and NCCL communicators
+  std::uint64_t next_comm_id = 1;      // one numbering for MPI and NCCL communicators
+  std::optional<AutoChooser> chooser;  // SLIMREDUCE_COMPRESSOR=auto's schedule and choices
+
+  // The call's decision (core/runtime/decision.h): chosen, then settled by
+  // warm-up and the cap; decide() does both.
+  CallDecision choose(const CallShape& shape, ReductionPath route) const {
+    return choose_for(policy, shape, route);
+  }
+  void settle(CallDecision& call, const CallShape& shape) {
+    slimreduce::settle(decision, call, shape);
+  }
+  // `timed_path`: see decide_auto (a policy that chooses).
+  CallDecision decide(const CallShape& shape, ReductionPath route, bool timed_path = true) {
+    if (chooser) return decide_auto(policy, decision, *chooser, shape, timed_path);
+    CallDecision call = choose(shape, route);
+    settle(call, shape);
+    return call;
+  }
 };
 
 class Runtime {
@@ -158,6 +169,7 @@ class Runtime {
   // The one exit handler: the report of a job that never reached MPI_Finalize.
   static void report_at_exit();
   void log_settings(int launcher_rank) const;
+  void add_auto_choices(ReportContext& context) const;
   // Once per runtime, on every rank (nodes may differ): what computes
   // PowerSGD's products, when the compressor is low-rank.
   void log_products(int rank);

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -134,6 +135,36 @@ const std::vector<std::pair<const char*, LogLevel>> kLogLevels = {{"error", LogL
                                                                   {"warn", LogLevel::warn},
                                                                   {"info", LogLevel::info},
                                                                   {"debug", LogLevel::debug}};
+// SLIMREDUCE_AUTO_CANDIDATES: a comma-separated list of "none" and registered
+// compressors, each once; never "auto" itself, never empty.
+std::vector<std::string> parse_candidates(const std::string& value) {
+  std::vector<std::string> names;
+  std::size_t begin = 0;
+  while (begin <= value.size()) {
+    const std::size_t comma = std::min(value.find(',', begin), value.size());
+    const std::string name = value.substr(begin, comma - begin);
+    if (name.empty() || name == "auto") throw std::invalid_argument("empty or auto");
+    if (name != "none" && !compressors::make_compressor(name, {}))
+      throw std::invalid_argument("unknown");
+    if (std::find(names.begin(), names.end(), name) != names.end())
+      throw std::invalid_argument("twice");
+    names.push_back(name);
+    begin = comma + 1;
+  }
+  return names;
+}
+
+std::string comma_list(const std::vector<std::string>& names) {
+  std::string text;
+  for (const auto& name : names) text += (text.empty() ? "" : ",") + name;
+  return text;
+}
+
+std::string candidate_choices() {
+  return "a comma-separated list, each once, of: " + compressor_choices() +
+         " (not auto; set only with SLIMREDUCE_COMPRESSOR=auto)";
+}
+
 const std::vector<std::pair<const char*, compressors::TopkAlgorithm>> kTopkAlgorithms = {
     {"gather", compressors::TopkAlgorithm::gather},
     {"sharded", compressors::TopkAlgorithm::sharded},
@@ -163,14 +194,21 @@ std::function<std::string()> fixed(const char* text) {
 const std::vector<SettingSpec>& specs() {
   static const char* kByteSize = "a byte size: 65536, 64K, 64KiB, 1M, 1MiB, 4G (powers of 1024)";
   static const std::vector<SettingSpec> table = {
-      {"SLIMREDUCE_COMPRESSOR", "none", compressor_choices,
+      {"SLIMREDUCE_COMPRESSOR", "none", [] { return compressor_choices() + ", auto"; },
        "What eligible float allreduces are compressed with; `none` passes every call through and "
-       "only counts it.",
+       "only counts it; `auto` measures the candidates of SLIMREDUCE_AUTO_CANDIDATES on real "
+       "calls and sends each size class with the fastest (MPI; on NCCL it passes through for now).",
        [](const std::string& v, Settings& s) {
-         if (v != "none" && !compressors::make_compressor(v, {})) throw std::invalid_argument("");
+         if (v != "none" && v != "auto" && !compressors::make_compressor(v, {}))
+           throw std::invalid_argument("");
          s.compressor = v;
        },
        [](const Settings& s) { return s.compressor; }, true},
+      {"SLIMREDUCE_AUTO_CANDIDATES", "none,fp16,int8", candidate_choices,
+       "With SLIMREDUCE_COMPRESSOR=auto: the compressors it chooses from, each with its own "
+       "settings; set only with auto.",
+       [](const std::string& v, Settings& s) { s.auto_candidates = parse_candidates(v); },
+       [](const Settings& s) { return comma_list(s.candidates()); }, true},
       {"SLIMREDUCE_TOPK_RATIO", "0.01", fixed("a number in (0, 1]"),
        "Fraction of the values that top-k sends: k = ceil(ratio x n).",
        [](const std::string& v, Settings& s) { s.topk_ratio = parse_ratio(v); },
@@ -356,6 +394,11 @@ Settings parse_settings(const Environment& env) {
     } catch (const std::out_of_range&) {
       throw SettingsError(name, value, spec->accepted());
     }
+  }
+  if (settings.auto_candidates && !settings.chooses_compressor()) {
+    throw SettingsError("SLIMREDUCE_AUTO_CANDIDATES", comma_list(*settings.auto_candidates),
+                        "unset unless SLIMREDUCE_COMPRESSOR=auto (SLIMREDUCE_COMPRESSOR=" +
+                            settings.compressor + ")");
   }
   return settings;
 }

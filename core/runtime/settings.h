@@ -19,8 +19,14 @@ enum class Pipelining { automatic, off, on };
 enum class LogLevel { error, warn, info, debug };
 enum class TopkValueFormat { fp32, fp16 };
 
+// SLIMREDUCE_AUTO_CANDIDATES' default: the compressors that leave the loss
+// as it is on our jobs (top-k and PowerSGD change what the model sees).
+inline const std::vector<std::string> kDefaultAutoCandidates = {"none", "fp16", "int8"};
+
 struct Settings {
-  std::string compressor = "none";
+  std::string compressor = "none";  // a registered name, "none" or "auto"
+  // SLIMREDUCE_COMPRESSOR=auto: what it measures and chooses from (unset: the default list).
+  std::optional<std::vector<std::string>> auto_candidates;
   double topk_ratio = 0.01;
   TopkValueFormat topk_values = TopkValueFormat::fp32;
   compressors::TopkAlgorithm topk_algorithm = compressors::TopkAlgorithm::automatic;
@@ -42,6 +48,11 @@ struct Settings {
   std::string report;             // "", "stderr" or a path prefix
   std::string timeline;           // "" (off) or a path prefix (core/runtime/timeline.h)
   LogLevel log_level = LogLevel::warn;
+
+  bool chooses_compressor() const { return compressor == "auto"; }
+  const std::vector<std::string>& candidates() const {
+    return auto_candidates ? *auto_candidates : kDefaultAutoCandidates;
+  }
 };
 
 // A bad setting: names the variable, the value and what is accepted.

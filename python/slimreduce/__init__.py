@@ -50,6 +50,7 @@ NCCL_LIBRARY = "libslimreduce_nccl.so"
 # this list against the table that slimreduce-settings prints).
 SETTING_NAMES = (
     "SLIMREDUCE_COMPRESSOR",
+    "SLIMREDUCE_AUTO_CANDIDATES",
     "SLIMREDUCE_TOPK_RATIO",
     "SLIMREDUCE_TOPK_VALUES",
     "SLIMREDUCE_TOPK_ALGORITHM",

@@ -148,11 +148,28 @@ def table(run):
         lines.append("  top-k      gathered %d calls, sent %12.1f MiB   sharded %d calls, sent %12.1f MiB"
                      % (calls["topk_gathered"], run.total("bytes", "topk_gathered_sent") / MIB,
                         calls["topk_sharded"], run.total("bytes", "topk_sharded_sent") / MIB))
+    if "auto" in run.ranks[0]:
+        lines += auto_lines(run)
     if run.node_bytes:
         nodes = [run.total("bytes", k) / MIB for k in NODE_KEYS]
         lines.append("  nodes      across: baseline %12.1f MiB  sent %12.1f MiB   inside: "
                      "baseline %12.1f MiB  sent %12.1f MiB" % tuple(nodes))
     return "\n".join(lines) + "\n"
+
+
+def auto_lines(run):
+    """SLIMREDUCE_COMPRESSOR=auto: probe calls and switches summed over ranks,
+    then the choice table, which every rank agreed on (rank 0's)."""
+    probes = sum(r.get("auto", {}).get("probe_calls", 0) for r in run.ranks)
+    switches = sum(r.get("auto", {}).get("switches", 0) for r in run.ranks)
+    lines = ["  auto       %d probe calls, %d switches; choices (agreed):" % (probes, switches)]
+    for row in run.ranks[0]["auto"].get("classes", []):
+        medians = ", ".join("%s %.3f ms" % (name, seconds * 1e3)
+                            for name, seconds in row.get("median_seconds", {}).items())
+        lines.append("             comm %d, calls of %d B and up: %-6s (%s; %d rounds, %d switches, "
+                     "%d calls)" % (row["comm"], row["min_bytes"], row["chosen"] or "-", medians,
+                                    row["probe_rounds"], row["switches"], row["calls"]))
+    return lines
 
 
 def rank_lines(run):

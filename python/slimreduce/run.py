@@ -1,6 +1,6 @@
 """slimreduce-run: runs a job's launcher with SlimReduce preloaded.
 
-    slimreduce-run [--compressor fp16|bf16|topk|topk:0.01|powersgd:4|none] [--report stderr|PREFIX]
+    slimreduce-run [--compressor fp16|bf16|int8|topk:0.01|powersgd:4|auto|none] [--report stderr|PREFIX]
                    [--timeline PREFIX] [--env SLIMREDUCE_X=Y ...] [--library mpi|nccl|PATH]
                    [--dry-run] -- LAUNCHER ARGS...
 
@@ -48,8 +48,16 @@ def _parser():
     parser.add_argument(
         "--compressor",
         metavar="NAME",
-        help="none, fp16, bf16, topk, topk:RATIO, powersgd or powersgd:RANK (sets "
-        "SLIMREDUCE_COMPRESSOR, and SLIMREDUCE_TOPK_RATIO or SLIMREDUCE_POWERSGD_RANK)",
+        help="none, fp16, bf16, int8, topk, topk:RATIO, powersgd, powersgd:RANK, or auto "
+        "(measures the candidates on the job's own calls and sends each size class with the "
+        "fastest; MPI) (sets SLIMREDUCE_COMPRESSOR, and SLIMREDUCE_TOPK_RATIO or "
+        "SLIMREDUCE_POWERSGD_RANK)",
+    )
+    parser.add_argument(
+        "--candidates",
+        metavar="LIST",
+        help="with --compressor auto: what it chooses from, as none,fp16,int8 (the default) "
+        "(sets SLIMREDUCE_AUTO_CANDIDATES)",
     )
     parser.add_argument("--report", metavar="stderr|PREFIX", help="sets SLIMREDUCE_REPORT")
     parser.add_argument("--timeline", metavar="PREFIX", help="sets SLIMREDUCE_TIMELINE")
@@ -122,6 +130,8 @@ def settings_from(args):
         settings[name] = value
     if args.compressor is not None:
         settings.update(compressor_settings(args.compressor))
+    if args.candidates is not None:
+        settings["SLIMREDUCE_AUTO_CANDIDATES"] = args.candidates
     if args.report is not None:
         settings["SLIMREDUCE_REPORT"] = args.report
     if args.timeline is not None:
@@ -180,7 +190,7 @@ def check_settings(library, environment, ours):
     if variable == "SLIMREDUCE_COMPRESSOR" and "SLIMREDUCE_COMPRESSOR" in ours:
         accepted = line.partition("; expected ")[2] or "see docs/configuration.md"
         raise UsageError(f"--compressor {ours[variable]}: unknown compressor; expected "
-                         f"{accepted}, or topk:RATIO")
+                         f"{accepted}, or topk:RATIO, powersgd:RANK")
     where = "" if variable in ours else " (set in the environment)"
     raise UsageError(line + where)
 

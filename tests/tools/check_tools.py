@@ -201,6 +201,22 @@ def case_launcher(args):
             expect(not glob.glob(record + ".*"), f"{options}: the launcher was started")
         rc, _, err = run([tool, "--compressor", "fp16", "plainjob"], env=env)
         one_error_line(rc, err, "slimreduce-run", "no job given", "no --")
+        # --help names every compressor the library's registry has (its own error lists them).
+        _, _, err = run([tool, "--compressor", "fp17", "--", "plainjob"], env=env)
+        registry = err.partition("; expected ")[2].partition(", or topk:RATIO")[0].split(", ")
+        expect("int8" in registry and "auto" in registry and "powersgd:RANK" in err,
+               f"the error's list of compressors: {err}")
+        _, usage, _ = run([tool, "--help"], env=env, check=0)
+        usage = " ".join(usage.split())
+        missing = [n for n in registry if not re.search(rf"\b{re.escape(n)}\b", usage)]
+        expect(not missing, f"--help leaves out {missing}")
+        rc, _, err = run([tool, "--candidates", "none,fp16", "--", "plainjob"], env=env)
+        one_error_line(rc, err, "slimreduce-run", "SLIMREDUCE_AUTO_CANDIDATES='none,fp16' is not "
+                       "accepted", "candidates without auto")
+        rc, _, err = run([tool, "--compressor", "auto", "--candidates", "fp16,zip", "--", "plainjob"],
+                         env=env)
+        one_error_line(rc, err, "slimreduce-run", "SLIMREDUCE_AUTO_CANDIDATES='fp16,zip' is not "
+                       "accepted", "an unknown candidate")
         rc, _, err = run([tool, "--", "plainjob"], env=dict(env, SLIMREDUCE_COMPRESSOR="fp17"))
         one_error_line(rc, err, "slimreduce-run", "(set in the environment)", "a bad inherited setting")
         # An install without the library (the tool and its package alone).
@@ -212,7 +228,8 @@ def case_launcher(args):
         one_error_line(rc, err, "slimreduce-run", "libslimreduce.so is not installed next to this package",
                        "no library")
         expect(not glob.glob(record + ".*"), "a launcher was started despite an error")
-        print(f"ok: {len(errors) + 3} errors, each one line before anything started")
+        print(f"ok: {len(errors) + 5} errors, each one line before anything started; --help "
+              "lists the registry")
 
 
 # ---- job --------------------------------------------------------------------------------------
@@ -289,6 +306,31 @@ def case_job(args):
     _, table, _ = run([os.path.join(args.prefix, "bin", "slimreduce-report"), fp16], check=0)
     expect(table == printed, f"slimreduce-report's table:\n{table}differs from the job's:\n{printed}")
     print("ok: slimreduce-report prints the table the job printed:\n" + table, end="")
+
+    # --compressor auto: every rank's report holds the same agreed choice table,
+    # and slimreduce-report prints the job's own table with it.
+    chosen = os.path.join(args.work, "auto")
+    launch(args.prefix, ["--compressor", "auto", "--report", chosen], args.mpirun, 2, train)
+    reports = read_reports(chosen, 2)
+    classes = [r.get("auto", {}).get("classes") for r in reports]
+    expect(classes[0] and classes[0] == classes[1], f"auto's choice tables: {classes}")
+    expect(all(c["chosen"] in ("none", "fp16", "int8") for c in classes[0] if c["probe_rounds"]),
+           f"auto chose outside its candidates: {classes[0]}")
+    expect(sum(r["auto"]["probe_calls"] for r in reports) >= 2 * 9, f"auto's probe calls: {reports}")
+    _, _, err = launch(args.prefix, ["--compressor", "auto", "--report", "stderr"], args.mpirun, 2,
+                       train)
+    printed = stderr_table(err)
+    expect("  auto       " in printed and "choices (agreed):" in printed,
+           f"no auto lines in the job's table:\n{printed}")
+    _, table, _ = run([os.path.join(args.prefix, "bin", "slimreduce-report"), chosen], check=0)
+    probes = sum(r["auto"]["probe_calls"] for r in reports)
+    switches = sum(r["auto"]["switches"] for r in reports)
+    lines = table.splitlines()
+    at = lines.index(f"  auto       {probes} probe calls, {switches} switches; choices (agreed):")
+    for offset, row in enumerate(classes[0], start=1):
+        expect(f"calls of {row['min_bytes']} B and up: {row['chosen'] or '-'}" in lines[at + offset],
+               f"slimreduce-report's row {offset}: {lines[at + offset]} for {row}")
+    print("ok: --compressor auto agreed one choice table on both ranks:\n" + table, end="")
 
 
 # ---- report -----------------------------------------------------------------------------------

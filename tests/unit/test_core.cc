@@ -218,6 +218,49 @@ TEST(Decision, EachPassThroughHasItsCounter) {
   EXPECT_EQ(counted_as(Decision::warming_up), &Counters::warmup);
 }
 
+// The one value a call runs with: the policy's compressor at its one level
+// on the classifier's route, until warm-up or the cap pass it through.
+TEST(CallDecision, CarriesThePolicysCompressorOnTheClassifiersRoute) {
+  Policy policy{compressor_named("topk", with_compressor("topk")), true};
+  CompressionDecision rule(1000, 1);
+  const CallShape shape{7, 100, 3};
+  CallDecision first = choose_for(policy, shape, ReductionPath::topk);
+  EXPECT_TRUE(first.compressed()) << "chosen, not yet settled";
+  EXPECT_EQ(first.compressor, policy.compressor);
+  EXPECT_TRUE(first.error_feedback);
+  EXPECT_EQ(first.level, 0);
+  settle(rule, first, shape);
+  EXPECT_FALSE(first.compressed()) << "the shape's first call warms up";
+  EXPECT_EQ(first.route, ReductionPath::pass_through);
+  EXPECT_EQ(first.passes_because, &Counters::warmup);
+  CallDecision second = choose_for(policy, shape, ReductionPath::topk);
+  settle(rule, second, shape);
+  EXPECT_TRUE(second.compressed());
+  EXPECT_EQ(second.route, ReductionPath::topk);
+  EXPECT_EQ(second.passes_because, nullptr);
+  CallDecision capped = choose_for(policy, {7, 251, 3}, ReductionPath::topk);
+  settle(rule, capped, {7, 251, 3});
+  EXPECT_EQ(capped.passes_because, &Counters::ef_cap_fallback);
+  EXPECT_EQ(capped.route, ReductionPath::pass_through);
+}
+
+TEST(CallDecision, ChoosingCountsNothingAndNoCompressorPassesUncounted) {
+  Policy policy{compressor_named("fp16", with_compressor("fp16")), false};
+  CompressionDecision rule(1000, 1);
+  const CallShape shape{1, 10, 0};
+  for (int i = 0; i < 3; ++i) (void)choose_for(policy, shape, ReductionPath::cast);
+  CallDecision settled = choose_for(policy, shape, ReductionPath::cast);
+  settle(rule, settled, shape);
+  EXPECT_EQ(settled.passes_because, &Counters::warmup) << "only a settled call counts";
+  CallDecision none = choose_for(Policy{}, shape, ReductionPath::cast);
+  EXPECT_FALSE(none.compressed());
+  settle(rule, none, shape);
+  EXPECT_EQ(none.passes_because, nullptr) << "\"none\" is not a warm-up call";
+  CallDecision after = choose_for(policy, shape, ReductionPath::cast);
+  settle(rule, after, shape);
+  EXPECT_TRUE(after.compressed()) << "the pass-through above used up no warm-up step";
+}
+
 // Warm-up counts calls per shape, never per buffer: every rank ends it at the same call.
 TEST(Warmup, CountsCallsPerShape) {
   WarmupCounter warmup(2);
@@ -338,6 +381,8 @@ Counters counters_with_every_field() {
   counters.count_topk(false, 120);
   counters.count_topk(true, 30);
   counters.count_topk(true, 40);
+  counters.auto_probe_calls = 11;
+  counters.auto_switches = 2;
   return counters;
 }
 
@@ -350,6 +395,7 @@ TEST(Counters, EveryFieldGoesToValuesAndBack) {
   const Counters back = Counters::from_values(values);
   ReportContext context{0, 4, "fp16"};
   context.node_bytes = true;
+  context.chooses = true;
   EXPECT_EQ(report_json(back, context), report_json(counters, context));
   EXPECT_EQ(back.intercepted, 2u);
 }
@@ -358,8 +404,9 @@ TEST(Counters, EveryFieldGoesToValuesAndBack) {
 // with the value the report gives it; a key the report lacks is refused.
 TEST(Report, EveryJsonKeyIsReadableByName) {
   const Counters counters = counters_with_every_field();
-  ReportContext context{0, 4, "fp16"};
+  ReportContext context{0, 4, "auto"};
   context.node_bytes = true;
+  context.chooses = true;
   const std::string json = report_json(counters, context);
   const std::pair<const char*, double> keys[] = {{"calls.intercepted", 2},
                                                  {"calls.compressed", 1},
@@ -382,6 +429,8 @@ TEST(Report, EveryJsonKeyIsReadableByName) {
                                                  {"calls.topk_sharded", 2},
                                                  {"bytes.topk_gathered_sent", 120},
                                                  {"bytes.topk_sharded_sent", 70},
+                                                 {"auto.probe_calls", 11},
+                                                 {"auto.switches", 2},
                                                  {"savings", 0.4}};
   for (const auto& [key, value] : keys) {
     const std::optional<double> read = report_value(counters, key);
@@ -392,6 +441,39 @@ TEST(Report, EveryJsonKeyIsReadableByName) {
   }
   EXPECT_FALSE(report_value(counters, "calls.nothing").has_value());
   EXPECT_FALSE(report_value(counters, "intercepted").has_value()) << "keys are whole paths";
+}
+
+// SLIMREDUCE_COMPRESSOR=auto: its totals and one entry per size class, in
+// the JSON and the table; nothing of it otherwise.
+TEST(Report, AutoCarriesItsChoiceTable) {
+  Counters counters;
+  counters.count_compressed(400, 4, 300);
+  counters.auto_probe_calls = 9;
+  counters.auto_switches = 1;
+  EXPECT_EQ(report_json(counters, {0, 4, "fp16"}).find("auto"), std::string::npos);
+  ReportContext context{0, 4, "auto"};
+  context.chooses = true;
+  context.auto_choices.push_back(
+      {1, 18, "int8", {{"none", 0.002}, {"fp16", 0.0015}, {"int8", 0.001}}, 2, 1, 600});
+  context.auto_choices.push_back({1, 20, "", {}, 0, 0, 4});
+  const std::string json = report_json(counters, context);
+  for (const char* expected :
+       {"\"auto\": {\"probe_calls\": 9, \"switches\": 1, \"classes\": [",
+        "{\"comm\": 1, \"min_bytes\": 262144, \"chosen\": \"int8\", \"probe_rounds\": 2, "
+        "\"switches\": 1, \"calls\": 600, \"median_seconds\": {\"none\": 0.002000000, "
+        "\"fp16\": 0.001500000, \"int8\": 0.001000000}},",
+        "{\"comm\": 1, \"min_bytes\": 1048576, \"chosen\": \"\", \"probe_rounds\": 0, "
+        "\"switches\": 0, \"calls\": 4, \"median_seconds\": {}}]}}\n"}) {
+    EXPECT_NE(json.find(expected), std::string::npos) << expected << " in " << json;
+  }
+  const std::string table = report_table(counters, context);
+  for (const char* expected :
+       {"  auto       9 probe calls, 1 switches; choices (agreed):\n",
+        "comm 1, calls of 262144 B and up: int8   (none 2.000 ms, fp16 1.500 ms, int8 1.000 ms; "
+        "2 rounds, 1 switches, 600 calls)",
+        "comm 1, calls of 1048576 B and up: -      (; 0 rounds"}) {
+    EXPECT_NE(table.find(expected), std::string::npos) << expected << " in " << table;
+  }
 }
 
 // Top-k calls by algorithm: counted, summed, and on a table line of their own.

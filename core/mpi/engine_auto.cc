@@ -1,0 +1,73 @@
+// SLIMREDUCE_COMPRESSOR=auto on the MPI side (core/runtime/auto_choice.h): a
+// call of the schedule is timed here, and where the schedule says, the
+// ranks exchange their times and take the agreed choice.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/mpi/engine.h"
+#include "core/runtime/log.h"
+
+namespace slimreduce {
+
+// SLIMREDUCE_COMPRESSOR=auto, after a call of the schedule: its time, and
+// where the schedule says, the exchange of the window's times (each call's
+// least over the ranks, MPI_MIN on the private duplicate: a point every rank
+// reaches in the same call) and the agreed choice.
+int Engine::after_auto_step(CommState& state, MPI_Comm wire_comm, const AutoStep& step,
+                            double seconds) {
+  if (step.probe) {
+    Counters probed;
+    probed.auto_probe_calls = 1;
+    runtime_.board(Side::mpi).add(probed);
+  }
+  std::vector<double> mine;
+  {
+    Runtime::Locked shared = runtime_.shared();
+    if (!shared->chooser) return MPI_SUCCESS;  // switched meanwhile (every rank alike)
+    shared->chooser->record(step, state.id(), seconds);
+    if (!step.agree_after) return MPI_SUCCESS;
+    mine = shared->chooser->window(step, state.id());
+  }
+  std::vector<double> least(mine.size());
+  if (const int rc = PMPI_Allreduce(mine.data(), least.data(), static_cast<int>(mine.size()),
+                                    MPI_DOUBLE, MPI_MIN, wire_comm))
+    return rc;
+  AutoChooser::ClassSummary summary;
+  {
+    Runtime::Locked shared = runtime_.shared();
+    if (!shared->chooser || !shared->chooser->agreed(step, state.id(), least)) return MPI_SUCCESS;
+    summary = shared->chooser->summary(state.id(), step.size_class);
+  }
+  // The choice changed: a switch, unless it is the class's first.
+  if (summary.probe_rounds > 1) {
+    Counters switched;
+    switched.auto_switches = 1;
+    runtime_.board(Side::mpi).add(switched);
+  }
+  log_choice(state, step.size_class, summary);
+  return MPI_SUCCESS;
+}
+
+// Rank 0 of the communicator logs each new choice at INFO, with the medians it was made from.
+void Engine::log_choice(const CommState& state, std::uint32_t size_class,
+                        const AutoChooser::ClassSummary& summary) const {
+  if (state.rank() != 0) return;
+  const Policy policy = runtime_.policy();
+  std::string medians;
+  for (std::size_t c = 0; c < summary.medians.size() && c < policy.candidates.size(); ++c) {
+    char one[96];
+    std::snprintf(one, sizeof one, "%s%s %.3f ms", medians.empty() ? "" : ", ",
+                  policy.candidates[c].name.c_str(), summary.medians[c] * 1e3);
+    medians += one;
+  }
+  const char* chosen = summary.chosen >= 0 && std::size_t(summary.chosen) < policy.candidates.size()
+                           ? policy.candidates[summary.chosen].name.c_str()
+                           : "?";
+  log_line(runtime_.settings().log_level, LogLevel::info, runtime_.report_context().rank,
+           "auto: communicator %llu, calls of %llu to %llu bytes: %s (agreed medians: %s)",
+           static_cast<unsigned long long>(state.id()), 1ull << size_class,
+           (2ull << size_class) - 1, chosen, medians.c_str());
+}
+
+}  // namespace slimreduce

@@ -1,0 +1,149 @@
+#include "core/runtime/auto_choice.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <stdexcept>
+
+namespace slimreduce {
+
+double median_of(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const std::size_t middle = values.size() / 2;
+  return values.size() % 2 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
+}
+
+AutoChooser::AutoChooser(int candidates, Schedule schedule)
+    : candidates_(candidates), schedule_(schedule) {
+  if (candidates < 1 || schedule.probes < 1 || schedule.check_window < 1 ||
+      schedule.check_every < schedule.check_window || schedule.first_reprobe < 1 ||
+      schedule.longest_reprobe < schedule.first_reprobe)
+    throw std::invalid_argument("AutoChooser: a schedule that never agrees");
+}
+
+std::uint32_t AutoChooser::size_class(std::uint64_t bytes) {
+  return bytes < 2 ? 0u : static_cast<std::uint32_t>(std::bit_width(bytes) - 1);
+}
+
+AutoStep AutoChooser::next(std::uint64_t comm_id, std::uint64_t bytes) {
+  const std::uint32_t size_class = AutoChooser::size_class(bytes);
+  ClassState& state = classes_[{comm_id, size_class}];
+  if (state.summary.calls == 0) state.reprobe_after = schedule_.first_reprobe;
+  ++state.summary.calls;
+  if (!state.probing && state.step >= state.reprobe_after) {
+    state.probing = true;  // the interval is over: measure again
+    state.step = 0;
+    state.times.clear();
+  }
+  return state.probing ? probe_step(state, size_class) : chosen_step(state, size_class);
+}
+
+AutoStep AutoChooser::probe_step(ClassState& state, std::uint32_t size_class) const {
+  const std::uint64_t round = std::uint64_t(candidates_) * std::uint64_t(schedule_.probes);
+  AutoStep step;
+  step.size_class = size_class;
+  step.candidate = static_cast<int>(state.step % std::uint64_t(candidates_));
+  step.timed = true;
+  step.probe = true;
+  step.agree_after = state.step + 1 == round;
+  ++state.step;
+  return step;
+}
+
+AutoStep AutoChooser::chosen_step(ClassState& state, std::uint32_t size_class) const {
+  const std::uint64_t in_period = state.step % schedule_.check_every;
+  AutoStep step;
+  step.size_class = size_class;
+  step.candidate = state.summary.chosen;
+  step.timed = in_period >= schedule_.check_every - schedule_.check_window;
+  step.agree_after = in_period + 1 == schedule_.check_every;
+  ++state.step;
+  return step;
+}
+
+int AutoChooser::current(std::uint64_t comm_id, std::uint64_t bytes) const {
+  const auto found = classes_.find({comm_id, size_class(bytes)});
+  if (found == classes_.end() || found->second.summary.chosen < 0) return 0;
+  return found->second.summary.chosen;
+}
+
+void AutoChooser::record(const AutoStep& step, std::uint64_t comm_id, double seconds) {
+  if (!step.timed) return;
+  classes_[{comm_id, step.size_class}].times.push_back(seconds);
+}
+
+std::vector<double> AutoChooser::window(const AutoStep& step, std::uint64_t comm_id) const {
+  const auto found = classes_.find({comm_id, step.size_class});
+  return found == classes_.end() ? std::vector<double>{} : found->second.times;
+}
+
+bool AutoChooser::agreed(const AutoStep& step, std::uint64_t comm_id,
+                         const std::vector<double>& times) {
+  ClassState& state = classes_[{comm_id, step.size_class}];
+  state.times.clear();
+  if (step.probe) return agree_round(state, times);
+  agree_check(state, times);
+  return false;
+}
+
+// A probe round's times, candidate c's at c, c + candidates, ...: the least
+// median wins.
+bool AutoChooser::agree_round(ClassState& state, const std::vector<double>& times) const {
+  std::vector<double> medians(candidates_);
+  for (int c = 0; c < candidates_; ++c) {
+    std::vector<double> own;
+    for (std::size_t i = c; i < times.size(); i += candidates_) own.push_back(times[i]);
+    medians[c] = median_of(std::move(own));
+  }
+  const int winner =
+      static_cast<int>(std::min_element(medians.begin(), medians.end()) - medians.begin());
+  ClassSummary& summary = state.summary;
+  const bool changed = summary.chosen != winner;
+  if (summary.chosen >= 0 && changed) ++summary.switches;
+  // The same winner again: measure less often; another: as often as at first.
+  // After a drift the link has changed: as often as at first, whoever wins.
+  state.reprobe_after = summary.chosen == winner && !state.drifted
+                            ? std::min(state.reprobe_after * 2, schedule_.longest_reprobe)
+                            : schedule_.first_reprobe;
+  state.drifted = false;
+  summary.chosen = winner;
+  summary.medians = std::move(medians);
+  ++summary.probe_rounds;
+  state.chosen_median = summary.medians[winner];
+  state.probing = false;
+  state.step = 0;
+  return changed;
+}
+
+// A check of the choice: drifted (a link that slowed down or sped up, or
+// other work on the cores) starts a probe round at the next call.
+void AutoChooser::agree_check(ClassState& state, const std::vector<double>& times) const {
+  const double now = median_of(times);
+  const double then = state.chosen_median;
+  if (then > 0 && std::fabs(now - then) > schedule_.drift * then) {
+    state.step = state.reprobe_after;
+    state.drifted = true;
+  }
+}
+
+AutoChooser::ClassSummary AutoChooser::summary(std::uint64_t comm_id,
+                                               std::uint32_t size_class) const {
+  const auto found = classes_.find({comm_id, size_class});
+  return found == classes_.end() ? ClassSummary{} : found->second.summary;
+}
+
+std::vector<std::pair<std::pair<std::uint64_t, std::uint32_t>, AutoChooser::ClassSummary>>
+AutoChooser::summaries() const {
+  std::vector<std::pair<Key, ClassSummary>> all;
+  for (const auto& [key, state] : classes_) all.emplace_back(key, state.summary);
+  return all;
+}
+
+void AutoChooser::forget_communicator(std::uint64_t comm_id) {
+  for (auto it = classes_.begin(); it != classes_.end();) {
+    it = it->first.first == comm_id ? classes_.erase(it) : std::next(it);
+  }
+}
+
+}  // namespace slimreduce

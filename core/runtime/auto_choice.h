@@ -1,0 +1,111 @@
+// SLIMREDUCE_COMPRESSOR=auto: which of SLIMREDUCE_AUTO_CANDIDATES sends a
+// call, measured on real calls and agreed by the ranks (docs/architecture.md,
+// "The measured choice").
+//
+// Per (communicator, size class: the call's bytes rounded down to a power of
+// two) a schedule that every rank follows call by call, so every rank is at
+// the same step of it at the same call:
+//  - a probe round: the candidates in turn, interleaved (so a link that
+//    drifts during the round touches each alike), `probes` timed calls each;
+//    after its last call the side exchanges the round's times (each call's
+//    least time over the ranks: what the collective itself took, which the
+//    last rank to arrive sees, not the others' wait for it) and calls
+//    agreed(): each candidate's median, the least wins (ties: the earlier in
+//    the list). Every rank holds the same agreed times, so the same choice;
+//  - then the choice, with a check every `check_every` calls: its last
+//    `check_window` calls are timed and agreed the same way; an agreed median
+//    more than `drift` away from the one it was chosen with (slower or
+//    faster: a link that changed) starts a probe round at the next call;
+//  - a probe round again after `first_reprobe` chosen calls, the interval
+//    doubling (up to `longest_reprobe`) while the same candidate keeps
+//    winning, back to the first when another wins.
+// Pure logic: the side times the calls and runs the exchange.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+namespace slimreduce {
+
+// What one call of a size class does under the schedule.
+struct AutoStep {
+  std::uint32_t size_class = 0;
+  int candidate = 0;         // index into the candidates
+  bool timed = false;        // the side records its time (record())
+  bool agree_after = false;  // after it, the side exchanges window() and calls agreed()
+  bool probe = false;        // part of a probe round (the timeline marks it)
+};
+
+class AutoChooser {
+ public:
+  struct Schedule {
+    int probes = 3;
+    std::uint64_t check_every = 32;
+    std::uint64_t check_window = 8;
+    std::uint64_t first_reprobe = 256;
+    std::uint64_t longest_reprobe = 8192;
+    double drift = 0.25;
+  };
+  // What a size class did, for the log and the report.
+  struct ClassSummary {
+    int chosen = -1;              // -1: no probe round agreed yet
+    std::vector<double> medians;  // each candidate's agreed median (seconds) at the last round
+    std::uint64_t probe_rounds = 0;
+    std::uint64_t switches = 0;  // agreed rounds whose winner differed from the one before
+    std::uint64_t calls = 0;
+  };
+
+  AutoChooser(int candidates, Schedule schedule);
+  AutoChooser(int candidates) : AutoChooser(candidates, Schedule{}) {}
+
+  // floor(log2(bytes)), 0 for 0 or 1 byte.
+  static std::uint32_t size_class(std::uint64_t bytes);
+
+  // The next call of (comm_id, size class of `bytes`): advances the schedule.
+  AutoStep next(std::uint64_t comm_id, std::uint64_t bytes);
+  // The candidate a call that is not timed takes (queued calls, whose flush
+  // is not a point the schedule counts): the class's choice, or the first
+  // candidate before any round was agreed. Advances nothing.
+  int current(std::uint64_t comm_id, std::uint64_t bytes) const;
+  // This rank's time of a call next() said to time.
+  void record(const AutoStep& step, std::uint64_t comm_id, double seconds);
+  // The times to exchange after a call with agree_after: this rank's, in call order.
+  std::vector<double> window(const AutoStep& step, std::uint64_t comm_id) const;
+  // The exchanged times (each call's least over the ranks, as window() laid
+  // them out). Returns true when the class's choice changed.
+  bool agreed(const AutoStep& step, std::uint64_t comm_id, const std::vector<double>& times);
+
+  ClassSummary summary(std::uint64_t comm_id, std::uint32_t size_class) const;
+  // Every (communicator, class) with a summary, in key order.
+  std::vector<std::pair<std::pair<std::uint64_t, std::uint32_t>, ClassSummary>> summaries() const;
+  void forget_communicator(std::uint64_t comm_id);
+  int candidates() const { return candidates_; }
+
+ private:
+  struct ClassState {
+    bool probing = true;
+    std::uint64_t step = 0;           // calls into the round, or into the choice
+    std::uint64_t reprobe_after = 0;  // chosen calls before the next round
+    double chosen_median = 0;         // the winner's agreed median when it won
+    bool drifted = false;             // the round was started by a drifted check
+    std::vector<double> times;        // this rank's timed calls since the last exchange
+    ClassSummary summary;
+  };
+  using Key = std::pair<std::uint64_t, std::uint32_t>;
+
+  AutoStep probe_step(ClassState& state, std::uint32_t size_class) const;
+  AutoStep chosen_step(ClassState& state, std::uint32_t size_class) const;
+  bool agree_round(ClassState& state, const std::vector<double>& times) const;
+  void agree_check(ClassState& state, const std::vector<double>& times) const;
+
+  int candidates_;
+  Schedule schedule_;
+  std::map<Key, ClassState> classes_;
+};
+
+// The median of `values` (the mean of the middle two for an even count); 0 when empty.
+double median_of(std::vector<double> values);
+
+}  // namespace slimreduce

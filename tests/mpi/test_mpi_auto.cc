@@ -1,0 +1,135 @@
+// SLIMREDUCE_COMPRESSOR=auto under LD_PRELOAD: every rank sends every call
+// with the same candidate (also with one rank much slower than the others),
+// the probe round tries the candidates in turn, and each call's result has
+// the bits its candidate gives. Which candidate a call went with is read from
+// the bytes it sent (slimreduce_get_counters): a pass-through sends fp32's
+// bytes, fp16 half of them, int8 about a quarter.
+//
+// Environment: SLIMREDUCE_AUTO_CANDIDATES (the library's), and
+// AUTO_TEST_SLOW_RANK=r: rank r sleeps 3 ms before each call.
+#include <unistd.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "tests/mpi/mpi_helpers.h"
+#include "tests/mpi/mpi_test_main.h"
+
+namespace slimreduce::testing {
+namespace {
+
+std::vector<std::string> candidates() {
+  std::vector<std::string> names;
+  std::stringstream list(env_or("SLIMREDUCE_AUTO_CANDIDATES", "none,fp16,int8"));
+  for (std::string name; std::getline(list, name, ',');) names.push_back(name);
+  return names;
+}
+
+const int kSlowRank = std::stoi(env_or("AUTO_TEST_SLOW_RANK", "-1"));
+constexpr std::size_t kCount = 1 << 16;  // 256 KiB: eligible (SLIMREDUCE_MIN_BYTES 64 KiB)
+constexpr int kProbes = 3;               // AutoChooser::Schedule's default
+
+// The candidate a call's wire bytes name: sent / fp32 baseline.
+std::string sent_as(double ratio) {
+  if (ratio > 0.9) return "none";
+  if (ratio > 0.4) return "fp16";  // the cast ring sends exactly half
+  return "int8";                   // a quarter plus a scale per bucket
+}
+
+// Whether out is what `candidate` gives for these inputs: a plain sum within
+// fp32's rounding, fp16's 16-bit values within its ring's bound, int8 within
+// a step of its buckets per rank.
+::testing::AssertionResult has_the_bits_of(const std::string& candidate,
+                                           const std::vector<float>& out, std::uint64_t seed) {
+  const int ranks = world_size();
+  const ExactSum exact = exact_sum_of(seed, out.size(), ranks);
+  const double unit = candidate == "none" ? 0x1p-23 : candidate == "fp16" ? 0x1p-10 : 0x1p-6;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (candidate == "fp16" && static_cast<float>(static_cast<_Float16>(out[i])) != out[i])
+      return ::testing::AssertionFailure() << "value " << i << " did not travel as fp16";
+    const double bound = 2 * ranks * unit * exact.magnitude[i] + (candidate == "int8" ? 0.05 : 0);
+    if (std::fabs(out[i] - exact.sum[i]) > bound)
+      return ::testing::AssertionFailure()
+             << candidate << ": value " << i << " is " << out[i] << ", the sum " << exact.sum[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// One blocking call; returns the candidate it was sent with.
+std::string one_call(std::uint64_t seed, std::vector<float>& out) {
+  const std::vector<float> in = inputs_of(world_rank(), seed, kCount);
+  out.assign(kCount, 0.0f);
+  slimreduce_counters before{}, after{};
+  EXPECT_TRUE(read_counters(&before));
+  if (world_rank() == kSlowRank) usleep(3000);
+  EXPECT_EQ(MPI_Allreduce(in.data(), out.data(), kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+            MPI_SUCCESS);
+  EXPECT_TRUE(read_counters(&after));
+  EXPECT_EQ(after.intercepted - before.intercepted, 1u);
+  return sent_as((after.wire_sent - before.wire_sent) /
+                 (after.wire_baseline - before.wire_baseline));
+}
+
+TEST(Auto, EveryRankSendsEveryCallWithTheSameCandidateAndItsBits) {
+  const std::vector<std::string> names = candidates();
+  const int calls = 120;
+  std::vector<float> out;
+  for (int call = 0; call < calls; ++call) {
+    const std::uint64_t seed = 1000 + call;
+    const std::string sent = one_call(seed, out);
+    // The candidate's index, the same on every rank.
+    int mine = -1;
+    for (std::size_t c = 0; c < names.size(); ++c) {
+      if (names[c] == sent) mine = static_cast<int>(c);
+    }
+    ASSERT_GE(mine, 0) << "call " << call << " went as " << sent << ", not a candidate";
+    int low = 0, high = 0;
+    MPI_Allreduce(&mine, &low, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&mine, &high, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    ASSERT_EQ(low, high) << "call " << call << ": the ranks sent it with different candidates";
+    ASSERT_TRUE(identical_on_all_ranks(out.data(), out.size() * sizeof(float), MPI_COMM_WORLD))
+        << "call " << call;
+    ASSERT_TRUE(has_the_bits_of(sent, out, seed)) << "call " << call;
+    if (call < static_cast<int>(names.size()) * kProbes) {
+      EXPECT_EQ(sent, names[call % names.size()]) << "the probe round's call " << call;
+    }
+  }
+  // The report counts this rank's probe calls: the first round's at least.
+  const double probes = counter("auto.probe_calls");
+  EXPECT_GE(probes, static_cast<double>(names.size() * kProbes));
+  EXPECT_LE(probes, static_cast<double>(calls));
+}
+
+// A queued MPI_Iallreduce follows its class's choice, untimed: the same on every rank.
+TEST(Auto, QueuedCallsFollowTheChoice) {
+  const std::vector<float> in = inputs_of(world_rank(), 7, kCount);
+  std::vector<float> out(kCount);
+  MPI_Request request;
+  ASSERT_EQ(
+      MPI_Iallreduce(in.data(), out.data(), kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request),
+      MPI_SUCCESS);
+  ASSERT_EQ(MPI_Wait(&request, MPI_STATUS_IGNORE), MPI_SUCCESS);
+  EXPECT_TRUE(identical_on_all_ranks(out.data(), out.size() * sizeof(float), MPI_COMM_WORLD));
+}
+
+// The user's word wins: a compressor set through the C API ends the choice.
+TEST(Auto, ACompressorSetThroughTheApiEndsTheChoice) {
+  using Set = int (*)(const char*);
+  using Get = const char* (*)();
+  auto set = reinterpret_cast<Set>(dlsym(RTLD_DEFAULT, "slimreduce_set_compressor"));
+  auto get = reinterpret_cast<Get>(dlsym(RTLD_DEFAULT, "slimreduce_compressor"));
+  ASSERT_TRUE(set && get) << "libslimreduce.so is not preloaded";
+  EXPECT_STREQ(get(), "auto");
+  ASSERT_EQ(set("fp16"), 0);
+  EXPECT_STREQ(get(), "fp16");
+  std::vector<float> out;
+  for (int call = 0; call < 8; ++call) {
+    EXPECT_EQ(one_call(2000 + call, out), "fp16") << "call " << call;
+    EXPECT_TRUE(has_the_bits_of("fp16", out, 2000 + call));
+  }
+}
+
+}  // namespace
+}  // namespace slimreduce::testing
+
+int main(int argc, char** argv) { return slimreduce::testing::run_all_tests_under_mpi(argc, argv); }

@@ -1,0 +1,221 @@
+// SLIMREDUCE_COMPRESSOR=auto's schedule and choice (core/runtime/auto_choice.h)
+// and its decision (core/runtime/decision.h), against hand-made times.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "core/runtime/auto_choice.h"
+#include "core/runtime/compressor_choice.h"
+#include "core/runtime/decision.h"
+
+namespace slimreduce {
+namespace {
+
+constexpr std::uint64_t kComm = 5;
+constexpr std::uint64_t kBytes = 1 << 20;
+
+AutoChooser::Schedule small_schedule() {
+  AutoChooser::Schedule schedule;
+  schedule.probes = 3;
+  schedule.check_every = 8;
+  schedule.check_window = 4;
+  schedule.first_reprobe = 16;
+  schedule.longest_reprobe = 64;
+  schedule.drift = 0.25;
+  return schedule;
+}
+
+// Runs one probe round: candidate c's calls take seconds[c]. Returns the steps.
+std::vector<AutoStep> probe_round(AutoChooser& chooser, const std::vector<double>& seconds) {
+  std::vector<AutoStep> steps;
+  const int calls = chooser.candidates() * small_schedule().probes;
+  for (int i = 0; i < calls; ++i) {
+    const AutoStep step = chooser.next(kComm, kBytes);
+    chooser.record(step, kComm, seconds.at(step.candidate));
+    steps.push_back(step);
+    if (step.agree_after) chooser.agreed(step, kComm, chooser.window(step, kComm));
+  }
+  return steps;
+}
+
+// The chosen calls up to and including the next exchange, each taking `seconds`.
+void chosen_period(AutoChooser& chooser, double seconds) {
+  for (;;) {
+    const AutoStep step = chooser.next(kComm, kBytes);
+    EXPECT_FALSE(step.probe);
+    chooser.record(step, kComm, seconds);
+    if (!step.agree_after) continue;
+    chooser.agreed(step, kComm, chooser.window(step, kComm));
+    return;
+  }
+}
+
+TEST(AutoChooser, SizeClassesArePowersOfTwoOfTheBytes) {
+  EXPECT_EQ(AutoChooser::size_class(0), 0u);
+  EXPECT_EQ(AutoChooser::size_class(1), 0u);
+  EXPECT_EQ(AutoChooser::size_class(65536), 16u);
+  EXPECT_EQ(AutoChooser::size_class(131071), 16u);
+  EXPECT_EQ(AutoChooser::size_class(131072), 17u);
+}
+
+TEST(AutoChooser, ProbesInterleavedThenAgreesOnTheLeastMedian) {
+  AutoChooser chooser(3, small_schedule());
+  const std::vector<AutoStep> steps = probe_round(chooser, {3e-3, 1e-3, 2e-3});
+  ASSERT_EQ(steps.size(), 9u);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(steps[i].candidate, static_cast<int>(i % 3)) << "call " << i;
+    EXPECT_TRUE(steps[i].timed && steps[i].probe);
+    EXPECT_EQ(steps[i].agree_after, i == 8) << "one exchange, after the round's last call";
+  }
+  const auto summary = chooser.summary(kComm, AutoChooser::size_class(kBytes));
+  EXPECT_EQ(summary.chosen, 1);
+  EXPECT_EQ(summary.medians, (std::vector<double>{3e-3, 1e-3, 2e-3}));
+  EXPECT_EQ(summary.probe_rounds, 1u);
+  EXPECT_EQ(chooser.next(kComm, kBytes).candidate, 1) << "the choice runs next";
+}
+
+TEST(AutoChooser, TheMedianIgnoresOneSlowProbeAndTiesGoToTheEarlier) {
+  AutoChooser chooser(2, small_schedule());
+  // Candidate 0: 1, 9, 1 ms (median 1); candidate 1: 2, 2, 2 ms.
+  const std::vector<double> times = {1e-3, 2e-3, 9e-3, 2e-3, 1e-3, 2e-3};
+  AutoStep step;
+  for (double t : times) {
+    step = chooser.next(kComm, kBytes);
+    chooser.record(step, kComm, t);
+  }
+  ASSERT_TRUE(step.agree_after);
+  EXPECT_TRUE(chooser.agreed(step, kComm, times));
+  EXPECT_EQ(chooser.summary(kComm, 20).chosen, 0);
+
+  AutoChooser tied(2, small_schedule());
+  probe_round(tied, {1e-3, 1e-3});
+  EXPECT_EQ(tied.summary(kComm, 20).chosen, 0) << "a tie: the earlier in the list";
+}
+
+TEST(AutoChooser, ChecksTheChoiceAndReprobesAtOnceWhenItDrifts) {
+  AutoChooser chooser(2, small_schedule());
+  probe_round(chooser, {1e-3, 2e-3});
+  // A check period: 8 calls, the last 4 timed, one exchange.
+  for (int i = 0; i < 8; ++i) {
+    const AutoStep step = chooser.next(kComm, kBytes);
+    EXPECT_EQ(step.candidate, 0);
+    EXPECT_EQ(step.timed, i >= 4) << i;
+    EXPECT_EQ(step.agree_after, i == 7) << i;
+    chooser.record(step, kComm, 1.1e-3);
+    if (step.agree_after) chooser.agreed(step, kComm, chooser.window(step, kComm));
+  }
+  EXPECT_FALSE(chooser.next(kComm, kBytes).probe) << "10% off: within the drift";
+  AutoChooser drifting(2, small_schedule());
+  probe_round(drifting, {1e-3, 2e-3});
+  chosen_period(drifting, 1.5e-3);  // the link slowed: 50% off
+  const AutoStep after = drifting.next(kComm, kBytes);
+  EXPECT_TRUE(after.probe) << "a probe round at the next call";
+  EXPECT_EQ(after.candidate, 0);
+  AutoChooser faster(2, small_schedule());
+  probe_round(faster, {1e-3, 2e-3});
+  chosen_period(faster, 0.5e-3);
+  EXPECT_TRUE(faster.next(kComm, kBytes).probe) << "a link that sped up is followed too";
+}
+
+TEST(AutoChooser, ReprobesLessOftenWhileTheChoiceHolds) {
+  AutoChooser chooser(2, small_schedule());
+  probe_round(chooser, {1e-3, 2e-3});
+  auto chosen_calls_before_probe = [&] {
+    int calls = 0;
+    for (;;) {
+      const AutoStep step = chooser.next(kComm, kBytes);
+      if (step.probe) {
+        // Finish the round as it began: candidate 0 still wins.
+        chooser.record(step, kComm, step.candidate == 0 ? 1e-3 : 2e-3);
+        for (int i = 1; i < 6; ++i) {
+          const AutoStep s = chooser.next(kComm, kBytes);
+          chooser.record(s, kComm, s.candidate == 0 ? 1e-3 : 2e-3);
+          if (s.agree_after) chooser.agreed(s, kComm, chooser.window(s, kComm));
+        }
+        return calls;
+      }
+      ++calls;
+      chooser.record(step, kComm, 1e-3);
+      if (step.agree_after) chooser.agreed(step, kComm, chooser.window(step, kComm));
+    }
+  };
+  EXPECT_EQ(chosen_calls_before_probe(), 16) << "first_reprobe after the first choice";
+  EXPECT_EQ(chosen_calls_before_probe(), 32) << "doubled after the same winner";
+  EXPECT_EQ(chosen_calls_before_probe(), 64);
+  EXPECT_EQ(chosen_calls_before_probe(), 64) << "at most longest_reprobe";
+  EXPECT_EQ(chooser.summary(kComm, 20).switches, 0u);
+  EXPECT_EQ(chooser.summary(kComm, 20).probe_rounds, 5u);
+}
+
+TEST(AutoChooser, ASwitchIsCountedAndEachClassAndCommunicatorHasItsOwn) {
+  AutoChooser chooser(2, small_schedule());
+  probe_round(chooser, {1e-3, 2e-3});
+  EXPECT_EQ(chooser.current(kComm, kBytes), 0);
+  EXPECT_EQ(chooser.current(kComm, kBytes * 2), 0) << "unmeasured: the first candidate";
+  EXPECT_TRUE(chooser.next(kComm, kBytes * 2).probe) << "another class probes on its own";
+  EXPECT_TRUE(chooser.next(kComm + 1, kBytes).probe) << "another communicator too";
+  chosen_period(chooser, 3e-3);  // drifted: a round follows
+  probe_round(chooser, {3e-3, 2e-3});
+  EXPECT_EQ(chooser.current(kComm, kBytes), 1);
+  EXPECT_EQ(chooser.summary(kComm, 20).switches, 1u);
+  chooser.forget_communicator(kComm);
+  EXPECT_EQ(chooser.summary(kComm, 20).probe_rounds, 0u);
+  EXPECT_TRUE(chooser.next(kComm, kBytes).probe) << "a forgotten communicator measures again";
+}
+
+TEST(AutoChooser, RefusesASchedulethatNeverAgrees) {
+  AutoChooser::Schedule bad = small_schedule();
+  bad.check_window = bad.check_every + 1;
+  EXPECT_THROW(AutoChooser(2, bad), std::invalid_argument);
+  EXPECT_THROW(AutoChooser(0, small_schedule()), std::invalid_argument);
+}
+
+Policy auto_policy() {
+  Settings settings;
+  settings.compressor = "auto";
+  Policy policy;
+  for (const char* name : {"none", "fp16", "int8"}) {
+    std::shared_ptr<compressors::Compressor> made = compressor_named(name, settings);
+    const bool feedback = error_feedback_on(made.get(), settings);
+    policy.candidates.push_back({name, std::move(made), feedback});
+  }
+  return policy;
+}
+
+TEST(DecideAuto, EachCallGetsItsCandidatesRouteCompressorAndFeedback) {
+  const Policy policy = auto_policy();
+  CompressionDecision rule(1 << 30, 0);
+  AutoChooser chooser(3);
+  const CallShape shape{kComm, kBytes / 4, 0};
+  const std::vector<ReductionPath> routes = {ReductionPath::pass_through, ReductionPath::cast,
+                                             ReductionPath::sharded};
+  for (int i = 0; i < 6; ++i) {
+    const CallDecision call = decide_auto(policy, rule, chooser, shape, true);
+    ASSERT_TRUE(call.auto_step);
+    EXPECT_EQ(call.candidate, i % 3);
+    EXPECT_EQ(call.route, routes[i % 3]);
+    EXPECT_EQ(call.compressor, policy.candidates[i % 3].compressor);
+    EXPECT_EQ(call.error_feedback, i % 3 == 2) << "int8's own default";
+    EXPECT_EQ(call.passes_because, nullptr) << "none chosen is no warm-up, no cap";
+  }
+  const CallDecision queued = decide_auto(policy, rule, chooser, shape, false);
+  EXPECT_FALSE(queued.auto_step) << "a queued call follows the choice, untimed";
+  EXPECT_EQ(queued.candidate, 0);
+}
+
+TEST(DecideAuto, WarmupAndTheCapComeFirstAndAdvanceNoSchedule) {
+  const Policy policy = auto_policy();
+  CompressionDecision rule(1000, 1);
+  AutoChooser chooser(3);
+  const CallDecision capped = decide_auto(policy, rule, chooser, {kComm, 251, 0}, true);
+  EXPECT_EQ(capped.passes_because, &Counters::ef_cap_fallback) << "int8 keeps a residual";
+  EXPECT_FALSE(capped.auto_step);
+  const CallDecision warming = decide_auto(policy, rule, chooser, {kComm, 200, 0}, true);
+  EXPECT_EQ(warming.passes_because, &Counters::warmup);
+  const CallDecision first = decide_auto(policy, rule, chooser, {kComm, 200, 0}, true);
+  ASSERT_TRUE(first.auto_step);
+  EXPECT_EQ(first.candidate, 0) << "the schedule's first call, after warm-up";
+}
+
+}  // namespace
+}  // namespace slimreduce
