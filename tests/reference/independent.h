@@ -8,12 +8,13 @@
 // instead of a radix select). The rules that are choices of the library, not
 // arithmetic (which NaN bits survive a cast, NaN ordering in top-k, the int8
 // scale and code rules, the NaN rule of a sum), are restated from their
-// documentation in kernels/element_rules.h, topk.h and quant8.h.
+// documentation in kernels/element_rules.h, topk.h, quant8.h and quant8_minmax.h.
 // Slow and plain on purpose: tests and the host simulation's model only.
 #pragma once
 
 #include <algorithm>
 #include <bit>
+#include <cfloat>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -376,6 +377,127 @@ inline std::vector<float> quant8_decompress(const std::uint8_t* block, std::size
 inline void quant8_accumulate(const std::uint8_t* block, std::size_t n, std::size_t bucket,
                               float* dense) {
   const std::vector<float> values = quant8_decompress(block, n, bucket);
+  for (std::size_t i = 0; i < n; ++i) dense[i] = add_nan_first(dense[i], values[i]);
+}
+
+// ------------------------------------------------------ int8 min-max ----
+
+// Codes 0..252 are offset + code * step; 253, 254, 255 are +inf, -inf, NaN.
+// Restated from kernels/quant8_minmax.h with libm (ldexp, floor, frexp) and
+// long arithmetic, not the kernels' bit tricks.
+inline constexpr int kMinmaxMaxCode = 252;
+
+struct MinmaxBucket {
+  float step = 0.0f, offset = 0.0f;
+  long j0 = 0;
+  int k = 0;
+};
+
+// -0 orders below +0 for the bucket's lo and hi.
+inline bool minmax_less(float a, float b) {
+  return a < b || (a == b && std::signbit(a) && !std::signbit(b));
+}
+
+inline MinmaxBucket minmax_bucket(const float* x, std::size_t len) {
+  bool any = false;
+  float lo = 0.0f, hi = 0.0f;
+  for (std::size_t i = 0; i < len; ++i) {
+    if (!std::isfinite(x[i])) continue;
+    if (!any || minmax_less(x[i], lo)) lo = x[i];
+    if (!any || minmax_less(hi, x[i])) hi = x[i];
+    any = true;
+  }
+  const double m = std::max(std::fabs(double{lo}), std::fabs(double{hi}));
+  if (!any || m < std::ldexp(1.0, -100)) return {};
+  int e = 0;
+  std::frexp(m, &e);  // m in [2^(e-1), 2^e)
+  // Grids of 2^k stop at their last finite points, +-floor(FLT_MAX / 2^k).
+  const auto top_at = [](int k) {
+    return static_cast<long>(std::min(std::floor(std::ldexp(double{FLT_MAX}, -k)), 1e12));
+  };
+  const auto j0_at = [&](int k) {
+    return std::clamp(static_cast<long>(std::floor(std::ldexp(double{lo}, -k))), -top_at(k),
+                      top_at(k) - kMinmaxMaxCode);
+  };
+  const auto fits = [&](int k) {
+    const long hi_k = static_cast<long>(round_half_even(std::ldexp(double{hi}, -k)));
+    return std::min(hi_k, top_at(k)) - j0_at(k) <= kMinmaxMaxCode;
+  };
+  int k = e - 24;  // ulp(m) = 2^(e-24)
+  while (!fits(k) && k < 120) ++k;
+  MinmaxBucket b;
+  b.k = k, b.j0 = j0_at(k);
+  if (!fits(k)) {  // no grid spans it: centred on the midpoint, 0 kept on it
+    const double mid = std::ldexp(double{lo}, -k) / 2 + std::ldexp(double{hi}, -k) / 2;
+    b.j0 = std::clamp(static_cast<long>(round_half_even(mid)) - kMinmaxMaxCode / 2,
+                      -static_cast<long>(kMinmaxMaxCode), 0L);
+  }
+  b.step = static_cast<float>(std::ldexp(1.0, k));
+  b.offset = static_cast<float>(std::ldexp(static_cast<double>(b.j0), k));
+  return b;
+}
+
+inline std::uint8_t minmax_code(float x, const MinmaxBucket& b) {
+  if (std::isnan(x)) return 255;
+  if (std::isinf(x)) return x > 0 ? 253 : 254;
+  if (b.step == 0.0f) return 0;
+  const long c = static_cast<long>(round_half_even(std::ldexp(double{x}, -b.k))) - b.j0;
+  return static_cast<std::uint8_t>(std::clamp<long>(c, 0, kMinmaxMaxCode));
+}
+
+// offset + code * step, worked out in double and rounded once to fp32 (the
+// kernels' two fp32 steps are exact for what compress writes).
+inline float minmax_decode(std::uint8_t c, float step, float offset) {
+  if (c == 253) return INFINITY;
+  if (c == 254) return -INFINITY;
+  if (c == 255) return float_of(0x7fc00000u);
+  return static_cast<float>(double{offset} + double{step} * c);
+}
+
+inline std::size_t quant8_minmax_bytes(std::size_t n, std::size_t bucket) {
+  return 8 * ((n + bucket - 1) / bucket) + n;
+}
+
+// A block: each bucket's step and offset (fp32 pairs), then one code per value.
+inline std::vector<std::uint8_t> quant8_minmax_compress(const float* in, float* residual,
+                                                        std::size_t n, std::size_t bucket) {
+  const std::size_t buckets = (n + bucket - 1) / bucket;
+  std::vector<std::uint8_t> block(quant8_minmax_bytes(n, bucket));
+  for (std::size_t b = 0; b < buckets; ++b) {
+    const std::size_t first = b * bucket, len = std::min(bucket, n - first);
+    std::vector<float> acc(in + first, in + first + len);
+    for (std::size_t i = 0; residual && i < len; ++i) {
+      acc[i] = add_nan_first(acc[i], residual[first + i]);
+    }
+    const MinmaxBucket mb = minmax_bucket(acc.data(), len);
+    std::memcpy(block.data() + 8 * b, &mb.step, 4);
+    std::memcpy(block.data() + 8 * b + 4, &mb.offset, 4);
+    for (std::size_t i = 0; i < len; ++i) {
+      const std::uint8_t c = minmax_code(acc[i], mb);
+      block[8 * buckets + first + i] = c;
+      if (residual)
+        residual[first + i] = residual_after(acc[i], minmax_decode(c, mb.step, mb.offset));
+    }
+  }
+  return block;
+}
+
+inline std::vector<float> quant8_minmax_decompress(const std::uint8_t* block, std::size_t n,
+                                                   std::size_t bucket) {
+  const std::size_t buckets = (n + bucket - 1) / bucket;
+  std::vector<float> out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    float step, offset;
+    std::memcpy(&step, block + 8 * (i / bucket), 4);
+    std::memcpy(&offset, block + 8 * (i / bucket) + 4, 4);
+    out[i] = minmax_decode(block[8 * buckets + i], step, offset);
+  }
+  return out;
+}
+
+inline void quant8_minmax_accumulate(const std::uint8_t* block, std::size_t n, std::size_t bucket,
+                                     float* dense) {
+  const std::vector<float> values = quant8_minmax_decompress(block, n, bucket);
   for (std::size_t i = 0; i < n; ++i) dense[i] = add_nan_first(dense[i], values[i]);
 }
 
