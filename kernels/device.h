@@ -48,6 +48,16 @@ int quant8_decompress(const void* block, std::size_t n, std::size_t bucket, floa
 int quant8_accumulate(const void* block, std::size_t n, std::size_t bucket, float* dense,
                       void* stream);
 
+// 8-bit min-max codes, twins of kernels::quant8_minmax_compress, of
+// quant8_minmax_decompress with a divisor and of quant8_minmax_accumulate
+// (kernels/quant8_minmax.h): as the three above.
+int quant8_minmax_compress(const float* in, float* residual, std::size_t n, std::size_t bucket,
+                           void* out, void* stream);
+int quant8_minmax_decompress(const void* block, std::size_t n, std::size_t bucket, float* out,
+                             int divisor, void* stream);
+int quant8_minmax_accumulate(const void* block, std::size_t n, std::size_t bucket, float* dense,
+                             void* stream);
+
 // Exact top-k, twin of kernels::topk_compress / topk_accumulate (kernels/cuda/kernels.h
 // says more: payloads padded to kernels::topk_payload_stride, fp16 or bf16 inputs).
 std::size_t topk_select_scratch_bytes(std::size_t n);

@@ -63,6 +63,17 @@ cudaError_t quant8_decompress(const void* block, std::size_t n, std::size_t buck
 cudaError_t quant8_accumulate(const void* block, std::size_t n, std::size_t bucket, float* dense,
                               cudaStream_t stream);
 
+// ---- 8-bit min-max codes (twins of kernels::quant8_minmax_*), as the three above ----
+
+// Blocks as kernels/quant8_minmax.h lays them out, at any address; the same
+// bits as the CPU twin; the same answers for bucket 0, a divisor below 1, n == 0.
+cudaError_t quant8_minmax_compress(const float* in, float* residual, std::size_t n,
+                                   std::size_t bucket, void* out, cudaStream_t stream);
+cudaError_t quant8_minmax_decompress(const void* block, std::size_t n, std::size_t bucket,
+                                     float* out, int divisor, cudaStream_t stream);
+cudaError_t quant8_minmax_accumulate(const void* block, std::size_t n, std::size_t bucket,
+                                     float* dense, cudaStream_t stream);
+
 // ---- exact top-k by magnitude (twin of kernels::topk_compress) ---------------
 
 // Payloads travel at this stride: kernels::topk_payload_stride (the top-k

@@ -16,6 +16,7 @@
 #include "kernels/device.h"
 #include "kernels/element_rules.h"
 #include "kernels/quant8.h"
+#include "kernels/quant8_minmax.h"
 #include "kernels/topk.h"
 #include "tests/hostsim/sim.h"
 
@@ -124,6 +125,46 @@ cudaError_t quant8_accumulate(const void* block, std::size_t n, std::size_t buck
     sim::require_device("quant8_accumulate block", block, kernels::quant8_bytes(n, bucket));
     sim::require_device("quant8_accumulate dense", dense, n * 4);
     kernels::quant8_accumulate(block, n, bucket, dense, Isa::scalar);
+  });
+  return cudaSuccess;
+}
+
+cudaError_t quant8_minmax_compress(const float* in, float* residual, std::size_t n,
+                                   std::size_t bucket, void* out, cudaStream_t stream) {
+  if (bucket == 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  sim::enqueue(stream, [=] {
+    sim::require_device("quant8_minmax_compress in", in, n * 4);
+    if (residual) sim::require_device("quant8_minmax_compress residual", residual, n * 4);
+    sim::require_device("quant8_minmax_compress out", out, kernels::quant8_minmax_bytes(n, bucket));
+    kernels::quant8_minmax_compress(in, residual, n, bucket, out, Isa::scalar);
+  });
+  return cudaSuccess;
+}
+
+cudaError_t quant8_minmax_decompress(const void* block, std::size_t n, std::size_t bucket,
+                                     float* out, int divisor, cudaStream_t stream) {
+  if (bucket == 0 || divisor < 1) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  sim::enqueue(stream, [=] {
+    sim::require_device("quant8_minmax_decompress block", block,
+                        kernels::quant8_minmax_bytes(n, bucket));
+    sim::require_device("quant8_minmax_decompress out", out, n * 4);
+    kernels::quant8_minmax_decompress(block, n, bucket, out, Isa::scalar);
+    for (std::size_t i = 0; divisor > 1 && i < n; ++i) out[i] = divide_keeping_nan(out[i], divisor);
+  });
+  return cudaSuccess;
+}
+
+cudaError_t quant8_minmax_accumulate(const void* block, std::size_t n, std::size_t bucket,
+                                     float* dense, cudaStream_t stream) {
+  if (bucket == 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  sim::enqueue(stream, [=] {
+    sim::require_device("quant8_minmax_accumulate block", block,
+                        kernels::quant8_minmax_bytes(n, bucket));
+    sim::require_device("quant8_minmax_accumulate dense", dense, n * 4);
+    kernels::quant8_minmax_accumulate(block, n, bucket, dense, Isa::scalar);
   });
   return cudaSuccess;
 }
