@@ -325,6 +325,11 @@ enum class PowerSgdProducts { automatic, openblas, builtin };
 enum class TopkAlgorithm { gather, sharded, automatic };
 
 // What a compressor may be configured with (filled from the settings by core/).
+// int8's codes (SLIMREDUCE_QUANT_CODES): absmax, one scale per bucket,
+// symmetric around 0 (kernels/quant8.h); minmax, a step and an offset per
+// bucket over its [min, max] (kernels/quant8_minmax.h).
+enum class QuantCodes { absmax, minmax };
+
 struct CompressorOptions {
   double topk_ratio = 0.01;
   bool topk_values_fp16 = false;
@@ -333,6 +338,7 @@ struct CompressorOptions {
   TopkAlgorithm topk_algorithm = TopkAlgorithm::automatic;  // SLIMREDUCE_TOPK_ALGORITHM
   std::size_t quant_bucket = 512;                           // SLIMREDUCE_QUANT_BUCKET
   PowerSgdProducts powersgd_products = PowerSgdProducts::automatic;  // SLIMREDUCE_POWERSGD_BLAS
+  QuantCodes quant_codes = QuantCodes::absmax;                       // SLIMREDUCE_QUANT_CODES
 };
 
 }  // namespace slimreduce::compressors

@@ -178,6 +178,9 @@ std::uint64_t parse_bucket(const std::string& value) {
   return bucket;
 }
 
+const std::vector<std::pair<const char*, compressors::QuantCodes>> kQuantCodes = {
+    {"absmax", compressors::QuantCodes::absmax}, {"minmax", compressors::QuantCodes::minmax}};
+
 const std::vector<std::pair<const char*, compressors::PowerSgdProducts>> kPowerSgdBlas = {
     {"auto", compressors::PowerSgdProducts::automatic},
     {"openblas", compressors::PowerSgdProducts::openblas},
@@ -231,6 +234,13 @@ const std::vector<SettingSpec>& specs() {
        "Values per fp32 scale for int8: each value travels as 1 + 4 / bucket bytes.",
        [](const std::string& v, Settings& s) { s.quant_bucket = parse_bucket(v); },
        [](const Settings& s) { return std::to_string(s.quant_bucket); }, true},
+      {"SLIMREDUCE_QUANT_CODES", "absmax", fixed("absmax, minmax"),
+       "int8's codes per bucket: absmax (one fp32 scale, symmetric around 0: an error of up to "
+       "half of max|x| / 126) or minmax (a power-of-two step and an offset over the bucket's "
+       "[min, max]: an error of up to about (max - min) / 251, far less for values away from 0, "
+       "up to twice absmax's around 0; 1 + 8 / bucket bytes per value).",
+       [](const std::string& v, Settings& s) { s.quant_codes = parse_choice(v, kQuantCodes); },
+       [](const Settings& s) { return show_choice(s.quant_codes, kQuantCodes); }, true},
       {"SLIMREDUCE_POWERSGD_RANK", "4", fixed("a whole number in [1, 64]"),
        "Rank r of PowerSGD's factors: a tensor viewed as a rows x cols matrix sends r x (rows + "
        "cols) floats in two fp32 sums.",

@@ -31,6 +31,7 @@ struct Settings {
   TopkValueFormat topk_values = TopkValueFormat::fp32;
   compressors::TopkAlgorithm topk_algorithm = compressors::TopkAlgorithm::automatic;
   std::uint64_t quant_bucket = 512;
+  compressors::QuantCodes quant_codes = compressors::QuantCodes::absmax;
   int powersgd_rank = 4;
   double powersgd_min_compression = 2.0;
   compressors::PowerSgdProducts powersgd_blas = compressors::PowerSgdProducts::automatic;

@@ -71,6 +71,27 @@ TEST(Settings, TopkAlgorithmAndQuantBucket) {
   EXPECT_EQ(parse({{"SLIMREDUCE_QUANT_BUCKET", "16777216"}}).quant_bucket, 16777216u);
 }
 
+// int8's codes: absmax unless asked; anything else refused, naming the variable.
+TEST(Settings, QuantCodes) {
+  EXPECT_EQ(parse({}).quant_codes, compressors::QuantCodes::absmax);
+  EXPECT_EQ(parse({{"SLIMREDUCE_QUANT_CODES", "absmax"}}).quant_codes,
+            compressors::QuantCodes::absmax);
+  EXPECT_EQ(parse({{"SLIMREDUCE_QUANT_CODES", "minmax"}}).quant_codes,
+            compressors::QuantCodes::minmax);
+  for (const char* bad : {"", "MINMAX", "min-max", "absmax ", "symmetric"}) {
+    try {
+      parse({{"SLIMREDUCE_QUANT_CODES", bad}});
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const SettingsError& e) {
+      EXPECT_EQ(e.variable(), "SLIMREDUCE_QUANT_CODES");
+      EXPECT_NE(std::string(e.what()).find("absmax, minmax"), std::string::npos) << e.what();
+    }
+  }
+  const std::vector<std::string> lines =
+      describe_settings(parse({{"SLIMREDUCE_QUANT_CODES", "minmax"}}));
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "SLIMREDUCE_QUANT_CODES=minmax"), lines.end());
+}
+
 TEST(Settings, OtherEnvironmentIsIgnored) {
   EXPECT_EQ(parse({{"PATH", "/bin"}, {"SLIMREDUCEX", "1"}}).compressor, "none");
 }
@@ -272,7 +293,7 @@ TEST(BadSettings, UnknownNameIsATypo) {
 
 TEST(Settings, DescribeListsEverySettingOnce) {
   const auto lines = describe_settings(parse({{"SLIMREDUCE_COMPRESSOR", "fp16"}}));
-  EXPECT_EQ(lines.size(), 23u);
+  EXPECT_EQ(lines.size(), 24u);
   EXPECT_EQ(lines.front(), "SLIMREDUCE_COMPRESSOR=fp16");
   EXPECT_NE(settings_markdown().find("| `SLIMREDUCE_MIN_BYTES` | 65536 |"), std::string::npos);
 }

@@ -87,6 +87,22 @@ TEST(WireAgreement, ARatioThatDiffersNamesTheSettingValuesAndRanks) {
             "settings that shape the wire)");
 }
 
+// int8's codes shape its blocks (a scale, or a step and an offset, per
+// bucket): ranks that differ are refused, and the line names the setting.
+TEST(WireAgreement, QuantCodesThatDifferAreNamed) {
+  Settings a, b;
+  a.compressor = b.compressor = "int8";
+  b.quant_codes = compressors::QuantCodes::minmax;
+  EXPECT_FALSE(all_agree(reduce_max({a, b})));
+  EXPECT_TRUE(all_agree(reduce_max({b, b})));
+  const std::string line = describe_disagreement(records_of({a, b}, {"1", "1"}), 2);
+  EXPECT_EQ(line.rfind("ranks disagree on SLIMREDUCE_QUANT_CODES: absmax on rank 0; minmax on "
+                       "rank 1",
+                       0),
+            0u)
+      << line;
+}
+
 TEST(WireAgreement, TheFirstFieldThatDiffersIsNamed) {
   Settings a, b;
   a.compressor = "fp16";
