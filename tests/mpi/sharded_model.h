@@ -14,6 +14,8 @@
 #include <numeric>
 #include <vector>
 
+#include "tests/reference/independent.h"
+
 namespace slimreduce::testing {
 
 inline std::uint32_t magnitude_bits(double value) {
@@ -164,13 +166,25 @@ inline std::vector<float> model_quant8_bucket(const std::vector<float>& x) {
   return decoded;
 }
 
+// The min-max codec on one bucket (kernels/quant8_minmax.h), through the
+// independent reference (tests/reference/independent.h). Returns the decoded values.
+inline std::vector<float> model_minmax_bucket(const std::vector<float>& x) {
+  const reference::MinmaxBucket b = reference::minmax_bucket(x.data(), x.size());
+  std::vector<float> decoded(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i)
+    decoded[i] = reference::minmax_decode(reference::minmax_code(x[i], b), b.step, b.offset);
+  return decoded;
+}
+
 // The sharded int8 allreduce: shards of whole buckets, each rank's buckets
 // quantized (with its residual), the owners' float64 sums of the decoded
 // values quantized again (with their residuals).
 class ShardedInt8Model {
  public:
-  ShardedInt8Model(int ranks, std::size_t n, std::size_t bucket, bool error_feedback)
-      : ranks_(ranks),
+  ShardedInt8Model(int ranks, std::size_t n, std::size_t bucket, bool error_feedback,
+                   bool minmax = false)
+      : minmax_(minmax),
+        ranks_(ranks),
         n_(n),
         bucket_(bucket),
         error_feedback_(error_feedback),
@@ -222,12 +236,14 @@ class ShardedInt8Model {
     std::vector<float> out;
     for (std::size_t b = 0; b < n_; b += bucket_) {
       const std::vector<float> part(x.begin() + b, x.begin() + std::min(n_, b + bucket_));
-      const std::vector<float> decoded = model_quant8_bucket(part);
+      const std::vector<float> decoded =
+          minmax_ ? model_minmax_bucket(part) : model_quant8_bucket(part);
       out.insert(out.end(), decoded.begin(), decoded.end());
     }
     return out;
   }
 
+  bool minmax_;  // SLIMREDUCE_QUANT_CODES=minmax
   int ranks_;
   std::size_t n_;
   std::size_t bucket_;

@@ -227,19 +227,31 @@ TEST(ShardedTopkChoice, AutoGathersOnFewRanksAndShardsOnMany) {
   EXPECT_TRUE(sharded->prefers_sharded(1 << 20, 2));
 }
 
-compressors::CompressorOptions int8_options(std::size_t bucket) {
+using compressors::QuantCodes;
+
+compressors::CompressorOptions int8_options(std::size_t bucket,
+                                            QuantCodes codes = QuantCodes::absmax) {
   compressors::CompressorOptions options;
   options.quant_bucket = bucket;
+  options.quant_codes = codes;
   return options;
 }
 
 // Two of the owner's 8-bit steps at the largest value: its requantization
 // of a float64 sum may round one code apart from the model's fp32 one, and
 // the owner residual carries that into the next call.
-void expect_near_int8_model(const std::vector<float>& got, const std::vector<double>& want) {
-  double largest = 0.0;
-  for (double v : want) largest = std::max(largest, std::fabs(v));
-  const double tolerance = 2.0 * largest / 126 + 1e-6;
+// With min-max codes, two steps of the widest owner bucket: 2 (max - min) / 251
+// each at most (or an ulp of the largest value).
+void expect_near_int8_model(const std::vector<float>& got, const std::vector<double>& want,
+                            QuantCodes codes = QuantCodes::absmax) {
+  double largest = 0.0, lo = 0.0, hi = 0.0;
+  for (double v : want) {
+    largest = std::max(largest, std::fabs(v));
+    lo = std::min(lo, v), hi = std::max(hi, v);
+  }
+  const double minmax_step = std::max(2 * (hi - lo) / 251, largest * 0x1p-23);
+  const double tolerance =
+      (codes == QuantCodes::minmax ? 2.0 * minmax_step : 2.0 * largest / 126) + 1e-6;
   std::size_t off = 0;
   for (std::size_t i = 0; i < want.size(); ++i) {
     if (!(std::fabs(got[i] - want[i]) <= tolerance) && ++off <= 5)
@@ -248,15 +260,15 @@ void expect_near_int8_model(const std::vector<float>& got, const std::vector<dou
   EXPECT_EQ(off, 0u);
 }
 
-// count, bucket, error feedback
-using Int8Case = std::tuple<std::size_t, std::size_t, bool>;
+// count, bucket, error feedback, codes
+using Int8Case = std::tuple<std::size_t, std::size_t, bool, QuantCodes>;
 class ShardedInt8 : public ::testing::TestWithParam<Int8Case> {};
 
 TEST_P(ShardedInt8, MatchesTheModelOverThreeCallsOnEveryRank) {
-  const auto [count, bucket, error_feedback] = GetParam();
-  Caller caller("int8", int8_options(bucket), count, error_feedback);
+  const auto [count, bucket, error_feedback, codes] = GetParam();
+  Caller caller("int8", int8_options(bucket, codes), count, error_feedback);
   const int ranks = caller.size(), rank = caller.rank();
-  ShardedInt8Model model(ranks, count, bucket, error_feedback);
+  ShardedInt8Model model(ranks, count, bucket, error_feedback, codes == QuantCodes::minmax);
   for (int c = 0; c < 3; ++c) {
     SCOPED_TRACE("call " + std::to_string(c));
     std::vector<std::vector<float>> inputs;
@@ -264,7 +276,7 @@ TEST_P(ShardedInt8, MatchesTheModelOverThreeCallsOnEveryRank) {
     const std::vector<double> want = model.call(inputs);
     const std::vector<float> got = caller.call(inputs[rank]);
     EXPECT_TRUE(caller.reduced().sharded);
-    expect_near_int8_model(got, want);
+    expect_near_int8_model(got, want, codes);
     EXPECT_TRUE(identical_on_all_ranks(got.data(), got.size() * sizeof(float), MPI_COMM_WORLD));
     if (error_feedback) {
       // This rank's own quantization is exact: its residual is the model's, bit for bit.
@@ -275,12 +287,15 @@ TEST_P(ShardedInt8, MatchesTheModelOverThreeCallsOnEveryRank) {
 }
 
 TEST_P(ShardedInt8, WireBytesByHand) {
-  const auto [count, bucket, error_feedback] = GetParam();
-  Caller caller("int8", int8_options(bucket), count, error_feedback);
+  const auto [count, bucket, error_feedback, codes] = GetParam();
+  Caller caller("int8", int8_options(bucket, codes), count, error_feedback);
   const int ranks = caller.size(), rank = caller.rank();
   const ShardedInt8Model model(ranks, count, bucket, error_feedback);
   caller.call(input_of(rank, 0, count));
-  const auto block = [bucket = bucket](std::size_t n) { return (n + bucket - 1) / bucket * 4 + n; };
+  const std::size_t per_bucket = codes == QuantCodes::minmax ? 8 : 4;  // scale, or step + offset
+  const auto block = [bucket = bucket, per_bucket](std::size_t n) {
+    return (n + bucket - 1) / bucket * per_bucket + n;
+  };
   double parts = 0;
   std::size_t slot = 0;
   for (int s = 0; s < ranks; ++s) {
@@ -293,16 +308,26 @@ TEST_P(ShardedInt8, WireBytesByHand) {
 }
 
 INSTANTIATE_TEST_SUITE_P(CountsBuckets, ShardedInt8,
-                         ::testing::Values(Int8Case{1, 512, true}, Int8Case{5, 1, true},
-                                           Int8Case{1000, 7, true}, Int8Case{4099, 512, true},
-                                           Int8Case{4099, 512, false}, Int8Case{65537, 512, true},
-                                           Int8Case{65537, 4096, false}));
+                         ::testing::Values(Int8Case{1, 512, true, QuantCodes::absmax},
+                                           Int8Case{5, 1, true, QuantCodes::absmax},
+                                           Int8Case{1000, 7, true, QuantCodes::absmax},
+                                           Int8Case{4099, 512, true, QuantCodes::absmax},
+                                           Int8Case{4099, 512, false, QuantCodes::absmax},
+                                           Int8Case{65537, 512, true, QuantCodes::absmax},
+                                           Int8Case{65537, 4096, false, QuantCodes::absmax},
+                                           Int8Case{1, 512, true, QuantCodes::minmax},
+                                           Int8Case{5, 1, true, QuantCodes::minmax},
+                                           Int8Case{1000, 7, true, QuantCodes::minmax},
+                                           Int8Case{4099, 512, false, QuantCodes::minmax},
+                                           Int8Case{65537, 512, true, QuantCodes::minmax}));
 
 // An inf or NaN comes out where a plain sum has it, and nowhere else: the
 // other values of its bucket stay finite.
-TEST(ShardedInt8Values, InfAndNanWhereAPlainSumHasThem) {
+class ShardedInt8Values : public ::testing::TestWithParam<QuantCodes> {};
+
+TEST_P(ShardedInt8Values, InfAndNanWhereAPlainSumHasThem) {
   const std::size_t count = 5000;
-  Caller caller("int8", int8_options(512), count, true);
+  Caller caller("int8", int8_options(512, GetParam()), count, true);
   auto input = input_of(caller.rank(), 0, count);
   const float inf = std::numeric_limits<float>::infinity();
   if (caller.rank() == 0) input[10] = inf;
@@ -323,6 +348,9 @@ TEST(ShardedInt8Values, InfAndNanWhereAPlainSumHasThem) {
   const auto next = caller.call(input_of(caller.rank(), 1, count));
   for (std::size_t i = 0; i < count; ++i) ASSERT_TRUE(std::isfinite(next[i])) << i;
 }
+
+INSTANTIATE_TEST_SUITE_P(Codes, ShardedInt8Values,
+                         ::testing::Values(QuantCodes::absmax, QuantCodes::minmax));
 
 // The transport's alltoallv: MPI's, and the default's pairwise steps.
 class Alltoallv : public ::testing::TestWithParam<bool> {};
