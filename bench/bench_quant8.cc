@@ -3,7 +3,8 @@
 // SLIMREDUCE_QUANT_BUCKET default), next to a memcpy of the same fp32 bytes.
 // Bytes per second count the fp32 tensor's bytes (n x 4) on every row, the
 // side a compress reads and a decompress or accumulate writes, so each row
-// reads directly against the memcpy row.
+// reads directly against the memcpy row. The quant8_minmax rows time the
+// min-max codes (kernels/quant8_minmax.h, SLIMREDUCE_QUANT_CODES=minmax).
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 
 #include "bench/kernel_bench.h"
 #include "kernels/quant8.h"
+#include "kernels/quant8_minmax.h"
 
 namespace {
 
@@ -76,6 +78,33 @@ void bench_accumulate(benchmark::State& state, Isa isa) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * n * sizeof(float)));
 }
 
+void bench_minmax_compress(benchmark::State& state, Isa isa, bool residual) {
+  const std::size_t n = static_cast<std::size_t>(state.range(0));
+  const std::vector<float> in = gradients(n);
+  std::vector<float> res(residual ? n : 0, 0.0f);
+  std::vector<std::uint8_t> out(k::quant8_minmax_bytes(n, kBucket));
+  for (auto _ : state) {
+    k::quant8_minmax_compress(in.data(), residual ? res.data() : nullptr, n, kBucket, out.data(),
+                              isa);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * n * sizeof(float)));
+}
+
+void bench_minmax_decompress(benchmark::State& state, Isa isa) {
+  const std::size_t n = static_cast<std::size_t>(state.range(0));
+  std::vector<std::uint8_t> block(k::quant8_minmax_bytes(n, kBucket));
+  k::quant8_minmax_compress(gradients(n).data(), nullptr, n, kBucket, block.data(), Isa::scalar);
+  std::vector<float> out(n);
+  for (auto _ : state) {
+    k::quant8_minmax_decompress(block.data(), n, kBucket, out.data(), isa);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * n * sizeof(float)));
+}
+
 template <class Fn>
 void add(const std::string& name, Fn fn) {
   slimreduce::bench::add_benchmark(name, {kSizes[0], kSizes[1]}, fn);
@@ -91,6 +120,12 @@ void register_all() {
         [=](benchmark::State& s) { bench_compress(s, isa, true); });
     add("quant8_decompress" + tag, [=](benchmark::State& s) { bench_decompress(s, isa); });
     add("quant8_accumulate" + tag, [=](benchmark::State& s) { bench_accumulate(s, isa); });
+    add("quant8_minmax_compress" + tag,
+        [=](benchmark::State& s) { bench_minmax_compress(s, isa, false); });
+    add("quant8_minmax_compress_residual" + tag,
+        [=](benchmark::State& s) { bench_minmax_compress(s, isa, true); });
+    add("quant8_minmax_decompress" + tag,
+        [=](benchmark::State& s) { bench_minmax_decompress(s, isa); });
   }
 }
 

@@ -1,0 +1,95 @@
+// The error of int8's two codes (SLIMREDUCE_QUANT_CODES=absmax|minmax) against
+// an fp32 sum, as the sharded algorithm makes it without error feedback: each
+// of R simulated ranks quantizes its tensor, the decoded values are summed in
+// rank order, and the sum is quantized again (the owners' step) and decoded.
+// Prints, per input and per codes, the largest and mean |error| against the
+// plain fp32 sum in rank order, and the bytes per value on the wire.
+//   quant8_codes_error [n] [bucket] [ranks] [file of raw fp32 gradients]
+// Inputs: (a) arange(n) * (rank + 1), (b) zero-centred normal gradients (a
+// scale per 512 values varying over 2^-8..2^8), (c) with a file, its floats
+// as rank 0's tensor and rank r's as the same scaled by 1 + r / 8.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/quant8.h"
+#include "kernels/quant8_minmax.h"
+
+namespace {
+
+namespace k = slimreduce::kernels;
+using Tensors = std::vector<std::vector<float>>;
+
+std::vector<float> roundtrip(const std::vector<float>& x, std::size_t bucket, bool minmax) {
+  const std::size_t n = x.size();
+  std::vector<std::uint8_t> block(minmax ? k::quant8_minmax_bytes(n, bucket)
+                                         : k::quant8_bytes(n, bucket));
+  std::vector<float> out(n);
+  if (minmax) {
+    k::quant8_minmax_compress(x.data(), nullptr, n, bucket, block.data());
+    k::quant8_minmax_decompress(block.data(), n, bucket, out.data());
+  } else {
+    k::quant8_compress(x.data(), nullptr, n, bucket, block.data());
+    k::quant8_decompress(block.data(), n, bucket, out.data());
+  }
+  return out;
+}
+
+void report(const char* input, const Tensors& ranks, std::size_t bucket) {
+  const std::size_t n = ranks[0].size();
+  std::vector<float> exact(n, 0.0f);
+  for (const auto& t : ranks)
+    for (std::size_t i = 0; i < n; ++i) exact[i] += t[i];
+  for (bool minmax : {false, true}) {
+    std::vector<float> sum(n, 0.0f);
+    for (const auto& t : ranks) {
+      const std::vector<float> sent = roundtrip(t, bucket, minmax);
+      for (std::size_t i = 0; i < n; ++i) sum[i] += sent[i];
+    }
+    const std::vector<float> result = roundtrip(sum, bucket, minmax);
+    double largest = 0, total = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double e = std::fabs(double{result[i]} - exact[i]);
+      largest = std::max(largest, e), total += e;
+    }
+    const double bytes = static_cast<double>(minmax ? k::quant8_minmax_bytes(n, bucket)
+                                                    : k::quant8_bytes(n, bucket)) /
+                         n;
+    std::printf("%-28s %-7s max_abs_err %-12.5g mean_abs_err %-12.5g bytes_per_value %.5f\n", input,
+                minmax ? "minmax" : "absmax", largest, total / n, bytes);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::size_t n = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 1 << 20;
+  const std::size_t bucket = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 512;
+  const int ranks = argc > 3 ? std::atoi(argv[3]) : 4;
+  Tensors offsets(ranks, std::vector<float>(n)), gradients = offsets;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int r = 0; r < ranks; ++r) {
+    for (std::size_t i = 0; i < n; ++i) {
+      offsets[r][i] = static_cast<float>(i) * static_cast<float>(r + 1);
+      const int scale = static_cast<int>((i / 512 * 2654435761u) % 17) - 8;
+      gradients[r][i] = std::ldexp(normal(rng), scale) * 1e-3f;
+    }
+  }
+  report("(a) arange*(rank+1)", offsets, bucket);
+  report("(b) normal gradients", gradients, bucket);
+  if (argc > 4) {
+    std::ifstream file(argv[4], std::ios::binary);
+    std::vector<float> data;
+    for (float x; file.read(reinterpret_cast<char*>(&x), sizeof x);) data.push_back(x);
+    Tensors real(ranks, data);
+    for (int r = 1; r < ranks; ++r)
+      for (float& x : real[r]) x *= 1.0f + r / 8.0f;
+    report("(c) file gradients", real, bucket);
+  }
+  return 0;
+}
