@@ -216,6 +216,11 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
   if (const int rc = prepare_wire(state, comm, &wire_comm)) return rc;
   const Started started = start_call(call, datatype, state, device);
   const std::optional<AutoStep>& auto_step = started.decision.auto_step;
+  // A timed call of auto's schedule starts together on every rank, so that
+  // its time is the collective's, not the ranks' arrival skew.
+  if (auto_step && auto_step->timed) {
+    if (const int rc = PMPI_Barrier(wire_comm)) return raise(comm, rc, "auto");
+  }
   const double begin_us = auto_step ? Timeline::now_us() : 0.0;
   const int rc =
       run_decided(started, sendbuf, recvbuf, datatype, op, comm, state, wire_comm, device);

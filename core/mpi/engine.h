@@ -144,6 +144,8 @@ class Engine : public RuntimeSide {
   int after_auto_step(CommState& state, MPI_Comm wire_comm, const AutoStep& step, double seconds);
   void log_choice(const CommState& state, std::uint32_t size_class,
                   const AutoChooser::ClassSummary& summary) const;
+  void log_window(const CommState& state, const AutoStep& step,
+                  const std::vector<double>& times) const;
   int passed_through_staged(const AllreduceCall& call, MPI_Datatype datatype, MPI_Op op,
                             MPI_Comm comm);
   Status run_compressed(const Started& started, CommState& state, MPI_Comm wire_comm, bool device,

@@ -10,10 +10,11 @@
 
 namespace slimreduce {
 
-// SLIMREDUCE_COMPRESSOR=auto, after a call of the schedule: its time, and
-// where the schedule says, the exchange of the window's times (each call's
-// least over the ranks, MPI_MIN on the private duplicate: a point every rank
-// reaches in the same call) and the agreed choice.
+// SLIMREDUCE_COMPRESSOR=auto, after a call of the schedule: its time (from a
+// common start, compress_call's barrier), and where the schedule says, the
+// exchange of the window's times (each call's slowest rank, MPI_MAX on the
+// private duplicate: when the collective was done everywhere; a point every
+// rank reaches in the same call) and the agreed choice.
 int Engine::after_auto_step(CommState& state, MPI_Comm wire_comm, const AutoStep& step,
                             double seconds) {
   if (step.probe) {
@@ -29,14 +30,15 @@ int Engine::after_auto_step(CommState& state, MPI_Comm wire_comm, const AutoStep
     if (!step.agree_after) return MPI_SUCCESS;
     mine = shared->chooser->window(step, state.id());
   }
-  std::vector<double> least(mine.size());
-  if (const int rc = PMPI_Allreduce(mine.data(), least.data(), static_cast<int>(mine.size()),
-                                    MPI_DOUBLE, MPI_MIN, wire_comm))
+  std::vector<double> agreed(mine.size());
+  if (const int rc = PMPI_Allreduce(mine.data(), agreed.data(), static_cast<int>(mine.size()),
+                                    MPI_DOUBLE, MPI_MAX, wire_comm))
     return rc;
+  log_window(state, step, agreed);
   AutoChooser::ClassSummary summary;
   {
     Runtime::Locked shared = runtime_.shared();
-    if (!shared->chooser || !shared->chooser->agreed(step, state.id(), least)) return MPI_SUCCESS;
+    if (!shared->chooser || !shared->chooser->agreed(step, state.id(), agreed)) return MPI_SUCCESS;
     summary = shared->chooser->summary(state.id(), step.size_class);
   }
   // The choice changed: a switch, unless it is the class's first.
@@ -68,6 +70,22 @@ void Engine::log_choice(const CommState& state, std::uint32_t size_class,
            "auto: communicator %llu, calls of %llu to %llu bytes: %s (agreed medians: %s)",
            static_cast<unsigned long long>(state.id()), 1ull << size_class,
            (2ull << size_class) - 1, chosen, medians.c_str());
+}
+
+// At debug level, rank 0 of the communicator logs each agreed window (ms), in call order.
+void Engine::log_window(const CommState& state, const AutoStep& step,
+                        const std::vector<double>& times) const {
+  if (runtime_.settings().log_level < LogLevel::debug || state.rank() != 0) return;
+  std::string text;
+  for (double seconds : times) {
+    char one[32];
+    std::snprintf(one, sizeof one, " %.3f", seconds * 1e3);
+    text += one;
+  }
+  log_line(runtime_.settings().log_level, LogLevel::debug, runtime_.report_context().rank,
+           "auto: communicator %llu, class of %llu bytes, %s times (ms):%s",
+           static_cast<unsigned long long>(state.id()), 1ull << step.size_class,
+           step.probe ? "probe round" : "check", text.c_str());
 }
 
 }  // namespace slimreduce

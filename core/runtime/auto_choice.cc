@@ -110,18 +110,25 @@ bool AutoChooser::agree_round(ClassState& state, const std::vector<double>& time
   summary.chosen = winner;
   summary.medians = std::move(medians);
   ++summary.probe_rounds;
-  state.chosen_median = summary.medians[winner];
+  state.chosen_median = 0;  // the first check sets it
   state.probing = false;
   state.step = 0;
   return changed;
 }
 
-// A check of the choice: drifted (a link that slowed down or sped up, or
-// other work on the cores) starts a probe round at the next call.
+// A check of the choice. The first after a round sets the choice's own
+// median (a probe's time includes the switches between candidates, which the
+// chosen calls do not pay); a later one that drifted from it (a link that
+// slowed down or sped up, or other work on the cores) starts a probe round at
+// the next call.
 void AutoChooser::agree_check(ClassState& state, const std::vector<double>& times) const {
   const double now = median_of(times);
   const double then = state.chosen_median;
-  if (then > 0 && std::fabs(now - then) > schedule_.drift * then) {
+  if (then <= 0) {
+    state.chosen_median = now;
+    return;
+  }
+  if (std::fabs(now - then) > schedule_.drift * then) {
     state.step = state.reprobe_after;
     state.drifted = true;
   }

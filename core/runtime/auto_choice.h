@@ -7,15 +7,17 @@
 // the same step of it at the same call:
 //  - a probe round: the candidates in turn, interleaved (so a link that
 //    drifts during the round touches each alike), `probes` timed calls each;
-//    after its last call the side exchanges the round's times (each call's
-//    least time over the ranks: what the collective itself took, which the
-//    last rank to arrive sees, not the others' wait for it) and calls
+//    after its last call the side exchanges the round's times (each timed
+//    call starts together on every rank, and its time is the slowest rank's:
+//    what the collective itself took, not the ranks' arrival skew) and calls
 //    agreed(): each candidate's median, the least wins (ties: the earlier in
 //    the list). Every rank holds the same agreed times, so the same choice;
 //  - then the choice, with a check every `check_every` calls: its last
-//    `check_window` calls are timed and agreed the same way; an agreed median
-//    more than `drift` away from the one it was chosen with (slower or
-//    faster: a link that changed) starts a probe round at the next call;
+//    `check_window` calls are timed and agreed the same way. The first
+//    check's median is the choice's own (a probe round's times include the
+//    switches between candidates); a later median more than `drift` away
+//    from it (slower or faster: a link that changed) starts a probe round at
+//    the next call;
 //  - a probe round again after `first_reprobe` chosen calls, the interval
 //    doubling (up to `longest_reprobe`) while the same candidate keeps
 //    winning, back to the first when another wins.
@@ -88,7 +90,7 @@ class AutoChooser {
     bool probing = true;
     std::uint64_t step = 0;           // calls into the round, or into the choice
     std::uint64_t reprobe_after = 0;  // chosen calls before the next round
-    double chosen_median = 0;         // the winner's agreed median when it won
+    double chosen_median = 0;         // the choice's median at its first check (0: none yet)
     bool drifted = false;             // the round was started by a drifted check
     std::vector<double> times;        // this rank's timed calls since the last exchange
     ClassSummary summary;

@@ -92,8 +92,15 @@ TEST(AutoChooser, TheMedianIgnoresOneSlowProbeAndTiesGoToTheEarlier) {
   EXPECT_EQ(tied.summary(kComm, 20).chosen, 0) << "a tie: the earlier in the list";
 }
 
+// Long enough between rounds that only a drift starts one.
+AutoChooser::Schedule checked_schedule() {
+  AutoChooser::Schedule schedule = small_schedule();
+  schedule.first_reprobe = schedule.longest_reprobe = 64;
+  return schedule;
+}
+
 TEST(AutoChooser, ChecksTheChoiceAndReprobesAtOnceWhenItDrifts) {
-  AutoChooser chooser(2, small_schedule());
+  AutoChooser chooser(2, checked_schedule());
   probe_round(chooser, {1e-3, 2e-3});
   // A check period: 8 calls, the last 4 timed, one exchange.
   for (int i = 0; i < 8; ++i) {
@@ -104,15 +111,19 @@ TEST(AutoChooser, ChecksTheChoiceAndReprobesAtOnceWhenItDrifts) {
     chooser.record(step, kComm, 1.1e-3);
     if (step.agree_after) chooser.agreed(step, kComm, chooser.window(step, kComm));
   }
-  EXPECT_FALSE(chooser.next(kComm, kBytes).probe) << "10% off: within the drift";
-  AutoChooser drifting(2, small_schedule());
+  // That first check set the choice's own median (1.1 ms): 10% off the probe's, no drift.
+  chosen_period(chooser, 1.2e-3);
+  EXPECT_FALSE(chooser.next(kComm, kBytes).probe) << "9% off its own median: within the drift";
+  AutoChooser drifting(2, checked_schedule());
   probe_round(drifting, {1e-3, 2e-3});
-  chosen_period(drifting, 1.5e-3);  // the link slowed: 50% off
+  chosen_period(drifting, 0.6e-3);  // the choice's own median, 40% below its probes': set
+  chosen_period(drifting, 0.9e-3);  // the link slowed: 50% off
   const AutoStep after = drifting.next(kComm, kBytes);
   EXPECT_TRUE(after.probe) << "a probe round at the next call";
   EXPECT_EQ(after.candidate, 0);
-  AutoChooser faster(2, small_schedule());
+  AutoChooser faster(2, checked_schedule());
   probe_round(faster, {1e-3, 2e-3});
+  chosen_period(faster, 1e-3);
   chosen_period(faster, 0.5e-3);
   EXPECT_TRUE(faster.next(kComm, kBytes).probe) << "a link that sped up is followed too";
 }
@@ -154,6 +165,7 @@ TEST(AutoChooser, ASwitchIsCountedAndEachClassAndCommunicatorHasItsOwn) {
   EXPECT_EQ(chooser.current(kComm, kBytes * 2), 0) << "unmeasured: the first candidate";
   EXPECT_TRUE(chooser.next(kComm, kBytes * 2).probe) << "another class probes on its own";
   EXPECT_TRUE(chooser.next(kComm + 1, kBytes).probe) << "another communicator too";
+  chosen_period(chooser, 1e-3);
   chosen_period(chooser, 3e-3);  // drifted: a round follows
   probe_round(chooser, {3e-3, 2e-3});
   EXPECT_EQ(chooser.current(kComm, kBytes), 1);
