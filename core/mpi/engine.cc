@@ -299,7 +299,8 @@ Status Engine::run_compressed(const Started& started, CommState& state, MPI_Comm
   std::optional<TimelinePhases> phases;  // SLIMREDUCE_TIMELINE: the call's phases as spans
   if (runtime_.timeline().on()) {
     phases.emplace(runtime_.timeline(), span_args(compressor, started.call.count, 1) +
-                                            (device ? ", \"memory\": \"device\"" : ""));
+                                            (device ? ", \"memory\": \"device\"" : "") +
+                                            auto_span_args(started.decision));
   }
   if (!device) {
     return host_allreduce(started.call, compressor, transport, state, run_options(phases), reduced);

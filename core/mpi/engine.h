@@ -23,6 +23,10 @@
 
 namespace slimreduce {
 
+// SLIMREDUCE_COMPRESSOR=auto: what a call's timeline spans add (`"auto":
+// "probe"`, "check" or "chosen"); nothing for a call outside its schedule.
+std::string auto_span_args(const CallDecision& decision);
+
 // The MPI side of the runtime (core/runtime/runtime.h): the communicators MPI
 // calls reach, the hot path of calls that pass through, and the work of a
 // compressed call. Settings, policy, decision, residuals and counters are the

@@ -10,6 +10,16 @@
 
 namespace slimreduce {
 
+std::string auto_span_args(const CallDecision& decision) {
+  if (!decision.auto_step) return {};
+  const AutoStep& step = *decision.auto_step;
+  return std::string(", \"auto\": \"") +
+         (step.probe   ? "probe"
+          : step.timed ? "check"
+                       : "chosen") +
+         "\"";
+}
+
 // SLIMREDUCE_COMPRESSOR=auto, after a call of the schedule: its time (from a
 // common start, compress_call's barrier), and where the schedule says, the
 // exchange of the window's times (each call's slowest rank, MPI_MAX on the
@@ -30,17 +40,30 @@ int Engine::after_auto_step(CommState& state, MPI_Comm wire_comm, const AutoStep
     if (!step.agree_after) return MPI_SUCCESS;
     mine = shared->chooser->window(step, state.id());
   }
+  const double exchange_begin_us = runtime_.timeline().on() ? Timeline::now_us() : 0.0;
   std::vector<double> agreed(mine.size());
   if (const int rc = PMPI_Allreduce(mine.data(), agreed.data(), static_cast<int>(mine.size()),
                                     MPI_DOUBLE, MPI_MAX, wire_comm))
     return rc;
   log_window(state, step, agreed);
   AutoChooser::ClassSummary summary;
+  bool changed = false;
+  std::string chosen;
   {
     Runtime::Locked shared = runtime_.shared();
-    if (!shared->chooser || !shared->chooser->agreed(step, state.id(), agreed)) return MPI_SUCCESS;
+    if (!shared->chooser) return MPI_SUCCESS;
+    changed = shared->chooser->agreed(step, state.id(), agreed);
     summary = shared->chooser->summary(state.id(), step.size_class);
+    chosen = shared->policy.candidates.at(summary.chosen).name;
   }
+  if (runtime_.timeline().on()) {
+    // The exchange, and what the class runs with from the next call.
+    runtime_.timeline().span("AUTO", exchange_begin_us, Timeline::now_us(),
+                             "\"window\": \"" + std::string(step.probe ? "probe" : "check") +
+                                 "\", \"min_bytes\": " + std::to_string(1ull << step.size_class) +
+                                 ", \"chosen\": \"" + chosen + "\"");
+  }
+  if (!changed) return MPI_SUCCESS;
   // The choice changed: a switch, unless it is the class's first.
   if (summary.probe_rounds > 1) {
     Counters switched;

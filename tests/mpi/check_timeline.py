@@ -28,6 +28,11 @@ the next begins, its COMPRESS and DECOMPRESS on the side stream's lane and its C
 another (the caller's stream); a call's pieces numbered 0, 1, ..., n - 1, their COMMUNICATEs in
 that order in time. With --pipelined too, some pieces must be there.
 
+With --auto CANDIDATES (SLIMREDUCE_COMPRESSOR=auto, blocking calls): no QUEUE or FUSE needed;
+AUTO spans (each exchange of agreed times, "window" probe or check, "chosen" one of the
+candidates), one of a probe round at least, and COMPRESS spans marked "auto": probe, check or
+chosen, probes among them.
+
   check_timeline.py --np N [--partitioned | --device | --nccl [--pipelined]] -- MPIRUN... -x SLIMREDUCE_TIMELINE=@PREFIX@ ... PROGRAM
 """
 import argparse
@@ -37,7 +42,27 @@ import subprocess
 import sys
 import tempfile
 
-NAMES = {"QUEUE", "FUSE", "COMPRESS", "COMMUNICATE", "DECOMPRESS"}
+NAMES = {"QUEUE", "FUSE", "COMPRESS", "COMMUNICATE", "DECOMPRESS", "AUTO"}
+
+
+def auto_failures(path, events, candidates):
+    """SLIMREDUCE_COMPRESSOR=auto: AUTO spans (each exchange, with the class's
+    choice, one of the candidates), probe rounds among them, and compressed
+    calls marked probe, check or chosen."""
+    failures = []
+    exchanges = [e for e in events if e["name"] == "AUTO"]
+    if not any(e["args"].get("window") == "probe" for e in exchanges):
+        failures.append(f"{path}: no AUTO span of a probe round")
+    for e in exchanges:
+        if e["args"].get("chosen") not in candidates or e["args"].get("window") not in ("probe", "check"):
+            failures.append(f"{path}: an AUTO span's args: {e['args']}")
+            break
+    marks = {e["args"].get("auto") for e in events if e["name"] == "COMPRESS"}
+    if "probe" not in marks or not marks <= {"probe", "check", "chosen"}:
+        failures.append(f"{path}: COMPRESS spans marked {marks}")
+    if not failures:
+        print(f"{path}: {len(exchanges)} AUTO exchanges, calls marked {sorted(marks)}")
+    return failures
 
 
 def partition_failures(path, events):
@@ -178,6 +203,9 @@ def main():
                         help="with --nccl: some span must say after_group")
     parser.add_argument("--pipelined", action="store_true",
                         help="with --nccl: some call must have run pipelined, its pieces timed")
+    parser.add_argument("--auto", metavar="CANDIDATES",
+                        help="SLIMREDUCE_COMPRESSOR=auto with these candidates (a,b,c): AUTO spans "
+                        "and marked calls")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -206,8 +234,11 @@ def main():
                     break
             if seen - NAMES:
                 failures.append(f"{path}: unknown spans {seen - NAMES}")
-            wanted = NAMES - {"QUEUE", "FUSE"} if args.partitioned or args.device or args.nccl \
-                else NAMES
+            wanted = NAMES - {"AUTO"}
+            if args.partitioned or args.device or args.nccl or args.auto:
+                wanted -= {"QUEUE", "FUSE"}  # blocking calls
+            if args.auto:
+                wanted |= {"AUTO"}
             if wanted - seen:
                 failures.append(f"{path}: no {wanted - seen} span")
             if args.partitioned:
@@ -216,6 +247,8 @@ def main():
                 failures += device_failures(path, events, args.partitioned)
             if args.nccl:
                 failures += nccl_failures(path, events, args.after_group, args.pipelined)
+            if args.auto:
+                failures += auto_failures(path, events, args.auto.split(","))
             if rank == 0 and not failures:
                 print(f"rank 0: {len(events)} spans: " +
                       ", ".join(f"{n} {sum(e['name'] == n for e in events)}" for n in sorted(NAMES)))
