@@ -5,8 +5,8 @@
 // the bytes it sent (slimreduce_get_counters): a pass-through sends fp32's
 // bytes, fp16 half of them, int8 about a quarter.
 //
-// Environment: SLIMREDUCE_AUTO_CANDIDATES (the library's), and
-// AUTO_TEST_SLOW_RANK=r: rank r sleeps 3 ms before each call.
+// Environment: SLIMREDUCE_AUTO_CANDIDATES and SLIMREDUCE_HIERARCHICAL (the
+// library's), and AUTO_TEST_SLOW_RANK=r: rank r sleeps 3 ms before each call.
 #include <unistd.h>
 
 #include <cmath>
@@ -26,6 +26,9 @@ std::vector<std::string> candidates() {
 }
 
 const int kSlowRank = std::stoi(env_or("AUTO_TEST_SLOW_RANK", "-1"));
+// Hierarchical: fp32 inside a node, so the bytes sent name no candidate; the
+// result does (fp16: every value a 16-bit number; none: the plain sum).
+const bool kHierarchical = env_or("SLIMREDUCE_HIERARCHICAL", "0") == "1";
 constexpr std::size_t kCount = 1 << 16;  // 256 KiB: eligible (SLIMREDUCE_MIN_BYTES 64 KiB)
 constexpr int kProbes = 3;               // AutoChooser::Schedule's default
 
@@ -55,6 +58,12 @@ std::string sent_as(double ratio) {
   return ::testing::AssertionSuccess();
 }
 
+// The candidate a hierarchical call's result names.
+std::string result_of(const std::vector<float>& out, std::uint64_t seed) {
+  if (has_the_bits_of("fp16", out, seed)) return "fp16";
+  return has_the_bits_of("none", out, seed) ? "none" : "int8";
+}
+
 // One blocking call; returns the candidate it was sent with.
 std::string one_call(std::uint64_t seed, std::vector<float>& out) {
   const std::vector<float> in = inputs_of(world_rank(), seed, kCount);
@@ -66,6 +75,7 @@ std::string one_call(std::uint64_t seed, std::vector<float>& out) {
             MPI_SUCCESS);
   EXPECT_TRUE(read_counters(&after));
   EXPECT_EQ(after.intercepted - before.intercepted, 1u);
+  if (kHierarchical) return result_of(out, seed);
   return sent_as((after.wire_sent - before.wire_sent) /
                  (after.wire_baseline - before.wire_baseline));
 }
