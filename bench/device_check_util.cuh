@@ -207,4 +207,7 @@ void time_low_rank(std::size_t n, double copy_gbs);
 // Top-k's sharded steps (bench/device_check_topk_shards.cu): their checks.
 void check_topk_shards();
 
+// int8's min-max codes (bench/device_check_minmax.cu): their checks.
+void check_quant8_minmax();
+
 }  // namespace slimreduce::device_check
