@@ -20,6 +20,7 @@
 #include "core/runtime/log.h"
 #include "core/runtime/timeline.h"
 #include "core/runtime/wire_agreement.h"
+#include "kernels/element_rules.h"
 
 namespace slimreduce {
 namespace {
@@ -243,6 +244,7 @@ int Engine::run_decided(const Started& started, const void* sendbuf, void* recvb
     // call that the other rank's lock holds back).
     count_pass_through(std::uint64_t(count) * sizeof(float), state,
                        started.decision.passes_because);
+    if (!started.carried.empty()) return passed_through_with_residual(started, datatype, op, comm);
     if (!device) return backends::mpi::allreduce(sendbuf, recvbuf, count, datatype, op, comm);
     return passed_through_staged(started.call, datatype, op, comm);
   }
@@ -253,6 +255,21 @@ int Engine::run_decided(const Started& started, const void* sendbuf, void* recvb
   return MPI_SUCCESS;
 }
 
+namespace {
+
+// input + residual, the residual spent (zeroed): what a call that sends fp32
+// sends for a key that carries a residual.
+std::vector<float> spend_residual(const float* input, std::vector<float>& residual) {
+  std::vector<float> sent(residual.size());
+  for (std::size_t i = 0; i < residual.size(); ++i) {
+    sent[i] = kernels::add_nan_first(input[i], residual[i]);
+    residual[i] = 0.0f;
+  }
+  return sent;
+}
+
+}  // namespace
+
 // Under the runtime's lock: the call's decision (from its shape and the calls
 // before it, as on every rank) and, if compressed, its residual.
 Engine::Started Engine::start_call(const AllreduceCall& call, MPI_Datatype datatype,
@@ -262,7 +279,18 @@ Engine::Started Engine::start_call(const AllreduceCall& call, MPI_Datatype datat
   Runtime::Locked shared = runtime_.shared();
   const auto datatype_tag = reinterpret_cast<std::uintptr_t>(datatype);
   started.decision = shared->decide({state.id(), call.count, datatype_tag}, rule_.route);
-  if (!started.decision.compressed()) return started;
+  if (!started.decision.compressed()) {
+    // auto sent it with none: what its key carries from a compressed call
+    // before goes with it (host buffers; a device residual waits for the
+    // key's next compressed call).
+    if (started.decision.auto_step && !started.decision.passes_because && !device) {
+      ResidualSlot* slot =
+          shared->residuals.find_existing({state.id(), call.output}, call.count, datatype_tag);
+      if (slot && slot->feeds_back && !slot->residual.empty())
+        started.carried = spend_residual(call.input, slot->residual);
+    }
+    return started;
+  }
   // The residual: local, keyed by our buffer address. A missing one (no room
   // under the cap) means no error feedback, never another path. One store for
   // host and device residuals: the device path takes the slot's device memory.
@@ -279,6 +307,14 @@ Engine::Started Engine::start_call(const AllreduceCall& call, MPI_Datatype datat
   if (!residual_on_device) started.call.residual = started.slot->host_residual();
   started.call.state = &started.slot->compressor_state;  // kept per key (PowerSGD's Q)
   return started;
+}
+
+// auto's none on a key that carries a residual: input + residual in fp32
+// (NaN first, as every compressor adds them) goes to the real library.
+int Engine::passed_through_with_residual(const Started& started, MPI_Datatype datatype, MPI_Op op,
+                                         MPI_Comm comm) {
+  return backends::mpi::allreduce(started.carried.data(), started.call.output,
+                                  static_cast<int>(started.call.count), datatype, op, comm);
 }
 
 // Device buffers passed through to an MPI that may not read them: staged through the host.

@@ -138,8 +138,10 @@ class Engine : public RuntimeSide {
     AllreduceCall call;            // with the residual and compressor state it runs with
     CallDecision decision;         // route, compressor (held for the call) and level
     ResidualSlot* slot = nullptr;  // nullptr: no error feedback for this call
-    std::uint64_t resets = 0;      // the key came back with another shape: its residual was dropped
-    std::uint64_t evicted = 0;     // keys unused for SLIMREDUCE_EF_EVICT_CALLS calls, freed now
+    // auto's none on a key that carried a residual: input + residual, to send instead.
+    std::vector<float> carried;
+    std::uint64_t resets = 0;   // the key came back with another shape: its residual was dropped
+    std::uint64_t evicted = 0;  // keys unused for SLIMREDUCE_EF_EVICT_CALLS calls, freed now
   };
   Started start_call(const AllreduceCall& call, MPI_Datatype datatype, CommState& state,
                      bool device);
@@ -152,6 +154,8 @@ class Engine : public RuntimeSide {
                   const std::vector<double>& times) const;
   int passed_through_staged(const AllreduceCall& call, MPI_Datatype datatype, MPI_Op op,
                             MPI_Comm comm);
+  int passed_through_with_residual(const Started& started, MPI_Datatype datatype, MPI_Op op,
+                                   MPI_Comm comm);
   Status run_compressed(const Started& started, CommState& state, MPI_Comm wire_comm, bool device,
                         Reduced* reduced);
   void finish_call(const Started& started, const CommState& state, const Reduced& reduced);

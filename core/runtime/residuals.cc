@@ -52,6 +52,17 @@ ResidualSlot* ResidualStore::find_or_create(const ResidualKey& key, std::size_t 
   return &slots_.emplace(key, std::move(slot)).first->second;
 }
 
+ResidualSlot* ResidualStore::find_existing(const ResidualKey& key, std::size_t count,
+                                           std::uint64_t datatype_tag) {
+  const std::uint64_t now = note_use(key.comm_id);
+  auto found = slots_.find(key);
+  if (found == slots_.end() || found->second.count != count ||
+      found->second.datatype_tag != datatype_tag)
+    return nullptr;
+  found->second.last_use = now;
+  return &found->second;
+}
+
 ResidualStore::Found ResidualStore::find_on_device(const ResidualKey& key, std::size_t count,
                                                    std::uint64_t datatype_tag, bool want_residual,
                                                    bool may_allocate, void* stream,

@@ -110,6 +110,11 @@ class ResidualStore {
   // unless that would pass the cap: then nullptr, and nothing is stored.
   ResidualSlot* find_or_create(const ResidualKey& key, std::size_t count,
                                std::uint64_t datatype_tag, bool want_residual);
+  // The slot for this key as it is, or nullptr when there is none of this
+  // shape (nothing is made or reset): a call that sends no compressed bytes
+  // (auto's `none`) hands on what the key carries, if anything.
+  ResidualSlot* find_existing(const ResidualKey& key, std::size_t count,
+                              std::uint64_t datatype_tag);
   // The same for a stream-ordered path (NCCL), the device residual made at
   // once on `stream`. Without may_allocate (graph capture) nothing is made
   // or freed: a new key, or a key whose shape changed, answers not_now (a
