@@ -98,6 +98,8 @@ run_lib "topk-0.001" topk -x SLIMREDUCE_TOPK_RATIO=0.001
 run_lib "topk-0.01-sharded" topk -x SLIMREDUCE_TOPK_RATIO=0.01 -x SLIMREDUCE_TOPK_ALGORITHM=sharded
 run_lib "powersgd-4" powersgd -x SLIMREDUCE_POWERSGD_RANK=4
 run_lib "int8" int8
+# The measured choice: none, fp16 or int8 per size class, agreed by the ranks.
+run_lib "auto" auto
 # Under the slow-link option, hierarchical fp16 with two emulated nodes
 # (SLIMREDUCE_LOCAL_SIZE = NP / 2): full precision inside a node.
 if [[ -n "${DEMO_NETEM:-}" && $((NP % 2)) -eq 0 && $NP -ge 4 ]]; then
