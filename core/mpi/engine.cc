@@ -244,7 +244,9 @@ int Engine::run_decided(const Started& started, const void* sendbuf, void* recvb
     // call that the other rank's lock holds back).
     count_pass_through(std::uint64_t(count) * sizeof(float), state,
                        started.decision.passes_because);
-    if (!started.carried.empty()) return passed_through_with_residual(started, datatype, op, comm);
+    // auto's none on a key that carried a residual: input + residual instead.
+    if (!started.carried.empty())
+      return backends::mpi::allreduce(started.carried.data(), recvbuf, count, datatype, op, comm);
     if (!device) return backends::mpi::allreduce(sendbuf, recvbuf, count, datatype, op, comm);
     return passed_through_staged(started.call, datatype, op, comm);
   }
@@ -307,14 +309,6 @@ Engine::Started Engine::start_call(const AllreduceCall& call, MPI_Datatype datat
   if (!residual_on_device) started.call.residual = started.slot->host_residual();
   started.call.state = &started.slot->compressor_state;  // kept per key (PowerSGD's Q)
   return started;
-}
-
-// auto's none on a key that carries a residual: input + residual in fp32
-// (NaN first, as every compressor adds them) goes to the real library.
-int Engine::passed_through_with_residual(const Started& started, MPI_Datatype datatype, MPI_Op op,
-                                         MPI_Comm comm) {
-  return backends::mpi::allreduce(started.carried.data(), started.call.output,
-                                  static_cast<int>(started.call.count), datatype, op, comm);
 }
 
 // Device buffers passed through to an MPI that may not read them: staged through the host.

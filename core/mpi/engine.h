@@ -148,14 +148,11 @@ class Engine : public RuntimeSide {
   int run_decided(const Started& started, const void* sendbuf, void* recvbuf, MPI_Datatype datatype,
                   MPI_Op op, MPI_Comm comm, CommState& state, MPI_Comm wire_comm, bool device);
   int after_auto_step(CommState& state, MPI_Comm wire_comm, const AutoStep& step, double seconds);
-  void log_choice(const CommState& state, std::uint32_t size_class,
-                  const AutoChooser::ClassSummary& summary) const;
+  void log_choice(const CommState& state, const AutoChoiceRow& row) const;
   void log_window(const CommState& state, const AutoStep& step,
                   const std::vector<double>& times) const;
   int passed_through_staged(const AllreduceCall& call, MPI_Datatype datatype, MPI_Op op,
                             MPI_Comm comm);
-  int passed_through_with_residual(const Started& started, MPI_Datatype datatype, MPI_Op op,
-                                   MPI_Comm comm);
   Status run_compressed(const Started& started, CommState& state, MPI_Comm wire_comm, bool device,
                         Reduced* reduced);
   void finish_call(const Started& started, const CommState& state, const Reduced& reduced);

@@ -46,53 +46,40 @@ int Engine::after_auto_step(CommState& state, MPI_Comm wire_comm, const AutoStep
                                     MPI_DOUBLE, MPI_MAX, wire_comm))
     return rc;
   log_window(state, step, agreed);
-  AutoChooser::ClassSummary summary;
+  AutoChoiceRow row;
   bool changed = false;
-  std::string chosen;
   {
     Runtime::Locked shared = runtime_.shared();
     if (!shared->chooser) return MPI_SUCCESS;
     changed = shared->chooser->agreed(step, state.id(), agreed);
-    summary = shared->chooser->summary(state.id(), step.size_class);
-    chosen = shared->policy.candidates.at(summary.chosen).name;
+    row = auto_choice_row(shared->policy, state.id(), step.size_class,
+                          shared->chooser->summary(state.id(), step.size_class));
   }
   if (runtime_.timeline().on()) {
     // The exchange, and what the class runs with from the next call.
     runtime_.timeline().span("AUTO", exchange_begin_us, Timeline::now_us(),
                              "\"window\": \"" + std::string(step.probe ? "probe" : "check") +
                                  "\", \"min_bytes\": " + std::to_string(1ull << step.size_class) +
-                                 ", \"chosen\": \"" + chosen + "\"");
+                                 ", \"chosen\": \"" + row.chosen + "\"");
   }
   if (!changed) return MPI_SUCCESS;
   // The choice changed: a switch, unless it is the class's first.
-  if (summary.probe_rounds > 1) {
+  if (row.probe_rounds > 1) {
     Counters switched;
     switched.auto_switches = 1;
     runtime_.board(Side::mpi).add(switched);
   }
-  log_choice(state, step.size_class, summary);
+  log_choice(state, row);
   return MPI_SUCCESS;
 }
 
 // Rank 0 of the communicator logs each new choice at INFO, with the medians it was made from.
-void Engine::log_choice(const CommState& state, std::uint32_t size_class,
-                        const AutoChooser::ClassSummary& summary) const {
+void Engine::log_choice(const CommState& state, const AutoChoiceRow& row) const {
   if (state.rank() != 0) return;
-  const Policy policy = runtime_.policy();
-  std::string medians;
-  for (std::size_t c = 0; c < summary.medians.size() && c < policy.candidates.size(); ++c) {
-    char one[96];
-    std::snprintf(one, sizeof one, "%s%s %.3f ms", medians.empty() ? "" : ", ",
-                  policy.candidates[c].name.c_str(), summary.medians[c] * 1e3);
-    medians += one;
-  }
-  const char* chosen = summary.chosen >= 0 && std::size_t(summary.chosen) < policy.candidates.size()
-                           ? policy.candidates[summary.chosen].name.c_str()
-                           : "?";
   log_line(runtime_.settings().log_level, LogLevel::info, runtime_.report_context().rank,
            "auto: communicator %llu, calls of %llu to %llu bytes: %s (agreed medians: %s)",
-           static_cast<unsigned long long>(state.id()), 1ull << size_class,
-           (2ull << size_class) - 1, chosen, medians.c_str());
+           static_cast<unsigned long long>(state.id()), 1ull << row.size_class,
+           (2ull << row.size_class) - 1, row.chosen.c_str(), auto_medians_text(row).c_str());
 }
 
 // At debug level, rank 0 of the communicator logs each agreed window (ms), in call order.

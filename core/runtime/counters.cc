@@ -325,6 +325,17 @@ std::optional<double> report_value(const Counters& c, std::string_view key) {
   return std::nullopt;
 }
 
+std::string auto_medians_text(const AutoChoiceRow& row) {
+  std::string medians;
+  for (const auto& [name, seconds] : row.medians) {
+    char one[96];
+    std::snprintf(one, sizeof one, "%s%s %.3f ms", medians.empty() ? "" : ", ", name.c_str(),
+                  seconds * 1e3);
+    medians += one;
+  }
+  return medians;
+}
+
 // SLIMREDUCE_COMPRESSOR=auto's lines: the totals, then one line per size class.
 std::string auto_table(const Counters& t, const ReportContext& context) {
   char text[512];
@@ -333,13 +344,7 @@ std::string auto_table(const Counters& t, const ReportContext& context) {
                 t.auto_probe_calls, t.auto_switches);
   std::string table = text;
   for (const AutoChoiceRow& row : context.auto_choices) {
-    std::string medians;
-    for (const auto& [name, seconds] : row.medians) {
-      char one[96];
-      std::snprintf(one, sizeof one, "%s%s %.3f ms", medians.empty() ? "" : ", ", name.c_str(),
-                    seconds * 1e3);
-      medians += one;
-    }
+    const std::string medians = auto_medians_text(row);
     std::snprintf(text, sizeof text,
                   "             comm %" PRIu64 ", calls of %" PRIu64 " B and up: %-6s (%s; %" PRIu64
                   " rounds, %" PRIu64 " switches, %" PRIu64 " calls)\n",

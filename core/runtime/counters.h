@@ -142,6 +142,8 @@ struct ReportContext {
 };
 
 std::string report_json(const Counters& counters, const ReportContext& context);
+// A choice's agreed medians as the table and the log print them: "none 1.200 ms, fp16 0.900 ms".
+std::string auto_medians_text(const AutoChoiceRow& row);
 // The value the report gives `key` ("calls.compressed", "bytes.inter_node_sent",
 // "savings", ...), or nothing for a key the report does not have.
 std::optional<double> report_value(const Counters& counters, std::string_view key);

@@ -15,8 +15,7 @@ CallDecision decide_auto(const Policy& policy, CompressionDecision& rule, AutoCh
                          const CallShape& shape, bool timed_path) {
   CallDecision call;
   call.error_feedback = policy.any_error_feedback();
-  call.passes_because =
-      counted_as(rule.decide(call.error_feedback, shape.comm_id, shape.count, shape.datatype_tag));
+  call.passes_because = passed_by(rule, call.error_feedback, shape);
   if (call.passes_because) return call;  // route pass_through
   // float32 calls only (the MPI side's): a size class is a power of two of their bytes.
   const std::uint64_t bytes = shape.count * sizeof(float);
@@ -32,6 +31,16 @@ CallDecision decide_auto(const Policy& policy, CompressionDecision& rule, AutoCh
   call.route =
       chosen.compressor ? route_of(chosen.compressor->aggregation()) : ReductionPath::pass_through;
   return call;
+}
+
+AutoChoiceRow auto_choice_row(const Policy& policy, std::uint64_t comm_id, std::uint32_t size_class,
+                              const AutoChooser::ClassSummary& summary) {
+  AutoChoiceRow row{comm_id,          size_class,   "", {}, summary.probe_rounds,
+                    summary.switches, summary.calls};
+  if (summary.chosen >= 0) row.chosen = policy.candidates.at(summary.chosen).name;
+  for (std::size_t c = 0; c < summary.medians.size(); ++c)
+    row.medians.emplace_back(policy.candidates.at(c).name, summary.medians[c]);
+  return row;
 }
 
 }  // namespace slimreduce

@@ -125,14 +125,18 @@ inline CallDecision choose_for(const Policy& policy, const CallShape& shape, Red
   return decision;
 }
 
-// The residual cap and warm-up on a chosen call: counts the call towards its
-// shape's warm-up and, where either passes it, sets its route to pass_through
-// and the reason.
+// The residual cap and warm-up on a call of `shape` (counted towards its
+// warm-up): the report's counter of why it passes through, or nullptr.
+inline std::uint64_t Counters::*passed_by(CompressionDecision& rule, bool error_feedback,
+                                          const CallShape& shape) {
+  return counted_as(rule.decide(error_feedback, shape.comm_id, shape.count, shape.datatype_tag));
+}
+
+// The residual cap and warm-up on a chosen call: where either passes it, its
+// route becomes pass_through, with the reason.
 inline void settle(CompressionDecision& rule, CallDecision& decision, const CallShape& shape) {
   if (!decision.compressed()) return;
-  const Decision verdict =
-      rule.decide(decision.error_feedback, shape.comm_id, shape.count, shape.datatype_tag);
-  decision.passes_because = counted_as(verdict);
+  decision.passes_because = passed_by(rule, decision.error_feedback, shape);
   if (decision.passes_because) decision.route = ReductionPath::pass_through;
 }
 
@@ -143,5 +147,10 @@ inline void settle(CompressionDecision& rule, CallDecision& decision, const Call
 // is the candidate's (none: pass_through, passes_because unset).
 CallDecision decide_auto(const Policy& policy, CompressionDecision& rule, AutoChooser& chooser,
                          const CallShape& shape, bool timed_path);
+
+// One size class's agreed choice with the candidates' names, as the report
+// and the log give it.
+AutoChoiceRow auto_choice_row(const Policy& policy, std::uint64_t comm_id, std::uint32_t size_class,
+                              const AutoChooser::ClassSummary& summary);
 
 }  // namespace slimreduce

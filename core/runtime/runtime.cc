@@ -233,15 +233,8 @@ void Runtime::add_auto_choices(ReportContext& context) const {
   std::lock_guard lock(mutex_);
   if (!shared_.chooser) return;
   context.chooses = true;
-  const std::vector<Policy::Candidate>& candidates = shared_.policy.candidates;
-  for (const auto& [key, summary] : shared_.chooser->summaries()) {
-    AutoChoiceRow row{key.first,        key.second,   "", {}, summary.probe_rounds,
-                      summary.switches, summary.calls};
-    if (summary.chosen >= 0) row.chosen = candidates.at(summary.chosen).name;
-    for (std::size_t c = 0; c < summary.medians.size(); ++c)
-      row.medians.emplace_back(candidates.at(c).name, summary.medians[c]);
-    context.auto_choices.push_back(std::move(row));
-  }
+  for (const auto& [key, summary] : shared_.chooser->summaries())
+    context.auto_choices.push_back(auto_choice_row(shared_.policy, key.first, key.second, summary));
 }
 
 void Runtime::write_report(const Counters& counters, const ReportContext& given) const {

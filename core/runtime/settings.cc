@@ -46,10 +46,15 @@ struct SettingSpec {
   bool shapes_wire = false;
 };
 
-std::string join(const std::vector<std::string>& items) {
+std::string join(const std::vector<std::string>& items, const char* separator = ", ") {
   std::string out;
-  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  for (const auto& item : items) out += (out.empty() ? "" : separator) + item;
   return out;
+}
+
+// "none" or a registered compressor's name.
+bool names_compressor(const std::string& name) {
+  return name == "none" || compressors::make_compressor(name, {}) != nullptr;
 }
 
 std::string compressor_choices() {
@@ -143,21 +148,13 @@ std::vector<std::string> parse_candidates(const std::string& value) {
   while (begin <= value.size()) {
     const std::size_t comma = std::min(value.find(',', begin), value.size());
     const std::string name = value.substr(begin, comma - begin);
-    if (name.empty() || name == "auto") throw std::invalid_argument("empty or auto");
-    if (name != "none" && !compressors::make_compressor(name, {}))
-      throw std::invalid_argument("unknown");
+    if (!names_compressor(name)) throw std::invalid_argument("empty, auto or unknown");
     if (std::find(names.begin(), names.end(), name) != names.end())
       throw std::invalid_argument("twice");
     names.push_back(name);
     begin = comma + 1;
   }
   return names;
-}
-
-std::string comma_list(const std::vector<std::string>& names) {
-  std::string text;
-  for (const auto& name : names) text += (text.empty() ? "" : ",") + name;
-  return text;
 }
 
 std::string candidate_choices() {
@@ -202,8 +199,7 @@ const std::vector<SettingSpec>& specs() {
        "only counts it; `auto` measures the candidates of SLIMREDUCE_AUTO_CANDIDATES on real "
        "calls and sends each size class with the fastest (MPI; on NCCL it passes through for now).",
        [](const std::string& v, Settings& s) {
-         if (v != "none" && v != "auto" && !compressors::make_compressor(v, {}))
-           throw std::invalid_argument("");
+         if (v != "auto" && !names_compressor(v)) throw std::invalid_argument("");
          s.compressor = v;
        },
        [](const Settings& s) { return s.compressor; }, true},
@@ -211,7 +207,7 @@ const std::vector<SettingSpec>& specs() {
        "With SLIMREDUCE_COMPRESSOR=auto: the compressors it chooses from, each with its own "
        "settings; set only with auto.",
        [](const std::string& v, Settings& s) { s.auto_candidates = parse_candidates(v); },
-       [](const Settings& s) { return comma_list(s.candidates()); }, true},
+       [](const Settings& s) { return join(s.candidates(), ","); }, true},
       {"SLIMREDUCE_TOPK_RATIO", "0.01", fixed("a number in (0, 1]"),
        "Fraction of the values that top-k sends: k = ceil(ratio x n).",
        [](const std::string& v, Settings& s) { s.topk_ratio = parse_ratio(v); },
@@ -406,7 +402,7 @@ Settings parse_settings(const Environment& env) {
     }
   }
   if (settings.auto_candidates && !settings.chooses_compressor()) {
-    throw SettingsError("SLIMREDUCE_AUTO_CANDIDATES", comma_list(*settings.auto_candidates),
+    throw SettingsError("SLIMREDUCE_AUTO_CANDIDATES", join(*settings.auto_candidates, ","),
                         "unset unless SLIMREDUCE_COMPRESSOR=auto (SLIMREDUCE_COMPRESSOR=" +
                             settings.compressor + ")");
   }
