@@ -58,11 +58,13 @@ int slimreduce_set_compressor(const char* name);
 
 /* Sets the top-k ratio (0 < ratio <= 1) for the calls that follow, with the
  * same rule as slimreduce_set_compressor (every rank, same point; residuals
- * dropped). Returns 0, or -1 for a ratio out of range or before the runtime is up. */
+ * dropped). With SLIMREDUCE_ADAPTIVE, top-k has this one level from then on.
+ * Returns 0, or -1 for a ratio out of range or before the runtime is up. */
 int slimreduce_set_topk_ratio(double ratio);
 
 /* Sets PowerSGD's rank (1 <= rank <= 64) for the calls that follow, with the
- * same rule (every rank, same point; residuals and warm-start state dropped).
+ * same rule (every rank, same point; residuals and warm-start state dropped);
+ * with SLIMREDUCE_ADAPTIVE, PowerSGD has this one level from then on.
  * Returns 0, or -1 for a rank out of range or before the runtime is up. */
 int slimreduce_set_powersgd_rank(int rank);
 

@@ -254,6 +254,8 @@ int Engine::run_decided(const Started& started, const void* sendbuf, void* recvb
   const Status status = run_compressed(started, state, wire_comm, device, &reduced);
   if (!status.ok()) return raise(comm, backends::mpi_code(status), "MPI_Allreduce (compressed)");
   finish_call(started, state, reduced);
+  // Device buffers' norms are not read yet: their shapes keep the gentle level.
+  if (!device) note_reduced(started.shape, started.decision, started.call.output);
   return MPI_SUCCESS;
 }
 
@@ -280,7 +282,8 @@ Engine::Started Engine::start_call(const AllreduceCall& call, MPI_Datatype datat
   started.call = call;
   Runtime::Locked shared = runtime_.shared();
   const auto datatype_tag = reinterpret_cast<std::uintptr_t>(datatype);
-  started.decision = shared->decide({state.id(), call.count, datatype_tag}, rule_.route);
+  started.shape = {state.id(), call.count, datatype_tag};
+  started.decision = shared->decide(started.shape, rule_.route);
   if (!started.decision.compressed()) {
     // auto sent it with none: what its key carries from a compressed call
     // before goes with it (host buffers; a device residual waits for the
@@ -330,7 +333,8 @@ Status Engine::run_compressed(const Started& started, CommState& state, MPI_Comm
   if (runtime_.timeline().on()) {
     phases.emplace(runtime_.timeline(), span_args(compressor, started.call.count, 1) +
                                             (device ? ", \"memory\": \"device\"" : "") +
-                                            auto_span_args(started.decision));
+                                            auto_span_args(started.decision) +
+                                            level_span_args(started.decision));
   }
   if (!device) {
     return host_allreduce(started.call, compressor, transport, state, run_options(phases), reduced);
@@ -351,6 +355,7 @@ void Engine::finish_call(const Started& started, const CommState& state, const R
   delta.partitions = reduced.partitions > 1 ? reduced.partitions : 0;
   if (started.decision.route == ReductionPath::topk)
     delta.count_topk(reduced.sharded, reduced.wire_sent);
+  if (started.decision.levels_adapt) delta.count_level(started.decision.level);
   delta.ef_cap_fallback = started.slot ? 0 : 1;  // no room under the cap: none for this call
   delta.ef_resets = started.resets;
   delta.ef_evicted = started.evicted;

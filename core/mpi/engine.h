@@ -26,6 +26,8 @@ namespace slimreduce {
 // SLIMREDUCE_COMPRESSOR=auto: what a call's timeline spans add (`"auto":
 // "probe"`, "check" or "chosen"); nothing for a call outside its schedule.
 std::string auto_span_args(const CallDecision& decision);
+// SLIMREDUCE_ADAPTIVE: the level a call was sent at (`"level": "hard"`), for its spans.
+std::string level_span_args(const CallDecision& decision);
 
 // The MPI side of the runtime (core/runtime/runtime.h): the communicators MPI
 // calls reach, the hot path of calls that pass through, and the work of a
@@ -136,6 +138,7 @@ class Engine : public RuntimeSide {
   // What the runtime decided for one eligible call, under its lock.
   struct Started {
     AllreduceCall call;            // with the residual and compressor state it runs with
+    CallShape shape;               // as every rank sees the call
     CallDecision decision;         // route, compressor (held for the call) and level
     ResidualSlot* slot = nullptr;  // nullptr: no error feedback for this call
     // auto's none on a key that carried a residual: input + residual, to send instead.
@@ -148,6 +151,10 @@ class Engine : public RuntimeSide {
   int run_decided(const Started& started, const void* sendbuf, void* recvbuf, MPI_Datatype datatype,
                   MPI_Op op, MPI_Comm comm, CommState& state, MPI_Comm wire_comm, bool device);
   int after_auto_step(CommState& state, MPI_Comm wire_comm, const AutoStep& step, double seconds);
+  // SLIMREDUCE_ADAPTIVE: a call decided with `decision` left its reduced
+  // result at `output` (host memory): its norm goes to the shape's schedule
+  // (core/mpi/engine_levels.cc).
+  void note_reduced(const CallShape& shape, const CallDecision& decision, const float* output);
   void log_choice(const CommState& state, const AutoChoiceRow& row) const;
   void log_window(const CommState& state, const AutoStep& step,
                   const std::vector<double>& times) const;

@@ -314,7 +314,9 @@ int Engine::reduce_queued(CommState& state, MPI_Comm wire_comm,
   if (runtime_.timeline().on()) {
     std::uint64_t values = 0;
     for (const QueuedReduction& r : batch) values += r.count;
-    phases.emplace(runtime_.timeline(), span_args(compressor, values, batch.size()));
+    // A batch holds one compressor, so one level.
+    phases.emplace(runtime_.timeline(), span_args(compressor, values, batch.size()) +
+                                            level_span_args(batch.front().decision));
   }
   BatchReduced reduced;
   const Status status =
@@ -337,6 +339,9 @@ int Engine::reduce_queued(CommState& state, MPI_Comm wire_comm,
   }
   runtime_.board(Side::mpi).add(delta);
   runtime_.note_compressed(batch.size(), delta.ef_resets);
+  // In the batch's order, the same on every rank (the flush's agreed plan).
+  for (const QueuedReduction& r : batch)
+    note_reduced({state.id(), r.count, r.datatype_tag}, r.decision, r.output);
   return MPI_SUCCESS;
 }
 
@@ -348,6 +353,7 @@ void Engine::count_batch(const std::vector<QueuedReduction>& batch, const CommSt
   for (const QueuedReduction& r : batch) {
     const double share = bytes ? wire_sent * double(r.bytes()) / double(bytes) : 0.0;
     count_compressed(r.bytes(), state, share, delta);
+    if (r.decision.levels_adapt) delta.count_level(r.decision.level);
   }
   if (batch.size() >= 2) {
     ++delta.fused_batches;

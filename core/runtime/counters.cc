@@ -7,6 +7,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "core/runtime/report_sections.h"
+
 namespace slimreduce {
 
 void Counters::count_pass_through(std::uint64_t bytes, int ranks) {
@@ -72,6 +74,9 @@ Counters& Counters::operator+=(const Counters& other) {
   intra_node_sent += other.intra_node_sent;
   auto_probe_calls += other.auto_probe_calls;
   auto_switches += other.auto_switches;
+  adaptive_gentle += other.adaptive_gentle;
+  adaptive_hard += other.adaptive_hard;
+  adaptive_switches += other.adaptive_switches;
   return *this;
 }
 
@@ -81,10 +86,11 @@ namespace {
 template <class Fields, class Visit>
 constexpr void for_each_field(Fields& c, Visit&& visit) {
   for (auto* field :
-       {&c.intercepted, &c.compressed, &c.passed_through, &c.warmup, &c.ef_cap_fallback,
-        &c.input_bytes, &c.ef_resets, &c.overflow_rescued, &c.iallreduce, &c.fused_batches,
-        &c.fused_tensors, &c.partitions, &c.topk_gathered, &c.topk_sharded, &c.ef_evicted,
-        &c.auto_probe_calls, &c.auto_switches})
+       {&c.intercepted,     &c.compressed,      &c.passed_through, &c.warmup,
+        &c.ef_cap_fallback, &c.input_bytes,     &c.ef_resets,      &c.overflow_rescued,
+        &c.iallreduce,      &c.fused_batches,   &c.fused_tensors,  &c.partitions,
+        &c.topk_gathered,   &c.topk_sharded,    &c.ef_evicted,     &c.auto_probe_calls,
+        &c.auto_switches,   &c.adaptive_gentle, &c.adaptive_hard,  &c.adaptive_switches})
     visit(*field);
   for (auto* field :
        {&c.wire_baseline, &c.wire_sent, &c.inter_node_baseline, &c.inter_node_sent,
@@ -130,7 +136,8 @@ struct CounterBoard::Slot {
   std::atomic<std::uint64_t> compressed{0}, passed_through{0}, warmup{0}, ef_cap_fallback{0},
       input_bytes{0}, ef_resets{0}, overflow_rescued{0}, iallreduce{0}, fused_batches{0},
       fused_tensors{0}, partitions{0}, topk_gathered{0}, topk_sharded{0}, ef_evicted{0},
-      auto_probe_calls{0}, auto_switches{0};
+      auto_probe_calls{0}, auto_switches{0}, adaptive_gentle{0}, adaptive_hard{0},
+      adaptive_switches{0};
   std::atomic<double> wire_baseline{0}, wire_sent{0}, topk_gathered_sent{0}, topk_sharded_sent{0};
   std::atomic<double> inter_node_baseline{0}, inter_node_sent{0}, intra_node_baseline{0},
       intra_node_sent{0};
@@ -188,6 +195,9 @@ void CounterBoard::add(const Counters& delta) {
   bump(slot.intra_node_sent, delta.intra_node_sent);
   bump(slot.auto_probe_calls, delta.auto_probe_calls);
   bump(slot.auto_switches, delta.auto_switches);
+  bump(slot.adaptive_gentle, delta.adaptive_gentle);
+  bump(slot.adaptive_hard, delta.adaptive_hard);
+  bump(slot.adaptive_switches, delta.adaptive_switches);
 }
 
 Counters CounterBoard::total() const {
@@ -208,6 +218,9 @@ Counters CounterBoard::total() const {
     part.ef_evicted = slot->ef_evicted.load(relaxed);
     part.auto_probe_calls = slot->auto_probe_calls.load(relaxed);
     part.auto_switches = slot->auto_switches.load(relaxed);
+    part.adaptive_gentle = slot->adaptive_gentle.load(relaxed);
+    part.adaptive_hard = slot->adaptive_hard.load(relaxed);
+    part.adaptive_switches = slot->adaptive_switches.load(relaxed);
     part.overflow_rescued = slot->overflow_rescued.load(relaxed);
     part.iallreduce = slot->iallreduce.load(relaxed);
     part.fused_batches = slot->fused_batches.load(relaxed);
@@ -241,32 +254,6 @@ std::string node_keys(const Counters& c, const ReportContext& context) {
 
 }  // namespace
 
-// SLIMREDUCE_COMPRESSOR=auto: the probe calls, switches and choice table, after savings.
-std::string auto_json(const Counters& c, const ReportContext& context) {
-  if (!context.chooses) return {};
-  std::string json = ",\n \"auto\": {\"probe_calls\": " + std::to_string(c.auto_probe_calls) +
-                     ", \"switches\": " + std::to_string(c.auto_switches) + ", \"classes\": [";
-  for (std::size_t i = 0; i < context.auto_choices.size(); ++i) {
-    const AutoChoiceRow& row = context.auto_choices[i];
-    char head[256];
-    std::snprintf(head, sizeof head,
-                  "%s\n  {\"comm\": %" PRIu64 ", \"min_bytes\": %" PRIu64
-                  ", \"chosen\": \"%s\", \"probe_rounds\": %" PRIu64 ", \"switches\": %" PRIu64
-                  ", \"calls\": %" PRIu64 ", \"median_seconds\": {",
-                  i ? "," : "", row.comm_id, std::uint64_t{1} << row.size_class, row.chosen.c_str(),
-                  row.probe_rounds, row.switches, row.calls);
-    json += head;
-    for (std::size_t m = 0; m < row.medians.size(); ++m) {
-      char one[96];
-      std::snprintf(one, sizeof one, "%s\"%s\": %.9f", m ? ", " : "", row.medians[m].first.c_str(),
-                    row.medians[m].second);
-      json += one;
-    }
-    json += "}}";
-  }
-  return json + "]}";
-}
-
 std::string report_json(const Counters& c, const ReportContext& context) {
   char text[1024];
   std::snprintf(
@@ -287,7 +274,7 @@ std::string report_json(const Counters& c, const ReportContext& context) {
       c.fused_batches, c.fused_tensors, c.partitions, c.topk_gathered, c.topk_sharded, c.ef_evicted,
       c.input_bytes, c.wire_baseline, c.wire_sent, node_keys(c, context).c_str(),
       c.topk_gathered_sent, c.topk_sharded_sent, c.savings());
-  return text + auto_json(c, context) + "}\n";
+  return text + auto_json(c, context) + levels_json(c, context) + "}\n";
 }
 
 std::optional<double> report_value(const Counters& c, std::string_view key) {
@@ -308,6 +295,9 @@ std::optional<double> report_value(const Counters& c, std::string_view key) {
       {"calls.ef_evicted", double(c.ef_evicted)},
       {"auto.probe_calls", double(c.auto_probe_calls)},
       {"auto.switches", double(c.auto_switches)},
+      {"adaptive.calls_gentle", double(c.adaptive_gentle)},
+      {"adaptive.calls_hard", double(c.adaptive_hard)},
+      {"adaptive.switches", double(c.adaptive_switches)},
       {"bytes.input", double(c.input_bytes)},
       {"bytes.wire_baseline", c.wire_baseline},
       {"bytes.wire_sent", c.wire_sent},
@@ -323,37 +313,6 @@ std::optional<double> report_value(const Counters& c, std::string_view key) {
     if (name == key) return value;
   }
   return std::nullopt;
-}
-
-std::string auto_medians_text(const AutoChoiceRow& row) {
-  std::string medians;
-  for (const auto& [name, seconds] : row.medians) {
-    char one[96];
-    std::snprintf(one, sizeof one, "%s%s %.3f ms", medians.empty() ? "" : ", ", name.c_str(),
-                  seconds * 1e3);
-    medians += one;
-  }
-  return medians;
-}
-
-// SLIMREDUCE_COMPRESSOR=auto's lines: the totals, then one line per size class.
-std::string auto_table(const Counters& t, const ReportContext& context) {
-  char text[512];
-  std::snprintf(text, sizeof text,
-                "  auto       %" PRIu64 " probe calls, %" PRIu64 " switches; choices (agreed):\n",
-                t.auto_probe_calls, t.auto_switches);
-  std::string table = text;
-  for (const AutoChoiceRow& row : context.auto_choices) {
-    const std::string medians = auto_medians_text(row);
-    std::snprintf(text, sizeof text,
-                  "             comm %" PRIu64 ", calls of %" PRIu64 " B and up: %-6s (%s; %" PRIu64
-                  " rounds, %" PRIu64 " switches, %" PRIu64 " calls)\n",
-                  row.comm_id, std::uint64_t{1} << row.size_class,
-                  row.chosen.empty() ? "-" : row.chosen.c_str(), medians.c_str(), row.probe_rounds,
-                  row.switches, row.calls);
-    table += text;
-  }
-  return table;
 }
 
 std::string report_table(const Counters& t, const ReportContext& context) {
@@ -406,6 +365,7 @@ std::string report_table(const Counters& t, const ReportContext& context) {
     table += text;
   }
   if (context.chooses) table += auto_table(t, context);
+  if (!context.levels.empty()) table += levels_table(t, context);
   if (context.node_bytes) {
     std::snprintf(text, sizeof text,
                   "  nodes      across: baseline %12.1f MiB  sent %12.1f MiB   inside: "

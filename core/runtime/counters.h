@@ -67,6 +67,11 @@ struct Counters {
   // whose winner differed from the class's choice before (core/runtime/auto_choice.h).
   std::uint64_t auto_probe_calls = 0;
   std::uint64_t auto_switches = 0;
+  // SLIMREDUCE_ADAPTIVE: compressed calls sent at the gentle and the hard
+  // level, and the shapes' level changes (core/runtime/adaptive_levels.h).
+  std::uint64_t adaptive_gentle = 0;
+  std::uint64_t adaptive_hard = 0;
+  std::uint64_t adaptive_switches = 0;
 
   // A call that reached the real library as given.
   void count_pass_through(std::uint64_t bytes, int ranks);
@@ -81,11 +86,13 @@ struct Counters {
   void count_hierarchical_by_node(double intra_sent, bool hop_crosses);
   // A compressed top-k call's algorithm and what it sent.
   void count_topk(bool sharded, double sent);
+  // A compressed call sent at `level` (LevelSchedule's: 0 gentle, 1 hard).
+  void count_level(int level) { (level == 0 ? adaptive_gentle : adaptive_hard) += 1; }
   double savings() const;
   Counters& operator+=(const Counters& other);
 
   // Every field as a number, in a fixed order (to sum over ranks), and back.
-  static constexpr int kValues = 25;
+  static constexpr int kValues = 28;
   void to_values(double (&values)[kValues]) const;
   static Counters from_values(const double (&values)[kValues]);
 };
@@ -127,6 +134,17 @@ struct AutoChoiceRow {
   std::uint64_t calls = 0;
 };
 
+// SLIMREDUCE_ADAPTIVE: one size class's calls at each level (the same on every rank).
+struct LevelRow {
+  std::uint64_t comm_id = 0;
+  std::uint32_t size_class = 0;  // calls of 2^size_class to 2^(size_class + 1) - 1 fp32 bytes
+  std::uint64_t gentle = 0;
+  std::uint64_t hard = 0;
+  std::uint64_t windows = 0;
+  std::uint64_t critical = 0;
+  std::uint64_t switches = 0;
+};
+
 struct ReportContext {
   int rank = 0;
   int world_size = 1;
@@ -139,6 +157,10 @@ struct ReportContext {
   // SLIMREDUCE_COMPRESSOR=auto: the report carries the choice table.
   bool chooses = false;
   std::vector<AutoChoiceRow> auto_choices;
+  // SLIMREDUCE_ADAPTIVE: the report carries the levels ("gentle,hard" as
+  // set) and each class's calls at them.
+  std::string levels;  // "": levels do not adapt
+  std::vector<LevelRow> level_rows;
 };
 
 std::string report_json(const Counters& counters, const ReportContext& context);

@@ -11,10 +11,11 @@
 //
 // On top of that rule sits the one value a call is run with, CallDecision:
 // route, compressor and level, read from the call's shape and the calls of
-// that shape before it, the same on every rank. Today the compressor is the
-// policy's at its one level; a measured choice (SLIMREDUCE_COMPRESSOR=auto)
-// and adaptive levels fill these two per shape, here and nowhere else, and
-// every path (MPI host, MPI device, queued, NCCL) runs what the value says.
+// that shape before it, the same on every rank. The compressor is the
+// policy's; a measured choice (SLIMREDUCE_COMPRESSOR=auto) picks it per size
+// class, and adaptive levels (SLIMREDUCE_ADAPTIVE) pick its level per shape,
+// here and nowhere else; every path (MPI host, MPI device, queued, NCCL)
+// runs what the value says.
 #pragma once
 
 #include <cstddef>
@@ -25,7 +26,9 @@
 #include <vector>
 
 #include "compressors/compressor.h"
+#include "core/runtime/adaptive_levels.h"
 #include "core/runtime/auto_choice.h"
+#include "core/runtime/call_shape.h"
 #include "core/runtime/counters.h"
 #include "core/runtime/residuals.h"
 #include "scheduler/route.h"
@@ -80,18 +83,15 @@ struct Policy {
     bool error_feedback = false;
   };
   std::vector<Candidate> candidates;
+  // SLIMREDUCE_ADAPTIVE=accordion: the compressor at each level (gentle,
+  // hard: LevelSchedule's), made alike but for the level, `compressor` being
+  // the gentle one; else empty.
+  std::vector<std::shared_ptr<compressors::Compressor>> levels;
 
   bool chooses() const { return !candidates.empty(); }
+  bool adapts() const { return levels.size() > 1; }
   // Whether any candidate keeps a residual (the residual cap reads it).
   bool any_error_feedback() const;
-};
-
-// A call as every rank sees it: its communicator (numbered alike on every
-// rank), its count and its datatype; never a buffer address or a clock.
-struct CallShape {
-  std::uint64_t comm_id = 0;
-  std::uint64_t count = 0;
-  std::uint64_t datatype_tag = 0;
 };
 
 // What one eligible call is run with.
@@ -100,7 +100,10 @@ struct CallDecision {
   ReductionPath route = ReductionPath::pass_through;
   std::shared_ptr<compressors::Compressor> compressor;  // held for the call
   bool error_feedback = false;
-  int level = 0;  // the compressor's level: 0, its only one until levels adapt
+  int level = 0;  // the compressor's level: 0, its only one, unless levels adapt
+  // SLIMREDUCE_ADAPTIVE: the level came from the shape's LevelSchedule, to
+  // which the side reports the reduced result's norm.
+  bool levels_adapt = false;
   // Set when the call passes through: the report's counter of the reason.
   std::uint64_t Counters::*passes_because = nullptr;
   // SLIMREDUCE_COMPRESSOR=auto: the candidate (its index) and the schedule's
@@ -115,11 +118,13 @@ struct CallDecision {
 // their say (nothing is counted): a side may still find the compressor will
 // not take the call (a low-rank tensor too small to factor) and pass it
 // through uncounted. `route`: the classifier's, for the policy's compressor.
+// `level`: the shape's level where the policy adapts (LevelSchedule::level).
 // Not for a policy that chooses (decide_auto is).
-inline CallDecision choose_for(const Policy& policy, const CallShape& shape, ReductionPath route) {
-  (void)shape;  // the measured choice and adaptive levels will read it
+inline CallDecision choose_for(const Policy& policy, ReductionPath route, int level = 0) {
   CallDecision decision;
-  decision.compressor = policy.compressor;
+  decision.levels_adapt = policy.adapts();
+  decision.level = decision.levels_adapt ? level : 0;
+  decision.compressor = decision.levels_adapt ? policy.levels.at(level) : policy.compressor;
   decision.error_feedback = policy.error_feedback;
   decision.route = policy.compressor ? route : ReductionPath::pass_through;
   return decision;

@@ -27,6 +27,22 @@ int launcher_rank() {
   return env_int({"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "RANK", "SLURM_PROCID"}, 0);
 }
 
+// SLIMREDUCE_ADAPTIVE=accordion: the settings of the compressor's hard
+// level, where it has one (an API call that set one ratio or rank leaves it
+// without: the one level is sent).
+std::optional<Settings> hard_level(const Settings& settings) {
+  if (!settings.adapts_levels()) return std::nullopt;
+  Settings hard = settings;
+  if (settings.compressor == "topk" && settings.topk_ratio_hard) {
+    hard.topk_ratio = *settings.topk_ratio_hard;
+  } else if (settings.compressor == "powersgd" && settings.powersgd_rank_hard) {
+    hard.powersgd_rank = *settings.powersgd_rank_hard;
+  } else {
+    return std::nullopt;
+  }
+  return hard;
+}
+
 // "auto": the candidates, each made as if it were SLIMREDUCE_COMPRESSOR.
 Policy policy_for(const Settings& settings) {
   Policy policy;
@@ -40,7 +56,30 @@ Policy policy_for(const Settings& settings) {
   }
   policy.compressor = compressor_named(settings.compressor, settings);
   policy.error_feedback = error_feedback_on(policy.compressor.get(), settings);
+  if (const std::optional<Settings> hard = hard_level(settings)) {
+    policy.levels = {policy.compressor, compressor_named(hard->compressor, *hard)};
+  }
   return policy;
+}
+
+// "topk ratio 0.01,0.001": what the two levels are, for the report.
+std::string levels_text(const Settings& settings) {
+  char text[96];
+  if (settings.compressor == "topk" && settings.topk_ratio_hard) {
+    std::snprintf(text, sizeof text, "topk ratio %g,%g", settings.topk_ratio,
+                  *settings.topk_ratio_hard);
+  } else if (settings.compressor == "powersgd" && settings.powersgd_rank_hard) {
+    std::snprintf(text, sizeof text, "powersgd rank %d,%d", settings.powersgd_rank,
+                  *settings.powersgd_rank_hard);
+  } else {
+    return "?";
+  }
+  return text;
+}
+
+std::optional<LevelSchedule> levels_for(const Policy& policy, const Settings& settings) {
+  if (!policy.adapts()) return std::nullopt;
+  return LevelSchedule({settings.window(), settings.threshold()});
 }
 
 std::optional<AutoChooser> chooser_for(const Policy& policy) {
@@ -56,8 +95,12 @@ Runtime::Runtime(Settings settings, std::unique_ptr<DeviceAllocator> device_memo
       device_memory_(std::move(device_memory)),
       shared_{policy_for(settings_),
               CompressionDecision(settings_.ef_max_bytes, settings_.warmup_steps),
-              ResidualStore(settings_.ef_max_bytes, settings_.ef_evict_calls)} {
+              ResidualStore(settings_.ef_max_bytes, settings_.ef_evict_calls),
+              1,
+              std::nullopt,
+              std::nullopt} {
   shared_.chooser = chooser_for(shared_.policy);
+  shared_.levels = levels_for(shared_.policy, settings_);
   log_settings(launcher_rank);
   log_products(launcher_rank);
   timeline_.know_rank(launcher_rank);  // until MPI or NCCL says
@@ -132,6 +175,7 @@ bool Runtime::use_compressor(const std::string& name) {
     shared_.residuals.take_all(dropped);
     shared_.decision = CompressionDecision(settings_.ef_max_bytes, settings_.warmup_steps);
     shared_.chooser = chooser_for(shared_.policy);
+    shared_.levels = levels_for(shared_.policy, settings_);
   }
   std::vector<int> devices;
   for (const auto& attached : sides_) {
@@ -158,6 +202,7 @@ bool Runtime::set_topk_ratio(double ratio) {
   {
     std::lock_guard lock(mutex_);
     settings_.topk_ratio = ratio;
+    settings_.topk_ratio_hard.reset();  // one level from now on
     name = settings_.compressor;
   }
   return use_compressor(name);
@@ -169,6 +214,7 @@ bool Runtime::set_powersgd_rank(int rank) {
   {
     std::lock_guard lock(mutex_);
     settings_.powersgd_rank = rank;
+    settings_.powersgd_rank_hard.reset();  // one level from now on
     name = settings_.compressor;
   }
   return use_compressor(name);
@@ -179,6 +225,7 @@ void Runtime::forget_communicator(std::uint64_t comm_id, std::vector<DeviceBlock
   shared_.residuals.take_communicator(comm_id, out);
   shared_.decision.forget_communicator(comm_id);
   if (shared_.chooser) shared_.chooser->forget_communicator(comm_id);
+  if (shared_.levels) shared_.levels->forget_communicator(comm_id);
 }
 
 Counters Runtime::counters(Side which) const {
@@ -237,9 +284,22 @@ void Runtime::add_auto_choices(ReportContext& context) const {
     context.auto_choices.push_back(auto_choice_row(shared_.policy, key.first, key.second, summary));
 }
 
+// SLIMREDUCE_ADAPTIVE: the levels and each class's calls at them, the same on every rank.
+void Runtime::add_levels(ReportContext& context) const {
+  std::lock_guard lock(mutex_);
+  if (!shared_.levels) return;
+  context.levels = levels_text(settings_);
+  for (const auto& [key, summary] : shared_.levels->summaries()) {
+    context.level_rows.push_back({key.first, key.second, summary.calls[LevelSchedule::kGentle],
+                                  summary.calls[LevelSchedule::kHard], summary.windows,
+                                  summary.critical, summary.switches});
+  }
+}
+
 void Runtime::write_report(const Counters& counters, const ReportContext& given) const {
   ReportContext context = given;
   add_auto_choices(context);
+  add_levels(context);
   if (settings_.report == "stderr") {
     std::fputs(report_table(counters, context).c_str(), stderr);
     return;

@@ -57,13 +57,20 @@ struct SharedState {
   Policy policy;
   CompressionDecision decision;
   ResidualStore residuals;
-  std::uint64_t next_comm_id = 1;      // one numbering for MPI and NCCL communicators
-  std::optional<AutoChooser> chooser;  // SLIMREDUCE_COMPRESSOR=auto's schedule and choices
+  std::uint64_t next_comm_id = 1;       // one numbering for MPI and NCCL communicators
+  std::optional<AutoChooser> chooser;   // SLIMREDUCE_COMPRESSOR=auto's schedule and choices
+  std::optional<LevelSchedule> levels;  // SLIMREDUCE_ADAPTIVE's, where the policy adapts
 
   // The call's decision (core/runtime/decision.h): chosen, then settled by
   // warm-up and the cap; decide() does both.
   CallDecision choose(const CallShape& shape, ReductionPath route) const {
-    return choose_for(policy, shape, route);
+    return choose_for(policy, route, levels ? levels->level(shape) : 0);
+  }
+  // SLIMREDUCE_ADAPTIVE: a call of `shape` decided with `call` was reduced,
+  // its result's norm `norm` (kernels/fixed_order_norm); true when that
+  // changed the shape's level.
+  bool reduced(const CallShape& shape, const CallDecision& call, double norm) {
+    return call.levels_adapt && levels && levels->record(shape, call.level, norm);
   }
   void settle(CallDecision& call, const CallShape& shape) {
     slimreduce::settle(decision, call, shape);
@@ -170,6 +177,7 @@ class Runtime {
   static void report_at_exit();
   void log_settings(int launcher_rank) const;
   void add_auto_choices(ReportContext& context) const;
+  void add_levels(ReportContext& context) const;
   // Once per runtime, on every rank (nodes may differ): what computes
   // PowerSGD's products, when the compressor is low-rank.
   void log_products(int rank);

@@ -10,8 +10,11 @@
 #include <functional>
 #include <sstream>
 #include <string>
+#include <tuple>
+#include <type_traits>
 
 #include "compressors/registry.h"
+#include "core/runtime/setting_values.h"
 #include "kernels/blas_loader.h"
 
 extern char** environ;
@@ -46,12 +49,6 @@ struct SettingSpec {
   bool shapes_wire = false;
 };
 
-std::string join(const std::vector<std::string>& items, const char* separator = ", ") {
-  std::string out;
-  for (const auto& item : items) out += (out.empty() ? "" : separator) + item;
-  return out;
-}
-
 // "none" or a registered compressor's name.
 bool names_compressor(const std::string& name) {
   return name == "none" || compressors::make_compressor(name, {}) != nullptr;
@@ -61,75 +58,6 @@ std::string compressor_choices() {
   std::vector<std::string> names = {"none"};
   for (const auto& name : compressors::registered_names()) names.push_back(name);
   return join(names);
-}
-
-template <typename Enum>
-Enum parse_choice(const std::string& value,
-                  const std::vector<std::pair<const char*, Enum>>& choices) {
-  for (const auto& [text, choice] : choices) {
-    if (value == text) return choice;
-  }
-  throw std::invalid_argument("not a choice");
-}
-
-template <typename Enum>
-std::string show_choice(Enum value, const std::vector<std::pair<const char*, Enum>>& choices) {
-  for (const auto& [text, choice] : choices) {
-    if (value == choice) return text;
-  }
-  return "?";
-}
-
-bool parse_flag(const std::string& value) {
-  if (value == "0") return false;
-  if (value == "1") return true;
-  throw std::invalid_argument("not 0 or 1");
-}
-
-std::uint64_t parse_unsigned(const std::string& value) {
-  std::uint64_t parsed = 0;
-  const char* end = value.data() + value.size();
-  auto [ptr, error] = std::from_chars(value.data(), end, parsed);
-  if (value.empty() || error != std::errc() || ptr != end)
-    throw std::invalid_argument("not a count");
-  return parsed;
-}
-
-double parse_ratio(const std::string& value) {
-  std::size_t used = 0;
-  double ratio = 0;
-  try {
-    ratio = std::stod(value, &used);
-  } catch (const std::exception&) {
-    throw std::invalid_argument("not a number");
-  }
-  if (used != value.size() || !std::isfinite(ratio) || ratio <= 0.0 || ratio > 1.0) {
-    throw std::invalid_argument("out of range");
-  }
-  return ratio;
-}
-
-// SLIMREDUCE_POWERSGD_RANK: a whole number in [1, 64] (the CPU kernels hold
-// r accumulators per row).
-int parse_rank(const std::string& value) {
-  const std::uint64_t rank = parse_unsigned(value);
-  if (rank < 1 || rank > 64) throw std::invalid_argument("out of range");
-  return static_cast<int>(rank);
-}
-
-// A real number >= 1 (how many times smaller the factors must be).
-double parse_min_compression(const std::string& value) {
-  std::size_t used = 0;
-  double times = 0;
-  try {
-    times = std::stod(value, &used);
-  } catch (const std::exception&) {
-    throw std::invalid_argument("not a number");
-  }
-  if (used != value.size() || !std::isfinite(times) || times < 1.0) {
-    throw std::invalid_argument("out of range");
-  }
-  return times;
 }
 
 const std::vector<std::pair<const char*, Priority>> kPriorities = {{"fifo", Priority::fifo},
@@ -183,6 +111,22 @@ const std::vector<std::pair<const char*, compressors::PowerSgdProducts>> kPowerS
     {"openblas", compressors::PowerSgdProducts::openblas},
     {"builtin", compressors::PowerSgdProducts::builtin}};
 
+const std::vector<std::pair<const char*, Adaptive>> kAdaptive = {
+    {"off", Adaptive::off}, {"accordion", Adaptive::accordion}};
+
+// A number as the log and the wire agreement show it.
+std::string show_real(double value) { return std::to_string(value); }
+template <typename Value>
+std::string show_levels(Value only_or_gentle, const std::optional<Value>& hard) {
+  auto one = [](Value value) {
+    if constexpr (std::is_floating_point_v<Value>)
+      return show_real(value);
+    else
+      return std::to_string(value);
+  };
+  return hard ? one(only_or_gentle) + "," + one(*hard) : one(only_or_gentle);
+}
+
 const std::vector<std::pair<const char*, TopkValueFormat>> kTopkValues = {
     {"fp32", TopkValueFormat::fp32}, {"fp16", TopkValueFormat::fp16}};
 
@@ -208,10 +152,15 @@ const std::vector<SettingSpec>& specs() {
        "settings; set only with auto.",
        [](const std::string& v, Settings& s) { s.auto_candidates = parse_candidates(v); },
        [](const Settings& s) { return join(s.candidates(), ","); }, true},
-      {"SLIMREDUCE_TOPK_RATIO", "0.01", fixed("a number in (0, 1]"),
-       "Fraction of the values that top-k sends: k = ceil(ratio x n).",
-       [](const std::string& v, Settings& s) { s.topk_ratio = parse_ratio(v); },
-       [](const Settings& s) { return std::to_string(s.topk_ratio); }, true},
+      {"SLIMREDUCE_TOPK_RATIO", "0.01",
+       fixed("a number in (0, 1], or two as gentle,hard (the hard one smaller) with "
+             "SLIMREDUCE_ADAPTIVE=accordion"),
+       "Fraction of the values that top-k sends: k = ceil(ratio x n); with two, the level "
+       "SLIMREDUCE_ADAPTIVE picks per call.",
+       [](const std::string& v, Settings& s) {
+         std::tie(s.topk_ratio, s.topk_ratio_hard) = parse_levels<double>(v, parse_ratio);
+       },
+       [](const Settings& s) { return show_levels(s.topk_ratio, s.topk_ratio_hard); }, true},
       {"SLIMREDUCE_TOPK_VALUES", "fp32", fixed("fp32, fp16"),
        "How top-k payload values travel; with fp16 the rounding error joins the residual.",
        [](const std::string& v, Settings& s) { s.topk_values = parse_choice(v, kTopkValues); },
@@ -237,11 +186,15 @@ const std::vector<SettingSpec>& specs() {
        "up to twice absmax's around 0; 1 + 8 / bucket bytes per value).",
        [](const std::string& v, Settings& s) { s.quant_codes = parse_choice(v, kQuantCodes); },
        [](const Settings& s) { return show_choice(s.quant_codes, kQuantCodes); }, true},
-      {"SLIMREDUCE_POWERSGD_RANK", "4", fixed("a whole number in [1, 64]"),
+      {"SLIMREDUCE_POWERSGD_RANK", "4",
+       fixed("a whole number in [1, 64], or two as gentle,hard (the hard one smaller) with "
+             "SLIMREDUCE_ADAPTIVE=accordion"),
        "Rank r of PowerSGD's factors: a tensor viewed as a rows x cols matrix sends r x (rows + "
-       "cols) floats in two fp32 sums.",
-       [](const std::string& v, Settings& s) { s.powersgd_rank = parse_rank(v); },
-       [](const Settings& s) { return std::to_string(s.powersgd_rank); }, true},
+       "cols) floats in two fp32 sums; with two, the level SLIMREDUCE_ADAPTIVE picks per call.",
+       [](const std::string& v, Settings& s) {
+         std::tie(s.powersgd_rank, s.powersgd_rank_hard) = parse_levels<int>(v, parse_rank);
+       },
+       [](const Settings& s) { return show_levels(s.powersgd_rank, s.powersgd_rank_hard); }, true},
       {"SLIMREDUCE_POWERSGD_MIN_COMPRESSION", "2", fixed("a number >= 1"),
        "PowerSGD sums a tensor exactly in fp32 (no savings) unless its factors are at least this "
        "many times smaller than it.",
@@ -262,6 +215,31 @@ const std::vector<SettingSpec>& specs() {
            throw std::invalid_argument(kernels::PrivateBlas::process_failure());
        },
        [](const Settings& s) { return show_choice(s.powersgd_blas, kPowerSgdBlas); }},
+      {"SLIMREDUCE_ADAPTIVE", "off", fixed("off, accordion"),
+       "accordion: a compressor given two levels (SLIMREDUCE_TOPK_RATIO=0.01,0.001, "
+       "SLIMREDUCE_POWERSGD_RANK=4,1) sends each shape's calls at the gentle level in critical "
+       "windows (the norm of the reduced result changed by more than "
+       "SLIMREDUCE_ADAPTIVE_THRESHOLD since the last window at that level; the first windows) "
+       "and at the hard level otherwise, alike on every rank (MPI host buffers; device buffers "
+       "and NCCL keep the gentle level for now).",
+       [](const std::string& v, Settings& s) { s.adaptive = parse_choice(v, kAdaptive); },
+       [](const Settings& s) { return show_choice(s.adaptive, kAdaptive); }, true},
+      {"SLIMREDUCE_ADAPTIVE_WINDOW", "10", fixed("a whole number >= 1 (set only with accordion)"),
+       "Reduced calls of a shape per window of SLIMREDUCE_ADAPTIVE: each window's mean norm is "
+       "compared with the last one's at its level.",
+       [](const std::string& v, Settings& s) {
+         s.adaptive_window = parse_unsigned(v);
+         if (*s.adaptive_window == 0) throw std::invalid_argument("zero");
+       },
+       [](const Settings& s) { return std::to_string(s.window()); }, true},
+      {"SLIMREDUCE_ADAPTIVE_THRESHOLD", "0.5", fixed("a number >= 0 (set only with accordion)"),
+       "A window is critical (the next one goes gentle) when its mean norm changed by more than "
+       "this fraction since the last window at its level (Accordion's 0.5).",
+       [](const std::string& v, Settings& s) {
+         s.adaptive_threshold = parse_real(v);
+         if (*s.adaptive_threshold < 0.0) throw std::invalid_argument("negative");
+       },
+       [](const Settings& s) { return show_real(s.threshold()); }, true},
       {"SLIMREDUCE_ERROR_FEEDBACK", "1 for topk, powersgd and int8, 0 for casts", fixed("0, 1"),
        "Carry what compression lost into the next call with the same residual key.",
        [](const std::string& v, Settings& s) { s.error_feedback = parse_flag(v); },
@@ -363,6 +341,52 @@ const SettingSpec* find_spec(const std::string& name) {
   return nullptr;
 }
 
+// SLIMREDUCE_ADAPTIVE and the levels it needs, read together: two levels
+// only with accordion, the hard one harder; accordion only for a compressor
+// given two; its window and threshold only with it.
+void check_levels(const Settings& s) {
+  const auto levels = [](const char* variable, const std::string& shown, bool harder,
+                         const char* harder_means) {
+    if (!harder)
+      throw SettingsError(variable, shown,
+                          std::string("gentle,hard with the hard level ") + harder_means);
+  };
+  if (s.topk_ratio_hard)
+    levels("SLIMREDUCE_TOPK_RATIO", show_levels(s.topk_ratio, s.topk_ratio_hard),
+           *s.topk_ratio_hard < s.topk_ratio, "a smaller ratio (e.g. 0.01,0.001)");
+  if (s.powersgd_rank_hard)
+    levels("SLIMREDUCE_POWERSGD_RANK", show_levels(s.powersgd_rank, s.powersgd_rank_hard),
+           *s.powersgd_rank_hard < s.powersgd_rank, "a smaller rank (e.g. 4,1)");
+  if (!s.adapts_levels()) {
+    if (s.topk_ratio_hard)
+      throw SettingsError("SLIMREDUCE_TOPK_RATIO", show_levels(s.topk_ratio, s.topk_ratio_hard),
+                          "one ratio unless SLIMREDUCE_ADAPTIVE=accordion");
+    if (s.powersgd_rank_hard)
+      throw SettingsError("SLIMREDUCE_POWERSGD_RANK",
+                          show_levels(s.powersgd_rank, s.powersgd_rank_hard),
+                          "one rank unless SLIMREDUCE_ADAPTIVE=accordion");
+    if (s.adaptive_window)
+      throw SettingsError("SLIMREDUCE_ADAPTIVE_WINDOW", std::to_string(*s.adaptive_window),
+                          "unset unless SLIMREDUCE_ADAPTIVE=accordion");
+    if (s.adaptive_threshold)
+      throw SettingsError("SLIMREDUCE_ADAPTIVE_THRESHOLD", show_real(*s.adaptive_threshold),
+                          "unset unless SLIMREDUCE_ADAPTIVE=accordion");
+    return;
+  }
+  if (s.compressor == "topk" && !s.topk_ratio_hard)
+    throw SettingsError(
+        "SLIMREDUCE_TOPK_RATIO", show_real(s.topk_ratio),
+        "two levels, gentle,hard (e.g. 0.01,0.001), with SLIMREDUCE_ADAPTIVE=accordion");
+  if (s.compressor == "powersgd" && !s.powersgd_rank_hard)
+    throw SettingsError("SLIMREDUCE_POWERSGD_RANK", std::to_string(s.powersgd_rank),
+                        "two levels, gentle,hard (e.g. 4,1), with SLIMREDUCE_ADAPTIVE=accordion");
+  if (s.compressor != "topk" && s.compressor != "powersgd")
+    throw SettingsError("SLIMREDUCE_ADAPTIVE", "accordion",
+                        "off unless SLIMREDUCE_COMPRESSOR is a compressor with two levels, topk or "
+                        "powersgd (SLIMREDUCE_COMPRESSOR=" +
+                            s.compressor + " has one)");
+}
+
 std::string known_names() {
   std::vector<std::string> names;
   for (const auto& spec : specs()) names.emplace_back(spec.name);
@@ -401,6 +425,7 @@ Settings parse_settings(const Environment& env) {
       throw SettingsError(name, value, spec->accepted());
     }
   }
+  check_levels(settings);
   if (settings.auto_candidates && !settings.chooses_compressor()) {
     throw SettingsError("SLIMREDUCE_AUTO_CANDIDATES", join(*settings.auto_candidates, ","),
                         "unset unless SLIMREDUCE_COMPRESSOR=auto (SLIMREDUCE_COMPRESSOR=" +
@@ -432,28 +457,6 @@ std::string settings_markdown() {
         << spec.effect << (spec.shapes_wire ? " The same on every rank (checked)." : "") << " |\n";
   }
   return out.str();
-}
-
-std::uint64_t parse_byte_size(const std::string& text) {
-  std::size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  if (digits == 0) throw std::invalid_argument("no number");
-  const std::uint64_t number = parse_unsigned(text.substr(0, digits));
-  const std::string suffix = text.substr(digits);
-  static const std::vector<std::pair<std::vector<std::string>, int>> kUnits = {
-      {{"", "B"}, 0},
-      {{"K", "KB", "KiB", "k", "kB"}, 10},
-      {{"M", "MB", "MiB"}, 20},
-      {{"G", "GB", "GiB"}, 30},
-      {{"T", "TB", "TiB"}, 40}};
-  for (const auto& [spellings, shift] : kUnits) {
-    for (const auto& spelling : spellings) {
-      if (suffix != spelling) continue;
-      if (shift > 0 && number > (UINT64_MAX >> shift)) throw std::invalid_argument("too large");
-      return number << shift;
-    }
-  }
-  throw std::invalid_argument("unknown unit");
 }
 
 }  // namespace slimreduce

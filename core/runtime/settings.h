@@ -18,21 +18,36 @@ enum class Priority { fifo, reverse };
 enum class Pipelining { automatic, off, on };
 enum class LogLevel { error, warn, info, debug };
 enum class TopkValueFormat { fp32, fp16 };
+// SLIMREDUCE_ADAPTIVE: how hard a compressor with two levels compresses
+// each call (core/runtime/adaptive_levels.h).
+enum class Adaptive { off, accordion };
 
 // SLIMREDUCE_AUTO_CANDIDATES' default: the compressors that leave the loss
 // as it is on our jobs (top-k and PowerSGD change what the model sees).
 inline const std::vector<std::string> kDefaultAutoCandidates = {"none", "fp16", "int8"};
 
+// SLIMREDUCE_ADAPTIVE_WINDOW's and _THRESHOLD's defaults (docs/performance.md
+// says how the window was measured; the threshold is Accordion's).
+inline constexpr std::uint64_t kDefaultAdaptiveWindow = 10;
+inline constexpr double kDefaultAdaptiveThreshold = 0.5;
+
 struct Settings {
   std::string compressor = "none";  // a registered name, "none" or "auto"
   // SLIMREDUCE_COMPRESSOR=auto: what it measures and chooses from (unset: the default list).
   std::optional<std::vector<std::string>> auto_candidates;
-  double topk_ratio = 0.01;
+  double topk_ratio = 0.01;  // the only level, or the gentle one
+  // SLIMREDUCE_TOPK_RATIO and SLIMREDUCE_POWERSGD_RANK given as "gentle,hard"
+  // (SLIMREDUCE_ADAPTIVE=accordion): the hard level; unset: one level.
+  std::optional<double> topk_ratio_hard;
+  std::optional<int> powersgd_rank_hard;
+  Adaptive adaptive = Adaptive::off;
+  std::optional<std::uint64_t> adaptive_window;  // set only with accordion
+  std::optional<double> adaptive_threshold;      // set only with accordion
   TopkValueFormat topk_values = TopkValueFormat::fp32;
   compressors::TopkAlgorithm topk_algorithm = compressors::TopkAlgorithm::automatic;
   std::uint64_t quant_bucket = 512;
   compressors::QuantCodes quant_codes = compressors::QuantCodes::absmax;
-  int powersgd_rank = 4;
+  int powersgd_rank = 4;  // the only level, or the gentle one
   double powersgd_min_compression = 2.0;
   compressors::PowerSgdProducts powersgd_blas = compressors::PowerSgdProducts::automatic;
   std::optional<bool> error_feedback;  // unset: the compressor's default
@@ -51,6 +66,9 @@ struct Settings {
   LogLevel log_level = LogLevel::warn;
 
   bool chooses_compressor() const { return compressor == "auto"; }
+  bool adapts_levels() const { return adaptive == Adaptive::accordion; }
+  std::uint64_t window() const { return adaptive_window.value_or(kDefaultAdaptiveWindow); }
+  double threshold() const { return adaptive_threshold.value_or(kDefaultAdaptiveThreshold); }
   const std::vector<std::string>& candidates() const {
     return auto_candidates ? *auto_candidates : kDefaultAutoCandidates;
   }

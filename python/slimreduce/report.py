@@ -150,6 +150,8 @@ def table(run):
                         calls["topk_sharded"], run.total("bytes", "topk_sharded_sent") / MIB))
     if "auto" in run.ranks[0]:
         lines += auto_lines(run)
+    if "adaptive" in run.ranks[0]:
+        lines += level_lines(run)
     if run.node_bytes:
         nodes = [run.total("bytes", k) / MIB for k in NODE_KEYS]
         lines.append("  nodes      across: baseline %12.1f MiB  sent %12.1f MiB   inside: "
@@ -169,6 +171,24 @@ def auto_lines(run):
         lines.append("             comm %d, calls of %d B and up: %-6s (%s; %d rounds, %d switches, "
                      "%d calls)" % (row["comm"], row["min_bytes"], row["chosen"] or "-", medians,
                                     row["probe_rounds"], row["switches"], row["calls"]))
+    return lines
+
+
+def level_lines(run):
+    """SLIMREDUCE_ADAPTIVE: calls at each level and switches summed over ranks, the
+    share sent hard, then each class's row, alike on every rank (rank 0's)."""
+    adaptive = [r.get("adaptive", {}) for r in run.ranks]
+    gentle = sum(a.get("calls_gentle", 0) for a in adaptive)
+    hard = sum(a.get("calls_hard", 0) for a in adaptive)
+    switches = sum(a.get("switches", 0) for a in adaptive)
+    share = hard / (gentle + hard) if gentle + hard else 0.0
+    lines = ["  adaptive   levels %s: %d calls gentle, %d hard (%.1f%% hard), %d switches; per class "
+             "(alike on every rank):" % (adaptive[0]["levels"], gentle, hard, 100.0 * share, switches)]
+    for row in adaptive[0].get("classes", []):
+        lines.append("             comm %d, calls of %d B and up: %d gentle, %d hard; %d of %d windows "
+                     "critical, %d switches" % (row["comm"], row["min_bytes"], row["calls_gentle"],
+                                               row["calls_hard"], row["critical"], row["windows"],
+                                               row["switches"]))
     return lines
 
 

@@ -54,6 +54,13 @@ def _parser():
         "SLIMREDUCE_POWERSGD_RANK)",
     )
     parser.add_argument(
+        "--adaptive",
+        action="store_true",
+        help="with --compressor topk:GENTLE,HARD or powersgd:GENTLE,HARD (e.g. topk:0.01,0.001): "
+        "the gentle level in critical windows, the hard one otherwise (sets "
+        "SLIMREDUCE_ADAPTIVE=accordion)",
+    )
+    parser.add_argument(
         "--candidates",
         metavar="LIST",
         help="with --compressor auto: what it chooses from, as none,fp16,int8 (the default) "
@@ -130,6 +137,8 @@ def settings_from(args):
         settings[name] = value
     if args.compressor is not None:
         settings.update(compressor_settings(args.compressor))
+    if args.adaptive:
+        settings["SLIMREDUCE_ADAPTIVE"] = "accordion"
     if args.candidates is not None:
         settings["SLIMREDUCE_AUTO_CANDIDATES"] = args.candidates
     if args.report is not None:

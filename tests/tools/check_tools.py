@@ -332,6 +332,24 @@ def case_job(args):
                f"slimreduce-report's row {offset}: {lines[at + offset]} for {row}")
     print("ok: --compressor auto agreed one choice table on both ranks:\n" + table, end="")
 
+    # --adaptive: every rank holds the same levels table; slimreduce-report prints the
+    # job's own adaptive lines, with the share of calls sent hard.
+    leveled = os.path.join(args.work, "adaptive")
+    adaptive = ["--compressor", "topk:0.01,0.001", "--adaptive", "--env", "SLIMREDUCE_ADAPTIVE_WINDOW=3"]
+    launch(args.prefix, adaptive + ["--report", leveled], args.mpirun, 2, train)
+    reports = read_reports(leveled, 2)
+    levels = [r.get("adaptive") for r in reports]
+    expect(levels[0] and levels[0]["classes"] == levels[1]["classes"], f"adaptive's tables: {levels}")
+    expect(levels[0]["calls_hard"] > 0 and levels[0]["calls_gentle"] >= 2 * 3,
+           f"adaptive sent no call hard, or fewer than two windows gentle: {levels[0]}")
+    _, _, err = launch(args.prefix, adaptive + ["--report", "stderr"], args.mpirun, 2, train)
+    printed = [l for l in stderr_table(err).splitlines() if l.startswith("  adaptive ")]
+    _, table, _ = run([os.path.join(args.prefix, "bin", "slimreduce-report"), leveled], check=0)
+    mine = [l for l in table.splitlines() if l.startswith("  adaptive ")]
+    expect(printed and mine == printed, f"slimreduce-report's adaptive line {mine} != the job's {printed}")
+    expect("% hard)" in mine[0], f"no share of calls sent hard: {mine}")
+    print("ok: --adaptive sent the same levels on both ranks:\n" + "\n".join(mine))
+
 
 # ---- report -----------------------------------------------------------------------------------
 

@@ -224,7 +224,7 @@ TEST(CallDecision, CarriesThePolicysCompressorOnTheClassifiersRoute) {
   Policy policy{compressor_named("topk", with_compressor("topk")), true};
   CompressionDecision rule(1000, 1);
   const CallShape shape{7, 100, 3};
-  CallDecision first = choose_for(policy, shape, ReductionPath::topk);
+  CallDecision first = choose_for(policy, ReductionPath::topk);
   EXPECT_TRUE(first.compressed()) << "chosen, not yet settled";
   EXPECT_EQ(first.compressor, policy.compressor);
   EXPECT_TRUE(first.error_feedback);
@@ -233,12 +233,12 @@ TEST(CallDecision, CarriesThePolicysCompressorOnTheClassifiersRoute) {
   EXPECT_FALSE(first.compressed()) << "the shape's first call warms up";
   EXPECT_EQ(first.route, ReductionPath::pass_through);
   EXPECT_EQ(first.passes_because, &Counters::warmup);
-  CallDecision second = choose_for(policy, shape, ReductionPath::topk);
+  CallDecision second = choose_for(policy, ReductionPath::topk);
   settle(rule, second, shape);
   EXPECT_TRUE(second.compressed());
   EXPECT_EQ(second.route, ReductionPath::topk);
   EXPECT_EQ(second.passes_because, nullptr);
-  CallDecision capped = choose_for(policy, {7, 251, 3}, ReductionPath::topk);
+  CallDecision capped = choose_for(policy, ReductionPath::topk);
   settle(rule, capped, {7, 251, 3});
   EXPECT_EQ(capped.passes_because, &Counters::ef_cap_fallback);
   EXPECT_EQ(capped.route, ReductionPath::pass_through);
@@ -248,15 +248,15 @@ TEST(CallDecision, ChoosingCountsNothingAndNoCompressorPassesUncounted) {
   Policy policy{compressor_named("fp16", with_compressor("fp16")), false};
   CompressionDecision rule(1000, 1);
   const CallShape shape{1, 10, 0};
-  for (int i = 0; i < 3; ++i) (void)choose_for(policy, shape, ReductionPath::cast);
-  CallDecision settled = choose_for(policy, shape, ReductionPath::cast);
+  for (int i = 0; i < 3; ++i) (void)choose_for(policy, ReductionPath::cast);
+  CallDecision settled = choose_for(policy, ReductionPath::cast);
   settle(rule, settled, shape);
   EXPECT_EQ(settled.passes_because, &Counters::warmup) << "only a settled call counts";
-  CallDecision none = choose_for(Policy{}, shape, ReductionPath::cast);
+  CallDecision none = choose_for(Policy{}, ReductionPath::cast);
   EXPECT_FALSE(none.compressed());
   settle(rule, none, shape);
   EXPECT_EQ(none.passes_because, nullptr) << "\"none\" is not a warm-up call";
-  CallDecision after = choose_for(policy, shape, ReductionPath::cast);
+  CallDecision after = choose_for(policy, ReductionPath::cast);
   settle(rule, after, shape);
   EXPECT_TRUE(after.compressed()) << "the pass-through above used up no warm-up step";
 }
@@ -472,6 +472,42 @@ TEST(Report, AutoCarriesItsChoiceTable) {
         "comm 1, calls of 262144 B and up: int8   (none 2.000 ms, fp16 1.500 ms, int8 1.000 ms; "
         "2 rounds, 1 switches, 600 calls)",
         "comm 1, calls of 1048576 B and up: -      (; 0 rounds"}) {
+    EXPECT_NE(table.find(expected), std::string::npos) << expected << " in " << table;
+  }
+}
+
+// SLIMREDUCE_ADAPTIVE: calls at each level, summed through the counters'
+// values (as over ranks), the share sent hard, and each class's row.
+TEST(Report, AdaptiveCarriesItsLevels) {
+  Counters counters;
+  counters.count_compressed(400, 4, 300);
+  counters.count_level(0);
+  for (int i = 0; i < 3; ++i) counters.count_level(1);
+  counters.adaptive_switches = 1;
+  double values[Counters::kValues];
+  counters.to_values(values);
+  const Counters summed = Counters::from_values(values);
+  EXPECT_EQ(summed.adaptive_gentle, 1u);
+  EXPECT_EQ(summed.adaptive_hard, 3u);
+  EXPECT_EQ(report_value(summed, "adaptive.calls_hard"), 3.0);
+  EXPECT_EQ(report_json(summed, {0, 4, "topk"}).find("adaptive"), std::string::npos);
+  ReportContext context{0, 4, "topk"};
+  context.levels = "topk ratio 0.01,0.001";
+  context.level_rows.push_back({1, 18, 20, 280, 30, 1, 1});
+  const std::string json = report_json(summed, context);
+  for (const char* expected :
+       {"\"adaptive\": {\"levels\": \"topk ratio 0.01,0.001\", \"calls_gentle\": 1, "
+        "\"calls_hard\": 3, \"hard_share\": 0.750000, \"switches\": 1, \"classes\": [",
+        "{\"comm\": 1, \"min_bytes\": 262144, \"calls_gentle\": 20, \"calls_hard\": 280, "
+        "\"windows\": 30, \"critical\": 1, \"switches\": 1}]}}\n"}) {
+    EXPECT_NE(json.find(expected), std::string::npos) << expected << " in " << json;
+  }
+  const std::string table = report_table(summed, context);
+  for (const char* expected :
+       {"  adaptive   levels topk ratio 0.01,0.001: 1 calls gentle, 3 hard (75.0% hard), 1 "
+        "switches; per class (alike on every rank):\n",
+        "comm 1, calls of 262144 B and up: 20 gentle, 280 hard; 1 of 30 windows critical, 1 "
+        "switches\n"}) {
     EXPECT_NE(table.find(expected), std::string::npos) << expected << " in " << table;
   }
 }

@@ -192,65 +192,81 @@ constexpr const char* kCompressors = "none, fp16, bf16, topk, powersgd, int8, au
 constexpr const char* kCandidates =
     "a comma-separated list, each once, of: none, fp16, bf16, topk, powersgd, int8 (not auto; set "
     "only with SLIMREDUCE_COMPRESSOR=auto)";
-constexpr const char* kRank = "a whole number in [1, 64]";
+constexpr const char* kRank =
+    "a whole number in [1, 64], or two as gentle,hard (the hard one smaller) with "
+    "SLIMREDUCE_ADAPTIVE=accordion";
 constexpr const char* kTimes = "a number >= 1";
 constexpr const char* kBlas =
     "auto, openblas (an error unless Debian's libopenblas0-serial loads), builtin";
-constexpr const char* kRatio = "a number in (0, 1]";
+constexpr const char* kRatio =
+    "a number in (0, 1], or two as gentle,hard (the hard one smaller) with "
+    "SLIMREDUCE_ADAPTIVE=accordion";
 constexpr const char* kFlag = "0, 1";
 constexpr const char* kCount = "a whole number >= 0";
 
 INSTANTIATE_TEST_SUITE_P(
     Malformed, BadSettings,
-    ::testing::Values(BadCase{"SLIMREDUCE_COMPRESSOR", "fp17", kCompressors},
-                      BadCase{"SLIMREDUCE_COMPRESSOR", "", kCompressors},
-                      BadCase{"SLIMREDUCE_COMPRESSOR", "FP16", kCompressors},
-                      BadCase{"SLIMREDUCE_MIN_BYTES", "-3", kSizes},
-                      BadCase{"SLIMREDUCE_MIN_BYTES", "1.5M", kSizes},
-                      BadCase{"SLIMREDUCE_MIN_BYTES", "12Q", kSizes},
-                      BadCase{"SLIMREDUCE_MIN_BYTES", "", kSizes},
-                      BadCase{"SLIMREDUCE_MIN_BYTES", " 64K", kSizes},
-                      BadCase{"SLIMREDUCE_MIN_BYTES", "99999999999999999999", kSizes},
-                      BadCase{"SLIMREDUCE_EF_MAX_BYTES", "20000000000T", kSizes},
-                      BadCase{"SLIMREDUCE_TOPK_RATIO", "2", kRatio},
-                      BadCase{"SLIMREDUCE_TOPK_RATIO", "0", kRatio},
-                      BadCase{"SLIMREDUCE_TOPK_RATIO", "-0.1", kRatio},
-                      BadCase{"SLIMREDUCE_TOPK_RATIO", "nan", kRatio},
-                      BadCase{"SLIMREDUCE_TOPK_RATIO", "0.01x", kRatio},
-                      BadCase{"SLIMREDUCE_ERROR_FEEDBACK", "yes", kFlag},
-                      BadCase{"SLIMREDUCE_WARMUP_STEPS", "-1", kCount},
-                      BadCase{"SLIMREDUCE_WARMUP_STEPS", "ten", kCount},
-                      BadCase{"SLIMREDUCE_PRIORITY", "lifo", "fifo, reverse"},
-                      BadCase{"SLIMREDUCE_PRIORITY", "loud", "fifo, reverse"},
-                      BadCase{"SLIMREDUCE_PIPELINE", "yes", "auto, 0, 1"},
-                      BadCase{"SLIMREDUCE_HIERARCHICAL", "true", kFlag},
-                      BadCase{"SLIMREDUCE_LOCAL_SIZE", "0", "a whole number >= 1"},
-                      BadCase{"SLIMREDUCE_PARTITION_BYTES", "0", kSizes},
-                      BadCase{"SLIMREDUCE_LOG_LEVEL", "verbose", "error, warn, info, debug"},
-                      BadCase{"SLIMREDUCE_REPORT", "",
-                              "stderr, or a path prefix P (each rank writes P.<rank>.json)"},
-                      BadCase{"SLIMREDUCE_TOPK_VALUES", "int8", "fp32, fp16"},
-                      BadCase{"SLIMREDUCE_TOPK_ALGORITHM", "allgather", "gather, sharded, auto"},
-                      BadCase{"SLIMREDUCE_QUANT_BUCKET", "0", "a whole number in [1, 16777216]"},
-                      BadCase{"SLIMREDUCE_QUANT_BUCKET", "16777217",
-                              "a whole number in [1, 16777216]"},
-                      BadCase{"SLIMREDUCE_POWERSGD_RANK", "0", kRank},
-                      BadCase{"SLIMREDUCE_POWERSGD_RANK", "65", kRank},
-                      BadCase{"SLIMREDUCE_POWERSGD_RANK", "-4", kRank},
-                      BadCase{"SLIMREDUCE_POWERSGD_RANK", "4.5", kRank},
-                      BadCase{"SLIMREDUCE_POWERSGD_RANK", "", kRank},
-                      BadCase{"SLIMREDUCE_POWERSGD_MIN_COMPRESSION", "0.5", kTimes},
-                      BadCase{"SLIMREDUCE_POWERSGD_MIN_COMPRESSION", "inf", kTimes},
-                      BadCase{"SLIMREDUCE_POWERSGD_MIN_COMPRESSION", "nan", kTimes},
-                      BadCase{"SLIMREDUCE_POWERSGD_MIN_COMPRESSION", "2x", kTimes},
-                      BadCase{"SLIMREDUCE_POWERSGD_MIN_COMPRESSION", "", kTimes},
-                      BadCase{"SLIMREDUCE_POWERSGD_BLAS", "mkl", kBlas},
-                      BadCase{"SLIMREDUCE_POWERSGD_BLAS", "OpenBLAS", kBlas},
-                      BadCase{"SLIMREDUCE_AUTO_CANDIDATES", "", kCandidates},
-                      BadCase{"SLIMREDUCE_AUTO_CANDIDATES", "fp16,zip", kCandidates},
-                      BadCase{"SLIMREDUCE_AUTO_CANDIDATES", "none,auto", kCandidates},
-                      BadCase{"SLIMREDUCE_AUTO_CANDIDATES", "fp16,,int8", kCandidates},
-                      BadCase{"SLIMREDUCE_AUTO_CANDIDATES", "fp16,fp16", kCandidates}));
+    ::testing::Values(
+        BadCase{"SLIMREDUCE_COMPRESSOR", "fp17", kCompressors},
+        BadCase{"SLIMREDUCE_COMPRESSOR", "", kCompressors},
+        BadCase{"SLIMREDUCE_COMPRESSOR", "FP16", kCompressors},
+        BadCase{"SLIMREDUCE_MIN_BYTES", "-3", kSizes},
+        BadCase{"SLIMREDUCE_MIN_BYTES", "1.5M", kSizes},
+        BadCase{"SLIMREDUCE_MIN_BYTES", "12Q", kSizes}, BadCase{"SLIMREDUCE_MIN_BYTES", "", kSizes},
+        BadCase{"SLIMREDUCE_MIN_BYTES", " 64K", kSizes},
+        BadCase{"SLIMREDUCE_MIN_BYTES", "99999999999999999999", kSizes},
+        BadCase{"SLIMREDUCE_EF_MAX_BYTES", "20000000000T", kSizes},
+        BadCase{"SLIMREDUCE_TOPK_RATIO", "2", kRatio},
+        BadCase{"SLIMREDUCE_TOPK_RATIO", "0", kRatio},
+        BadCase{"SLIMREDUCE_TOPK_RATIO", "-0.1", kRatio},
+        BadCase{"SLIMREDUCE_TOPK_RATIO", "nan", kRatio},
+        BadCase{"SLIMREDUCE_TOPK_RATIO", "0.01x", kRatio},
+        BadCase{"SLIMREDUCE_ERROR_FEEDBACK", "yes", kFlag},
+        BadCase{"SLIMREDUCE_WARMUP_STEPS", "-1", kCount},
+        BadCase{"SLIMREDUCE_WARMUP_STEPS", "ten", kCount},
+        BadCase{"SLIMREDUCE_PRIORITY", "lifo", "fifo, reverse"},
+        BadCase{"SLIMREDUCE_PRIORITY", "loud", "fifo, reverse"},
+        BadCase{"SLIMREDUCE_PIPELINE", "yes", "auto, 0, 1"},
+        BadCase{"SLIMREDUCE_HIERARCHICAL", "true", kFlag},
+        BadCase{"SLIMREDUCE_LOCAL_SIZE", "0", "a whole number >= 1"},
+        BadCase{"SLIMREDUCE_PARTITION_BYTES", "0", kSizes},
+        BadCase{"SLIMREDUCE_LOG_LEVEL", "verbose", "error, warn, info, debug"},
+        BadCase{"SLIMREDUCE_REPORT", "",
+                "stderr, or a path prefix P (each rank writes P.<rank>.json)"},
+        BadCase{"SLIMREDUCE_TOPK_VALUES", "int8", "fp32, fp16"},
+        BadCase{"SLIMREDUCE_TOPK_ALGORITHM", "allgather", "gather, sharded, auto"},
+        BadCase{"SLIMREDUCE_QUANT_BUCKET", "0", "a whole number in [1, 16777216]"},
+        BadCase{"SLIMREDUCE_QUANT_BUCKET", "16777217", "a whole number in [1, 16777216]"},
+        BadCase{"SLIMREDUCE_POWERSGD_RANK", "0", kRank},
+        BadCase{"SLIMREDUCE_POWERSGD_RANK", "65", kRank},
+        BadCase{"SLIMREDUCE_POWERSGD_RANK", "-4", kRank},
+        BadCase{"SLIMREDUCE_POWERSGD_RANK", "4.5", kRank},
+        BadCase{"SLIMREDUCE_POWERSGD_RANK", "", kRank},
+        BadCase{"SLIMREDUCE_POWERSGD_MIN_COMPRESSION", "0.5", kTimes},
+        BadCase{"SLIMREDUCE_POWERSGD_MIN_COMPRESSION", "inf", kTimes},
+        BadCase{"SLIMREDUCE_POWERSGD_MIN_COMPRESSION", "nan", kTimes},
+        BadCase{"SLIMREDUCE_POWERSGD_MIN_COMPRESSION", "2x", kTimes},
+        BadCase{"SLIMREDUCE_POWERSGD_MIN_COMPRESSION", "", kTimes},
+        BadCase{"SLIMREDUCE_POWERSGD_BLAS", "mkl", kBlas},
+        BadCase{"SLIMREDUCE_POWERSGD_BLAS", "OpenBLAS", kBlas},
+        BadCase{"SLIMREDUCE_AUTO_CANDIDATES", "", kCandidates},
+        BadCase{"SLIMREDUCE_AUTO_CANDIDATES", "fp16,zip", kCandidates},
+        BadCase{"SLIMREDUCE_AUTO_CANDIDATES", "none,auto", kCandidates},
+        BadCase{"SLIMREDUCE_AUTO_CANDIDATES", "fp16,,int8", kCandidates},
+        BadCase{"SLIMREDUCE_AUTO_CANDIDATES", "fp16,fp16", kCandidates},
+        BadCase{"SLIMREDUCE_TOPK_RATIO", "0.1,0.01,0.001", kRatio},
+        BadCase{"SLIMREDUCE_TOPK_RATIO", "0.01,", kRatio},
+        BadCase{"SLIMREDUCE_TOPK_RATIO", ",0.001", kRatio},
+        BadCase{"SLIMREDUCE_TOPK_RATIO", "0.01,2", kRatio},
+        BadCase{"SLIMREDUCE_POWERSGD_RANK", "8,4,1", kRank},
+        BadCase{"SLIMREDUCE_POWERSGD_RANK", "4,0", kRank},
+        BadCase{"SLIMREDUCE_ADAPTIVE", "on", "off, accordion"},
+        BadCase{"SLIMREDUCE_ADAPTIVE_WINDOW", "0", "a whole number >= 1 (set only with accordion)"},
+        BadCase{"SLIMREDUCE_ADAPTIVE_WINDOW", "-5",
+                "a whole number >= 1 (set only with accordion)"},
+        BadCase{"SLIMREDUCE_ADAPTIVE_THRESHOLD", "-0.5", "a number >= 0 (set only with accordion)"},
+        BadCase{"SLIMREDUCE_ADAPTIVE_THRESHOLD", "nan",
+                "a number >= 0 (set only with accordion)"}));
 
 TEST(Settings, AutoTakesItsCandidatesOrTheDefaultList) {
   const Settings plain = parse({{"SLIMREDUCE_COMPRESSOR", "auto"}});
@@ -277,6 +293,79 @@ TEST(BadSettings, CandidatesWithoutAutoAreRefusedNamingTheVariable) {
   }
 }
 
+TEST(Settings, AccordionTakesTwoLevelsOfTheCompressor) {
+  const Settings topk = parse({{"SLIMREDUCE_COMPRESSOR", "topk"},
+                               {"SLIMREDUCE_ADAPTIVE", "accordion"},
+                               {"SLIMREDUCE_TOPK_RATIO", "0.01,0.001"}});
+  EXPECT_TRUE(topk.adapts_levels());
+  EXPECT_DOUBLE_EQ(topk.topk_ratio, 0.01);
+  ASSERT_TRUE(topk.topk_ratio_hard.has_value());
+  EXPECT_DOUBLE_EQ(*topk.topk_ratio_hard, 0.001);
+  EXPECT_EQ(topk.window(), kDefaultAdaptiveWindow);
+  EXPECT_DOUBLE_EQ(topk.threshold(), 0.5);
+  const Settings low_rank = parse({{"SLIMREDUCE_COMPRESSOR", "powersgd"},
+                                   {"SLIMREDUCE_ADAPTIVE", "accordion"},
+                                   {"SLIMREDUCE_POWERSGD_RANK", "4,1"},
+                                   {"SLIMREDUCE_ADAPTIVE_WINDOW", "25"},
+                                   {"SLIMREDUCE_ADAPTIVE_THRESHOLD", "0"}});
+  EXPECT_EQ(low_rank.powersgd_rank, 4);
+  EXPECT_EQ(low_rank.powersgd_rank_hard, 1);
+  EXPECT_EQ(low_rank.window(), 25u);
+  EXPECT_DOUBLE_EQ(low_rank.threshold(), 0.0);
+  const Settings one = parse({{"SLIMREDUCE_COMPRESSOR", "topk"}, {"SLIMREDUCE_TOPK_RATIO", "0.1"}});
+  EXPECT_FALSE(one.adapts_levels());
+  EXPECT_FALSE(one.topk_ratio_hard.has_value()) << "one value keeps today's behaviour";
+}
+
+// Settings that only make sense together, refused at start-up naming the one to change.
+TEST(BadSettings, LevelsAndAccordionAreRefusedTogetherNamingTheVariable) {
+  struct Case {
+    std::vector<std::pair<std::string, std::string>> env;
+    const char* variable;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {{{"SLIMREDUCE_COMPRESSOR", "topk"},
+        {"SLIMREDUCE_ADAPTIVE", "accordion"},
+        {"SLIMREDUCE_TOPK_RATIO", "0.001,0.01"}},
+       "SLIMREDUCE_TOPK_RATIO",
+       "SLIMREDUCE_TOPK_RATIO='0.001000,0.010000' is not accepted; expected gentle,hard with the "
+       "hard level a smaller ratio (e.g. 0.01,0.001)"},
+      {{{"SLIMREDUCE_COMPRESSOR", "powersgd"},
+        {"SLIMREDUCE_ADAPTIVE", "accordion"},
+        {"SLIMREDUCE_POWERSGD_RANK", "4,4"}},
+       "SLIMREDUCE_POWERSGD_RANK",
+       "SLIMREDUCE_POWERSGD_RANK='4,4' is not accepted; expected gentle,hard with the hard level "
+       "a smaller rank (e.g. 4,1)"},
+      {{{"SLIMREDUCE_COMPRESSOR", "topk"}, {"SLIMREDUCE_TOPK_RATIO", "0.01,0.001"}},
+       "SLIMREDUCE_TOPK_RATIO",
+       "SLIMREDUCE_TOPK_RATIO='0.010000,0.001000' is not accepted; expected one ratio unless "
+       "SLIMREDUCE_ADAPTIVE=accordion"},
+      {{{"SLIMREDUCE_COMPRESSOR", "topk"}, {"SLIMREDUCE_ADAPTIVE", "accordion"}},
+       "SLIMREDUCE_TOPK_RATIO",
+       "SLIMREDUCE_TOPK_RATIO='0.010000' is not accepted; expected two levels, gentle,hard (e.g. "
+       "0.01,0.001), with SLIMREDUCE_ADAPTIVE=accordion"},
+      {{{"SLIMREDUCE_COMPRESSOR", "fp16"}, {"SLIMREDUCE_ADAPTIVE", "accordion"}},
+       "SLIMREDUCE_ADAPTIVE",
+       "SLIMREDUCE_ADAPTIVE='accordion' is not accepted; expected off unless "
+       "SLIMREDUCE_COMPRESSOR is a compressor with two levels, topk or powersgd "
+       "(SLIMREDUCE_COMPRESSOR=fp16 has one)"},
+      {{{"SLIMREDUCE_COMPRESSOR", "topk"}, {"SLIMREDUCE_ADAPTIVE_WINDOW", "10"}},
+       "SLIMREDUCE_ADAPTIVE_WINDOW",
+       "SLIMREDUCE_ADAPTIVE_WINDOW='10' is not accepted; expected unset unless "
+       "SLIMREDUCE_ADAPTIVE=accordion"},
+  };
+  for (const Case& bad : cases) {
+    try {
+      parse_settings(Environment(bad.env.begin(), bad.env.end()));
+      FAIL() << bad.message << ": accepted";
+    } catch (const SettingsError& error) {
+      EXPECT_EQ(error.variable(), bad.variable);
+      EXPECT_EQ(std::string(error.what()), bad.message);
+    }
+  }
+}
+
 TEST(BadSettings, UnknownNameIsATypo) {
   try {
     parse({{"SLIMREDUCE_COMPRESSER", "fp16"}});
@@ -293,7 +382,7 @@ TEST(BadSettings, UnknownNameIsATypo) {
 
 TEST(Settings, DescribeListsEverySettingOnce) {
   const auto lines = describe_settings(parse({{"SLIMREDUCE_COMPRESSOR", "fp16"}}));
-  EXPECT_EQ(lines.size(), 24u);
+  EXPECT_EQ(lines.size(), 27u);
   EXPECT_EQ(lines.front(), "SLIMREDUCE_COMPRESSOR=fp16");
   EXPECT_NE(settings_markdown().find("| `SLIMREDUCE_MIN_BYTES` | 65536 |"), std::string::npos);
 }
