@@ -46,9 +46,15 @@ static uint64_t splitmix64(uint64_t* s) {
   return z ^ (z >> 31);
 }
 
+// --seed: another initialization and other training batches (the teacher
+// and the held-out set stay, so final losses compare across seeds); 0 is
+// the default run.
+static uint64_t g_run_seed = 0;
+
 // A stream identified by (tag, a, b), independent of everything else.
 static Rng rng_for(uint64_t tag, uint64_t a, uint64_t b) {
   uint64_t s = kSeed ^ (tag * 0xD1B54A32D192ED03ULL);
+  if (tag == kTagInit || tag == kTagTrain) s ^= g_run_seed * 0xA24BAED4963EE407ULL;
   uint64_t h = splitmix64(&s);
   s = h ^ (a * 0x9E3779B97F4A7C15ULL);
   h = splitmix64(&s);
@@ -284,16 +290,22 @@ typedef struct {
   int steps, batch, log_every;
   float lr, momentum;
   Sync sync;
+  long seed;     // 0: the default run
+  int lr_drop;   // the step from which the learning rate is a tenth; 0: never
 } Options;
 
 static void usage(void) {
   fprintf(stderr,
           "usage: train_mlp [--steps N] [--batch B] [--lr LR] [--momentum MU] [--log-every K]\n"
+          "                 [--sync S] [--seed S] [--lr-drop N]\n"
           "  --steps N      training steps (default 500)\n"
           "  --batch B      samples per rank per step (default 32)\n"
           "  --lr LR        learning rate (default 0.005)\n"
           "  --momentum MU  SGD momentum (default 0.9; 0 for plain SGD)\n"
           "  --log-every K  average and print the loss every K steps (default 10)\n"
+          "  --seed S       another initialization and other batches (default 0; the\n"
+          "                 held-out set stays the same)\n"
+          "  --lr-drop N    a tenth of the learning rate from step N on (default: never)\n"
           "  --sync S       per-tensor (MPI_Allreduce per tensor, default), one-buffer (one\n"
           "                 MPI_Allreduce over all four, a fusion buffer), or iallreduce\n"
           "                 (MPI_Iallreduce per tensor, then MPI_Waitall)\n");
@@ -306,6 +318,8 @@ static int parse_options(int argc, char** argv, Options* o) {
   o->momentum = 0.9f;
   o->log_every = 10;
   o->sync = SYNC_PER_TENSOR;
+  o->seed = 0;
+  o->lr_drop = 0;
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
@@ -320,6 +334,10 @@ static int parse_options(int argc, char** argv, Options* o) {
       o->lr = strtof(v, &end);
     } else if (!strcmp(a, "--momentum")) {
       o->momentum = strtof(v, &end);
+    } else if (!strcmp(a, "--seed")) {
+      o->seed = strtol(v, &end, 10);
+    } else if (!strcmp(a, "--lr-drop")) {
+      o->lr_drop = (int)strtol(v, &end, 10);
     } else if (!strcmp(a, "--log-every")) {
       o->log_every = (int)strtol(v, &end, 10);
     } else if (!strcmp(a, "--sync")) {
@@ -338,7 +356,8 @@ static int parse_options(int argc, char** argv, Options* o) {
     }
     if (end == v || *end != '\0') return -1;
   }
-  if (o->steps < 1 || o->batch < 1 || o->log_every < 1 || !(o->lr > 0.0f) ||
+  if (o->steps < 1 || o->batch < 1 || o->log_every < 1 || !(o->lr > 0.0f) || o->seed < 0 ||
+      o->lr_drop < 0 ||
       !(o->momentum >= 0.0f && o->momentum < 1.0f))
     return -1;
   return 0;
@@ -380,6 +399,7 @@ int main(int argc, char** argv) {
     return rc > 0 ? 0 : 2;
   }
 
+  g_run_seed = (uint64_t)opt.seed;
   const int b = opt.batch;
   const int cap = b > 256 ? b : 256;  // rows of scratch; eval runs in chunks of 256
   Params p = params_alloc(), g = params_alloc(), v = params_alloc();
@@ -422,10 +442,14 @@ int main(int argc, char** argv) {
 
     average_gradients(&g, opt.sync, fused, world);
 
-    sgd(p.w1, v.w1, g.w1, (size_t)N_IN * N_HID, opt.lr, opt.momentum);
-    sgd(p.b1, v.b1, g.b1, N_HID, opt.lr, opt.momentum);
-    sgd(p.w2, v.w2, g.w2, (size_t)N_HID * N_OUT, opt.lr, opt.momentum);
-    sgd(p.b2, v.b2, g.b2, N_OUT, opt.lr, opt.momentum);
+    const float lr = opt.lr_drop > 0 && step >= opt.lr_drop ? opt.lr * 0.1f : opt.lr;
+    if (rank == 0 && opt.lr_drop > 0 && step == opt.lr_drop) {
+      printf("step %5d  learning rate %g (a tenth)\n", step, (double)lr);
+    }
+    sgd(p.w1, v.w1, g.w1, (size_t)N_IN * N_HID, lr, opt.momentum);
+    sgd(p.b1, v.b1, g.b1, N_HID, lr, opt.momentum);
+    sgd(p.w2, v.w2, g.w2, (size_t)N_HID * N_OUT, lr, opt.momentum);
+    sgd(p.b2, v.b2, g.b2, N_OUT, lr, opt.momentum);
 
     if ((step + 1) % opt.log_every == 0 || step + 1 == opt.steps) {
       double local = window / window_steps, mean = 0.0;
