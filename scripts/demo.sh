@@ -15,7 +15,7 @@ REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO_ROOT"
 
 NP="${DEMO_NP:-4}"
-# 300 steps (loss ~4.2 -> ~0.3) keep build + 8 runs under 3 minutes on 2 cores.
+# 300 steps (loss ~4.2 -> ~0.3) keep build + 12 runs under 3 minutes on 2 cores.
 STEPS="${DEMO_STEPS:-300}"
 BUILD_DIR=build
 LIB="$REPO_ROOT/$BUILD_DIR/interpose/libslimreduce.so"
@@ -96,6 +96,8 @@ run_lib "bf16" bf16
 run_lib "topk-0.01" topk -x SLIMREDUCE_TOPK_RATIO=0.01
 run_lib "topk-0.001" topk -x SLIMREDUCE_TOPK_RATIO=0.001
 run_lib "topk-0.01-sharded" topk -x SLIMREDUCE_TOPK_RATIO=0.01 -x SLIMREDUCE_TOPK_ALGORITHM=sharded
+# Adaptive levels: top-k 0.01 in critical windows, 0.001 otherwise, alike on every rank.
+run_lib "topk-adaptive" topk -x SLIMREDUCE_TOPK_RATIO=0.01,0.001 -x SLIMREDUCE_ADAPTIVE=accordion
 run_lib "powersgd-4" powersgd -x SLIMREDUCE_POWERSGD_RANK=4
 run_lib "int8" int8
 # The measured choice: none, fp16 or int8 per size class, agreed by the ranks.
