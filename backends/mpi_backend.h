@@ -5,9 +5,25 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <type_traits>
 
 namespace slimreduce::backends::mpi {
+
+// An MPI handle (MPI_Datatype, MPI_Comm, MPI_Op, ...) as a 64-bit tag for
+// keys and shapes: the handle types are opaque, pointers in Open MPI and ints
+// in the MPICH family (MPICH, Intel MPI, MVAPICH, Cray MPICH), so no cast
+// written for one ABI compiles under the other. Equal handles give equal tags.
+template <typename Handle>
+inline std::uint64_t handle_tag(Handle handle) noexcept {
+  if constexpr (std::is_pointer_v<Handle>) {
+    return reinterpret_cast<std::uintptr_t>(handle);
+  } else {
+    static_assert(std::is_integral_v<Handle>, "an MPI handle is a pointer or an integer");
+    return static_cast<std::uint64_t>(static_cast<std::make_unsigned_t<Handle>>(handle));
+  }
+}
 
 // The caller's call, unchanged (inline: a pass-through call pays for no extra layer).
 inline int allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,

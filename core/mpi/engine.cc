@@ -281,7 +281,7 @@ Engine::Started Engine::start_call(const AllreduceCall& call, MPI_Datatype datat
   Started started;
   started.call = call;
   Runtime::Locked shared = runtime_.shared();
-  const auto datatype_tag = reinterpret_cast<std::uintptr_t>(datatype);
+  const auto datatype_tag = backends::mpi::handle_tag(datatype);
   started.shape = {state.id(), call.count, datatype_tag};
   started.decision = shared->decide(started.shape, rule_.route);
   if (!started.decision.compressed()) {

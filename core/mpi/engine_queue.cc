@@ -174,7 +174,7 @@ int Engine::enqueue(const void* sendbuf, void* recvbuf, int count, MPI_Datatype 
                     MPI_Comm comm, CommState& state, MPI_Request* request, const Tag& tag) {
   MPI_Comm wire_comm = MPI_COMM_NULL;
   if (const int rc = prepare_wire(state, comm, &wire_comm)) return rc;
-  const auto datatype_tag = reinterpret_cast<std::uintptr_t>(datatype);
+  const auto datatype_tag = backends::mpi::handle_tag(datatype);
   const CallDecision decision =
       runtime_.shared()->decide({state.id(), std::uint64_t(count), datatype_tag}, rule_.route,
                                 /*timed_path=*/false);
