@@ -1,5 +1,5 @@
 #!/bin/sh
-# check_exports.sh LIB: the library exports only the entry points it
+# check_exports.sh LIB [--no-fortran]: the library exports only the entry points it
 # intercepts (MPI C and Fortran, NCCL) and its own slimreduce_* API, so its
 # internals (C++ templates, a static CUDA runtime) never clash with the job's;
 # and it needs no BLAS at load time (PowerSGD's private OpenBLAS is loaded
@@ -21,5 +21,11 @@ fi
 needed=$(readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
 if printf '%s\n' "$needed" | grep -iE 'blas|lapack|gfortran'; then
   echo "a BLAS is a load-time dependency (NEEDED) of $1"; exit 1
+fi
+# The MPICH build has no Fortran entry points: MPICH's Fortran bindings call
+# the C MPI_* (interpose/CMakeLists.txt).
+if [ "${2:-}" = --no-fortran ]; then
+  fortran=$(printf '%s\n' "$exports" | grep -E '^(mpi_[a-z_]+|MPI_[A-Z_]+|ompi_[a-z_]+_f)$' || true)
+  [ -z "$fortran" ] || { echo "Fortran entry points exported:"; echo "$fortran"; exit 1; }
 fi
 echo "OK: $(printf '%s\n' "$exports" | wc -l) symbols, all entry points; NEEDED: $(printf '%s ' $needed)"

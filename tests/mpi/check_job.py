@@ -16,6 +16,8 @@ import subprocess
 import sys
 import tempfile
 
+ARGS = None  # the parsed options (run() reads the launcher's family)
+
 # (calls, bytes per call) of each job's compressible float traffic and of its
 # pass-through control traffic; the jobs themselves check their sums.
 JOBS = {
@@ -54,9 +56,10 @@ def expected_report(job, ranks, compressor, ratio):
 
 
 def run(command, env_settings):
+    # Each rank's variables in its launcher's words: Open MPI's mpirun, MPICH's Hydra.
     exports = []
     for name, value in env_settings.items():
-        exports += ["-x", f"{name}={value}"]
+        exports += ["-genv", name, value] if ARGS.mpi == "mpich" else ["-x", f"{name}={value}"]
     mpirun, program = command[: command.index("--program")], command[command.index("--program") + 1 :]
     full = mpirun + exports + program
     return subprocess.run(full, capture_output=True, text=True, timeout=240)
@@ -143,8 +146,11 @@ def main():
     parser.add_argument("--job", choices=sorted(JOBS), default="c")
     parser.add_argument("--setting")
     parser.add_argument("--expect")
+    parser.add_argument("--mpi", choices=["openmpi", "mpich"], default="openmpi")
     split = sys.argv.index("--")
     args = parser.parse_args(sys.argv[1:split])
+    global ARGS
+    ARGS = args
     command = sys.argv[split + 1 :]
     {"report": check_report, "table": check_table, "badenv": check_bad_setting}[args.mode](args, command)
 

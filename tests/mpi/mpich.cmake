@@ -1,0 +1,85 @@
+# The MPICH build's multi-rank tests (label mpich), run by scripts/test.sh in
+# build-mpich/: a subset of the Open MPI build's suites, the same programs and
+# settings under MPICH's Hydra, libslimreduce-mpich.so preloaded. What does
+# not depend on the MPI family (unit tests, the host simulation, the tools)
+# runs in the Open MPI build only. Included by tests/mpi/CMakeLists.txt.
+if(NOT MPIEXEC_EXECUTABLE)
+  message(WARNING "SlimReduce: no MPICH launcher (mpiexec.mpich) found: the mpich tests are "
+                  "not registered (Debian: apt-get install mpich)")
+  return()
+endif()
+
+# Dense casts: pass-through exact (none), fp16 and bf16 at several rank counts, error feedback.
+add_preloaded_gtest(test_mpi_dense)
+add_mpi_test(mpich_dense_none_np2 2 test_mpi_dense
+             ENV SLIMREDUCE_COMPRESSOR=none SLIMREDUCE_MIN_BYTES=4096
+             ARGS --gtest_filter=-ErrorFeedback.*)
+foreach(ranks 2 3 4)
+  add_mpi_test(mpich_dense_fp16_np${ranks} ${ranks} test_mpi_dense
+               ENV SLIMREDUCE_COMPRESSOR=fp16 SLIMREDUCE_MIN_BYTES=4
+               ARGS --gtest_filter=-ErrorFeedback.*)
+endforeach()
+add_mpi_test(mpich_dense_bf16_np3 3 test_mpi_dense
+             ENV SLIMREDUCE_COMPRESSOR=bf16 SLIMREDUCE_MIN_BYTES=4096
+             ARGS --gtest_filter=-ErrorFeedback.*)
+add_mpi_test(mpich_error_feedback_fp16_np3 3 test_mpi_dense
+             ENV SLIMREDUCE_COMPRESSOR=fp16 SLIMREDUCE_MIN_BYTES=4096 SLIMREDUCE_ERROR_FEEDBACK=1
+             ARGS --gtest_filter=ErrorFeedback.*)
+
+# Top-k, gathered: references from every rank, bit-exact, call after call.
+add_preloaded_gtest(test_mpi_topk)
+foreach(ranks 3 4)
+  add_mpi_test(mpich_topk_np${ranks} ${ranks} test_mpi_topk ENV SLIMREDUCE_COMPRESSOR=topk)
+endforeach()
+
+# int8 (and the other compressors) on the edge inputs: count 0, zeros, subnormals, one element.
+add_preloaded_gtest(test_mpi_edge_inputs)
+foreach(compressor int8 powersgd)
+  add_mpi_test(mpich_edge_inputs_${compressor}_np3 3 test_mpi_edge_inputs
+               ENV SLIMREDUCE_COMPRESSOR=${compressor} SLIMREDUCE_MIN_BYTES=4)
+endforeach()
+add_mpi_test(mpich_edge_inputs_int8_minmax_np3 3 test_mpi_edge_inputs
+             ENV SLIMREDUCE_COMPRESSOR=int8 SLIMREDUCE_QUANT_CODES=minmax SLIMREDUCE_MIN_BYTES=4)
+
+# MPI_Iallreduce queued and fused (generalized requests, every wait and test).
+add_preloaded_gtest(test_mpi_iallreduce)
+foreach(compressor fp16 topk)
+  add_mpi_test(mpich_iallreduce_${compressor}_np2 2 test_mpi_iallreduce
+               ENV SLIMREDUCE_COMPRESSOR=${compressor} SLIMREDUCE_MIN_BYTES=4096
+                   SLIMREDUCE_ERROR_FEEDBACK=1 SLIMREDUCE_TOPK_RATIO=1
+               ARGS --gtest_filter=-Priority.*)
+endforeach()
+add_mpi_test(mpich_iallreduce_bf16_partitions_np3 3 test_mpi_iallreduce
+             ENV SLIMREDUCE_COMPRESSOR=bf16 SLIMREDUCE_MIN_BYTES=4096
+                 SLIMREDUCE_FUSION_THRESHOLD=1048576 SLIMREDUCE_PARTITION_BYTES=65536
+             ARGS --gtest_filter=-Priority.*)
+
+# Whole jobs, unmodified, their reports checked against their known traffic:
+# C, and Fortran through MPICH's own bindings (`use mpi` and `use mpi_f08`,
+# MPI_IN_PLACE among the calls), which reach the C shims.
+add_executable(report_job report_job.c)
+target_link_libraries(report_job PRIVATE MPI::MPI_C)
+foreach(compressor none fp16)
+  add_job_test(mpich_job_c_report_${compressor}_np3 report 3 c PROGRAM $<TARGET_FILE:report_job>
+               OPTIONS --compressor ${compressor})
+endforeach()
+add_job_test(mpich_job_bad_setting_compressor badenv 2 c PROGRAM $<TARGET_FILE:report_job>
+             OPTIONS --setting SLIMREDUCE_COMPRESSOR=fp17
+                     --expect "SLIMREDUCE_COMPRESSOR='fp17' is not accepted")
+if(SLIMREDUCE_HAVE_FORTRAN)
+  add_executable(fortran_job fortran_job.F90)
+  target_link_libraries(fortran_job PRIVATE MPI::MPI_Fortran)
+  add_job_test(mpich_job_fortran_report_fp16_np3 report 3 fortran
+               PROGRAM $<TARGET_FILE:fortran_job> OPTIONS --compressor fp16)
+  add_executable(fortran_f08_job fortran_job.F90)
+  target_compile_definitions(fortran_f08_job PRIVATE SLIMREDUCE_F08)
+  target_link_libraries(fortran_f08_job PRIVATE MPI::MPI_Fortran)
+  add_job_test(mpich_job_fortran_f08_report_bf16_np3 report 3 fortran
+               PROGRAM $<TARGET_FILE:fortran_f08_job> OPTIONS --compressor bf16)
+endif()
+
+# The library exports only its entry points (no Open MPI Fortran names here).
+add_test(NAME mpich_library_exports_only_entry_points
+         COMMAND ${PROJECT_SOURCE_DIR}/tests/check_exports.sh $<TARGET_FILE:slimreduce> --no-fortran)
+set_tests_properties(mpich_library_exports_only_entry_points PROPERTIES LABELS mpich)
+
