@@ -20,14 +20,14 @@ using FinalizeFn = void (*)(MPI_Fint*);
 }  // namespace
 
 SR_EXPORT void mpi_init_(MPI_Fint* ierr) {
-  Runtime& runtime = runtime_or_exit();
+  Runtime& runtime = mpi_runtime_or_exit();
   static const auto real = real_fortran<InitFn>("pmpi_init_");
   real(ierr);
   start_engine(*ierr, runtime);
 }
 
 SR_EXPORT void mpi_init_thread_(MPI_Fint* required, MPI_Fint* provided, MPI_Fint* ierr) {
-  Runtime& runtime = runtime_or_exit();
+  Runtime& runtime = mpi_runtime_or_exit();
   static const auto real = real_fortran<InitThreadFn>("pmpi_init_thread_");
   real(required, provided, ierr);
   start_engine(*ierr, runtime);

@@ -1,18 +1,19 @@
-// The extern "C" boundary for MPI: Open MPI's MPI_* are weak aliases of
-// PMPI_*, so defining them here (LD_PRELOAD) sees every call. Each shim
-// classifies nothing itself: it hands the call to the engine, or forwards it
-// unchanged when there is no engine. No exception crosses this boundary.
+// The extern "C" boundary for MPI: in both MPI families (Open MPI, MPICH) the
+// MPI_* are weak aliases of PMPI_*, so defining them here (LD_PRELOAD) sees
+// every call. Each shim classifies nothing itself: it hands the call to the
+// engine, or forwards it unchanged when there is no engine. No exception
+// crosses this boundary.
 #include "interpose/shim_common.h"
 
 using namespace slimreduce::interpose;
 
 SR_EXPORT int MPI_Init(int* argc, char*** argv) {
-  Runtime& runtime = runtime_or_exit();
+  Runtime& runtime = mpi_runtime_or_exit();
   return start_engine(PMPI_Init(argc, argv), runtime);
 }
 
 SR_EXPORT int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
-  Runtime& runtime = runtime_or_exit();
+  Runtime& runtime = mpi_runtime_or_exit();
   return start_engine(PMPI_Init_thread(argc, argv, required, provided), runtime);
 }
 

@@ -33,19 +33,26 @@ inline bool launcher_rank_is_zero() {
   return true;
 }
 
+// Ends the job before any collective runs, with one line on stderr (rank 0's).
+// The other ranks wait up to `wait` for rank 0's line to reach the launcher,
+// which then ends them (Open MPI's mpirun does; MPICH's Hydra waits for them);
+// were rank 0 gone without a word, they end themselves.
+[[noreturn]] inline void exit_with_one_line(const char* what,
+                                            std::chrono::seconds wait = std::chrono::seconds(20)) {
+  if (launcher_rank_is_zero()) {
+    std::fprintf(stderr, "slimreduce: error: %s\n", what);
+    std::exit(1);
+  }
+  std::this_thread::sleep_for(wait);
+  std::exit(1);
+}
+
 // Bad settings end the job before any collective runs (invariant 6 of docs/architecture.md).
 inline Settings settings_or_exit() {
   try {
     return parse_settings(read_environment());
   } catch (const SettingsError& error) {
-    if (launcher_rank_is_zero()) {
-      std::fprintf(stderr, "slimreduce: error: %s\n", error.what());
-      std::exit(1);
-    }
-    // The other ranks wait for rank 0's line to reach the launcher, which then
-    // ends them; were rank 0 gone without a word, they end themselves.
-    std::this_thread::sleep_for(std::chrono::seconds(20));
-    std::exit(1);
+    exit_with_one_line(error.what());
   }
 }
 

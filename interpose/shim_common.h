@@ -14,6 +14,16 @@ namespace slimreduce::interpose {
 
 using slimreduce::Engine;
 
+// Ends the process with one line when the job's MPI is of the other family
+// than this library's build (interpose/mpi_abi_guard.cc); before MPI starts.
+void refuse_other_mpi_family();
+
+// The runtime for an MPI job: the library's ABI checked, then the settings.
+inline Runtime& mpi_runtime_or_exit() {
+  refuse_other_mpi_family();
+  return runtime_or_exit();
+}
+
 // Attaches the MPI side to the runtime after a successful PMPI_Init*; the
 // runtime was made (settings read) before it.
 inline int start_engine(int rc, Runtime& runtime) {
@@ -35,6 +45,7 @@ inline int start_engine(int rc, Runtime& runtime) {
   PMPI_Initialized(&initialized);
   PMPI_Finalized(&finalized);
   if (!initialized || finalized) return nullptr;
+  refuse_other_mpi_family();
   try {
     return &Engine::start(Runtime::start([] { return parse_settings(read_environment()); }));
   } catch (const SettingsError& error) {

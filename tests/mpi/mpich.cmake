@@ -83,3 +83,17 @@ add_test(NAME mpich_library_exports_only_entry_points
          COMMAND ${PROJECT_SOURCE_DIR}/tests/check_exports.sh $<TARGET_FILE:slimreduce> --no-fortran)
 set_tests_properties(mpich_library_exports_only_entry_points PROPERTIES LABELS mpich)
 
+# The MPICH build preloaded into an Open MPI job: refused with one line,
+# before any collective (a C job, and mpi4py, which loads its MPI privately).
+find_program(SLIMREDUCE_OPENMPI_MPIRUN mpirun.openmpi)
+find_program(SLIMREDUCE_OPENMPI_MPICC mpicc.openmpi)
+if(SLIMREDUCE_OPENMPI_MPIRUN AND SLIMREDUCE_OPENMPI_MPICC)
+  set(check_wrong_abi ${CMAKE_CURRENT_SOURCE_DIR}/check_wrong_abi.sh $<TARGET_FILE:slimreduce>
+      openmpi ${SLIMREDUCE_OPENMPI_MPIRUN})
+  add_test(NAME mpich_library_refused_by_openmpi_job
+           COMMAND ${check_wrong_abi} compile:${SLIMREDUCE_OPENMPI_MPICC})
+  add_test(NAME mpich_library_refused_by_openmpi_mpi4py
+           COMMAND ${check_wrong_abi} /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/mpi4py_job.py)
+  set_tests_properties(mpich_library_refused_by_openmpi_job mpich_library_refused_by_openmpi_mpi4py
+                       PROPERTIES LABELS mpich TIMEOUT 120)
+endif()
