@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# not_run.sh CMAKE_CACHE CTEST_OUTPUT: what a test run left out, and why: the
+# not_run.sh CMAKE_CACHE CTEST_OUTPUT [MPICH_CACHE|none MPICH_CTEST_OUTPUT]: what a
+# test run left out, and why: the
 # suites the build did not make (no CUDA toolkit, no clang) and the tests
 # that skipped themselves (no GPU, no Horovod). ctest's "100% passed" counts
 # neither, so scripts/test.sh ends with this.
@@ -13,6 +14,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=$1
 output=$2
+mpich_cache=${3:-none}
+mpich_output=${4:-}
 echo "== Not run, and why"
 lines=0
 required_missing=0
@@ -55,6 +58,14 @@ if grep -q '^SLIMREDUCE_TEST_HOROVOD:BOOL=OFF' "$cache"; then
   say "horovod_integration: not registered (-DSLIMREDUCE_TEST_HOROVOD=OFF)"
   required "horovod_integration"
 fi
+if [ "$mpich_cache" = none ] || [ ! -f "$mpich_cache" ]; then
+  say "MPICH suites (build-mpich, label mpich): not built, no MPICH found" \
+      "(apt-get install mpich libmpich-dev)"
+  required "the MPICH suites (mpich)"
+elif ! grep -q '^MPIEXEC_EXECUTABLE:FILEPATH=/' "$mpich_cache"; then
+  say "MPICH suites (build-mpich, label mpich): not registered, no MPICH launcher (mpiexec.mpich)"
+  required "the MPICH suites (mpich)"
+fi
 while read -r name; do
   case $name in
     cuda_*) say "$name: needs a GPU (none on this machine)" ;;
@@ -68,7 +79,9 @@ while read -r name; do
       say "$name: skipped itself: its output in Testing/Temporary/LastTest.log says why"
       required "$name" ;;
   esac
-done < <(summary_of "$output" | sed -n 's/^[[:space:]]*[0-9]* - \(.*\) (Skipped)$/\1/p')
+done < <(for log in "$output" "$mpich_output"; do
+           if [ -f "$log" ]; then summary_of "$log"; fi
+         done | sed -n 's/^[[:space:]]*[0-9]* - \(.*\) (Skipped)$/\1/p')
 [[ $lines -gt 0 ]] || echo "  nothing: every suite was built and every test ran"
 if [ $required_missing -gt 0 ]; then
   echo "FAIL: $required_missing required suite(s) did not run in CI (above)"

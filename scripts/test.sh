@@ -6,8 +6,24 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ./scripts/setup.sh
 source scripts/compiler_cache.sh  # the trees the tests build use it too
+# The MPICH build (docs/architecture.md, "Two MPI builds"): libslimreduce-mpich.so
+# and the programs of its multi-rank subset (label mpich), CPU path only.
+mpich_cache=none
+if command -v mpicc.mpich >/dev/null && command -v mpiexec.mpich >/dev/null; then
+  cmake -S . -B build-mpich -DCMAKE_BUILD_TYPE=Release -DSLIMREDUCE_MPI_ABI=mpich \
+        -DSLIMREDUCE_CUDA=OFF -DSLIMREDUCE_BUILD_BENCH=OFF "${compiler_launchers[@]}" >/dev/null
+  cmake --build build-mpich -j"$(nproc)"
+  mpich_cache=$PWD/build-mpich/CMakeCache.txt
+fi
 cd build
 status=0
+mpich_log=""
 ctest --output-on-failure -j"$(nproc)" "$@" 2>&1 | tee ctest-output.log || status=$?
-../scripts/not_run.sh CMakeCache.txt ctest-output.log
+if [ "$mpich_cache" != none ]; then
+  echo "== The MPICH build's tests (build-mpich, label mpich)"
+  ctest --test-dir ../build-mpich --output-on-failure --no-tests=error -j"$(nproc)" -L mpich \
+        "$@" 2>&1 | tee ctest-mpich-output.log || status=$?
+  mpich_log=ctest-mpich-output.log
+fi
+../scripts/not_run.sh CMakeCache.txt ctest-output.log "$mpich_cache" "$mpich_log" || status=$?
 exit "$status"
