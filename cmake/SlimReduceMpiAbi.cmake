@@ -96,9 +96,13 @@ if(MPIEXEC_EXECUTABLE)
     set(_sr_launcher_abi mpich)
   endif()
   if(_sr_launcher_abi AND NOT _sr_launcher_abi STREQUAL SLIMREDUCE_MPI_ABI_BUILT)
+    set(_sr_hint "")
+    if(NOT SLIMREDUCE_MPI_ABI)  # it finds the family's launcher where both are installed
+      set(_sr_hint " (or -DSLIMREDUCE_MPI_ABI=${SLIMREDUCE_MPI_ABI_BUILT})")
+    endif()
     message(FATAL_ERROR "SlimReduce: building for ${SLIMREDUCE_MPI_ABI_BUILT}, but the launcher "
                         "${MPIEXEC_EXECUTABLE} is ${_sr_launcher_abi}'s: give this family's with "
-                        "-DMPIEXEC_EXECUTABLE= (or -DSLIMREDUCE_MPI_ABI=${SLIMREDUCE_MPI_ABI_BUILT})")
+                        "-DMPIEXEC_EXECUTABLE=${_sr_hint}")
   endif()
 endif()
 message(STATUS "SlimReduce: MPI ABI ${SLIMREDUCE_MPI_ABI_BUILT} "

@@ -33,6 +33,11 @@ constexpr const char* kOtherFamilyLibrary = "libslimreduce.so";
 constexpr int kVersionBytes = 8192;
 using VersionFn = int (*)(char*, int*);
 
+// Whether an MPI's MPI_Get_library_version text is of the other family.
+bool other_family(const char* version) {
+  return (std::strstr(version, "Open MPI") != nullptr) != kBuiltForOpenMpi;
+}
+
 const char* family(bool open_mpi) { return open_mpi ? "Open MPI" : "the MPICH family"; }
 
 // The library file this code is in, for the message.
@@ -51,18 +56,21 @@ void refuse_other_mpi_family() {
   bool other = false;
   // The MPI our PMPI_* calls reach: the job's, when the job links its MPI
   // (the job's dependencies come before ours in the symbol search order).
-  if (PMPI_Get_library_version(version, &length) == MPI_SUCCESS)
-    other = (std::strstr(version, "Open MPI") != nullptr) != kBuiltForOpenMpi;
+  if (PMPI_Get_library_version(version, &length) == MPI_SUCCESS) other = other_family(version);
   // An MPI of the other family that our calls do not reach: loaded privately
-  // (RTLD_LOCAL) by a Python extension such as mpi4py's, beside ours.
+  // (RTLD_LOCAL) by a Python extension such as mpi4py's, beside ours. Its own
+  // text decides where it has one (libmpi.so.12 was also Open MPI 1.8-1.10's name).
   for (const char* soname : kOtherFamilySonames) {
     if (other) break;
     void* handle = dlopen(soname, RTLD_LAZY | RTLD_NOLOAD);
     if (!handle) continue;
-    other = true;
     auto get_version = reinterpret_cast<VersionFn>(dlsym(handle, "PMPI_Get_library_version"));
-    if (!get_version || get_version(version, &length) != MPI_SUCCESS)
+    if (get_version && get_version(version, &length) == MPI_SUCCESS) {
+      other = other_family(version);
+    } else {
+      other = true;
       std::snprintf(version, sizeof version, "%s", soname);
+    }
     dlclose(handle);
   }
   if (!other) return;
