@@ -207,6 +207,9 @@ void time_low_rank(std::size_t n, double copy_gbs);
 // Top-k's sharded steps (bench/device_check_topk_shards.cu): their checks.
 void check_topk_shards();
 
+// The fixed-order norm of adaptive levels (bench/device_check_norm.cu): its checks.
+void check_fixed_order_norm();
+
 // int8's min-max codes (bench/device_check_minmax.cu): their checks.
 void check_quant8_minmax();
 

@@ -14,6 +14,7 @@
 
 #include "kernels/cast.h"
 #include "kernels/low_rank.h"
+#include "kernels/norm.h"
 #include "kernels/pack.h"
 
 namespace slimreduce::kernels::device {
@@ -47,6 +48,15 @@ int quant8_decompress(const void* block, std::size_t n, std::size_t bucket, floa
                       void* stream);
 int quant8_accumulate(const void* block, std::size_t n, std::size_t bucket, float* dense,
                       void* stream);
+
+// The twin of kernels::fixed_order_norm (kernels/norm.h), the same bits, into
+// *norm (device memory), with `scratch` (device memory) of
+// fixed_order_norm_scratch_bytes(n): per block of values, its lanes' sums and its sum.
+constexpr std::size_t fixed_order_norm_scratch_bytes(std::size_t n) {
+  const std::size_t blocks = (n + kNormBlock - 1) / kNormBlock;
+  return round256(blocks * kNormLanes * sizeof(double)) + round256(blocks * sizeof(double));
+}
+int fixed_order_norm(const float* v, std::size_t n, double* norm, void* scratch, void* stream);
 
 // 8-bit min-max codes, twins of kernels::quant8_minmax_compress, of
 // quant8_minmax_decompress with a divisor and of quant8_minmax_accumulate

@@ -21,6 +21,7 @@ int quant8_decompress(const void*, std::size_t, std::size_t, float*, int, void*)
   return kNoDevice;
 }
 int quant8_accumulate(const void*, std::size_t, std::size_t, float*, void*) { return kNoDevice; }
+int fixed_order_norm(const float*, std::size_t, double*, void*, void*) { return kNoDevice; }
 int quant8_minmax_compress(const float*, float*, std::size_t, std::size_t, void*, void*) {
   return kNoDevice;
 }

@@ -424,6 +424,25 @@ Status allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
   });
 }
 
+Status reduced_norm(const float* output, std::size_t count, StagingPool& pool, double* norm) {
+  const AllreduceCall call{output, const_cast<float*>(output), count, nullptr};
+  return on_leased_workspace(call, pool, [&](StagingSpace& workspace) {
+    const std::size_t scratch_bytes = kernels::device::fixed_order_norm_scratch_bytes(count);
+    std::byte* scratch = grow(workspace.scratch, scratch_bytes + sizeof(double), false);
+    std::byte* pinned = grow(workspace.host_out, sizeof(double), true);
+    if (!scratch || !pinned) return Status::no_memory();
+    auto* result = reinterpret_cast<double*>(scratch + scratch_bytes);
+    cudaStream_t stream = workspace.stream.get();
+    SLIMREDUCE_TRY(
+        cuda_status(kernels::device::fixed_order_norm(output, count, result, scratch, stream)));
+    SLIMREDUCE_TRY(cuda_status(
+        cudaMemcpyAsync(pinned, result, sizeof(double), cudaMemcpyDeviceToHost, stream)));
+    SLIMREDUCE_TRY(cuda_status(cudaStreamSynchronize(stream)));
+    std::memcpy(norm, pinned, sizeof(double));
+    return Status{};
+  });
+}
+
 int passed_through_allreduce(const AllreduceCall& call, MPI_Datatype datatype, MPI_Op op,
                              MPI_Comm comm, StagingPool& pool, int* mpi_rc) {
   *mpi_rc = MPI_SUCCESS;

@@ -94,6 +94,11 @@ Status allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
 int passed_through_allreduce(const AllreduceCall& call, MPI_Datatype datatype, MPI_Op op,
                              MPI_Comm comm, StagingPool& pool, int* mpi_rc);
 
+// SLIMREDUCE_ADAPTIVE: *norm = kernels::fixed_order_norm of the reduced
+// result at `output` (device memory), the same bits, computed on its device
+// (kernels/cuda/norm.cu); synchronous, as the call was.
+Status reduced_norm(const float* output, std::size_t count, StagingPool& pool, double* norm);
+
 // ---- the arithmetic of the GPU top-k route (every build, so tests check it) ----
 
 // How the gathered payloads (packed at `payload` bytes in pinned memory) go

@@ -254,8 +254,8 @@ int Engine::run_decided(const Started& started, const void* sendbuf, void* recvb
   const Status status = run_compressed(started, state, wire_comm, device, &reduced);
   if (!status.ok()) return raise(comm, backends::mpi_code(status), "MPI_Allreduce (compressed)");
   finish_call(started, state, reduced);
-  // Device buffers' norms are not read yet: their shapes keep the gentle level.
-  if (!device) note_reduced(started.shape, started.decision, started.call.output);
+  if (const int rc = note_reduced(started.shape, started.decision, started.call.output))
+    return raise(comm, rc, "MPI_Allreduce (the reduced norm of adaptive levels)");
   return MPI_SUCCESS;
 }
 

@@ -152,9 +152,11 @@ class Engine : public RuntimeSide {
                   MPI_Op op, MPI_Comm comm, CommState& state, MPI_Comm wire_comm, bool device);
   int after_auto_step(CommState& state, MPI_Comm wire_comm, const AutoStep& step, double seconds);
   // SLIMREDUCE_ADAPTIVE: a call decided with `decision` left its reduced
-  // result at `output` (host memory): its norm goes to the shape's schedule
-  // (core/mpi/engine_levels.cc).
-  void note_reduced(const CallShape& shape, const CallDecision& decision, const float* output);
+  // result at `output` (host or device memory): its norm goes to the shape's
+  // schedule (core/mpi/engine_levels.cc). An MPI code: a device norm that
+  // could not be read fails the call (its rank's schedule would part from
+  // the others').
+  int note_reduced(const CallShape& shape, const CallDecision& decision, const float* output);
   void log_choice(const CommState& state, const AutoChoiceRow& row) const;
   void log_window(const CommState& state, const AutoStep& step,
                   const std::vector<double>& times) const;

@@ -340,8 +340,10 @@ int Engine::reduce_queued(CommState& state, MPI_Comm wire_comm,
   runtime_.board(Side::mpi).add(delta);
   runtime_.note_compressed(batch.size(), delta.ef_resets);
   // In the batch's order, the same on every rank (the flush's agreed plan).
-  for (const QueuedReduction& r : batch)
-    note_reduced({state.id(), r.count, r.datatype_tag}, r.decision, r.output);
+  for (const QueuedReduction& r : batch) {
+    if (const int rc = note_reduced({state.id(), r.count, r.datatype_tag}, r.decision, r.output))
+      return rc;
+  }
   return MPI_SUCCESS;
 }
 

@@ -220,8 +220,8 @@ const std::vector<SettingSpec>& specs() {
        "SLIMREDUCE_POWERSGD_RANK=4,1) sends each shape's calls at the gentle level in critical "
        "windows (the norm of the reduced result changed by more than "
        "SLIMREDUCE_ADAPTIVE_THRESHOLD since the last window at that level; the first windows) "
-       "and at the hard level otherwise, alike on every rank (MPI host buffers; device buffers "
-       "and NCCL keep the gentle level for now).",
+       "and at the hard level otherwise, alike on every rank (MPI host and device buffers; NCCL "
+       "calls keep the gentle level for now).",
        [](const std::string& v, Settings& s) { s.adaptive = parse_choice(v, kAdaptive); },
        [](const Settings& s) { return show_choice(s.adaptive, kAdaptive); }, true},
       {"SLIMREDUCE_ADAPTIVE_WINDOW", "10", fixed("a whole number >= 1 (set only with accordion)"),

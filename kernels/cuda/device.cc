@@ -52,6 +52,9 @@ int quant8_accumulate(const void* block, std::size_t n, std::size_t bucket, floa
                       void* stream) {
   return cuda::quant8_accumulate(block, n, bucket, dense, as_stream(stream));
 }
+int fixed_order_norm(const float* v, std::size_t n, double* norm, void* scratch, void* stream) {
+  return cuda::fixed_order_norm(v, n, norm, scratch, as_stream(stream));
+}
 int quant8_minmax_compress(const float* in, float* residual, std::size_t n, std::size_t bucket,
                            void* out, void* stream) {
   return cuda::quant8_minmax_compress(in, residual, n, bucket, out, as_stream(stream));

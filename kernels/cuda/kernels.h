@@ -63,6 +63,13 @@ cudaError_t quant8_decompress(const void* block, std::size_t n, std::size_t buck
 cudaError_t quant8_accumulate(const void* block, std::size_t n, std::size_t bucket, float* dense,
                               cudaStream_t stream);
 
+// ---- the fixed-order norm (twin of kernels::fixed_order_norm) ----
+
+// *norm (device memory) = the norm of v[0..n) in kernels/norm.h's order;
+// scratch: device::fixed_order_norm_scratch_bytes(n).
+cudaError_t fixed_order_norm(const float* v, std::size_t n, double* norm, void* scratch,
+                             cudaStream_t stream);
+
 // ---- 8-bit min-max codes (twins of kernels::quant8_minmax_*), as the three above ----
 
 // Blocks as kernels/quant8_minmax.h lays them out, at any address; the same

@@ -6,6 +6,8 @@
 // the kernel's does, and at run time insists that every buffer it touches is
 // device memory and fills its scratch with 0xff bytes first, so a plan whose
 // regions overlap, or that hands a kernel host memory, fails here.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +17,7 @@
 #include "kernels/cuda/kernels.h"
 #include "kernels/device.h"
 #include "kernels/element_rules.h"
+#include "kernels/norm.h"
 #include "kernels/quant8.h"
 #include "kernels/quant8_minmax.h"
 #include "kernels/topk.h"
@@ -125,6 +128,40 @@ cudaError_t quant8_accumulate(const void* block, std::size_t n, std::size_t buck
     sim::require_device("quant8_accumulate block", block, kernels::quant8_bytes(n, bucket));
     sim::require_device("quant8_accumulate dense", dense, n * 4);
     kernels::quant8_accumulate(block, n, bucket, dense, Isa::scalar);
+  });
+  return cudaSuccess;
+}
+
+// The norm kernels' three steps as kernels/cuda/norm.cu runs them (each
+// (block, lane) its squares; each block its lanes; the blocks, then the
+// root), on their scratch: not a call of the CPU twin, so the host twins
+// that compare with kernels::fixed_order_norm check that this order is its.
+cudaError_t fixed_order_norm(const float* v, std::size_t n, double* norm, void* scratch,
+                             cudaStream_t stream) {
+  sim::enqueue(stream, [=] {
+    const std::size_t blocks = (n + kNormBlock - 1) / kNormBlock;
+    if (n) sim::require_device("fixed_order_norm v", v, n * 4);
+    sim::require_device("fixed_order_norm norm", norm, sizeof(double));
+    sim::require_device("fixed_order_norm scratch", scratch,
+                        device::fixed_order_norm_scratch_bytes(n));
+    auto* lanes = static_cast<double*>(scratch);
+    double* sums = lanes + round256(blocks * kNormLanes * sizeof(double)) / sizeof(double);
+    for (std::size_t t = 0; t < blocks * kNormLanes; ++t) {
+      const std::size_t begin = t / kNormLanes * kNormBlock;
+      const std::size_t end = std::min(n, begin + kNormBlock);
+      double sum = 0.0;
+      for (std::size_t i = begin + t % kNormLanes; i < end; i += kNormLanes)
+        sum += static_cast<double>(v[i]) * static_cast<double>(v[i]);
+      lanes[t] = sum;
+    }
+    for (std::size_t b = 0; b < blocks; ++b) {
+      double sum = 0.0;
+      for (std::size_t lane = 0; lane < kNormLanes; ++lane) sum += lanes[b * kNormLanes + lane];
+      sums[b] = sum;
+    }
+    double total = 0.0;
+    for (std::size_t b = 0; b < blocks; ++b) total += sums[b];
+    *norm = std::sqrt(total);
   });
   return cudaSuccess;
 }
