@@ -339,6 +339,7 @@ struct CompressorOptions {
   std::size_t quant_bucket = 512;                           // SLIMREDUCE_QUANT_BUCKET
   PowerSgdProducts powersgd_products = PowerSgdProducts::automatic;  // SLIMREDUCE_POWERSGD_BLAS
   QuantCodes quant_codes = QuantCodes::absmax;                       // SLIMREDUCE_QUANT_CODES
+  int quant_bits = 8;  // SLIMREDUCE_QUANT_BITS: `quant`'s width (int4, int2 fix theirs)
 };
 
 }  // namespace slimreduce::compressors

@@ -13,7 +13,8 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
   static const std::vector<std::pair<std::string, Factory>> table = {
       {"fp16", make_fp16_compressor}, {"bf16", make_bf16_compressor},
       {"topk", make_topk_compressor}, {"powersgd", make_powersgd_compressor},
-      {"int8", make_int8_compressor},
+      {"int8", make_int8_compressor}, {"quant", make_quant_compressor},
+      {"int4", make_int4_compressor}, {"int2", make_int2_compressor},
   };
   return table;
 }

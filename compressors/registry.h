@@ -15,6 +15,10 @@ std::unique_ptr<Compressor> make_bf16_compressor(const CompressorOptions& option
 std::unique_ptr<Compressor> make_topk_compressor(const CompressorOptions& options);
 std::unique_ptr<Compressor> make_powersgd_compressor(const CompressorOptions& options);
 std::unique_ptr<Compressor> make_int8_compressor(const CompressorOptions& options);
+// quant at SLIMREDUCE_QUANT_BITS, and its 4- and 2-bit shorthands (quant_compressor.cc).
+std::unique_ptr<Compressor> make_quant_compressor(const CompressorOptions& options);
+std::unique_ptr<Compressor> make_int4_compressor(const CompressorOptions& options);
+std::unique_ptr<Compressor> make_int2_compressor(const CompressorOptions& options);
 
 // Registered names, in registration order ("none" is not a compressor).
 std::vector<std::string> registered_names();

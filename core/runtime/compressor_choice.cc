@@ -11,7 +11,8 @@ std::unique_ptr<compressors::Compressor> compressor_named(const std::string& nam
       settings.topk_ratio,     settings.topk_values == TopkValueFormat::fp16,
       settings.powersgd_rank,  settings.powersgd_min_compression,
       settings.topk_algorithm, static_cast<std::size_t>(settings.quant_bucket),
-      settings.powersgd_blas,  settings.quant_codes};
+      settings.powersgd_blas,  settings.quant_codes,
+      settings.quant_bits};
   return compressors::make_compressor(name, options);
 }
 

@@ -103,6 +103,34 @@ std::uint64_t parse_bucket(const std::string& value) {
   return bucket;
 }
 
+// SLIMREDUCE_QUANT_BITS: the widths the quantizer codes.
+int parse_quant_bits(const std::string& value) {
+  if (value != "8" && value != "4" && value != "2") throw std::invalid_argument("width");
+  return value[0] - '0';
+}
+
+// The width a compressor name quantizes at, or 0 for one that does not quantize.
+int quant_width(const std::string& name, const Settings& s) {
+  if (name == "quant") return s.quant_bits;
+  if (name == "int8" || name == "int4" || name == "int2") return name[3] - '0';
+  return 0;
+}
+
+// Min-max codes are built for 8 bits only: refused where a 4- or 2-bit
+// quantizer would run, rather than silently coded absmax.
+void check_quant_codes(const Settings& s) {
+  if (s.quant_codes != compressors::QuantCodes::minmax) return;
+  std::vector<std::string> names = {s.compressor};
+  if (s.chooses_compressor()) names = s.candidates();
+  for (const auto& name : names) {
+    const int bits = quant_width(name, s);
+    if (bits == 4 || bits == 2)
+      throw SettingsError("SLIMREDUCE_QUANT_CODES", "minmax",
+                          "absmax at 4 and 2 bits (minmax is built for 8 bits only; " + name +
+                              " codes " + std::to_string(bits) + ")");
+  }
+}
+
 const std::vector<std::pair<const char*, compressors::QuantCodes>> kQuantCodes = {
     {"absmax", compressors::QuantCodes::absmax}, {"minmax", compressors::QuantCodes::minmax}};
 
@@ -175,8 +203,15 @@ const std::vector<SettingSpec>& specs() {
          s.topk_algorithm = parse_choice(v, kTopkAlgorithms);
        },
        [](const Settings& s) { return show_choice(s.topk_algorithm, kTopkAlgorithms); }, true},
+      {"SLIMREDUCE_QUANT_BITS", "8", fixed("8, 4, 2"),
+       "Bits per value of SLIMREDUCE_COMPRESSOR=quant (int8, int4 and int2 are quant at 8, 4 and "
+       "2 bits whatever this says): 4 and 2 bits pack two or four absmax codes per byte, with an "
+       "error of up to half of max|x| / 7 or max|x| (a bucket's largest finite |x|).",
+       [](const std::string& v, Settings& s) { s.quant_bits = parse_quant_bits(v); },
+       [](const Settings& s) { return std::to_string(s.quant_bits); }, true},
       {"SLIMREDUCE_QUANT_BUCKET", "512", fixed("a whole number in [1, 16777216]"),
-       "Values per fp32 scale for int8: each value travels as 1 + 4 / bucket bytes.",
+       "Values per fp32 scale for the quantizer: each value travels as bits / 8 + 4 / bucket "
+       "bytes.",
        [](const std::string& v, Settings& s) { s.quant_bucket = parse_bucket(v); },
        [](const Settings& s) { return std::to_string(s.quant_bucket); }, true},
       {"SLIMREDUCE_QUANT_CODES", "absmax", fixed("absmax, minmax"),
@@ -240,8 +275,9 @@ const std::vector<SettingSpec>& specs() {
          if (*s.adaptive_threshold < 0.0) throw std::invalid_argument("negative");
        },
        [](const Settings& s) { return show_real(s.threshold()); }, true},
-      {"SLIMREDUCE_ERROR_FEEDBACK", "1 for topk, powersgd and int8, 0 for casts", fixed("0, 1"),
-       "Carry what compression lost into the next call with the same residual key.",
+      {"SLIMREDUCE_ERROR_FEEDBACK",
+       "1 for topk, powersgd and the quantizers (int8, quant, int4, int2), 0 for casts",
+       fixed("0, 1"), "Carry what compression lost into the next call with the same residual key.",
        [](const std::string& v, Settings& s) { s.error_feedback = parse_flag(v); },
        [](const Settings& s) {
          return s.error_feedback ? std::to_string(*s.error_feedback) : std::string("default");
@@ -426,6 +462,7 @@ Settings parse_settings(const Environment& env) {
     }
   }
   check_levels(settings);
+  check_quant_codes(settings);
   if (settings.auto_candidates && !settings.chooses_compressor()) {
     throw SettingsError("SLIMREDUCE_AUTO_CANDIDATES", join(*settings.auto_candidates, ","),
                         "unset unless SLIMREDUCE_COMPRESSOR=auto (SLIMREDUCE_COMPRESSOR=" +

@@ -47,6 +47,7 @@ struct Settings {
   compressors::TopkAlgorithm topk_algorithm = compressors::TopkAlgorithm::automatic;
   std::uint64_t quant_bucket = 512;
   compressors::QuantCodes quant_codes = compressors::QuantCodes::absmax;
+  int quant_bits = 8;     // SLIMREDUCE_QUANT_BITS: the width of `quant` (int8/int4/int2 fix theirs)
   int powersgd_rank = 4;  // the only level, or the gentle one
   double powersgd_min_compression = 2.0;
   compressors::PowerSgdProducts powersgd_blas = compressors::PowerSgdProducts::automatic;

@@ -89,7 +89,8 @@ TEST(EdgeInputs, SubnormalsStayTinyAndFinite) {
 
 // One element, eligible at SLIMREDUCE_MIN_BYTES=4: the exact sum for the
 // casts, top-k (its one value) and PowerSGD (too small: summed exactly);
-// within int8's step for int8.
+// within int8's step for int8; exact for int4, int2 and quant at 4 or 2 bits
+// (a bucket of one value decodes to itself, kernels/quant_packed.h).
 TEST(EdgeInputs, OneElement) {
   const float mine = 1.5f + float(world_rank());
   float sum = 0;

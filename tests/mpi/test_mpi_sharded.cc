@@ -352,6 +352,87 @@ TEST_P(ShardedInt8Values, InfAndNanWhereAPlainSumHasThem) {
 INSTANTIATE_TEST_SUITE_P(Codes, ShardedInt8Values,
                          ::testing::Values(QuantCodes::absmax, QuantCodes::minmax));
 
+// int4 and int2 (kernels/quant_packed.h): count, bucket, bits, error feedback.
+using PackedCase = std::tuple<std::size_t, std::size_t, int, bool>;
+class ShardedPacked : public ::testing::TestWithParam<PackedCase> {};
+
+// One call within two rounds of half a step (each rank's, then its owner's,
+// at most ranks * max|x| / (2 top) each), its bytes by hand, the same bits on
+// every rank; then two more calls on the key, still alike on every rank.
+TEST_P(ShardedPacked, WithinTwoHalfStepsAndAlikeOnEveryRank) {
+  const auto [count, bucket, bits, error_feedback] = GetParam();
+  compressors::CompressorOptions options = int8_options(bucket);
+  options.quant_bits = bits;
+  Caller caller("quant", options, count, error_feedback);
+  const int ranks = caller.size();
+  std::vector<double> exact(count, 0.0);
+  double largest = 0.0;
+  for (int r = 0; r < ranks; ++r) {
+    const auto in = input_of(r, 0, count);
+    for (std::size_t i = 0; i < count; ++i)
+      exact[i] += in[i], largest = std::max(largest, double(std::fabs(in[i])));
+  }
+  const auto got = caller.call(input_of(caller.rank(), 0, count));
+  EXPECT_TRUE(caller.reduced().sharded);
+  const double top = (1 << (bits - 1)) - 1;
+  const double bound = 1.001 * ranks * largest / top;
+  for (std::size_t i = 0; i < count; ++i) ASSERT_LE(std::fabs(got[i] - exact[i]), bound) << i;
+  std::vector<std::size_t> bounds(ranks + 1);
+  compressors::make_compressor("quant", options)
+      ->sharded_codec()
+      ->shard_bounds(count, ranks, bounds.data());
+  double parts = 0;
+  std::size_t slot = 0;
+  for (int s = 0; s < ranks; ++s) {
+    const std::size_t n = bounds[s + 1] - bounds[s], buckets = (n + bucket - 1) / bucket;
+    std::size_t block = 4 * buckets;  // each bucket's codes from a byte
+    for (std::size_t first = 0; first < n; first += bucket)
+      block += (std::min(bucket, n - first) * bits + 7) / 8;
+    if (s != caller.rank()) parts += (block + 3) / 4 * 4;
+    slot = std::max(slot, block);
+  }
+  EXPECT_DOUBLE_EQ(caller.reduced().wire_sent,
+                   parts + algorithms::ring_allgather_wire_bytes((slot + 7) / 8 * 8, ranks));
+  for (int c = 0; c < 3; ++c) {
+    const auto out = c == 0 ? got : caller.call(input_of(caller.rank(), c, count));
+    EXPECT_TRUE(identical_on_all_ranks(out.data(), out.size() * sizeof(float), MPI_COMM_WORLD));
+  }
+}
+
+// An inf or NaN comes out where a plain sum has it, and nowhere else.
+TEST_P(ShardedPacked, InfAndNanWhereAPlainSumHasThem) {
+  const auto [count, bucket, bits, error_feedback] = GetParam();
+  if (count < 3) GTEST_SKIP() << "needs three places; the larger counts run it";
+  compressors::CompressorOptions options = int8_options(bucket);
+  options.quant_bits = bits;
+  Caller caller("quant", options, count, error_feedback);
+  auto input = input_of(caller.rank(), 0, count);
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::size_t a = 0, b = count / 2, c = count - 1;
+  if (caller.rank() == 0) input[a] = inf;
+  if (caller.rank() == caller.size() - 1) input[b] = std::nanf("");
+  input[c] = caller.rank() % 2 ? -inf : inf;  // inf - inf: NaN, with two ranks or more
+  const auto got = caller.call(input);
+  EXPECT_EQ(got[a], inf);
+  EXPECT_TRUE(std::isnan(got[b]));
+  EXPECT_TRUE(caller.size() == 1 ? got[c] == inf : std::isnan(got[c]));
+  for (std::size_t i = 0; i < count; ++i) {
+    if (i != a && i != b && i != c) {
+      ASSERT_TRUE(std::isfinite(got[i])) << i;
+    }
+  }
+  const auto next = caller.call(input_of(caller.rank(), 1, count));
+  for (std::size_t i = 0; i < count; ++i) ASSERT_TRUE(std::isfinite(next[i])) << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(CountsBucketsWidths, ShardedPacked,
+                         ::testing::Values(PackedCase{1, 512, 4, true}, PackedCase{5, 1, 2, true},
+                                           PackedCase{1001, 7, 4, true},
+                                           PackedCase{1001, 7, 2, false},
+                                           PackedCase{4099, 512, 2, true},
+                                           PackedCase{65537, 512, 4, true},
+                                           PackedCase{65537, 4096, 2, false}));
+
 // The transport's alltoallv: MPI's, and the default's pairwise steps.
 class Alltoallv : public ::testing::TestWithParam<bool> {};
 

@@ -71,6 +71,40 @@ TEST(Settings, TopkAlgorithmAndQuantBucket) {
   EXPECT_EQ(parse({{"SLIMREDUCE_QUANT_BUCKET", "16777216"}}).quant_bucket, 16777216u);
 }
 
+// The quantizer's width: 8 unless asked; int4 and int2 are names of their own.
+TEST(Settings, QuantBits) {
+  EXPECT_EQ(parse({}).quant_bits, 8);
+  EXPECT_EQ(parse({{"SLIMREDUCE_QUANT_BITS", "4"}}).quant_bits, 4);
+  EXPECT_EQ(parse({{"SLIMREDUCE_QUANT_BITS", "2"}}).quant_bits, 2);
+  for (const char* name : {"quant", "int4", "int2"})
+    EXPECT_EQ(parse({{"SLIMREDUCE_COMPRESSOR", name}}).compressor, name);
+  const std::vector<std::string> lines = describe_settings(parse({{"SLIMREDUCE_QUANT_BITS", "2"}}));
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "SLIMREDUCE_QUANT_BITS=2"), lines.end());
+}
+
+// Min-max codes are 8-bit only: refused where a 4- or 2-bit quantizer would run.
+TEST(Settings, MinmaxCodesRefusedAtFourAndTwoBits) {
+  for (const Environment& env :
+       {Environment{{"SLIMREDUCE_COMPRESSOR", "int4"}, {"SLIMREDUCE_QUANT_CODES", "minmax"}},
+        Environment{{"SLIMREDUCE_COMPRESSOR", "int2"}, {"SLIMREDUCE_QUANT_CODES", "minmax"}},
+        Environment{{"SLIMREDUCE_COMPRESSOR", "quant"},
+                    {"SLIMREDUCE_QUANT_BITS", "4"},
+                    {"SLIMREDUCE_QUANT_CODES", "minmax"}},
+        Environment{{"SLIMREDUCE_COMPRESSOR", "auto"},
+                    {"SLIMREDUCE_AUTO_CANDIDATES", "none,int4"},
+                    {"SLIMREDUCE_QUANT_CODES", "minmax"}}}) {
+    try {
+      parse_settings(env);
+      ADD_FAILURE() << env[0].second << " with minmax was accepted";
+    } catch (const SettingsError& error) {
+      EXPECT_EQ(error.variable(), "SLIMREDUCE_QUANT_CODES");
+    }
+  }
+  EXPECT_EQ(
+      parse({{"SLIMREDUCE_COMPRESSOR", "quant"}, {"SLIMREDUCE_QUANT_CODES", "minmax"}}).quant_codes,
+      compressors::QuantCodes::minmax);
+}
+
 // int8's codes: absmax unless asked; anything else refused, naming the variable.
 TEST(Settings, QuantCodes) {
   EXPECT_EQ(parse({}).quant_codes, compressors::QuantCodes::absmax);
@@ -188,10 +222,12 @@ TEST_P(BadSettings, FailWithOneLineNamingVariableValueAndWhatIsAccepted) {
 }
 
 constexpr const char* kSizes = "a byte size: 65536, 64K, 64KiB, 1M, 1MiB, 4G (powers of 1024)";
-constexpr const char* kCompressors = "none, fp16, bf16, topk, powersgd, int8, auto";
+constexpr const char* kCompressors =
+    "none, fp16, bf16, topk, powersgd, int8, quant, int4, int2, auto";
 constexpr const char* kCandidates =
-    "a comma-separated list, each once, of: none, fp16, bf16, topk, powersgd, int8 (not auto; set "
-    "only with SLIMREDUCE_COMPRESSOR=auto)";
+    "a comma-separated list, each once, of: none, fp16, bf16, topk, powersgd, int8, quant, int4, "
+    "int2 (not auto; set only with SLIMREDUCE_COMPRESSOR=auto)";
+constexpr const char* kQuantBits = "8, 4, 2";
 constexpr const char* kRank =
     "a whole number in [1, 64], or two as gentle,hard (the hard one smaller) with "
     "SLIMREDUCE_ADAPTIVE=accordion";
@@ -210,6 +246,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"SLIMREDUCE_COMPRESSOR", "fp17", kCompressors},
         BadCase{"SLIMREDUCE_COMPRESSOR", "", kCompressors},
         BadCase{"SLIMREDUCE_COMPRESSOR", "FP16", kCompressors},
+        BadCase{"SLIMREDUCE_COMPRESSOR", "int3", kCompressors},
+        BadCase{"SLIMREDUCE_QUANT_BITS", "3", kQuantBits},
+        BadCase{"SLIMREDUCE_QUANT_BITS", "16", kQuantBits},
+        BadCase{"SLIMREDUCE_QUANT_BITS", "abc", kQuantBits},
+        BadCase{"SLIMREDUCE_QUANT_BITS", "", kQuantBits},
+        BadCase{"SLIMREDUCE_QUANT_BITS", "04", kQuantBits},
         BadCase{"SLIMREDUCE_MIN_BYTES", "-3", kSizes},
         BadCase{"SLIMREDUCE_MIN_BYTES", "1.5M", kSizes},
         BadCase{"SLIMREDUCE_MIN_BYTES", "12Q", kSizes}, BadCase{"SLIMREDUCE_MIN_BYTES", "", kSizes},
@@ -382,7 +424,7 @@ TEST(BadSettings, UnknownNameIsATypo) {
 
 TEST(Settings, DescribeListsEverySettingOnce) {
   const auto lines = describe_settings(parse({{"SLIMREDUCE_COMPRESSOR", "fp16"}}));
-  EXPECT_EQ(lines.size(), 27u);
+  EXPECT_EQ(lines.size(), 28u);
   EXPECT_EQ(lines.front(), "SLIMREDUCE_COMPRESSOR=fp16");
   EXPECT_NE(settings_markdown().find("| `SLIMREDUCE_MIN_BYTES` | 65536 |"), std::string::npos);
 }
