@@ -1,9 +1,11 @@
-// The error of int8's two codes (SLIMREDUCE_QUANT_CODES=absmax|minmax) against
+// The error of int8's two codes (SLIMREDUCE_QUANT_CODES=absmax|minmax) and of
+// the 4- and 2-bit absmax codes (int4, int2: kernels/quant_packed.h) against
 // an fp32 sum, as the sharded algorithm makes it without error feedback: each
 // of R simulated ranks quantizes its tensor, the decoded values are summed in
 // rank order, and the sum is quantized again (the owners' step) and decoded.
 // Prints, per input and per codes, the largest and mean |error| against the
-// plain fp32 sum in rank order, and the bytes per value on the wire.
+// plain fp32 sum in rank order, the mean |error| over the mean |sum|, and the
+// bytes per value on the wire.
 //   quant8_codes_error [n] [bucket] [ranks] [file of raw fp32 gradients]
 // Inputs: (a) arange(n) * (rank + 1), (b) zero-centred normal gradients (a
 // scale per 512 values varying over 2^-8..2^8), (c) with a file, its floats
@@ -18,18 +20,35 @@
 
 #include "kernels/quant8.h"
 #include "kernels/quant8_minmax.h"
+#include "kernels/quant_packed.h"
 
 namespace {
 
 namespace k = slimreduce::kernels;
 using Tensors = std::vector<std::vector<float>>;
 
-std::vector<float> roundtrip(const std::vector<float>& x, std::size_t bucket, bool minmax) {
+// The codes measured: int8 absmax, int8 minmax, int4, int2.
+struct Codes {
+  const char* name;
+  bool minmax;
+  int bits;
+};
+constexpr Codes kCodes[] = {
+    {"absmax8", false, 8}, {"minmax8", true, 8}, {"int4", false, 4}, {"int2", false, 2}};
+
+std::size_t block_bytes(std::size_t n, std::size_t bucket, const Codes& codes) {
+  if (codes.bits != 8) return k::quant_packed_bytes(n, bucket, codes.bits);
+  return codes.minmax ? k::quant8_minmax_bytes(n, bucket) : k::quant8_bytes(n, bucket);
+}
+
+std::vector<float> roundtrip(const std::vector<float>& x, std::size_t bucket, const Codes& codes) {
   const std::size_t n = x.size();
-  std::vector<std::uint8_t> block(minmax ? k::quant8_minmax_bytes(n, bucket)
-                                         : k::quant8_bytes(n, bucket));
+  std::vector<std::uint8_t> block(block_bytes(n, bucket, codes));
   std::vector<float> out(n);
-  if (minmax) {
+  if (codes.bits != 8) {
+    k::quant_packed_compress(x.data(), nullptr, n, bucket, codes.bits, block.data());
+    k::quant_packed_decompress(block.data(), n, bucket, codes.bits, out.data());
+  } else if (codes.minmax) {
     k::quant8_minmax_compress(x.data(), nullptr, n, bucket, block.data());
     k::quant8_minmax_decompress(block.data(), n, bucket, out.data());
   } else {
@@ -44,23 +63,25 @@ void report(const char* input, const Tensors& ranks, std::size_t bucket) {
   std::vector<float> exact(n, 0.0f);
   for (const auto& t : ranks)
     for (std::size_t i = 0; i < n; ++i) exact[i] += t[i];
-  for (bool minmax : {false, true}) {
+  double magnitude = 0;
+  for (float v : exact) magnitude += std::fabs(double{v});
+  for (const Codes& codes : kCodes) {
     std::vector<float> sum(n, 0.0f);
     for (const auto& t : ranks) {
-      const std::vector<float> sent = roundtrip(t, bucket, minmax);
+      const std::vector<float> sent = roundtrip(t, bucket, codes);
       for (std::size_t i = 0; i < n; ++i) sum[i] += sent[i];
     }
-    const std::vector<float> result = roundtrip(sum, bucket, minmax);
+    const std::vector<float> result = roundtrip(sum, bucket, codes);
     double largest = 0, total = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const double e = std::fabs(double{result[i]} - exact[i]);
       largest = std::max(largest, e), total += e;
     }
-    const double bytes = static_cast<double>(minmax ? k::quant8_minmax_bytes(n, bucket)
-                                                    : k::quant8_bytes(n, bucket)) /
-                         n;
-    std::printf("%-28s %-7s max_abs_err %-12.5g mean_abs_err %-12.5g bytes_per_value %.5f\n", input,
-                minmax ? "minmax" : "absmax", largest, total / n, bytes);
+    const double bytes = static_cast<double>(block_bytes(n, bucket, codes)) / n;
+    std::printf(
+        "%-28s %-7s max_abs_err %-12.5g mean_abs_err %-12.5g rel_mean_err %-10.4g "
+        "bytes_per_value %.5f\n",
+        input, codes.name, largest, total / n, magnitude > 0 ? total / magnitude : 0.0, bytes);
   }
 }
 
