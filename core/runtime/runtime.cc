@@ -37,6 +37,8 @@ std::optional<Settings> hard_level(const Settings& settings) {
     hard.topk_ratio = *settings.topk_ratio_hard;
   } else if (settings.compressor == "powersgd" && settings.powersgd_rank_hard) {
     hard.powersgd_rank = *settings.powersgd_rank_hard;
+  } else if (settings.compressor == "quant" && settings.quant_bits_hard) {
+    hard.quant_bits = *settings.quant_bits_hard;
   } else {
     return std::nullopt;
   }
@@ -71,6 +73,9 @@ std::string levels_text(const Settings& settings) {
   } else if (settings.compressor == "powersgd" && settings.powersgd_rank_hard) {
     std::snprintf(text, sizeof text, "powersgd rank %d,%d", settings.powersgd_rank,
                   *settings.powersgd_rank_hard);
+  } else if (settings.compressor == "quant" && settings.quant_bits_hard) {
+    std::snprintf(text, sizeof text, "quant bits %d,%d", settings.quant_bits,
+                  *settings.quant_bits_hard);
   } else {
     return "?";
   }

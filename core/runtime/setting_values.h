@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -53,6 +54,21 @@ std::pair<Value, std::optional<Value>> parse_levels(const std::string& value, Pa
   if (value.find(',', comma + 1) != std::string::npos)
     throw std::invalid_argument("more than two levels");
   return {parse_one(value.substr(0, comma)), parse_one(value.substr(comma + 1))};
+}
+
+// A number as the log and the wire agreement show it.
+inline std::string show_real(double value) { return std::to_string(value); }
+
+// A setting's one level, or its two as "gentle,hard".
+template <typename Value>
+std::string show_levels(Value only_or_gentle, const std::optional<Value>& hard) {
+  auto one = [](Value value) {
+    if constexpr (std::is_floating_point_v<Value>)
+      return show_real(value);
+    else
+      return std::to_string(value);
+  };
+  return hard ? one(only_or_gentle) + "," + one(*hard) : one(only_or_gentle);
 }
 
 }  // namespace slimreduce

@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "compressors/registry.h"
+#include "core/runtime/setting_checks.h"
 #include "core/runtime/setting_values.h"
 #include "kernels/blas_loader.h"
 
@@ -109,28 +110,6 @@ int parse_quant_bits(const std::string& value) {
   return value[0] - '0';
 }
 
-// The width a compressor name quantizes at, or 0 for one that does not quantize.
-int quant_width(const std::string& name, const Settings& s) {
-  if (name == "quant") return s.quant_bits;
-  if (name == "int8" || name == "int4" || name == "int2") return name[3] - '0';
-  return 0;
-}
-
-// Min-max codes are built for 8 bits only: refused where a 4- or 2-bit
-// quantizer would run, rather than silently coded absmax.
-void check_quant_codes(const Settings& s) {
-  if (s.quant_codes != compressors::QuantCodes::minmax) return;
-  std::vector<std::string> names = {s.compressor};
-  if (s.chooses_compressor()) names = s.candidates();
-  for (const auto& name : names) {
-    const int bits = quant_width(name, s);
-    if (bits == 4 || bits == 2)
-      throw SettingsError("SLIMREDUCE_QUANT_CODES", "minmax",
-                          "absmax at 4 and 2 bits (minmax is built for 8 bits only; " + name +
-                              " codes " + std::to_string(bits) + ")");
-  }
-}
-
 const std::vector<std::pair<const char*, compressors::QuantCodes>> kQuantCodes = {
     {"absmax", compressors::QuantCodes::absmax}, {"minmax", compressors::QuantCodes::minmax}};
 
@@ -141,19 +120,6 @@ const std::vector<std::pair<const char*, compressors::PowerSgdProducts>> kPowerS
 
 const std::vector<std::pair<const char*, Adaptive>> kAdaptive = {
     {"off", Adaptive::off}, {"accordion", Adaptive::accordion}};
-
-// A number as the log and the wire agreement show it.
-std::string show_real(double value) { return std::to_string(value); }
-template <typename Value>
-std::string show_levels(Value only_or_gentle, const std::optional<Value>& hard) {
-  auto one = [](Value value) {
-    if constexpr (std::is_floating_point_v<Value>)
-      return show_real(value);
-    else
-      return std::to_string(value);
-  };
-  return hard ? one(only_or_gentle) + "," + one(*hard) : one(only_or_gentle);
-}
 
 const std::vector<std::pair<const char*, TopkValueFormat>> kTopkValues = {
     {"fp32", TopkValueFormat::fp32}, {"fp16", TopkValueFormat::fp16}};
@@ -203,12 +169,16 @@ const std::vector<SettingSpec>& specs() {
          s.topk_algorithm = parse_choice(v, kTopkAlgorithms);
        },
        [](const Settings& s) { return show_choice(s.topk_algorithm, kTopkAlgorithms); }, true},
-      {"SLIMREDUCE_QUANT_BITS", "8", fixed("8, 4, 2"),
+      {"SLIMREDUCE_QUANT_BITS", "8",
+       fixed("8, 4, 2, or two as gentle,hard (the hard one fewer) with "
+             "SLIMREDUCE_ADAPTIVE=accordion"),
        "Bits per value of SLIMREDUCE_COMPRESSOR=quant (int8, int4 and int2 are quant at 8, 4 and "
        "2 bits whatever this says): 4 and 2 bits pack two or four absmax codes per byte, with an "
        "error of up to half of max|x| / 7 or max|x| (a bucket's largest finite |x|).",
-       [](const std::string& v, Settings& s) { s.quant_bits = parse_quant_bits(v); },
-       [](const Settings& s) { return std::to_string(s.quant_bits); }, true},
+       [](const std::string& v, Settings& s) {
+         std::tie(s.quant_bits, s.quant_bits_hard) = parse_levels<int>(v, parse_quant_bits);
+       },
+       [](const Settings& s) { return show_levels(s.quant_bits, s.quant_bits_hard); }, true},
       {"SLIMREDUCE_QUANT_BUCKET", "512", fixed("a whole number in [1, 16777216]"),
        "Values per fp32 scale for the quantizer: each value travels as bits / 8 + 4 / bucket "
        "bytes.",
@@ -252,7 +222,8 @@ const std::vector<SettingSpec>& specs() {
        [](const Settings& s) { return show_choice(s.powersgd_blas, kPowerSgdBlas); }},
       {"SLIMREDUCE_ADAPTIVE", "off", fixed("off, accordion"),
        "accordion: a compressor given two levels (SLIMREDUCE_TOPK_RATIO=0.01,0.001, "
-       "SLIMREDUCE_POWERSGD_RANK=4,1) sends each shape's calls at the gentle level in critical "
+       "SLIMREDUCE_POWERSGD_RANK=4,1, SLIMREDUCE_QUANT_BITS=8,4 for quant) sends each shape's "
+       "calls at the gentle level in critical "
        "windows (the norm of the reduced result changed by more than "
        "SLIMREDUCE_ADAPTIVE_THRESHOLD since the last window at that level; the first windows) "
        "and at the hard level otherwise, alike on every rank (MPI host and device buffers; NCCL "
@@ -377,52 +348,6 @@ const SettingSpec* find_spec(const std::string& name) {
   return nullptr;
 }
 
-// SLIMREDUCE_ADAPTIVE and the levels it needs, read together: two levels
-// only with accordion, the hard one harder; accordion only for a compressor
-// given two; its window and threshold only with it.
-void check_levels(const Settings& s) {
-  const auto levels = [](const char* variable, const std::string& shown, bool harder,
-                         const char* harder_means) {
-    if (!harder)
-      throw SettingsError(variable, shown,
-                          std::string("gentle,hard with the hard level ") + harder_means);
-  };
-  if (s.topk_ratio_hard)
-    levels("SLIMREDUCE_TOPK_RATIO", show_levels(s.topk_ratio, s.topk_ratio_hard),
-           *s.topk_ratio_hard < s.topk_ratio, "a smaller ratio (e.g. 0.01,0.001)");
-  if (s.powersgd_rank_hard)
-    levels("SLIMREDUCE_POWERSGD_RANK", show_levels(s.powersgd_rank, s.powersgd_rank_hard),
-           *s.powersgd_rank_hard < s.powersgd_rank, "a smaller rank (e.g. 4,1)");
-  if (!s.adapts_levels()) {
-    if (s.topk_ratio_hard)
-      throw SettingsError("SLIMREDUCE_TOPK_RATIO", show_levels(s.topk_ratio, s.topk_ratio_hard),
-                          "one ratio unless SLIMREDUCE_ADAPTIVE=accordion");
-    if (s.powersgd_rank_hard)
-      throw SettingsError("SLIMREDUCE_POWERSGD_RANK",
-                          show_levels(s.powersgd_rank, s.powersgd_rank_hard),
-                          "one rank unless SLIMREDUCE_ADAPTIVE=accordion");
-    if (s.adaptive_window)
-      throw SettingsError("SLIMREDUCE_ADAPTIVE_WINDOW", std::to_string(*s.adaptive_window),
-                          "unset unless SLIMREDUCE_ADAPTIVE=accordion");
-    if (s.adaptive_threshold)
-      throw SettingsError("SLIMREDUCE_ADAPTIVE_THRESHOLD", show_real(*s.adaptive_threshold),
-                          "unset unless SLIMREDUCE_ADAPTIVE=accordion");
-    return;
-  }
-  if (s.compressor == "topk" && !s.topk_ratio_hard)
-    throw SettingsError(
-        "SLIMREDUCE_TOPK_RATIO", show_real(s.topk_ratio),
-        "two levels, gentle,hard (e.g. 0.01,0.001), with SLIMREDUCE_ADAPTIVE=accordion");
-  if (s.compressor == "powersgd" && !s.powersgd_rank_hard)
-    throw SettingsError("SLIMREDUCE_POWERSGD_RANK", std::to_string(s.powersgd_rank),
-                        "two levels, gentle,hard (e.g. 4,1), with SLIMREDUCE_ADAPTIVE=accordion");
-  if (s.compressor != "topk" && s.compressor != "powersgd")
-    throw SettingsError("SLIMREDUCE_ADAPTIVE", "accordion",
-                        "off unless SLIMREDUCE_COMPRESSOR is a compressor with two levels, topk or "
-                        "powersgd (SLIMREDUCE_COMPRESSOR=" +
-                            s.compressor + " has one)");
-}
-
 std::string known_names() {
   std::vector<std::string> names;
   for (const auto& spec : specs()) names.emplace_back(spec.name);
@@ -461,8 +386,7 @@ Settings parse_settings(const Environment& env) {
       throw SettingsError(name, value, spec->accepted());
     }
   }
-  check_levels(settings);
-  check_quant_codes(settings);
+  check_together(settings);
   if (settings.auto_candidates && !settings.chooses_compressor()) {
     throw SettingsError("SLIMREDUCE_AUTO_CANDIDATES", join(*settings.auto_candidates, ","),
                         "unset unless SLIMREDUCE_COMPRESSOR=auto (SLIMREDUCE_COMPRESSOR=" +

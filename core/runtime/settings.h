@@ -40,6 +40,7 @@ struct Settings {
   // (SLIMREDUCE_ADAPTIVE=accordion): the hard level; unset: one level.
   std::optional<double> topk_ratio_hard;
   std::optional<int> powersgd_rank_hard;
+  std::optional<int> quant_bits_hard;  // SLIMREDUCE_QUANT_BITS's, for `quant`
   Adaptive adaptive = Adaptive::off;
   std::optional<std::uint64_t> adaptive_window;  // set only with accordion
   std::optional<double> adaptive_threshold;      // set only with accordion

@@ -57,7 +57,8 @@ def _parser():
     parser.add_argument(
         "--adaptive",
         action="store_true",
-        help="with --compressor topk:GENTLE,HARD or powersgd:GENTLE,HARD (e.g. topk:0.01,0.001): "
+        help="with --compressor topk:GENTLE,HARD or powersgd:GENTLE,HARD (e.g. topk:0.01,0.001), "
+        "or quant with --env SLIMREDUCE_QUANT_BITS=8,4: "
         "the gentle level in critical windows, the hard one otherwise (sets "
         "SLIMREDUCE_ADAPTIVE=accordion)",
     )

@@ -227,7 +227,8 @@ constexpr const char* kCompressors =
 constexpr const char* kCandidates =
     "a comma-separated list, each once, of: none, fp16, bf16, topk, powersgd, int8, quant, int4, "
     "int2 (not auto; set only with SLIMREDUCE_COMPRESSOR=auto)";
-constexpr const char* kQuantBits = "8, 4, 2";
+constexpr const char* kQuantBits =
+    "8, 4, 2, or two as gentle,hard (the hard one fewer) with SLIMREDUCE_ADAPTIVE=accordion";
 constexpr const char* kRank =
     "a whole number in [1, 64], or two as gentle,hard (the hard one smaller) with "
     "SLIMREDUCE_ADAPTIVE=accordion";
@@ -354,6 +355,11 @@ TEST(Settings, AccordionTakesTwoLevelsOfTheCompressor) {
   EXPECT_EQ(low_rank.powersgd_rank_hard, 1);
   EXPECT_EQ(low_rank.window(), 25u);
   EXPECT_DOUBLE_EQ(low_rank.threshold(), 0.0);
+  const Settings widths = parse({{"SLIMREDUCE_COMPRESSOR", "quant"},
+                                 {"SLIMREDUCE_ADAPTIVE", "accordion"},
+                                 {"SLIMREDUCE_QUANT_BITS", "8,2"}});
+  EXPECT_EQ(widths.quant_bits, 8);
+  EXPECT_EQ(widths.quant_bits_hard, 2);
   const Settings one = parse({{"SLIMREDUCE_COMPRESSOR", "topk"}, {"SLIMREDUCE_TOPK_RATIO", "0.1"}});
   EXPECT_FALSE(one.adapts_levels());
   EXPECT_FALSE(one.topk_ratio_hard.has_value()) << "one value keeps today's behaviour";
@@ -390,8 +396,30 @@ TEST(BadSettings, LevelsAndAccordionAreRefusedTogetherNamingTheVariable) {
       {{{"SLIMREDUCE_COMPRESSOR", "fp16"}, {"SLIMREDUCE_ADAPTIVE", "accordion"}},
        "SLIMREDUCE_ADAPTIVE",
        "SLIMREDUCE_ADAPTIVE='accordion' is not accepted; expected off unless "
-       "SLIMREDUCE_COMPRESSOR is a compressor with two levels, topk or powersgd "
+       "SLIMREDUCE_COMPRESSOR is a compressor with two levels, topk, powersgd or quant "
        "(SLIMREDUCE_COMPRESSOR=fp16 has one)"},
+      {{{"SLIMREDUCE_COMPRESSOR", "int8"}, {"SLIMREDUCE_ADAPTIVE", "accordion"}},
+       "SLIMREDUCE_ADAPTIVE",
+       "SLIMREDUCE_ADAPTIVE='accordion' is not accepted; expected off unless "
+       "SLIMREDUCE_COMPRESSOR is a compressor with two levels, topk, powersgd or quant "
+       "(SLIMREDUCE_COMPRESSOR=int8 has one)"},
+      {{{"SLIMREDUCE_COMPRESSOR", "quant"},
+        {"SLIMREDUCE_ADAPTIVE", "accordion"},
+        {"SLIMREDUCE_QUANT_BITS", "4,8"}},
+       "SLIMREDUCE_QUANT_BITS",
+       "SLIMREDUCE_QUANT_BITS='4,8' is not accepted; expected gentle,hard with the hard level "
+       "fewer bits (e.g. 8,4)"},
+      {{{"SLIMREDUCE_COMPRESSOR", "quant"}, {"SLIMREDUCE_QUANT_BITS", "8,4"}},
+       "SLIMREDUCE_QUANT_BITS",
+       "SLIMREDUCE_QUANT_BITS='8,4' is not accepted; expected one width unless "
+       "SLIMREDUCE_ADAPTIVE=accordion"},
+      {{{"SLIMREDUCE_COMPRESSOR", "quant"},
+        {"SLIMREDUCE_ADAPTIVE", "accordion"},
+        {"SLIMREDUCE_QUANT_BITS", "8,4"},
+        {"SLIMREDUCE_QUANT_CODES", "minmax"}},
+       "SLIMREDUCE_QUANT_CODES",
+       "SLIMREDUCE_QUANT_CODES='minmax' is not accepted; expected absmax at 4 and 2 bits (minmax "
+       "is built for 8 bits only; quant codes 4)"},
       {{{"SLIMREDUCE_COMPRESSOR", "topk"}, {"SLIMREDUCE_ADAPTIVE_WINDOW", "10"}},
        "SLIMREDUCE_ADAPTIVE_WINDOW",
        "SLIMREDUCE_ADAPTIVE_WINDOW='10' is not accepted; expected unset unless "

@@ -1,0 +1,106 @@
+#include "core/runtime/setting_checks.h"
+
+#include <string>
+#include <vector>
+
+#include "core/runtime/setting_values.h"
+
+namespace slimreduce {
+namespace {
+
+// A compressor's setting that takes two levels (gentle,hard), as set.
+struct LevelSetting {
+  const char* variable;
+  const char* compressor;  // the SLIMREDUCE_COMPRESSOR name whose levels it holds
+  std::string shown;       // as the log shows it
+  bool two;                // given as gentle,hard
+  bool harder;             // the hard level compresses more
+  const char* harder_means;
+  const char* one;      // what a single value is ("one ratio")
+  const char* example;  // two levels
+};
+
+std::vector<LevelSetting> level_settings(const Settings& s) {
+  return {{"SLIMREDUCE_TOPK_RATIO", "topk", show_levels(s.topk_ratio, s.topk_ratio_hard),
+           s.topk_ratio_hard.has_value(), s.topk_ratio_hard < s.topk_ratio, "a smaller ratio",
+           "one ratio", "0.01,0.001"},
+          {"SLIMREDUCE_POWERSGD_RANK", "powersgd",
+           show_levels(s.powersgd_rank, s.powersgd_rank_hard), s.powersgd_rank_hard.has_value(),
+           s.powersgd_rank_hard < s.powersgd_rank, "a smaller rank", "one rank", "4,1"},
+          {"SLIMREDUCE_QUANT_BITS", "quant", show_levels(s.quant_bits, s.quant_bits_hard),
+           s.quant_bits_hard.has_value(), s.quant_bits_hard < s.quant_bits, "fewer bits",
+           "one width", "8,4"}};
+}
+
+// Two levels only with accordion, the hard one harder; accordion only for a
+// compressor given two; its window and threshold only with it.
+void check_levels(const Settings& s) {
+  const std::vector<LevelSetting> settings = level_settings(s);
+  for (const LevelSetting& level : settings) {
+    if (level.two && !level.harder)
+      throw SettingsError(level.variable, level.shown,
+                          std::string("gentle,hard with the hard level ") + level.harder_means +
+                              " (e.g. " + level.example + ")");
+  }
+  if (!s.adapts_levels()) {
+    for (const LevelSetting& level : settings) {
+      if (level.two)
+        throw SettingsError(level.variable, level.shown,
+                            std::string(level.one) + " unless SLIMREDUCE_ADAPTIVE=accordion");
+    }
+    if (s.adaptive_window)
+      throw SettingsError("SLIMREDUCE_ADAPTIVE_WINDOW", std::to_string(*s.adaptive_window),
+                          "unset unless SLIMREDUCE_ADAPTIVE=accordion");
+    if (s.adaptive_threshold)
+      throw SettingsError("SLIMREDUCE_ADAPTIVE_THRESHOLD", show_real(*s.adaptive_threshold),
+                          "unset unless SLIMREDUCE_ADAPTIVE=accordion");
+    return;
+  }
+  for (const LevelSetting& level : settings) {
+    if (s.compressor != level.compressor) continue;
+    if (!level.two)
+      throw SettingsError(level.variable, level.shown,
+                          std::string("two levels, gentle,hard (e.g. ") + level.example +
+                              "), with SLIMREDUCE_ADAPTIVE=accordion");
+    return;
+  }
+  throw SettingsError("SLIMREDUCE_ADAPTIVE", "accordion",
+                      "off unless SLIMREDUCE_COMPRESSOR is a compressor with two levels, topk, "
+                      "powersgd or quant (SLIMREDUCE_COMPRESSOR=" +
+                          s.compressor + " has one)");
+}
+
+// The widths a compressor name quantizes at (its levels' too), none for one that does not.
+std::vector<int> quant_widths(const std::string& name, const Settings& s) {
+  if (name == "quant") {
+    if (s.quant_bits_hard) return {s.quant_bits, *s.quant_bits_hard};
+    return {s.quant_bits};
+  }
+  if (name == "int8" || name == "int4" || name == "int2") return {name[3] - '0'};
+  return {};
+}
+
+// Min-max codes are built for 8 bits only: refused where a 4- or 2-bit
+// quantizer would run, rather than silently coded absmax.
+void check_quant_codes(const Settings& s) {
+  if (s.quant_codes != compressors::QuantCodes::minmax) return;
+  std::vector<std::string> names = {s.compressor};
+  if (s.chooses_compressor()) names = s.candidates();
+  for (const auto& name : names) {
+    for (const int bits : quant_widths(name, s)) {
+      if (bits == 4 || bits == 2)
+        throw SettingsError("SLIMREDUCE_QUANT_CODES", "minmax",
+                            "absmax at 4 and 2 bits (minmax is built for 8 bits only; " + name +
+                                " codes " + std::to_string(bits) + ")");
+    }
+  }
+}
+
+}  // namespace
+
+void check_together(const Settings& settings) {
+  check_levels(settings);
+  check_quant_codes(settings);
+}
+
+}  // namespace slimreduce
