@@ -15,7 +15,7 @@ REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO_ROOT"
 
 NP="${DEMO_NP:-4}"
-# 300 steps (loss ~4.2 -> ~0.3) keep build + 12 runs under 3 minutes on 2 cores.
+# 300 steps (loss ~4.2 -> ~0.3) keep build + 14 runs under 3 minutes on 2 cores.
 STEPS="${DEMO_STEPS:-300}"
 BUILD_DIR=build
 LIB="$REPO_ROOT/$BUILD_DIR/interpose/libslimreduce.so"
@@ -100,6 +100,9 @@ run_lib "topk-0.01-sharded" topk -x SLIMREDUCE_TOPK_RATIO=0.01 -x SLIMREDUCE_TOP
 run_lib "topk-adaptive" topk -x SLIMREDUCE_TOPK_RATIO=0.01,0.001 -x SLIMREDUCE_ADAPTIVE=accordion
 run_lib "powersgd-4" powersgd -x SLIMREDUCE_POWERSGD_RANK=4
 run_lib "int8" int8
+# Fewer bits: 4 and 2 bits per value, a scale per bucket, error feedback on.
+run_lib "int4" int4
+run_lib "int2" int2
 # The measured choice: none, fp16 or int8 per size class, agreed by the ranks.
 run_lib "auto" auto
 # Under the slow-link option, hierarchical fp16 with two emulated nodes
