@@ -101,22 +101,10 @@ void accumulate_bucket_scalar(const std::int8_t* codes, std::size_t len, float s
 
 // ------------------------------------------------------------------ AVX2 ----
 
+using simd::acc8;
 using simd::add_nan_first8;
 using simd::finite_mask8;
-
-// Lanes [0, t) of 8 set (all ones), for maskload / maskstore.
-SR_AVX2 __m256i lanes8(std::size_t t) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(t)),
-                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
-// acc for 8 lanes; `mask` selects the lanes read (the rest are 0).
-template <bool R>
-SR_AVX2 __m256 acc8(const float* in, const float* res, __m256i mask, bool full) {
-  const __m256 x = full ? _mm256_loadu_ps(in) : _mm256_maskload_ps(in, mask);
-  if constexpr (!R) return x;
-  return add_nan_first8(x, full ? _mm256_loadu_ps(res) : _mm256_maskload_ps(res, mask));
-}
+using simd::lanes8;
 
 // quant8_finite_abs_bits for 8 lanes.
 SR_AVX2 __m256i finite_abs8(__m256 v) {

@@ -1,10 +1,12 @@
-// What the CPU kernels' SIMD paths share (cast.cc, quant8.cc): the target
+// What the CPU kernels' SIMD paths share (cast.cc, the quantizers): the target
 // attributes of their AVX2 and AVX-512 code, and element_rules.h's
-// add_nan_first for 8 and 16 lanes. Internal to kernels/: include it only
-// from a kernel's .cc, after <immintrin.h>.
+// add_nan_first for 8 and 16 lanes, and the quantizers' masked loads. Internal to kernels/: include
+// it only from a kernel's .cc, after <immintrin.h>.
 #pragma once
 
 #include <immintrin.h>
+
+#include <cstddef>
 
 // Helpers inline into an entry point compiled for the same ISA; entry points
 // are only called once best_isa() has found the ISA on this CPU.
@@ -44,6 +46,21 @@ SR_AVX2 __m256 finite_mask8(__m256 v) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256 inf = _mm256_castsi256_ps(_mm256_set1_epi32(0x7f800000));
   return _mm256_cmp_ps(_mm256_and_ps(v, abs_mask), inf, _CMP_LT_OQ);
+}
+
+// Lanes [0, t) of 8 set (all ones), for maskload / maskstore.
+SR_AVX2 __m256i lanes8(std::size_t t) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(t)),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// in + residual (R: with a residual; add_nan_first) for 8 lanes; `mask`
+// selects the lanes read where !full (the rest are 0): the quantizers' input.
+template <bool R>
+SR_AVX2 __m256 acc8(const float* in, const float* res, __m256i mask, bool full) {
+  const __m256 x = full ? _mm256_loadu_ps(in) : _mm256_maskload_ps(in, mask);
+  if constexpr (!R) return x;
+  return add_nan_first8(x, full ? _mm256_loadu_ps(res) : _mm256_maskload_ps(res, mask));
 }
 
 SR_AVX512_WARNINGS_OFF
