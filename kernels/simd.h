@@ -1,7 +1,7 @@
 // What the CPU kernels' SIMD paths share (cast.cc, the quantizers): the target
-// attributes of their AVX2 and AVX-512 code, and element_rules.h's
-// add_nan_first for 8 and 16 lanes, and the quantizers' masked loads. Internal to kernels/: include
-// it only from a kernel's .cc, after <immintrin.h>.
+// attributes of their AVX2 and AVX-512 code, element_rules.h's add_nan_first
+// for 8 and 16 lanes, and the quantizers' masked loads. Internal to kernels/:
+// include it only from a kernel's .cc, after <immintrin.h>.
 #pragma once
 
 #include <immintrin.h>
