@@ -45,6 +45,9 @@ __all__ = [
 
 LIBRARY = "libslimreduce.so"
 NCCL_LIBRARY = "libslimreduce_nccl.so"
+# The build for the MPICH family's ABI (docs/architecture.md, "Two MPI builds"),
+# installed beside LIBRARY.
+MPICH_LIBRARY = "libslimreduce-mpich.so"
 
 # Every SLIMREDUCE_* setting, in docs/configuration.md's order (a test checks
 # this list against the table that slimreduce-settings prints).
@@ -101,20 +104,22 @@ def _library_dirs():
     return dirs
 
 
-def library_path(nccl: bool = False) -> str:
+def library_path(nccl: bool = False, mpich: bool = False) -> str:
     """The installed libslimreduce.so (``nccl=True``: libslimreduce_nccl.so,
-    which only CUDA builds make), as an absolute path.
+    which only CUDA builds make; ``mpich=True``: libslimreduce-mpich.so, for
+    the MPICH family's MPI), as an absolute path.
 
     Raises FileNotFoundError, naming the folders looked in, when it is not there.
     """
-    name = NCCL_LIBRARY if nccl else LIBRARY
+    name = NCCL_LIBRARY if nccl else MPICH_LIBRARY if mpich else LIBRARY
     dirs = _library_dirs()
     for folder in dirs:
         candidate = folder / name
         if candidate.is_file():
             return str(candidate)
     looked = ", ".join(str(d) for d in dirs)
-    hint = " (a CUDA build makes it)" if nccl else ""
+    hint = (" (a CUDA build makes it)" if nccl else
+            " (a build with -DSLIMREDUCE_MPI_ABI=mpich makes it)" if mpich else "")
     raise FileNotFoundError(f"{name} is not installed next to this package{hint}; looked in {looked}")
 
 
@@ -147,7 +152,7 @@ def _find_loaded():
     except (OSError, AttributeError):
         pass
     noload = getattr(os, "RTLD_NOLOAD", 4)
-    for name in (LIBRARY, NCCL_LIBRARY):
+    for name in (LIBRARY, MPICH_LIBRARY, NCCL_LIBRARY):
         try:
             handle = ctypes.CDLL(name, mode=noload | ctypes.RTLD_GLOBAL)
             handle.slimreduce_version  # noqa: B018

@@ -8,7 +8,11 @@ It puts the installed libslimreduce.so in front of LD_PRELOAD (keeping what is
 preloaded already) and sets the SLIMREDUCE_* variables, forwarded the way the
 launcher needs them: `-x NAME=VALUE` options right after Open MPI's
 mpirun/mpiexec/orterun/prterun (which do not pass the environment to other
-nodes); the environment for horovodrun, torchrun, srun and any other command.
+nodes); `-genv NAME VALUE` after the MPICH family's mpiexec (Hydra); the
+environment for horovodrun, torchrun, srun and any other command.
+An MPI launcher is asked which MPI it is (`--version`): under the MPICH family
+the library is libslimreduce-mpich.so, installed beside libslimreduce.so, since
+a library built for the other family's ABI cannot run in the job.
 Every setting is checked first, by the library's own rules (the installed
 slimreduce-settings), so a typo stops here and not at MPI_Init on every rank.
 """
@@ -27,7 +31,11 @@ import slimreduce
 
 PROG = "slimreduce-run"
 PREFIX = "SLIMREDUCE_"
-OPEN_MPI_LAUNCHERS = {"mpirun", "mpiexec", "orterun", "prterun", "oshrun"}
+# MPI launchers, also with a suffix that names the MPI (Debian: mpiexec.mpich,
+# mpirun.openmpi, mpiexec.hydra); which MPI each is, --version says.
+MPI_LAUNCHERS = {"mpirun", "mpiexec", "orterun", "prterun", "oshrun"}
+OPEN_MPI, MPICH = "openmpi", "mpich"
+FAMILY_NAMES = {OPEN_MPI: "Open MPI", MPICH: "the MPICH family"}
 
 
 class UsageError(Exception):
@@ -80,7 +88,8 @@ def _parser():
     parser.add_argument(
         "--library",
         metavar="mpi|nccl|PATH",
-        help="which library to preload: mpi (libslimreduce.so; the default), nccl "
+        help="which library to preload: mpi (the default: libslimreduce.so, or "
+        "libslimreduce-mpich.so under the MPICH family's launcher), nccl "
         "(libslimreduce_nccl.so, for NCCL jobs without MPI; the default under torchrun when "
         "installed), or a path",
     )
@@ -154,8 +163,64 @@ def settings_from(args):
     return settings
 
 
-def find_library(choice, launcher):
-    """The library to preload, as an absolute path."""
+def is_mpi_launcher(name):
+    return name.split(".", 1)[0] in MPI_LAUNCHERS
+
+
+def version_family(text):
+    """The MPI family a launcher's --version text names, or None."""
+    # Open MPI: "mpirun (Open MPI) 4.1.4"; its PRRTE launcher (Open MPI 5):
+    # "prterun (PMIx Reference RunTime Environment)". MPICH's Hydra: "HYDRA build
+    # details:"; Intel MPI (MPICH's ABI): "Intel(R) MPI Library".
+    if "Open MPI" in text or "OpenRTE" in text or "PMIx Reference RunTime" in text:
+        return OPEN_MPI
+    if "HYDRA" in text or "MPICH" in text or "Intel(R) MPI" in text:
+        return MPICH
+    return None
+
+
+def launcher_family(launcher):
+    """Which MPI an MPI launcher belongs to, as its --version says; when it says
+    neither (or cannot be asked), its name: a .mpich or .hydra suffix, or else
+    Open MPI, the family the default library is built for."""
+    try:
+        result = subprocess.run([launcher, "--version"], capture_output=True, text=True,
+                                stdin=subprocess.DEVNULL, timeout=30)
+        family = version_family(result.stdout + result.stderr)
+    except (OSError, subprocess.TimeoutExpired):
+        family = None
+    if family is None:
+        suffix = os.path.basename(launcher).partition(".")[2]
+        family = MPICH if suffix in ("mpich", "hydra") else OPEN_MPI
+    return family
+
+
+def _mpi_library(family, launcher):
+    """The installed library for the launcher's MPI family; a missing one is
+    refused, naming the launcher's MPI and the library it needs."""
+    name = os.path.basename(launcher)
+    want, other = ((slimreduce.MPICH_LIBRARY, slimreduce.LIBRARY) if family == MPICH
+                   else (slimreduce.LIBRARY, slimreduce.MPICH_LIBRARY))
+    try:
+        return slimreduce.library_path(mpich=family == MPICH)
+    except FileNotFoundError:
+        pass
+    try:
+        found = slimreduce.library_path(mpich=family != MPICH)
+    except FileNotFoundError as error:
+        raise UsageError(str(error)) from None
+    build = ("a build with -DSLIMREDUCE_MPI_ABI=mpich, installed beside it "
+             "(cmake --install BUILD --component mpich --prefix PREFIX)" if family == MPICH
+             else "the default build")
+    raise UsageError(f"{name} is {FAMILY_NAMES[family]}'s launcher, but only {other} "
+                     f"(built for {FAMILY_NAMES[OPEN_MPI if family == MPICH else MPICH]}) is "
+                     f"installed, in {os.path.dirname(found)}: {want} needs {build}; "
+                     "or give --library PATH")
+
+
+def find_library(choice, launcher, family=None):
+    """The library to preload, as an absolute path; `family`: the MPI of an MPI
+    launcher (launcher_family), which picks the MPI library of its ABI."""
     if choice is None:
         choice = "mpi"
         if launcher == "torchrun":
@@ -163,6 +228,8 @@ def find_library(choice, launcher):
                 return slimreduce.library_path(nccl=True)
             except FileNotFoundError:
                 pass
+    if choice == "mpi" and family is not None:
+        return _mpi_library(family, launcher)
     if choice in ("mpi", "nccl"):
         try:
             return slimreduce.library_path(nccl=choice == "nccl")
@@ -232,21 +299,37 @@ def _pull_openmpi_preload(args):
     return value, rest
 
 
-def build(command, library, settings, environ):
-    """(argv, environment, the environment's additions) for the job."""
-    launcher = os.path.basename(command[0])
+def _pull_hydra_preload(args):
+    """Takes `-genv LD_PRELOAD V` out of a Hydra mpiexec command line: (V or None, the rest)."""
+    rest, value, i = [], None, 0
+    while i < len(args):
+        if args[i] in ("-genv", "--genv") and i + 2 < len(args) and args[i + 1] == "LD_PRELOAD":
+            value = args[i + 2]
+            i += 3
+            continue
+        rest.append(args[i])
+        i += 1
+    return value, rest
+
+
+def build(command, library, settings, environ, family=None):
+    """(argv, environment, the environment's additions) for the job; `family`:
+    the MPI of an MPI launcher (launcher_family)."""
     environment = dict(environ)
-    if launcher in OPEN_MPI_LAUNCHERS:
-        preloaded, rest = _pull_openmpi_preload(command[1:])
+    if family is not None:
+        # As options, so that the launcher itself is not preloaded and ranks on
+        # other nodes get them too (Open MPI hands the environment to local
+        # ranks only).
+        pull = _pull_hydra_preload if family == MPICH else _pull_openmpi_preload
+        preloaded, rest = pull(command[1:])
         if preloaded is None:
             preloaded = environ.get("LD_PRELOAD", "")
         exports = {"LD_PRELOAD": merge_preload(library, preloaded)}
-        # Inherited SLIMREDUCE_* too: mpirun hands the environment to local ranks only.
         exports.update({k: v for k, v in environ.items() if k.startswith(PREFIX)})
         exports.update(settings)
         options = []
         for name, value in exports.items():
-            options += ["-x", f"{name}={value}"]
+            options += ["-genv", name, value] if family == MPICH else ["-x", f"{name}={value}"]
         return [command[0]] + options + rest, environment, {}
     added = {"LD_PRELOAD": merge_preload(library, environ.get("LD_PRELOAD", ""))}
     added.update(settings)
@@ -266,11 +349,12 @@ def main(argv=None):
         if shutil.which(launcher) is None:
             where = "is not executable" if "/" in launcher else "is not on PATH"
             raise UsageError(f"{launcher}: the launcher {where}")
-        library = find_library(args.library, os.path.basename(launcher))
+        family = launcher_family(launcher) if is_mpi_launcher(os.path.basename(launcher)) else None
+        library = find_library(args.library, os.path.basename(launcher), family)
         environment = dict(os.environ)
         environment.update(settings)
         check_settings(library, environment, settings)
-        job, env, added = build(command, library, settings, os.environ)
+        job, env, added = build(command, library, settings, os.environ, family)
     except UsageError as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2

@@ -84,19 +84,30 @@ def case_install(args):
               "share/slimreduce/python/slimreduce/report.py"]
     if args.nccl:
         wanted.append("lib/libslimreduce_nccl.so")
-    for path in wanted:
-        expect(os.path.isfile(os.path.join(args.prefix, path)), f"cmake --install did not install {path}")
+    # The MPICH build's library beside it, where that build is there (its own
+    # install component: the tree's other files stay the Open MPI build's).
+    if args.mpich_build and os.path.isfile(os.path.join(args.mpich_build, "CMakeCache.txt")):
+        run([args.cmake, "--install", args.mpich_build, "--component", "mpich", "--prefix", args.prefix],
+            check=0)
+        wanted.append("lib/libslimreduce-mpich.so")
     for tool in ("slimreduce-run", "slimreduce-report"):
         expect(os.access(os.path.join(args.prefix, "bin", tool), os.X_OK), f"bin/{tool} is not executable")
-    run([os.path.join(HERE, os.pardir, "check_exports.sh"),
-         os.path.join(args.prefix, "lib", "libslimreduce.so")], check=0)
+    for path in wanted:
+        expect(os.path.isfile(os.path.join(args.prefix, path)), f"cmake --install did not install {path}")
+    exports = os.path.join(HERE, os.pardir, "check_exports.sh")
+    run([exports, os.path.join(args.prefix, "lib", "libslimreduce.so")], check=0)
+    if "lib/libslimreduce-mpich.so" in wanted:
+        run([exports, os.path.join(args.prefix, "lib", "libslimreduce-mpich.so"), "--no-fortran"], check=0)
     print(f"ok: {len(wanted)} files installed in {args.prefix}, the library exports entry points only")
 
 
 # ---- launcher ---------------------------------------------------------------------------------
 
 STUB = """#!/bin/sh
-# A stand-in launcher: records how it was started, and starts nothing.
+# A stand-in launcher: answers --version as Open MPI's does (slimreduce-run asks
+# an MPI launcher which MPI it is); otherwise records how it was started, and
+# starts nothing.
+if [ "$1" = --version ]; then echo 'mpirun (Open MPI) 4.1.4'; exit 0; fi
 {{
   printf 'argv0=%s\\n' "$0"
   for a in "$@"; do printf 'arg=%s\\n' "$a"; done
@@ -569,6 +580,7 @@ def main():
     parser.add_argument("--source", default=os.path.dirname(os.path.dirname(HERE)))
     parser.add_argument("--cmake", default="cmake")
     parser.add_argument("--nccl", action="store_true")
+    parser.add_argument("--mpich-build")
     args = parser.parse_args(argv)
     args.mpirun = mpirun
     try:
