@@ -38,13 +38,17 @@ kernels=()
 for source in "$root"/kernels/*.cc; do kernels+=("$(object "$source")"); done  # no_device.cc included
 compressors=()
 for source in "$root"/compressors/*.cc; do compressors+=("$(object "$source")"); done
-settings=$(object "$root/core/runtime/settings.cc")
+# The settings table, its value parsers and the checks of settings read together.
+settings=""
+for source in settings setting_values setting_checks; do
+  settings+=" $(object "$root/core/runtime/$source.cc")"
+done
 declare -A objects_of=(
   [topk_payload]="${kernels[*]}"
   [quant8_block]="${kernels[*]}"
   [quant8_minmax_block]="${kernels[*]}"
   [sharded_parts]="${compressors[*]} ${kernels[*]}"
-  [settings]="$settings ${compressors[*]} ${kernels[*]}"
+  [settings]="${settings# } ${compressors[*]} ${kernels[*]}"
 )
 status=0
 for target in topk_payload quant8_block quant8_minmax_block sharded_parts settings; do
