@@ -54,8 +54,6 @@ inline float acc_at(const float* in, const float* res, std::size_t i) {
   return res ? add_nan_first(in[i], res[i]) : in[i];
 }
 
-inline bool is_inf(float x) { return (float_bits(x) & 0x7fffffffu) == 0x7f800000u; }
-
 float compress_bucket_scalar(const float* in, float* res, std::size_t len, int bits,
                              std::uint8_t* codes) {
   std::uint32_t max_bits = 0;
@@ -63,7 +61,7 @@ float compress_bucket_scalar(const float* in, float* res, std::size_t len, int b
   for (std::size_t i = 0; i < len; ++i) {
     const float acc = acc_at(in, res, i);
     max_bits = std::max(max_bits, quant8_finite_abs_bits(acc));
-    marked |= is_inf(acc);
+    marked |= quant_packed_marks(acc);
   }
   const int top = quant_packed_top(bits, marked);
   const float max = quant_packed_max(max_bits, top), step = quant_packed_step(max, top);

@@ -19,6 +19,11 @@ SR_HD inline int quant_packed_top(int bits, bool marked) {
   return (1 << (bits - 1)) - 1 - (marked ? 1 : 0);
 }
 
+// Whether x marks its bucket: +inf or -inf (NaN has its own code).
+SR_HD inline bool quant_packed_marks(float x) {
+  return (float_bits(x) & 0x7fffffffu) == 0x7f800000u;
+}
+
 // The NaN code, -2^(bits-1): the one two's-complement code with no
 // positive twin, NaN in every bucket, marked or not.
 SR_HD inline int quant_packed_nan_code(int bits) { return -(1 << (bits - 1)); }

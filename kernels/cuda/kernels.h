@@ -81,6 +81,19 @@ cudaError_t quant8_minmax_decompress(const void* block, std::size_t n, std::size
 cudaError_t quant8_minmax_accumulate(const void* block, std::size_t n, std::size_t bucket,
                                      float* dense, cudaStream_t stream);
 
+// ---- 4- and 2-bit packed codes (twins of kernels::quant_packed_*) ----------
+
+// Blocks as kernels/quant_packed.h lays them out, at any address, for bits 4
+// or 2; the same bits as the CPU twin. decompress divides by divisor
+// (divide_keeping_nan; 1 divides nothing). cudaErrorInvalidValue for bucket
+// 0, another width or a divisor below 1; nothing enqueued for n == 0.
+cudaError_t quant_packed_compress(const float* in, float* residual, std::size_t n,
+                                  std::size_t bucket, int bits, void* out, cudaStream_t stream);
+cudaError_t quant_packed_decompress(const void* block, std::size_t n, std::size_t bucket, int bits,
+                                    float* out, int divisor, cudaStream_t stream);
+cudaError_t quant_packed_accumulate(const void* block, std::size_t n, std::size_t bucket, int bits,
+                                    float* dense, cudaStream_t stream);
+
 // ---- exact top-k by magnitude (twin of kernels::topk_compress) ---------------
 
 // Payloads travel at this stride: kernels::topk_payload_stride (the top-k

@@ -20,6 +20,8 @@
 #include "kernels/norm.h"
 #include "kernels/quant8.h"
 #include "kernels/quant8_minmax.h"
+#include "kernels/quant_packed.h"
+#include "kernels/quant_packed_rules.h"
 #include "kernels/topk.h"
 #include "tests/hostsim/sim.h"
 
@@ -202,6 +204,111 @@ cudaError_t quant8_minmax_accumulate(const void* block, std::size_t n, std::size
                         kernels::quant8_minmax_bytes(n, bucket));
     sim::require_device("quant8_minmax_accumulate dense", dense, n * 4);
     kernels::quant8_minmax_accumulate(block, n, bucket, dense, Isa::scalar);
+  });
+  return cudaSuccess;
+}
+
+// The packed 4- and 2-bit kernels as kernels/cuda/quant_packed.cu runs them
+// (one bucket after another, its codes a whole byte at a time, from
+// quant_packed_rules.h) rather than through the CPU twin, so that
+// hostsim_device_check holds that kernel's layout and order to the CPU's bits.
+namespace {
+
+bool packed_width(int bits) { return bits == 4 || bits == 2; }
+
+void packed_compress_sim(const float* in, float* res, std::size_t n, std::size_t bucket, int bits,
+                         unsigned char* out) {
+  const std::size_t buckets = quant_packed_buckets(n, bucket), stride = (bucket * bits + 7) / 8;
+  const int per_byte = 8 / bits;
+  for (std::size_t j = 0; j < buckets; ++j) {
+    const std::size_t first = j * bucket, last = std::min(n, first + bucket);
+    auto acc_at = [&](std::size_t i) { return res ? add_nan_first(in[i], res[i]) : in[i]; };
+    std::uint32_t max_bits = 0;
+    bool marked = false;
+    for (std::size_t i = first; i < last; ++i) {
+      max_bits = std::max(max_bits, quant8_finite_abs_bits(acc_at(i)));
+      marked |= quant_packed_marks(acc_at(i));
+    }
+    const int top = quant_packed_top(bits, marked);
+    const float m = quant_packed_max(max_bits, top), step = quant_packed_step(m, top);
+    const float stored = quant_packed_stored(m, marked);
+    std::memcpy(out + 4 * j, &stored, 4);
+    unsigned char* codes = out + 4 * buckets + j * stride;
+    for (std::size_t b = 0; b < ((last - first) * bits + 7) / 8; ++b) {
+      unsigned byte = 0;
+      for (int k = 0; k < per_byte && first + b * per_byte + k < last; ++k) {
+        const std::size_t i = first + b * per_byte + k;
+        const float acc = acc_at(i);
+        const int q = quant_packed_code(acc, step, top, bits);
+        byte |= quant_packed_field(q, bits) << (k * bits);
+        if (res) res[i] = residual_after(acc, quant_packed_decode(q, m, step, top, marked, bits));
+      }
+      codes[b] = static_cast<unsigned char>(byte);
+    }
+  }
+}
+
+// decoded value i of a packed block, as quant_packed.cu's decode_kernel finds it.
+template <class Fn>
+void packed_decode_sim(const unsigned char* block, std::size_t n, std::size_t bucket, int bits,
+                       Fn fn) {
+  const std::size_t buckets = quant_packed_buckets(n, bucket), stride = (bucket * bits + 7) / 8;
+  for (std::size_t j = 0; j < buckets; ++j) {
+    float stored;
+    std::memcpy(&stored, block + 4 * j, 4);
+    const bool marked = quant_packed_marked(stored);
+    const int top = quant_packed_top(bits, marked);
+    const float m = quant_packed_unsigned(stored), step = quant_packed_step(m, top);
+    const unsigned char* codes = block + 4 * buckets + j * stride;
+    const std::size_t first = j * bucket, last = std::min(n, first + bucket);
+    for (std::size_t i = first; i < last; ++i) {
+      const std::size_t bit = (i - first) * bits;
+      const int q =
+          quant_packed_from_field((codes[bit / 8] >> (bit % 8)) & ((1u << bits) - 1u), bits);
+      fn(i, quant_packed_decode(q, m, step, top, marked, bits));
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t quant_packed_compress(const float* in, float* residual, std::size_t n,
+                                  std::size_t bucket, int bits, void* out, cudaStream_t stream) {
+  if (bucket == 0 || !packed_width(bits)) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  sim::enqueue(stream, [=] {
+    sim::require_device("quant_packed_compress in", in, n * 4);
+    if (residual) sim::require_device("quant_packed_compress residual", residual, n * 4);
+    sim::require_device("quant_packed_compress out", out, quant_packed_bytes(n, bucket, bits));
+    packed_compress_sim(in, residual, n, bucket, bits, static_cast<unsigned char*>(out));
+  });
+  return cudaSuccess;
+}
+
+cudaError_t quant_packed_decompress(const void* block, std::size_t n, std::size_t bucket, int bits,
+                                    float* out, int divisor, cudaStream_t stream) {
+  if (bucket == 0 || !packed_width(bits) || divisor < 1) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  sim::enqueue(stream, [=] {
+    sim::require_device("quant_packed_decompress block", block,
+                        quant_packed_bytes(n, bucket, bits));
+    sim::require_device("quant_packed_decompress out", out, n * 4);
+    packed_decode_sim(static_cast<const unsigned char*>(block), n, bucket, bits,
+                      [&](std::size_t i, float v) { out[i] = divide_keeping_nan(v, divisor); });
+  });
+  return cudaSuccess;
+}
+
+cudaError_t quant_packed_accumulate(const void* block, std::size_t n, std::size_t bucket, int bits,
+                                    float* dense, cudaStream_t stream) {
+  if (bucket == 0 || !packed_width(bits)) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  sim::enqueue(stream, [=] {
+    sim::require_device("quant_packed_accumulate block", block,
+                        quant_packed_bytes(n, bucket, bits));
+    sim::require_device("quant_packed_accumulate dense", dense, n * 4);
+    packed_decode_sim(static_cast<const unsigned char*>(block), n, bucket, bits,
+                      [&](std::size_t i, float v) { dense[i] = add_nan_first(dense[i], v); });
   });
   return cudaSuccess;
 }

@@ -1,0 +1,202 @@
+// 4- and 2-bit quantization on the GPU: the twin of kernels/quant_packed.cc,
+// bit for bit, through the same per-value rules (kernels/quant_packed_rules.h).
+// As quant8.cu, a bucket is the work of one group of threads: a warp for
+// buckets of up to kWarpBucketMax values, a whole block past that. Compress
+// reads its bucket twice (its largest finite |acc| and whether it holds an
+// inf, then its codes); each thread then writes whole bytes of codes (two or
+// four values each), so no two threads ever share a byte and no atomics are needed.
+#include "kernels/cuda/device_util.cuh"
+#include "kernels/quant_packed_rules.h"
+
+namespace slimreduce::kernels::cuda {
+namespace {
+
+using namespace detail;
+
+constexpr std::size_t kWarpBucketMax = 4096;
+constexpr int kWarp = 32;
+
+// Blocks as kernels/quant_packed.h lays them out: b fp32s, then each bucket's
+// codes from a byte of its own (stride bytes a bucket, the last one shorter).
+// A block may sit at any address (a gathered buffer of several), so an fp32
+// is read and written whole only where it is aligned; codes are bytes.
+struct Layout {
+  std::size_t n, bucket, buckets, stride;
+  int bits;
+};
+
+__host__ __device__ inline std::size_t code_bytes(std::size_t len, int bits) {
+  return (len * static_cast<std::size_t>(bits) + 7) / 8;
+}
+
+Layout layout_of(std::size_t n, std::size_t bucket, int bits) {
+  return {n, bucket, n / bucket + (n % bucket != 0), code_bytes(bucket, bits), bits};
+}
+
+__device__ inline std::size_t end_of(const Layout& l, std::size_t first) {
+  return l.n - first < l.bucket ? l.n : first + l.bucket;
+}
+
+__device__ inline bool aligned4(const void* p) {
+  return (reinterpret_cast<std::uintptr_t>(p) & 3u) == 0;
+}
+
+__device__ inline float load_scale(const unsigned char* block, std::size_t j) {
+  const unsigned char* at = block + 4 * j;
+  if (aligned4(at)) return *reinterpret_cast<const float*>(at);
+  const std::uint32_t bits = std::uint32_t{at[0]} | std::uint32_t{at[1]} << 8 |
+                             std::uint32_t{at[2]} << 16 | std::uint32_t{at[3]} << 24;
+  return bits_float(bits);
+}
+
+__device__ inline void store_scale(unsigned char* block, std::size_t j, float scale) {
+  unsigned char* at = block + 4 * j;
+  if (aligned4(at)) {
+    *reinterpret_cast<float*>(at) = scale;
+    return;
+  }
+  const std::uint32_t bits = float_bits(scale);
+  for (int b = 0; b < 4; ++b) at[b] = static_cast<unsigned char>(bits >> (8 * b));
+}
+
+__device__ inline std::uint32_t warp_max(std::uint32_t v) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+    v = max(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  }
+  return v;
+}
+
+// The largest v over the group (a warp, or the whole block), in every thread.
+// Every thread of the group calls it.
+template <int G>
+__device__ inline std::uint32_t group_max(std::uint32_t v) {
+  v = warp_max(v);
+  if constexpr (G == kBlock) {
+    __shared__ std::uint32_t partial[kBlock / kWarp];
+    const unsigned warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+    if (lane == 0) partial[warp] = v;
+    __syncthreads();
+    v = warp_max(lane < kBlock / kWarp ? partial[lane] : 0u);
+    __syncthreads();  // before the next call writes partial again
+  }
+  return v;
+}
+
+// fn(j, rank) for each bucket j of this thread's group, rank being the
+// thread's place in it; with G == kBlock fn may synchronize the block.
+template <int G, class Fn>
+__device__ inline void for_each_bucket(std::size_t buckets, Fn fn) {
+  const std::size_t groups = static_cast<std::size_t>(gridDim.x) * (kBlock / G);
+  const unsigned rank = threadIdx.x % G;
+  for (std::size_t j = static_cast<std::size_t>(blockIdx.x) * (kBlock / G) + threadIdx.x / G;
+       j < buckets; j += groups) {
+    fn(j, rank);
+  }
+}
+
+__device__ inline float acc_at(const float* in, const float* res, std::size_t i) {
+  return res ? add_nan_first(in[i], res[i]) : in[i];
+}
+
+template <int G>
+__global__ void __launch_bounds__(kBlock)
+    compress_kernel(const float* in, float* res, Layout l, unsigned char* out) {
+  const int per_byte = 8 / l.bits;
+  for_each_bucket<G>(l.buckets, [&](std::size_t j, unsigned rank) {
+    const std::size_t first = j * l.bucket, last = end_of(l, first);
+    std::uint32_t max_bits = 0, marks = 0;
+    for (std::size_t i = first + rank; i < last; i += G) {
+      const float acc = acc_at(in, res, i);
+      max_bits = max(max_bits, quant8_finite_abs_bits(acc));
+      marks |= quant_packed_marks(acc) ? 1u : 0u;
+    }
+    max_bits = group_max<G>(max_bits);
+    const bool marked = group_max<G>(marks) != 0;
+    const int top = quant_packed_top(l.bits, marked);
+    const float m = quant_packed_max(max_bits, top), step = quant_packed_step(m, top);
+    if (rank == 0) store_scale(out, j, quant_packed_stored(m, marked));
+    unsigned char* codes = out + 4 * l.buckets + j * l.stride;
+    const std::size_t bytes = code_bytes(last - first, l.bits);
+    for (std::size_t b = rank; b < bytes; b += G) {
+      unsigned byte = 0;  // the unused high bits of a bucket's last byte stay 0
+      for (int k = 0; k < per_byte; ++k) {
+        const std::size_t i = first + b * per_byte + k;
+        if (i >= last) break;
+        const float acc = acc_at(in, res, i);
+        const int q = quant_packed_code(acc, step, top, l.bits);
+        byte |= quant_packed_field(q, l.bits) << (k * l.bits);
+        if (res) res[i] = residual_after(acc, quant_packed_decode(q, m, step, top, marked, l.bits));
+      }
+      codes[b] = static_cast<unsigned char>(byte);
+    }
+  });
+}
+
+// Accumulate: out[i] = add_nan_first(out[i], decoded); else out[i] = decoded / divisor.
+template <int G, bool Accumulate>
+__global__ void __launch_bounds__(kBlock)
+    decode_kernel(const unsigned char* block, Layout l, float* out, int divisor) {
+  const std::uint32_t field_mask = (1u << l.bits) - 1u;
+  for_each_bucket<G>(l.buckets, [&](std::size_t j, unsigned rank) {
+    const float stored = load_scale(block, j);
+    const bool marked = quant_packed_marked(stored);
+    const int top = quant_packed_top(l.bits, marked);
+    const float m = quant_packed_unsigned(stored), step = quant_packed_step(m, top);
+    const unsigned char* codes = block + 4 * l.buckets + j * l.stride;
+    const std::size_t first = j * l.bucket, last = end_of(l, first);
+    for (std::size_t i = first + rank; i < last; i += G) {
+      const std::size_t bit = (i - first) * static_cast<std::size_t>(l.bits);
+      const int q = quant_packed_from_field((codes[bit / 8] >> (bit % 8)) & field_mask, l.bits);
+      const float value = quant_packed_decode(q, m, step, top, marked, l.bits);
+      out[i] = Accumulate ? add_nan_first(out[i], value) : divide_keeping_nan(value, divisor);
+    }
+  });
+}
+
+template <int G, class Kernel, class... Args>
+cudaError_t launch(Kernel kernel, const Layout& l, cudaStream_t stream, Args... args) {
+  kernel<<<grid_for(l.buckets * G), kBlock, 0, stream>>>(args...);
+  return cudaGetLastError();
+}
+
+bool valid_width(int bits) { return bits == 4 || bits == 2; }
+
+}  // namespace
+
+cudaError_t quant_packed_compress(const float* in, float* residual, std::size_t n,
+                                  std::size_t bucket, int bits, void* out, cudaStream_t stream) {
+  if (bucket == 0 || !valid_width(bits)) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  const Layout l = layout_of(n, bucket, bits);
+  auto* block = static_cast<unsigned char*>(out);
+  if (bucket <= kWarpBucketMax) {
+    return launch<kWarp>(compress_kernel<kWarp>, l, stream, in, residual, l, block);
+  }
+  return launch<kBlock>(compress_kernel<kBlock>, l, stream, in, residual, l, block);
+}
+
+cudaError_t quant_packed_decompress(const void* block, std::size_t n, std::size_t bucket, int bits,
+                                    float* out, int divisor, cudaStream_t stream) {
+  if (bucket == 0 || !valid_width(bits) || divisor < 1) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  const Layout l = layout_of(n, bucket, bits);
+  const auto* bytes = static_cast<const unsigned char*>(block);
+  if (bucket <= kWarpBucketMax) {
+    return launch<kWarp>(decode_kernel<kWarp, false>, l, stream, bytes, l, out, divisor);
+  }
+  return launch<kBlock>(decode_kernel<kBlock, false>, l, stream, bytes, l, out, divisor);
+}
+
+cudaError_t quant_packed_accumulate(const void* block, std::size_t n, std::size_t bucket, int bits,
+                                    float* dense, cudaStream_t stream) {
+  if (bucket == 0 || !valid_width(bits)) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  const Layout l = layout_of(n, bucket, bits);
+  const auto* bytes = static_cast<const unsigned char*>(block);
+  if (bucket <= kWarpBucketMax) {
+    return launch<kWarp>(decode_kernel<kWarp, true>, l, stream, bytes, l, dense, 1);
+  }
+  return launch<kBlock>(decode_kernel<kBlock, true>, l, stream, bytes, l, dense, 1);
+}
+
+}  // namespace slimreduce::kernels::cuda
