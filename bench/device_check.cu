@@ -461,6 +461,7 @@ int main(int argc, char** argv) {
   check_quant8_decode(quant8_cases[6], 1, 2);
   check_quant8_minmax();
   check_fixed_order_norm();
+  check_quant_packed();
   check_low_rank();
   check_topk_shards();
   if (timing && timing_elements >= 64) time_all(timing_elements);

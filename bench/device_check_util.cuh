@@ -213,4 +213,7 @@ void check_fixed_order_norm();
 // int8's min-max codes (bench/device_check_minmax.cu): their checks.
 void check_quant8_minmax();
 
+// The 4- and 2-bit packed codes (bench/device_check_quant_packed.cu): their checks.
+void check_quant_packed();
+
 }  // namespace slimreduce::device_check
