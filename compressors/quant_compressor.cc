@@ -4,14 +4,15 @@
 // with an fp32 scale per bucket (kernels/quant_packed.h), over the sharded
 // algorithm as int8 (algorithms/sharded.h): each rank quantizes its tensor,
 // each owner sums its shard's parts in rank order in fp32 and quantizes the
-// sum again for the allgather. Host entry points only for now
-// (DeviceKernels::none): MPI device buffers are staged through the host and
-// NCCL calls pass through.
+// sum again for the allgather. Device entry points as int8's
+// (DeviceKernels::sharded) over kernels/cuda/quant_packed.cu, the CPU twins'
+// bits: MPI device buffers and NCCL calls are coded on the GPU.
 #include <algorithm>
 #include <cstring>
 #include <memory>
 
 #include "compressors/registry.h"
+#include "kernels/device.h"
 #include "kernels/quant_packed.h"
 
 namespace slimreduce::compressors {
@@ -26,6 +27,7 @@ class PackedQuantCompressor final : public ShardedCompressor {
   // Half a step is 1/14 of a bucket's largest value at 4 bits and half of it
   // at 2: without error feedback most small values would never be sent.
   bool default_error_feedback() const override { return true; }
+  DeviceKernels device_kernels() const override { return DeviceKernels::sharded; }
   std::size_t compressed_bytes(std::size_t n) const override { return block_bytes(n); }
 
   // Shards of whole buckets (a bucket's scale is one rank's), as even as buckets allow.
@@ -55,6 +57,60 @@ class PackedQuantCompressor final : public ShardedCompressor {
       std::memset(out + bytes, 0, part_bytes[s] - bytes);
       out += part_bytes[s];
     }
+  }
+  int device_compress_parts(const float* in, float* residual, std::size_t n,
+                            const std::size_t* bounds, int ranks, std::byte* out,
+                            std::uint64_t* part_bytes, void* scratch, void* stream) const override {
+    (void)part_bytes, (void)scratch;  // sizes do not vary; no scratch
+    for (int s = 0; s < ranks; ++s) {
+      const std::size_t count = bounds[s + 1] - bounds[s];
+      const std::size_t bytes = block_bytes(count);
+      const std::size_t part = part_capacity(count, n);
+      if (const int rc = kernels::device::quant_packed_compress(
+              in + bounds[s], residual ? residual + bounds[s] : nullptr, count, bucket_, bits_, out,
+              stream))
+        return rc;
+      if (part > bytes) {
+        if (const int rc = kernels::device::zero_bytes(out + bytes, part - bytes, stream))
+          return rc;
+      }
+      out += part;
+    }
+    return 0;
+  }
+  int device_decode_results(const std::byte* gathered, std::size_t slot_bytes, std::size_t n,
+                            const std::size_t* bounds, int ranks, float* out, int divisor,
+                            void* scratch, void* stream) const override {
+    (void)n, (void)scratch;
+    for (int s = 0; s < ranks; ++s) {
+      const std::size_t count = bounds[s + 1] - bounds[s];
+      if (const int rc = kernels::device::quant_packed_decompress(
+              gathered + slot_bytes * s, count, bucket_, bits_, out + bounds[s], divisor, stream))
+        return rc;
+    }
+    return 0;
+  }
+  int device_owner_step(const std::byte* parts, const std::size_t* part_bytes, int ranks,
+                        std::size_t owned, std::size_t n, float* shard, float* owner_residual,
+                        std::byte* result, std::size_t slot_bytes, void* scratch,
+                        void* stream) const override {
+    namespace device = kernels::device;
+    (void)scratch;
+    const std::size_t result_bytes = owner_bytes(owned, n);
+    if (const int rc = device::zero_bytes(shard, owned * sizeof(float), stream)) return rc;
+    for (int r = 0; r < ranks; ++r) {  // in rank order: the same adds on every owner
+      if (const int rc =
+              device::quant_packed_accumulate(parts, owned, bucket_, bits_, shard, stream))
+        return rc;
+      parts += part_bytes[r];
+    }
+    if (slot_bytes > result_bytes) {
+      if (const int rc =
+              device::zero_bytes(result + result_bytes, slot_bytes - result_bytes, stream))
+        return rc;
+    }
+    return device::quant_packed_compress(shard, owner_residual, owned, bucket_, bits_, result,
+                                         stream);
   }
   bool part_valid(const std::byte* part, std::size_t bytes, std::size_t count,
                   std::size_t n) const override {

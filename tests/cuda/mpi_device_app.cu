@@ -143,9 +143,11 @@ double topk_ratio() { return std::atof(setting("SLIMREDUCE_TOPK_RATIO").c_str())
 // norms, which the top-k model does not follow: the device route is held to
 // its host twin's bits, which decide by their own norms.
 bool adaptive() { return setting("SLIMREDUCE_ADAPTIVE") == "accordion"; }
+// int8, int4 and int2: the quantizer at 8, 4 and 2 bits (the sharded algorithm).
+bool quantizer() { return compressor == "int8" || compressor == "int4" || compressor == "int2"; }
 bool feeds_back() {
   const std::string ef = setting("SLIMREDUCE_ERROR_FEEDBACK");
-  return ef == "default" ? compressor == "topk" || compressor == "powersgd" || compressor == "int8"
+  return ef == "default" ? compressor == "topk" || compressor == "powersgd" || quantizer()
                          : ef == "1";
 }
 
@@ -219,10 +221,16 @@ bool plausible(const std::vector<float>& got, int step, int variant, bool dense)
     norm += exact[i] * exact[i];
   }
   // int8: each value rounded twice (the rank's part, the owner's sum) to a
-  // step of its bucket's largest magnitude / 127.
+  // step of its bucket's largest magnitude / 127; int4 to one of / 7, int2
+  // to 0 or +-that magnitude: a call's error is of the sum's own size there,
+  // and with error feedback the result also carries the previous calls'
+  // (seen past 1.5 from the second step); the bits are held to the host
+  // twin's below, so this only keeps a result from being garbage.
   const double bound = dense                      ? 1e-2
                        : compressor == "powersgd" ? 1e-3
                        : compressor == "int8"     ? 3e-2
+                       : compressor == "int4"     ? 0.3
+                       : compressor == "int2"     ? 4.0
                                                   : 1e-2;
   return std::isfinite(err) && std::sqrt(err) <= bound * std::sqrt(norm);
 }
@@ -480,9 +488,10 @@ int main(int argc, char** argv) {
     if (rank == 0) std::printf("skipped: no GPU (%s)\n", cudaGetErrorString(cudaGetLastError()));
     rc = 77;
   } else if (compressor != "fp16" && compressor != "bf16" && compressor != "topk" &&
-             compressor != "powersgd" && compressor != "int8") {
+             compressor != "powersgd" && !quantizer()) {
     if (rank == 0)
-      std::printf("usage: SLIMREDUCE_COMPRESSOR must be fp16, bf16, topk, powersgd or int8\n");
+      std::printf(
+          "usage: SLIMREDUCE_COMPRESSOR must be fp16, bf16, topk, powersgd, int8, int4 or int2\n");
     rc = 2;
   } else {
     if (on_gpu) CUDA_OK(cudaSetDevice(0));  // the ranks share the first GPU

@@ -27,6 +27,7 @@
 #include "kernels/element_rules.h"
 #include "kernels/low_rank.h"
 #include "kernels/quant8.h"
+#include "kernels/quant_packed.h"
 #include "kernels/topk.h"
 #include "tests/cuda/relative_difference.h"
 
@@ -62,9 +63,12 @@ struct Mode {
   bool topk = compressor == "topk";
   bool powersgd = compressor == "powersgd";
   bool int8 = compressor == "int8";
+  // int4 and int2: the quantizer's packed widths, sharded as int8 is.
+  int packed_bits = compressor == "int4" ? 4 : compressor == "int2" ? 2 : 0;
+  bool quant = int8 || packed_bits != 0;
   // Top-k forced sharded: one rank owns the one shard (its sum selected again).
   bool topk_sharded = topk && env("SLIMREDUCE_TOPK_ALGORITHM", "auto") == std::string("sharded");
-  bool ef = env("SLIMREDUCE_ERROR_FEEDBACK", topk || powersgd || int8 ? "1" : "0") == "1";
+  bool ef = env("SLIMREDUCE_ERROR_FEEDBACK", topk || powersgd || quant ? "1" : "0") == "1";
   std::size_t quant_bucket =
       static_cast<std::size_t>(std::atoi(env("SLIMREDUCE_QUANT_BUCKET", "512").c_str()));
   std::size_t powersgd_rank =
@@ -170,6 +174,16 @@ void reference_piece(const float* in, std::size_t n, float* residual, float* own
     k::quant8_decompress(block.data(), n, mode.quant_bucket, out, k::Isa::scalar);
     return;
   }
+  if (mode.packed_bits) {  // as int8, at 4 or 2 bits
+    const int bits = mode.packed_bits;
+    std::vector<std::uint8_t> block(k::quant_packed_bytes(n, mode.quant_bucket, bits));
+    k::quant_packed_compress(in, residual, n, mode.quant_bucket, bits, block.data(),
+                             k::Isa::scalar);
+    k::quant_packed_accumulate(block.data(), n, mode.quant_bucket, bits, out, k::Isa::scalar);
+    k::quant_packed_compress(out, owner, n, mode.quant_bucket, bits, block.data(), k::Isa::scalar);
+    k::quant_packed_decompress(block.data(), n, mode.quant_bucket, bits, out, k::Isa::scalar);
+    return;
+  }
   if (mode.topk) {
     const std::size_t kk = k::topk_count(n, mode.ratio);
     const auto values = mode.fp16_values ? k::TopkValues::fp16 : k::TopkValues::fp32;
@@ -216,7 +230,7 @@ std::vector<float> reference(const std::vector<float>& in, ncclComm_t comm, cons
 bool compressible(std::size_t bytes, bool fp32) {
   if (mode.compressor == "none" || bytes < mode.min_bytes) return false;
   if (mode.powersgd) return fp32 && low_rank_shape(bytes / 4).rank > 0;
-  if (mode.int8) return fp32;
+  if (mode.quant) return fp32;
   return fp32 || mode.topk;
 }
 
@@ -396,7 +410,7 @@ void check_group(Device& d, float* a, float* b, std::size_t n) {
   // partitions (larger than SLIMREDUCE_PARTITION_BYTES) fuse with nothing.
   // PowerSGD, int8 and sharded top-k: each call its own step, none fused.
   // A call cut into partitions runs alone: nothing fuses.
-  const bool fused = compressible(n * 4, true) && !mode.powersgd && !mode.int8 &&
+  const bool fused = compressible(n * 4, true) && !mode.powersgd && !mode.quant &&
                      !mode.topk_sharded && pieces_of(n, 4).size() == 1;
   const double tensors = !fused ? 0 : mode.compressor == "topk" ? 3 : 2;
   const bool fused_counted = counter("calls.fused_batches") - fused_before == (fused ? 1 : 0) &&
