@@ -3,6 +3,8 @@
 // answers kNoDevice and enqueues nothing.
 #include "compressors/compressor.h"
 
+#include <algorithm>
+
 namespace slimreduce::compressors {
 
 using kernels::device::kNoDevice;
@@ -70,6 +72,15 @@ int ShardedCodec::device_owner_step(const std::byte*, const std::size_t*, int, s
 int ShardedCodec::device_decode_results(const std::byte*, std::size_t, std::size_t,
                                         const std::size_t*, int, float*, int, void*, void*) const {
   return kNoDevice;
+}
+
+void whole_bucket_bounds(std::size_t n, std::size_t bucket, std::size_t buckets, int ranks,
+                         std::size_t* bounds) {
+  const auto shards = static_cast<std::size_t>(ranks);
+  for (std::size_t s = 0; s <= shards; ++s) {
+    const std::size_t first = buckets / shards * s + buckets % shards * s / shards;
+    bounds[s] = std::min(first * bucket, n);
+  }
 }
 
 }  // namespace slimreduce::compressors

@@ -136,6 +136,12 @@ class ShardedCodec {
                                     int divisor, void* scratch, void* stream) const;
 };
 
+// Shards of whole buckets for a bucketed codec (a bucket's scale is one
+// rank's), as even as buckets allow: bounds[0..ranks] over n values in
+// `buckets` buckets of `bucket` values; from n and ranks alone.
+void whole_bucket_bounds(std::size_t n, std::size_t bucket, std::size_t buckets, int ranks,
+                         std::size_t* bounds);
+
 class Compressor {
  public:
   virtual ~Compressor() = default;

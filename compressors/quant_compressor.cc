@@ -30,14 +30,8 @@ class PackedQuantCompressor final : public ShardedCompressor {
   DeviceKernels device_kernels() const override { return DeviceKernels::sharded; }
   std::size_t compressed_bytes(std::size_t n) const override { return block_bytes(n); }
 
-  // Shards of whole buckets (a bucket's scale is one rank's), as even as buckets allow.
   void shard_bounds(std::size_t n, int ranks, std::size_t* bounds) const override {
-    const std::size_t buckets = kernels::quant_packed_buckets(n, bucket_);
-    const auto shards = static_cast<std::size_t>(ranks);
-    for (std::size_t s = 0; s <= shards; ++s) {
-      const std::size_t first = buckets / shards * s + buckets % shards * s / shards;
-      bounds[s] = std::min(first * bucket_, n);
-    }
+    whole_bucket_bounds(n, bucket_, kernels::quant_packed_buckets(n, bucket_), ranks, bounds);
   }
   bool part_sizes_vary() const override { return false; }
   std::size_t part_capacity(std::size_t count, std::size_t) const override {
