@@ -12,7 +12,8 @@
 namespace slimreduce::kernels::cuda {
 namespace {
 
-__global__ void lane_sums(const float* v, std::size_t n, std::size_t blocks, double* lanes) {
+__global__ void __launch_bounds__(detail::kBlock)
+    lane_sums(const float* v, std::size_t n, std::size_t blocks, double* lanes) {
   const std::size_t t = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
   if (t >= blocks * kNormLanes) return;
   const std::size_t begin = t / kNormLanes * kNormBlock;
@@ -25,7 +26,8 @@ __global__ void lane_sums(const float* v, std::size_t n, std::size_t blocks, dou
   lanes[t] = sum;
 }
 
-__global__ void block_sums(const double* lanes, std::size_t blocks, double* sums) {
+__global__ void __launch_bounds__(detail::kBlock)
+    block_sums(const double* lanes, std::size_t blocks, double* sums) {
   const std::size_t b = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
   if (b >= blocks) return;
   double sum = 0.0;
@@ -34,7 +36,8 @@ __global__ void block_sums(const double* lanes, std::size_t blocks, double* sums
   sums[b] = sum;
 }
 
-__global__ void total_root(const double* sums, std::size_t blocks, double* norm) {
+__global__ void __launch_bounds__(1)
+    total_root(const double* sums, std::size_t blocks, double* norm) {
   double total = 0.0;
   for (std::size_t b = 0; b < blocks; ++b) total = __dadd_rn(total, sums[b]);
   *norm = __dsqrt_rn(total);
