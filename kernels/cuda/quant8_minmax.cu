@@ -5,16 +5,13 @@
 // works them out alike (in double, exact there). A bucket is the work of one
 // group of threads, as in quant8.cu: a warp up to kWarpBucketMax values, a
 // whole block past that.
-#include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/bucket_groups.cuh"
 #include "kernels/quant8_minmax_rules.h"
 
 namespace slimreduce::kernels::cuda {
 namespace {
 
 using namespace detail;
-
-constexpr std::size_t kWarpBucketMax = 4096;
-constexpr int kWarp = 32;
 
 // Blocks as kernels/quant8_minmax.h lays them out: b (step, offset) pairs,
 // then n codes; at any address, so a float is read or written whole only
@@ -73,20 +70,6 @@ __device__ inline Keys group_keys(Keys k) {
     __syncthreads();  // before the next bucket writes partial again
   }
   return k;
-}
-
-template <int G, class Fn>
-__device__ inline void for_each_bucket(std::size_t buckets, Fn fn) {
-  const std::size_t groups = static_cast<std::size_t>(gridDim.x) * (kBlock / G);
-  const unsigned rank = threadIdx.x % G;
-  for (std::size_t j = static_cast<std::size_t>(blockIdx.x) * (kBlock / G) + threadIdx.x / G;
-       j < buckets; j += groups) {
-    fn(j, rank);
-  }
-}
-
-__device__ inline float acc_at(const float* in, const float* res, std::size_t i) {
-  return res ? add_nan_first(in[i], res[i]) : in[i];
 }
 
 template <int G>

@@ -5,16 +5,13 @@
 // reads its bucket twice (its largest finite |acc| and whether it holds an
 // inf, then its codes); each thread then writes whole bytes of codes (two or
 // four values each), so no two threads ever share a byte and no atomics are needed.
-#include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/bucket_groups.cuh"
 #include "kernels/quant_packed_rules.h"
 
 namespace slimreduce::kernels::cuda {
 namespace {
 
 using namespace detail;
-
-constexpr std::size_t kWarpBucketMax = 4096;
-constexpr int kWarp = 32;
 
 // Blocks as kernels/quant_packed.h lays them out: b fp32s, then each bucket's
 // codes from a byte of its own (stride bytes a bucket, the last one shorter).
@@ -35,67 +32,6 @@ Layout layout_of(std::size_t n, std::size_t bucket, int bits) {
 
 __device__ inline std::size_t end_of(const Layout& l, std::size_t first) {
   return l.n - first < l.bucket ? l.n : first + l.bucket;
-}
-
-__device__ inline bool aligned4(const void* p) {
-  return (reinterpret_cast<std::uintptr_t>(p) & 3u) == 0;
-}
-
-__device__ inline float load_scale(const unsigned char* block, std::size_t j) {
-  const unsigned char* at = block + 4 * j;
-  if (aligned4(at)) return *reinterpret_cast<const float*>(at);
-  const std::uint32_t bits = std::uint32_t{at[0]} | std::uint32_t{at[1]} << 8 |
-                             std::uint32_t{at[2]} << 16 | std::uint32_t{at[3]} << 24;
-  return bits_float(bits);
-}
-
-__device__ inline void store_scale(unsigned char* block, std::size_t j, float scale) {
-  unsigned char* at = block + 4 * j;
-  if (aligned4(at)) {
-    *reinterpret_cast<float*>(at) = scale;
-    return;
-  }
-  const std::uint32_t bits = float_bits(scale);
-  for (int b = 0; b < 4; ++b) at[b] = static_cast<unsigned char>(bits >> (8 * b));
-}
-
-__device__ inline std::uint32_t warp_max(std::uint32_t v) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    v = max(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  }
-  return v;
-}
-
-// The largest v over the group (a warp, or the whole block), in every thread.
-// Every thread of the group calls it.
-template <int G>
-__device__ inline std::uint32_t group_max(std::uint32_t v) {
-  v = warp_max(v);
-  if constexpr (G == kBlock) {
-    __shared__ std::uint32_t partial[kBlock / kWarp];
-    const unsigned warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-    if (lane == 0) partial[warp] = v;
-    __syncthreads();
-    v = warp_max(lane < kBlock / kWarp ? partial[lane] : 0u);
-    __syncthreads();  // before the next call writes partial again
-  }
-  return v;
-}
-
-// fn(j, rank) for each bucket j of this thread's group, rank being the
-// thread's place in it; with G == kBlock fn may synchronize the block.
-template <int G, class Fn>
-__device__ inline void for_each_bucket(std::size_t buckets, Fn fn) {
-  const std::size_t groups = static_cast<std::size_t>(gridDim.x) * (kBlock / G);
-  const unsigned rank = threadIdx.x % G;
-  for (std::size_t j = static_cast<std::size_t>(blockIdx.x) * (kBlock / G) + threadIdx.x / G;
-       j < buckets; j += groups) {
-    fn(j, rank);
-  }
-}
-
-__device__ inline float acc_at(const float* in, const float* res, std::size_t i) {
-  return res ? add_nan_first(in[i], res[i]) : in[i];
 }
 
 template <int G>
