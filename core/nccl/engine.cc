@@ -79,7 +79,10 @@ class NcclEngine::PlanRunner : public PlanActions {
   }
   // A pipelined call (core/nccl/pipeline.h), outside any group.
   bool runs_whole() const override { return plan_.side != nullptr; }
-  int run_whole(std::vector<Reduction>&) override { return run_pipelined(); }
+  int run_whole(std::vector<Reduction>&) override {
+    const int rc = run_pipelined();
+    return rc == ncclSuccess ? engine_.measure_norms(plan_) : rc;
+  }
   int begin(std::vector<Reduction>&) override {
     if (auto timed = engine_.time_group(plan_))
       timing_ = std::make_unique<NcclTimeline::Group>(std::move(*timed));
@@ -91,8 +94,9 @@ class NcclEngine::PlanRunner : public PlanActions {
   int issue(std::vector<Reduction>&) override { return run(scheduler::Phase::communicate); }
   int finish(std::vector<Reduction>&) override {
     mark();  // the real group has ended: its collectives are on the streams
-    const int rc = run(scheduler::Phase::finish);
+    int rc = run(scheduler::Phase::finish);
     engine_.count_after_run(plan_);
+    if (rc == ncclSuccess) rc = engine_.measure_norms(plan_);
     mark();  // after the finishing kernels
     submit_timing();
     return rc;
@@ -243,6 +247,7 @@ void NcclEngine::comm_gone(ncclComm_t comm, bool aborted) {
     comms_.erase(found);
     // Its residuals stay with it: a plan on another thread may still use them.
     runtime_.forget_communicator(gone->id, gone->orphaned_residuals);
+    norms_.forget_communicator(gone->id);
     hierarchy = std::move(gone->hierarchy);
   }
   // Ended before the real call (comm_ending) unless the shim could not: then now.

@@ -19,6 +19,7 @@
 #include "core/nccl/eligibility.h"
 #include "core/nccl/hierarchy.h"
 #include "core/nccl/memory.h"
+#include "core/nccl/norms.h"
 #include "core/nccl/plan.h"
 #include "core/nccl/timeline.h"
 #include "core/runtime/counters.h"
@@ -115,6 +116,11 @@ class NcclEngine : public RuntimeSide {
   static bool topk_shards(const CallPlan& p, const compressors::Compressor& compressor);
   void note_topk_gathered_in_graph();  // under mutex_
   void count_after_run(const GroupPlan& plan);
+  // SLIMREDUCE_ADAPTIVE (core/nccl/norms.h): before a plan's decisions, the
+  // due norms of its shapes into the runtime's schedule; after its work is
+  // enqueued, the norms of its calls that adapt.
+  ncclResult_t absorb_norms(const GroupPlan& plan);
+  ncclResult_t measure_norms(const GroupPlan& plan);
   // SLIMREDUCE_TIMELINE: the planned group's marks, a stream per (stream with
   // compressed calls not being captured); nullopt when the timeline is off.
   std::optional<NcclTimeline::Group> time_group(const GroupPlan& plan);
@@ -131,6 +137,7 @@ class NcclEngine : public RuntimeSide {
   bool warned_no_residual_in_graph_ = false;
   bool noted_topk_gathered_in_graph_ = false;
   std::unique_ptr<NcclTimeline> timeline_;  // made at the first timed group
+  NcclNorms norms_;                         // SLIMREDUCE_ADAPTIVE's, pending (own lock)
 };
 
 }  // namespace slimreduce

@@ -29,8 +29,11 @@ NcclEngine::Planned NcclEngine::decide(CallPlan& p, const compressors::Compresso
   const CallShape shape{p.comm->id, c.count, static_cast<std::uint64_t>(c.datatype)};
   CallDecision decision = shared.choose(shape, c.verdict.path);
   // A compressor switched while the call was held (not supported, but never a
-  // wrong cast): the call passes through, as NCCL would run it.
-  if (!decision.compressed() || decision.compressor.get() != &planned) return Planned::ok;
+  // wrong cast): the call passes through, as NCCL would run it. A level of
+  // SLIMREDUCE_ADAPTIVE is a compressor of the planned one's kind.
+  if (!decision.compressed() || !carries_path(*decision.compressor, c.verdict.path) ||
+      decision.compressor->device_kernels() != planned.device_kernels())
+    return Planned::ok;
   const compressors::Compressor& compressor = *decision.compressor;
   const bool low_rank = decision.route == ReductionPath::low_rank;
   if (low_rank && !low_rank_compresses(compressor, c.count, capturing))
@@ -80,10 +83,13 @@ NcclEngine::Planned NcclEngine::decide(CallPlan& p, const compressors::Compresso
       break;
   }
   p.compressed = true;
+  p.compressor = decision.compressor;
+  p.level = decision.levels_adapt ? decision.level : -1;
   return Planned::ok;
 }
 
 ncclResult_t NcclEngine::plan(GroupPlan& plan, bool alone) {
+  if (const ncclResult_t rc = absorb_norms(plan); rc != ncclSuccess) return rc;
   std::lock_guard lock(mutex_);
   Counters passed;  // warm-up and cap counts, added however the planning ends
   struct AddOnExit {
@@ -145,7 +151,8 @@ void NcclEngine::count_planned(const GroupPlan& plan, std::size_t first) {
   Counters counted =
       counted_call(p.comm ? p.comm->size : 1, p.nodes ? &p.nodes->split : nullptr, outcome);
   if (p.compressed) {
-    if (plan.topk()) counted.count_topk(p.call.verdict.path == ReductionPath::sharded, sent);
+    if (is_topk(p)) counted.count_topk(p.call.verdict.path == ReductionPath::sharded, sent);
+    if (p.level >= 0) counted.count_level(p.level);
     if (p.pieces > 1) counted.partitions += static_cast<std::uint64_t>(p.pieces);
     if (p.residual_missing != CallPlan::Missing::none) ++counted.ef_cap_fallback;
     if (p.residual_missing == CallPlan::Missing::in_graph) warn_no_residual_in_graph();

@@ -28,6 +28,14 @@ compressors::Elem elem_of(int datatype) {
 
 cudaStream_t stream_of(const Reduction& call) { return static_cast<cudaStream_t>(call.stream); }
 
+// A compressed call's own compressor, as the kind its path uses.
+compressors::GatheredCompressor& gathered_of(const CallPlan& p) {
+  return compressors::kind_cast<compressors::GatheredCompressor>(*p.compressor);
+}
+compressors::SummableCompressor& summable_of(const CallPlan& p) {
+  return compressors::kind_cast<compressors::SummableCompressor>(*p.compressor);
+}
+
 // A top-k call's own region: [select scratch | accumulate scratch].
 std::byte* accumulate_scratch_of(const CallPlan& p) {
   return p.region + round256(p.select_scratch);
@@ -64,12 +72,11 @@ class PassedStep final : public scheduler::Step {
 // ring (NCCL sums the 16-bit elements itself), one unpack kernel.
 class CastBatchStep final : public scheduler::Step {
  public:
-  CastBatchStep(const CastBatch& batch, const std::vector<CallPlan>& calls,
-                compressors::SummableCompressor& compressor)
+  CastBatchStep(const CastBatch& batch, const std::vector<CallPlan>& calls)
       : batch_(batch),
-        compressor_(compressor),
+        compressor_(*batch.compressor),
         transport_(batch.comm->comm, batch.comm->rank, batch.comm->size, batch.stream),
-        ring_(transport_, compressor, batch.elements, batch.fused, nullptr) {
+        ring_(transport_, compressor_, batch.elements, batch.fused, nullptr) {
     for (int i : batch.members) {
       const CallPlan& p = calls[i];
       const std::size_t count = p.call.count;
@@ -108,11 +115,10 @@ class CastBatchStep final : public scheduler::Step {
 // (slot_bytes apart) in rank order: the bits each call would get alone.
 class TopkBatchStep final : public scheduler::Step {
  public:
-  TopkBatchStep(const TopkBatch& batch, const std::vector<CallPlan>& calls,
-                compressors::GatheredCompressor& compressor)
+  TopkBatchStep(const TopkBatch& batch, const std::vector<CallPlan>& calls)
       : batch_(batch),
         calls_(calls),
-        compressor_(compressor),
+        compressor_(*batch.compressor),
         transport_(batch.comm->comm, batch.comm->rank, batch.comm->size, batch.stream) {}
   Status compress() override {
     for (int i : batch_.members) {
@@ -160,6 +166,7 @@ NcclCommState::~NcclCommState() {
   // accumulate, a graph's) may still use these: wait for the device first.
   std::vector<DeviceBlock> blocks = std::move(orphaned_residuals);
   for (auto& [stream, workspace] : workspaces) workspace.take_blocks(blocks);
+  for (auto& [stream, workspace] : norm_workspaces) workspace.take_blocks(blocks);
   if (allocator) release_after_device_wait(blocks, {device}, *allocator);
 }
 
@@ -193,29 +200,30 @@ std::size_t nccl_type_bytes(int datatype) {
   }
 }
 
-// Asked of a call's verdict as classified: top-k's calls come as
-// ReductionPath::topk (the engine may shard them later), and a sharded
-// verdict is int8's.
-bool GroupPlan::carries(ReductionPath path) const {
+bool carries_path(const compressors::Compressor& compressor, ReductionPath path) {
   using compressors::DeviceKernels;
-  if (!compressor_) return false;
-  const DeviceKernels kernels = compressor_->device_kernels();
+  const DeviceKernels kernels = compressor.device_kernels();
   return (path == ReductionPath::cast && kernels == DeviceKernels::cast16) ||
          (path == ReductionPath::topk && kernels == DeviceKernels::topk) ||
          (path == ReductionPath::low_rank && kernels == DeviceKernels::low_rank) ||
          (path == ReductionPath::sharded && kernels == DeviceKernels::sharded);
 }
 
+bool is_topk(const CallPlan& p) {
+  return p.compressor && p.compressor->aggregation() == compressors::Aggregation::gathered;
+}
+
 std::size_t GroupPlan::own_region_bytes(const CallPlan& p) const {
-  if (p.hierarchical) return round256(hierarchical_region_bytes(p, *compressor_));
-  if (p.call.verdict.path == ReductionPath::low_rank) return low_rank_region_bytes(p, *compressor_);
-  if (p.call.verdict.path == ReductionPath::sharded) return sharded_region_bytes(p, *compressor_);
+  const compressors::Compressor& compressor = *p.compressor;
+  if (p.hierarchical) return round256(hierarchical_region_bytes(p, compressor));
+  if (p.call.verdict.path == ReductionPath::low_rank) return low_rank_region_bytes(p, compressor);
+  if (p.call.verdict.path == ReductionPath::sharded) return sharded_region_bytes(p, compressor);
   return 0;
 }
 
 std::size_t GroupPlan::topk_region_bytes(const CallPlan& p) const {
   return round256(p.select_scratch) +
-         round256(gathered().device_finish_scratch_bytes(p.call.count, p.comm->size));
+         round256(gathered_of(p).device_finish_scratch_bytes(p.call.count, p.comm->size));
 }
 
 // A top-k batch's fused slot and every rank's copy of it.
@@ -230,6 +238,7 @@ std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> GroupPlan::layout
   struct CastKey {
     NcclCommState* comm;
     cudaStream_t stream;
+    compressors::SummableCompressor* compressor;  // the members' (levels: one per batch)
     bool average;
     int alone;  // a partition's: its call index + 1, so it fuses with nothing; else 0
     bool operator==(const CastKey&) const = default;
@@ -247,16 +256,16 @@ std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> GroupPlan::layout
       continue;
     }
     if (p.call.verdict.path == ReductionPath::topk) {
-      p.stride = gathered().device_slot_bytes(p.call.count);
-      p.select_scratch = gathered().device_compress_scratch_bytes(p.call.count);
+      p.stride = gathered_of(p).device_slot_bytes(p.call.count);
+      p.select_scratch = gathered_of(p).device_compress_scratch_bytes(p.call.count);
       need[key] += topk_region_bytes(p);
       place_topk(i, key.first, key.second);
       continue;
     }
     // A partition runs alone, as the MPI path runs a cut call's pieces.
     const int alone = p.pieces > 1 ? i + 1 : 0;
-    const fusion::Placement placed =
-        casts.add({key.first, key.second, p.call.verdict.average, alone}, p.call.count);
+    const fusion::Placement placed = casts.add(
+        {key.first, key.second, &summable_of(p), p.call.verdict.average, alone}, p.call.count);
     p.batch = placed.batch;
     p.offset = placed.offset;
     cast_calls.push_back(i);
@@ -266,6 +275,7 @@ std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> GroupPlan::layout
     CastBatch& batch = batches_.emplace_back();
     batch.comm = casts.key(b).comm;
     batch.stream = casts.key(b).stream;
+    batch.compressor = casts.key(b).compressor;
     batch.kernels = batch.stream;
     batch.average = casts.key(b).average;
     batch.elements = casts.elements(b);
@@ -277,21 +287,23 @@ std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> GroupPlan::layout
   return need;
 }
 
-// The batch of the call's communicator and stream (a new one, in the order
-// their first calls came), and the call's slot at the end of it.
+// The batch of the call's communicator, stream and compressor (a new one, in
+// the order their first calls came), and the call's slot at the end of it.
 void GroupPlan::place_topk(int call, NcclCommState* comm, cudaStream_t stream) {
   CallPlan& p = calls[call];
   int batch = 0;
   const int batches = static_cast<int>(topk_batches_.size());
   // A partition's batch is its own (never a later call's either).
   auto joins = [&](const TopkBatch& b) {
-    return b.comm == comm && b.stream == stream && !b.alone && p.pieces == 1;
+    return b.comm == comm && b.stream == stream && b.compressor == &gathered_of(p) && !b.alone &&
+           p.pieces == 1;
   };
   while (batch < batches && !joins(topk_batches_[batch])) ++batch;
   if (batch == batches) {
     TopkBatch& made = topk_batches_.emplace_back();
     made.comm = comm;
     made.stream = stream;
+    made.compressor = &gathered_of(p);
     made.kernels = stream;
     made.alone = p.pieces > 1;
   }
@@ -340,7 +352,7 @@ void GroupPlan::cut(std::uint64_t partition_bytes) {
       piece.pieces = static_cast<int>(pieces.size());
       piece.owner_residual = owner;
       if (owner)
-        owner += sharded_owned_floats(*compressor_, pieces[i].count, p.comm->size, p.comm->rank);
+        owner += sharded_owned_floats(*p.compressor, pieces[i].count, p.comm->size, p.comm->rank);
       if (pieces.size() == 1) continue;
       const std::size_t skip = pieces[i].begin * element;
       piece.call.sendbuff = static_cast<const std::byte*>(p.call.sendbuff) + skip;
@@ -396,9 +408,10 @@ std::vector<std::size_t> GroupPlan::batch_sizes() const {
 }
 
 double GroupPlan::wire_sent(const CallPlan& p) const {
-  if (p.hierarchical) return hierarchical_wire_sent(p, *compressor_);
-  if (p.call.verdict.path == ReductionPath::low_rank) return low_rank_wire_sent(p, *compressor_);
-  if (p.call.verdict.path == ReductionPath::sharded) return sharded_wire_sent(p, *compressor_);
+  const compressors::Compressor& compressor = *p.compressor;
+  if (p.hierarchical) return hierarchical_wire_sent(p, compressor);
+  if (p.call.verdict.path == ReductionPath::low_rank) return low_rank_wire_sent(p, compressor);
+  if (p.call.verdict.path == ReductionPath::sharded) return sharded_wire_sent(p, compressor);
   if (p.call.verdict.path == ReductionPath::topk)
     return ring_allgather_wire_bytes(p.stride, p.comm->size);
   return ring_allreduce_wire_bytes(p.call.count * sizeof(std::uint16_t), p.comm->size);
@@ -412,19 +425,19 @@ scheduler::Plan GroupPlan::steps() const {
     if (!p.compressed) {
       steps.add(std::make_unique<PassedStep>(p.call));
     } else if (p.hierarchical) {
-      steps.add(hierarchical_step(p, *compressor_));
+      steps.add(hierarchical_step(p, *p.compressor));
     } else if (p.call.verdict.path == ReductionPath::low_rank) {
-      steps.add(low_rank_step(p, *compressor_));
+      steps.add(low_rank_step(p, *p.compressor));
     } else if (p.call.verdict.path == ReductionPath::sharded) {
-      steps.add(sharded_step(p, *compressor_));
+      steps.add(sharded_step(p, *p.compressor));
     } else if (p.call.verdict.path == ReductionPath::topk) {
       if (topk_added[p.batch]) continue;  // as a cast batch: where its first call was
       topk_added[p.batch] = true;
-      steps.add(std::make_unique<TopkBatchStep>(topk_batches_[p.batch], calls, gathered()));
+      steps.add(std::make_unique<TopkBatchStep>(topk_batches_[p.batch], calls));
     } else if (!batch_added[p.batch]) {
       // The batch's one collective goes where its first call was: the same place on every rank.
       batch_added[p.batch] = true;
-      steps.add(std::make_unique<CastBatchStep>(batches_[p.batch], calls, summable()));
+      steps.add(std::make_unique<CastBatchStep>(batches_[p.batch], calls));
     }
   }
   return steps;

@@ -53,7 +53,10 @@ struct NcclCommState : CommShape {
   bool wire_agreed = false;
   DeviceAllocator* allocator = nullptr;
   std::map<cudaStream_t, Workspace> workspaces;  // under the engine's lock
-  std::vector<DeviceBlock> orphaned_residuals;   // its residuals, once it is gone
+  // SLIMREDUCE_ADAPTIVE: per stream, the scratch of its calls' norms
+  // (core/nccl/norms.h); under the engine's lock.
+  std::map<cudaStream_t, Workspace> norm_workspaces;
+  std::vector<DeviceBlock> orphaned_residuals;  // its residuals, once it is gone
   // SLIMREDUCE_HIERARCHICAL=1: its nodes and sub-communicators, once made
   // (core/nccl/hierarchy.h); under the engine's lock. Shared with the plans
   // that use it; ended before the communicator ends.
@@ -67,6 +70,13 @@ struct CallPlan {
   Reduction call;
   std::shared_ptr<NcclCommState> comm;  // kept alive while the plan runs
   bool compressed = false;              // false: issued unchanged, in its place
+  // Compressed: the compressor its decision chose (SharedState::choose: the
+  // policy's, or its level's under SLIMREDUCE_ADAPTIVE), held while the plan
+  // runs; each step and batch uses its calls' own.
+  std::shared_ptr<compressors::Compressor> compressor;
+  // SLIMREDUCE_ADAPTIVE: the level it is sent at (LevelSchedule), or -1
+  // where levels do not adapt.
+  int level = -1;
   float* residual = nullptr;  // sharded: then this rank's owner-side residual (nccl_sharded.h)
   float* q_state = nullptr;   // low rank: the key's Q on the device, or nullptr (seeded per call)
   // Error feedback wanted but no residual: none fits under the cap, or none
@@ -102,6 +112,7 @@ struct CallPlan {
 struct TopkBatch {
   NcclCommState* comm = nullptr;
   cudaStream_t stream = nullptr;
+  compressors::GatheredCompressor* compressor = nullptr;  // its members' (one per batch)
   cudaStream_t kernels =
       nullptr;                   // its selects and accumulates: stream, or a pipeline's side stream
   std::size_t slot_bytes = 0;    // every member's device slot, end to end
@@ -114,6 +125,7 @@ struct TopkBatch {
 struct CastBatch {
   NcclCommState* comm = nullptr;
   cudaStream_t stream = nullptr;
+  compressors::SummableCompressor* compressor = nullptr;  // its members' (one per batch)
   cudaStream_t kernels = nullptr;  // its pack and unpack: stream, or a pipeline's side stream
   bool average = false;
   std::size_t elements = 0;  // in the fusion buffer, padding included
@@ -121,11 +133,21 @@ struct CastBatch {
   std::vector<int> members;  // indices into GroupPlan::calls
 };
 
+// Whether `compressor` has the device entry points of a call classified as
+// `path` (a classified top-k call comes as ReductionPath::topk, and the
+// engine may shard it later; a sharded verdict is int8's).
+bool carries_path(const compressors::Compressor& compressor, ReductionPath path);
+// Whether a compressed call is top-k's (gathered, or sharded where the engine
+// chose it: ReductionPath::sharded).
+bool is_topk(const CallPlan& plan);
+
 class GroupPlan {
  public:
-  // compressor: the one in effect, which every compressed call of the plan
-  // uses (its device kernels and its algorithm); held while the plan runs, so
-  // a switch on another thread never frees it under the plan.
+  // compressor: the policy's when the plan was made, whose device kernels the
+  // calls were classified for; held while the plan runs, so a switch on
+  // another thread never frees it under the plan. Each compressed call
+  // carries its own decision's compressor (CallPlan::compressor): a kind of
+  // this one's, at the level its decision chose.
   explicit GroupPlan(std::shared_ptr<compressors::Compressor> compressor)
       : compressor_(std::move(compressor)) {}
 
@@ -144,10 +166,10 @@ class GroupPlan {
   // The pieces' compress and finish kernels go on `side` (after layout()).
   void run_kernels_on(cudaStream_t side);
 
-  // The compressor every compressed call of the plan uses.
+  // The policy's compressor when the plan was made.
   const compressors::Compressor& compressor() const { return *compressor_; }
   // Whether the plan's compressor has the device entry points of `path`.
-  bool carries(ReductionPath path) const;
+  bool carries(ReductionPath path) const { return compressor_ && carries_path(*compressor_, path); }
 
   // Lays the compressed calls out; returns the workspace bytes each
   // (communicator, stream) needs.
@@ -162,9 +184,6 @@ class GroupPlan {
 
   // The bytes this rank hands to the transport for calls[i] (compressed).
   double wire_sent(const CallPlan& plan) const;
-  // Whether the compressed calls are top-k's (gathered, or sharded where
-  // the engine chose it: ReductionPath::sharded).
-  bool topk() const { return compressor_->aggregation() == compressors::Aggregation::gathered; }
 
   // The plan's steps in call order (after assign()): a cast batch where its
   // first call was, each top-k call, and each call passed through in its
@@ -179,12 +198,6 @@ class GroupPlan {
   std::size_t own_region_bytes(const CallPlan& plan) const;
   std::size_t topk_region_bytes(const CallPlan& plan) const;
   void place_topk(int call, NcclCommState* comm, cudaStream_t stream);
-  compressors::GatheredCompressor& gathered() const {
-    return compressors::kind_cast<compressors::GatheredCompressor>(*compressor_);
-  }
-  compressors::SummableCompressor& summable() const {
-    return compressors::kind_cast<compressors::SummableCompressor>(*compressor_);
-  }
 
   std::shared_ptr<compressors::Compressor> compressor_;
   std::vector<CastBatch> batches_;

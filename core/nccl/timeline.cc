@@ -22,6 +22,7 @@ std::vector<TimedStream> timed_streams(const GroupPlan& plan) {
   struct Tally {
     cudaStream_t stream;
     int device;
+    const CallPlan* first;  // its first compressed call, whose compressor names the spans
     std::uint64_t count = 0, bytes = 0;
     std::size_t calls = 0;
     bool after_group = false;
@@ -34,7 +35,7 @@ std::vector<TimedStream> timed_streams(const GroupPlan& plan) {
                            [&](const Tally& t) { return t.stream == stream; });
     if (it == tallies.end()) {
       if (is_capturing(stream)) continue;
-      it = tallies.insert(tallies.end(), Tally{stream, p.comm->device});
+      it = tallies.insert(tallies.end(), Tally{stream, p.comm->device, &p});
     }
     it->count += p.call.count;
     it->bytes += p.call.count * nccl_type_bytes(p.call.datatype);
@@ -46,7 +47,7 @@ std::vector<TimedStream> timed_streams(const GroupPlan& plan) {
   std::vector<TimedStream> streams;
   for (const Tally& t : tallies) {
     streams.push_back({t.stream, t.device,
-                       span_args(plan.compressor(), t.count, t.calls, t.bytes) +
+                       span_args(*t.first->compressor, t.count, t.calls, t.bytes) +
                            ", \"memory\": \"device\", \"path\": \"nccl\"" +
                            (t.after_group ? ", \"after_group\": true" : "")});
   }
@@ -55,7 +56,7 @@ std::vector<TimedStream> timed_streams(const GroupPlan& plan) {
 
 std::string piece_args(const GroupPlan& plan, std::size_t piece) {
   const CallPlan& p = plan.calls[piece];
-  return span_args(plan.compressor(), p.call.count, 1,
+  return span_args(p.compressed ? *p.compressor : plan.compressor(), p.call.count, 1,
                    p.call.count * nccl_type_bytes(p.call.datatype)) +
          ", \"memory\": \"device\", \"path\": \"nccl\", \"partition\": " + std::to_string(p.piece) +
          ", \"partitions\": " + std::to_string(p.pieces) + ", \"pipelined\": true";

@@ -134,6 +134,11 @@ class Runtime {
     SharedState& state_;
   };
   Locked shared() { return Locked(mutex_, shared_); }
+  // SLIMREDUCE_ADAPTIVE (core/runtime/runtime_levels.cc): a call of `shape`
+  // sent at `level` was reduced, its result's norm `norm` (fixed_order_norm,
+  // the same on every rank); a level change is counted on `side`, marked and
+  // logged (as `rank`). True when the shape's level changed.
+  bool record_norm(Side side, const CallShape& shape, int level, double norm, int rank);
   // Forgets a communicator's warm-up counts and residuals; its device blocks
   // go to `out` (free them once nothing queued can use them).
   void forget_communicator(std::uint64_t comm_id, std::vector<DeviceBlock>& out);

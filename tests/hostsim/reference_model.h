@@ -160,6 +160,10 @@ class Model {
     return out;
   }
 
+  // The settings it models, for a job that changes them between calls
+  // (SLIMREDUCE_ADAPTIVE's levels: top-k's ratio at each level).
+  Mode& mode() { return mode_; }
+
   // A communicator destroyed: its residuals go, and their room under the cap comes back.
   void forget(int comm_id) {
     for (const auto& [key, residual] : residuals_) {
