@@ -1,6 +1,6 @@
 // SLIMREDUCE_ADAPTIVE=accordion on the NCCL path (docs/architecture.md,
 // "Adaptive levels"), several ranks under mpirun on the host simulation:
-// steps of one group with two top-k calls of different shapes, whose inputs
+// steps of one group with two top-k (or PowerSGD) calls of different shapes, whose inputs
 // jump 50x at different steps, so that their levels change apart and one
 // group carries calls at both levels. Each shape's level is predicted here
 // by the window rule written out again from the docs (windows of
@@ -9,7 +9,8 @@
 // window with calls at both levels not judged), fed each call's norm
 // kNormLag calls of its shape later, as the NCCL path reads them; each
 // result is checked bit for bit against the reference model at the level
-// predicted (top-k's ratio: SLIMREDUCE_TOPK_RATIO's gentle or hard value).
+// predicted (top-k's ratio, SLIMREDUCE_TOPK_RATIO's gentle or hard value, or
+// PowerSGD's rank, SLIMREDUCE_POWERSGD_RANK's: its Q reseeded at a change).
 // A level the library did not follow, or followed a call early or late,
 // changes a result's bits. The run must see both switches and a group whose
 // calls' levels differ, or it fails.
@@ -97,11 +98,17 @@ int main(int argc, char** argv) {
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   CHECK(provided == MPI_THREAD_MULTIPLE, "MPI_THREAD_MULTIPLE");
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  CHECK(mode.topk, "runs with SLIMREDUCE_COMPRESSOR=topk");
-  const std::string ratios = sim::env_or("SLIMREDUCE_TOPK_RATIO", "");
-  CHECK(ratios.find(',') != std::string::npos, "SLIMREDUCE_TOPK_RATIO gives two levels");
-  const double ratio[2] = {std::atof(ratios.c_str()),
-                           std::atof(ratios.c_str() + ratios.find(',') + 1)};
+  CHECK(mode.topk || mode.powersgd, "runs with SLIMREDUCE_COMPRESSOR=topk or powersgd");
+  const std::string levels =
+      sim::env_or(mode.topk ? "SLIMREDUCE_TOPK_RATIO" : "SLIMREDUCE_POWERSGD_RANK", "");
+  CHECK(levels.find(',') != std::string::npos, "the compressor's setting gives two levels");
+  const double value[2] = {std::atof(levels.c_str()),
+                           std::atof(levels.c_str() + levels.find(',') + 1)};
+  // The model at a level: top-k's ratio, or PowerSGD's rank.
+  auto model_at = [&](int level) {
+    model.mode().ratio = value[level];
+    model.mode().powersgd_rank = static_cast<std::size_t>(value[level]);
+  };
   const std::size_t window =
       std::strtoull(sim::env_or("SLIMREDUCE_ADAPTIVE_WINDOW", "10").c_str(), nullptr, 10);
   const double threshold = std::atof(sim::env_or("SLIMREDUCE_ADAPTIVE_THRESHOLD", "0.5").c_str());
@@ -135,7 +142,7 @@ int main(int argc, char** argv) {
     for (const Call& c : calls) issue(c);
     NCCL_OK(ncclGroupEnd());
     for (int b = 0; b < 2; ++b) {
-      model.mode().ratio = ratio[level[b]];
+      model_at(level[b]);
       const std::vector<float> want = model.expected(calls[b].model);
       const std::vector<float> got = read_back(calls[b]);
       std::size_t wrong = 0;

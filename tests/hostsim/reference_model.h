@@ -418,7 +418,7 @@ class Model {
     namespace k = kernels;
     const k::LowRankShape s = low_rank_shape(c.n);
     std::vector<float> q(s.q_floats());
-    if (key && key->first == c.n) {
+    if (key && key->first == c.n && key->second.size() == s.q_floats()) {  // else a new rank
       q = key->second;
     } else {
       k::low_rank_seed(s, q.data());
