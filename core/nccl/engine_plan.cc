@@ -99,6 +99,7 @@ ncclResult_t NcclEngine::plan(GroupPlan& plan, bool alone) {
   } add_on_exit{runtime_.board(Side::nccl), passed};
   {
     Runtime::Locked shared = runtime_.shared();
+    const std::uint64_t evicted_before = shared->residuals.evicted();
     for (CallPlan& p : plan.calls) {
       auto found = comms_.find(static_cast<ncclComm_t>(p.call.comm));
       p.comm = found == comms_.end() ? nullptr : found->second;
@@ -113,6 +114,7 @@ ncclResult_t NcclEngine::plan(GroupPlan& plan, bool alone) {
         return ncclSystemError;
       p.hierarchical = runs_hierarchically(p);
     }
+    passed.ef_evicted += shared->residuals.evicted() - evicted_before;
   }
   plan.cut(runtime_.settings().partition_bytes);
   if (const ncclResult_t rc = plan_memory(plan); rc != ncclSuccess) return rc;

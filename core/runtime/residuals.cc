@@ -16,13 +16,18 @@ void ResidualStore::evict_unused(std::uint64_t comm_id, std::uint64_t now) {
   auto it = slots_.lower_bound(ResidualKey{comm_id, nullptr});
   while (it != slots_.end() && it->first.comm_id == comm_id) {
     ResidualSlot& slot = it->second;
-    // The MPI paths are synchronous: nothing of ours still uses its memory.
     if (slot.captured || now <= slot.last_use + evict_after_) {
       ++it;
       continue;
     }
     bytes_held_ -= slot.held_bytes();
     ++evicted_;
+    // The MPI paths are synchronous: nothing of ours still uses their memory.
+    // NCCL's kernels may still be queued on the key's last stream.
+    if (slot.stream_ordered) {
+      slot.device.release(slot.last_stream);
+      slot.device_state.release(slot.last_stream);
+    }
     it = slots_.erase(it);
   }
 }
@@ -68,6 +73,9 @@ ResidualStore::Found ResidualStore::find_on_device(const ResidualKey& key, std::
                                                    bool may_allocate, void* stream,
                                                    DeviceAllocator& allocator, ResidualSlot** out) {
   *out = nullptr;
+  // A capture is not a call that runs: it neither counts nor evicts (nothing
+  // may be freed during capture).
+  const std::uint64_t now = may_allocate ? note_use(key.comm_id) : 0;
   auto found = slots_.find(key);
   if (found != slots_.end() &&
       (found->second.count != count || found->second.datatype_tag != datatype_tag)) {
@@ -86,8 +94,13 @@ ResidualStore::Found ResidualStore::find_on_device(const ResidualKey& key, std::
     found = slots_.emplace(key, ResidualSlot{}).first;
     found->second.count = count;
     found->second.datatype_tag = datatype_tag;
+    found->second.stream_ordered = true;
   }
   ResidualSlot& slot = found->second;
+  if (may_allocate) {
+    slot.last_use = now;
+    slot.last_stream = stream;
+  }
   if (want_residual && !slot.feeds_back) {
     slot.feeds_back = true;
     if (!slot.device_residual(allocator, stream)) {

@@ -87,6 +87,11 @@ struct ResidualSlot {
   }
   // Its communicator's use count (ResidualStore) at the key's last call.
   std::uint64_t last_use = 0;
+  // Made by a stream-ordered path (find_on_device): work of ours queued on
+  // the device may still use its memory, so an eviction frees it in the
+  // order of the stream of its key's last call, as a reset frees it.
+  bool stream_ordered = false;
+  void* last_stream = nullptr;
   // Memory is held for it (what a key reset during graph capture may not free).
   bool holds_memory() const { return !residual.empty() || device.get() || device_state.get(); }
 };
@@ -98,8 +103,9 @@ class ResidualStore {
  public:
   enum class Found { ok, over_cap, not_now, no_memory };
 
-  // evict_after: a key of the MPI side unused for that many of its
-  // communicator's calls is freed (SLIMREDUCE_EF_EVICT_CALLS; 0: never).
+  // evict_after: a key unused for that many of its communicator's calls
+  // (compressed calls that looked a key up, graph captures not counted) is
+  // freed (SLIMREDUCE_EF_EVICT_CALLS; 0: never).
   explicit ResidualStore(std::uint64_t max_bytes, std::uint64_t evict_after = 0)
       : max_bytes_(max_bytes), evict_after_(evict_after) {}
   ResidualStore(ResidualStore&&) = default;

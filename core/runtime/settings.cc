@@ -269,7 +269,7 @@ const std::vector<SettingSpec>& specs() {
        [](const std::string& v, Settings& s) { s.ef_max_bytes = parse_byte_size(v); },
        [](const Settings& s) { return show_bytes(s.ef_max_bytes); }, true},
       {"SLIMREDUCE_EF_EVICT_CALLS", "10000", fixed("a whole number >= 0"),
-       "A residual key (MPI) unused for this many calls on its communicator is freed, with "
+       "A residual key unused for this many calls on its communicator (MPI or NCCL) is freed, with "
        "its compressor state (a buffer no longer used; counted as ef_evicted); 0 keeps every "
        "key until its communicator goes.",
        [](const std::string& v, Settings& s) { s.ef_evict_calls = parse_unsigned(v); },

@@ -164,6 +164,17 @@ class Model {
   // (SLIMREDUCE_ADAPTIVE's levels: top-k's ratio at each level).
   Mode& mode() { return mode_; }
 
+  // A key evicted (SLIMREDUCE_EF_EVICT_CALLS): its residual and Q go, and
+  // their room under the cap comes back; its next call starts from zero.
+  void forget_key(int comm_id, const void* recv) {
+    const auto found = residuals_.find({comm_id, recv});
+    if (found != residuals_.end()) {
+      held_bytes_ -= found->second.n * sizeof(float);
+      residuals_.erase(found);
+    }
+    qs_.erase({comm_id, recv});
+  }
+
   // A communicator destroyed: its residuals go, and their room under the cap comes back.
   void forget(int comm_id) {
     for (const auto& [key, residual] : residuals_) {

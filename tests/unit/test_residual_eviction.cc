@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <utility>
 #include <vector>
 
 #include "core/runtime/residuals.h"
@@ -69,6 +71,54 @@ TEST_P(Eviction, ACapturedKeyStays) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Limits, Eviction, ::testing::Values(2, 4, 8, 100, 1000));
+
+// Host memory standing in for the device; records each free with its stream.
+class StreamRecordingAllocator : public DeviceAllocator {
+ public:
+  void* allocate(std::size_t bytes, void*, bool) override { return std::calloc(1, bytes); }
+  void release(void* ptr, void* stream) override {
+    freed.emplace_back(ptr, stream);
+    std::free(ptr);
+  }
+  bool wait_device(int) override { return true; }
+  std::vector<std::pair<void*, void*>> freed;
+};
+
+// The NCCL path's keys (find_on_device) count and go as the MPI path's, their
+// device residual and state freed in the order of the stream of the key's
+// last call (kernels of ours may still be queued there); a capture neither
+// counts a call nor frees anything.
+TEST_P(Eviction, ADeviceKeyIsFreedOnItsLastStream) {
+  const std::uint64_t limit = GetParam();
+  StreamRecordingAllocator allocator;
+  ResidualStore store(1 << 20, limit);
+  int idle = 0, busy = 0, first_stream = 0, last_stream = 0, busy_stream = 0;
+  ResidualSlot* slot = nullptr;
+  ASSERT_EQ(store.find_on_device({1, &idle}, 100, 0, true, true, &first_stream, allocator, &slot),
+            ResidualStore::Found::ok);
+  ASSERT_EQ(store.find_on_device({1, &idle}, 100, 0, true, true, &last_stream, allocator, &slot),
+            ResidualStore::Found::ok);
+  void* residual = slot->device.get();
+  slot->device_state = DeviceBlock(&allocator, allocator.allocate(16, nullptr, false), 16);
+  void* state = slot->device_state.get();
+  auto device_calls = [&](std::uint64_t calls, bool may_allocate) {
+    for (std::uint64_t i = 0; i < calls; ++i) {
+      ResidualSlot* busy_slot = nullptr;
+      store.find_on_device({1, &busy}, 10, 0, true, may_allocate, &busy_stream, allocator,
+                           &busy_slot);
+    }
+  };
+  device_calls(3 * limit, false);
+  EXPECT_EQ(store.evicted(), 0u) << "captures are not calls";
+  device_calls(limit, true);
+  EXPECT_EQ(store.evicted(), 0u) << "unused for no more calls than the limit";
+  device_calls(limit / 4 + 1, true);
+  ASSERT_EQ(store.evicted(), 1u);
+  const std::vector<std::pair<void*, void*>> expected = {{residual, &last_stream},
+                                                         {state, &last_stream}};
+  EXPECT_EQ(allocator.freed, expected);
+  EXPECT_EQ(store.bytes_held(), 40u) << "only the busy key's residual is held";
+}
 
 TEST(EvictionOff, ZeroKeepsEveryKey) {
   ResidualStore store(1 << 20, 0);
