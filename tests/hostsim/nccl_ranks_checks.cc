@@ -50,6 +50,31 @@ void check_not_finite(Comm& world, float* send, float* recv, std::size_t n, cuda
   }
 }
 
+// A 16-bit cast whose sum leaves fp16's range: on NCCL it comes out inf, as
+// NCCL's own fp16 sum gives (docs/architecture.md, "Casts": the MPI paths
+// rerun such a call in bf16 once every rank has seen the same inf in the
+// reduced wire, but on NCCL that sum happens on the stream, after the host
+// has let go of the call: no rank could decide a rerun without waiting for
+// the device). Pinned bit for bit against the model's fp16 sum, which
+// overflows the same way; the values that fit stay exact.
+void check_fp16_overflow(Comm& world, float* send, float* recv, std::size_t n,
+                         cudaStream_t stream) {
+  if (mode.compressor != "fp16" || world.size < 2) return;
+  Call c = prepare(world, send, recv, n, ncclFloat32, ncclSum, stream);
+  for (auto& input : c.model.inputs) {
+    for (std::size_t i = 0; i < 16; ++i) input[i] = 40000.0f;  // 2 ranks: 80000 > 65504
+  }
+  const std::vector<float>& mine = c.model.inputs[world.rank];
+  CUDA_OK(cudaMemcpyAsync(send, mine.data(), n * 4, cudaMemcpyHostToDevice, stream));
+  issue(c);
+  const std::vector<float> got = read_back(c);
+  std::size_t infs = 0;
+  for (std::size_t i = 0; i < 16; ++i) infs += got[i] == INFINITY;
+  expect(infs == 16,
+         "fp16 sums past 65504 come out inf on NCCL: " + std::to_string(infs) + " of 16");
+  verify("fp16 overflow, bit for bit with the model's fp16 sum", c);
+}
+
 // The compressor switched at run time through the C API (as slimreduce-bench
 // does between rounds): residuals and warm-up counts start again under it.
 void check_switch(Comm& world, float* const send[3], float* const recv[3],
