@@ -250,8 +250,11 @@ void check_topk(const TopkCase& c) {
   report(std::string("topk_select ") + c.name + " k=" + std::to_string(kk), ok, where);
 }
 
+// corrupt: one index of rank 1's payload past n, which the kernel's own
+// check must catch (every value NaN: kernels::topk_accumulate_gathered).
 void check_topk_accumulate(cu::Elem out_type, int divisor, bool fp16_values,
-                           std::size_t n = 1'000'003, int ranks = 5, double ratio = 0.02) {
+                           std::size_t n = 1'000'003, int ranks = 5, double ratio = 0.02,
+                           bool corrupt = false) {
   const std::size_t kk = k::topk_count(n, ratio);
   const auto tv = fp16_values ? k::TopkValues::fp16 : k::TopkValues::fp32;
   const std::size_t bytes = k::topk_payload_bytes(kk, tv), stride = cu::topk_payload_stride(bytes);
@@ -267,6 +270,11 @@ void check_topk_accumulate(cu::Elem out_type, int divisor, bool fp16_values,
     for (std::size_t i = 2048; r < 2 && i < n; i += 4099) in[i] = k::bits_float(0x7fc00010u + r);
     k::topk_compress(in.data(), nullptr, n, kk, tv, gathered.data() + r * stride, scratch);
     k::topk_accumulate(gathered.data() + r * stride, kk, tv, sum.data());
+  }
+  if (corrupt) {
+    const auto past = static_cast<std::uint32_t>(n);
+    std::memcpy(gathered.data() + stride + 3 * sizeof past, &past, sizeof past);
+    k::topk_accumulate_gathered(gathered.data(), stride, ranks, kk, tv, n, sum.data());
   }
   auto dg = dev(gathered.size()), dout = dev(n * 4),
        dscratch = dev(cu::topk_accumulate_scratch_bytes(n, ranks));
@@ -286,7 +294,8 @@ void check_topk_accumulate(cu::Elem out_type, int divisor, bool fp16_values,
   }
   report(std::string("topk_accumulate ") + std::to_string(ranks) + " ranks n=" + std::to_string(n) +
              " k=" + std::to_string(kk) + " -> " + name_of(out_type) + " /" +
-             std::to_string(divisor) + (fp16_values ? " fp16 values" : ""),
+             std::to_string(divisor) + (fp16_values ? " fp16 values" : "") +
+             (corrupt ? ", a corrupt payload: NaN" : ""),
          ok, where);
 }
 
@@ -439,6 +448,8 @@ int main(int argc, char** argv) {
   check_topk_accumulate(cu::Elem::fp16, 1, false);
   check_topk_accumulate(cu::Elem::bf16, 5, false);
   check_topk_accumulate(cu::Elem::fp32, 1, false, 5, 1, 1.0);    // n < 8, one rank, k = n
+  check_topk_accumulate(cu::Elem::fp32, 1, false, 1'000'003, 3, 0.02, true);
+  check_topk_accumulate(cu::Elem::bf16, 3, true, 100'000, 3, 0.01, true);
   check_topk_accumulate(cu::Elem::fp32, 3, true, 2049, 3, 0.5);  // one segment + 1
   check_topk_accumulate(cu::Elem::fp16, 1, false, 100'000, 64, 0.01);
   check_topk_accumulate(cu::Elem::fp32, 1, false, 4'500'001, 2, 0.01);  // several segments a block

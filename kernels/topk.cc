@@ -345,6 +345,16 @@ void topk_accumulate(const void* payload, std::size_t k, TopkValues values, floa
   }
 }
 
+void topk_accumulate_gathered(const void* gathered, std::size_t stride, int ranks, std::size_t k,
+                              TopkValues values, std::size_t n, float* dense) {
+  const auto* bytes = static_cast<const std::byte*>(gathered);
+  bool valid = true;
+  for (int r = 0; r < ranks; ++r) valid = valid && topk_payload_valid(bytes + r * stride, k, n);
+  std::fill_n(dense, n, valid ? 0.0f : bits_float(0x7fc00000u));
+  if (!valid) return;
+  for (int r = 0; r < ranks; ++r) topk_accumulate(bytes + r * stride, k, values, dense);
+}
+
 void topk_split_parts(const void* payload, std::size_t k, TopkValues values, std::size_t n,
                       int ranks, void* out, std::uint64_t* part_bytes) {
   const std::size_t value_bytes = values == TopkValues::fp16 ? 2 : 4;

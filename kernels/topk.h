@@ -70,6 +70,17 @@ bool topk_payload_valid(const void* payload, std::size_t k, std::size_t n);
 // dense[index] += value for each of the k entries of one payload, in payload order.
 void topk_accumulate(const void* payload, std::size_t k, TopkValues values, float* dense);
 
+// The gathered sum as the device computes it (the CPU twin of
+// kernels::device::topk_accumulate before its divide): dense[0..n) = 0, then
+// the `ranks` payloads of k entries, `stride` bytes apart, added in rank
+// order (topk_accumulate). Where the device cannot stop the call, it checks
+// the payloads itself: if any is not valid (topk_payload_valid), every value
+// of dense is the quiet NaN 0x7fc00000 instead, on every rank alike (they
+// gathered the same bytes): nothing is written out of bounds, and a sum that
+// cannot be trusted is never returned as if it could.
+void topk_accumulate_gathered(const void* gathered, std::size_t stride, int ranks, std::size_t k,
+                              TopkValues values, std::size_t n, float* dense);
+
 // The sharded algorithm's even shards (compressors/topk_shards.h): shard s
 // of n values over `ranks` begins at floor(s n / ranks), computed without an
 // n * s that could overflow. Host and device.

@@ -4,7 +4,11 @@
 // adds rank 0's entries for it, then rank 1's, ...: within one payload the
 // indices are distinct, so the adds of one rank run in parallel and only the
 // order across ranks is fixed. Where each rank's entries for a segment start
-// is found first, by a binary search per (rank, segment).
+// is found first, by a binary search per (rank, segment). The payloads came
+// from other ranks and are checked first, on the device (the host has let go
+// of the call): one index out of order or past n in any of them sets a flag,
+// and then every output is NaN instead of a sum (kernels::topk_accumulate_gathered,
+// the CPU twin): the scatter never writes outside its segment.
 #include "kernels/cuda/device_util.cuh"
 
 namespace slimreduce::kernels::cuda {
@@ -33,13 +37,34 @@ __global__ void __launch_bounds__(kBlock)
   }
 }
 
+// *corrupt = 1 when an index of some rank's payload is not above the one
+// before it or not below n (kernels::topk_payload_valid's rule).
+__global__ void __launch_bounds__(kBlock)
+    check_payloads_kernel(const std::uint8_t* gathered, std::size_t stride, int ranks,
+                          std::uint32_t k, std::size_t n, unsigned* corrupt) {
+  const std::size_t total = static_cast<std::size_t>(ranks) * k;
+  const std::size_t step = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t g = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; g < total;
+       g += step) {
+    const std::size_t e = g % k;
+    const auto* index = reinterpret_cast<const std::uint32_t*>(gathered + (g / k) * stride);
+    if (index[e] >= n || (e > 0 && index[e - 1] >= index[e])) atomicOr(corrupt, 1u);
+  }
+}
+
 template <Elem Out>
 __global__ void __launch_bounds__(kBlock)
     scatter_kernel(const std::uint8_t* gathered, std::size_t stride, int ranks, std::uint32_t k,
-                   bool fp16_values, std::size_t n, const std::uint32_t* starts, void* out,
-                   int divisor) {
+                   bool fp16_values, std::size_t n, const std::uint32_t* starts,
+                   const unsigned* corrupt, void* out, int divisor) {
   __shared__ float sum[kSegment];
   const std::size_t segments = segments_of(n);
+  if (*corrupt) {  // the CPU twin's NaN, every value, no payload read
+    for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+         i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+      store1<Out>(out, i, divide_keeping_nan(__int_as_float(0x7fc00000), divisor));
+    return;
+  }
   for (std::size_t seg = blockIdx.x; seg < segments; seg += gridDim.x) {
     const std::size_t base = seg * kSegment;
     for (std::size_t j = threadIdx.x; j < kSegment; j += blockDim.x) sum[j] = 0.0f;
@@ -66,10 +91,15 @@ __global__ void __launch_bounds__(kBlock)
   }
 }
 
+// The segment starts, then the corrupt flag.
+std::size_t starts_bytes(std::size_t n, int ranks) {
+  return round256(static_cast<std::size_t>(ranks) * (segments_of(n) + 1) * 4);
+}
+
 }  // namespace
 
 std::size_t topk_accumulate_scratch_bytes(std::size_t n, int ranks) {
-  return round256(static_cast<std::size_t>(ranks) * (segments_of(n) + 1) * 4);
+  return starts_bytes(n, ranks) + round256(sizeof(unsigned));
 }
 
 cudaError_t topk_accumulate(const void* gathered, std::size_t payload_stride, int ranks,
@@ -84,24 +114,33 @@ cudaError_t topk_accumulate(const void* gathered, std::size_t payload_stride, in
   if (n == 0) return cudaSuccess;
   const auto* bytes = static_cast<const std::uint8_t*>(gathered);
   auto* starts = static_cast<std::uint32_t*>(scratch);
+  auto* corrupt =
+      reinterpret_cast<unsigned*>(static_cast<std::uint8_t*>(scratch) + starts_bytes(n, ranks));
   const std::size_t segments = segments_of(n);
   const auto k32 = static_cast<std::uint32_t>(k);
+  if (const cudaError_t rc = cudaMemsetAsync(corrupt, 0, sizeof *corrupt, stream);
+      rc != cudaSuccess)
+    return rc;
+  if (k > 0) {
+    check_payloads_kernel<<<grid_for(static_cast<std::size_t>(ranks) * k), kBlock, 0, stream>>>(
+        bytes, payload_stride, ranks, k32, n, corrupt);
+  }
   const int search_grid = grid_for(static_cast<std::size_t>(ranks) * (segments + 1));
   segment_starts_kernel<<<search_grid, kBlock, 0, stream>>>(bytes, payload_stride, ranks, k32,
                                                             segments, starts);
   const int grid = static_cast<int>(std::min<std::size_t>(segments, grid_for(n / kVec) * 2u));
   switch (out_type) {
     case Elem::fp32:
-      scatter_kernel<Elem::fp32><<<grid, kBlock, 0, stream>>>(bytes, payload_stride, ranks, k32,
-                                                              fp16_values, n, starts, out, divisor);
+      scatter_kernel<Elem::fp32><<<grid, kBlock, 0, stream>>>(
+          bytes, payload_stride, ranks, k32, fp16_values, n, starts, corrupt, out, divisor);
       break;
     case Elem::fp16:
-      scatter_kernel<Elem::fp16><<<grid, kBlock, 0, stream>>>(bytes, payload_stride, ranks, k32,
-                                                              fp16_values, n, starts, out, divisor);
+      scatter_kernel<Elem::fp16><<<grid, kBlock, 0, stream>>>(
+          bytes, payload_stride, ranks, k32, fp16_values, n, starts, corrupt, out, divisor);
       break;
     case Elem::bf16:
-      scatter_kernel<Elem::bf16><<<grid, kBlock, 0, stream>>>(bytes, payload_stride, ranks, k32,
-                                                              fp16_values, n, starts, out, divisor);
+      scatter_kernel<Elem::bf16><<<grid, kBlock, 0, stream>>>(
+          bytes, payload_stride, ranks, k32, fp16_values, n, starts, corrupt, out, divisor);
       break;
   }
   return cudaGetLastError();

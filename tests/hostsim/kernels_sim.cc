@@ -390,12 +390,11 @@ cudaError_t topk_accumulate(const void* gathered, std::size_t payload_stride, in
     const std::size_t scratch_bytes = topk_accumulate_scratch_bytes(n, ranks);
     sim::require_device("topk_accumulate scratch", scratch, scratch_bytes);
     std::memset(scratch, 0xff, scratch_bytes);
-    std::vector<float> dense(n, 0.0f);
-    const auto* bytes = static_cast<const std::byte*>(gathered);
-    for (int r = 0; r < ranks; ++r) {
-      kernels::topk_accumulate(bytes + r * payload_stride, k,
-                               fp16_values ? TopkValues::fp16 : TopkValues::fp32, dense.data());
-    }
+    // The device's own payload check and sum (a corrupt payload: every value NaN).
+    std::vector<float> dense(n);
+    kernels::topk_accumulate_gathered(gathered, payload_stride, ranks, k,
+                                      fp16_values ? TopkValues::fp16 : TopkValues::fp32, n,
+                                      dense.data());
     for (std::size_t i = 0; i < n; ++i)
       store(out_type, out, i, divide_keeping_nan(dense[i], divisor));
   });

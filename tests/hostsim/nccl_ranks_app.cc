@@ -149,6 +149,7 @@ int main(int argc, char** argv) {
 
   check_not_finite(world, bucket_send[1], bucket_recv[1], sizes[1], stream);
   check_fp16_overflow(world, bucket_send[1], bucket_recv[1], sizes[1], stream);
+  check_corrupt_payload(world, bucket_send[1], bucket_recv[1], sizes[1], stream);
   check_int8_bytes(world, bucket_send[0], bucket_recv[0], sizes[0], stream);
   check_topk_sharded_bytes(world, bucket_send[0], sizes[0], stream);
   check_switch(world, bucket_send, bucket_recv, sizes, stream);

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "kernels/element_rules.h"
 #include "tests/hostsim/nccl_ranks_job.h"
 
 namespace ranks_job {
@@ -73,6 +74,27 @@ void check_fp16_overflow(Comm& world, float* send, float* recv, std::size_t n,
   expect(infs == 16,
          "fp16 sums past 65504 come out inf on NCCL: " + std::to_string(infs) + " of 16");
   verify("fp16 overflow, bit for bit with the model's fp16 sum", c);
+}
+
+// A top-k payload that arrives corrupt (an index past the end in rank 1's,
+// put there by the simulated allgather): the device's own check makes every
+// value of the result NaN on every rank (kernels::topk_accumulate_gathered),
+// nothing is written out of bounds, and the next call on the key is whole again.
+void check_corrupt_payload(Comm& world, float* send, float* recv, std::size_t n,
+                           cudaStream_t stream) {
+  if (!mode.topk || world.size < 2 || sim::shards_topk(mode, n, world.size)) return;
+  Call c = prepare(world, send, recv, n, ncclFloat32, ncclSum, stream);
+  sim::corrupt_next_allgather(3 * sizeof(std::uint32_t), static_cast<std::uint32_t>(n));
+  issue(c);
+  const std::vector<float> got = read_back(c);
+  std::size_t nan = 0;
+  for (float x : got) nan += slimreduce::kernels::float_bits(x) == 0x7fc00000u;
+  expect(nan == n, "a corrupt payload from rank 1: " + std::to_string(nan) + " of " +
+                       std::to_string(n) + " values NaN");
+  model.expected(c.model);  // its residuals moved as the call's did
+  Call next = prepare(world, send, recv, n, ncclFloat32, ncclSum, stream);
+  issue(next);
+  verify("the call after a corrupt payload", next);
 }
 
 // The compressor switched at run time through the C API (as slimreduce-bench

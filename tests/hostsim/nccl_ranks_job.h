@@ -93,6 +93,8 @@ void check_other_makers(const Comm& world, float* send, float* recv, std::size_t
                         cudaStream_t stream);
 void check_not_finite(Comm& world, float* send, float* recv, std::size_t n, cudaStream_t stream);
 void check_fp16_overflow(Comm& world, float* send, float* recv, std::size_t n, cudaStream_t stream);
+void check_corrupt_payload(Comm& world, float* send, float* recv, std::size_t n,
+                           cudaStream_t stream);
 void check_int8_bytes(Comm& world, float* send, float* recv, std::size_t n, cudaStream_t stream);
 void check_topk_sharded_bytes(Comm& world, float* send, std::size_t n, cudaStream_t stream);
 void check_coll_config(Comm& world, float* send, float* recv, std::size_t n, cudaStream_t stream);

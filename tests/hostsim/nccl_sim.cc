@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -269,7 +270,25 @@ ncclResult_t all_reduce(const void* send, void* recv, size_t count, ncclDataType
 std::atomic<std::size_t> configs_received{0};
 std::atomic<std::size_t> all_reduces_received{0};
 
+struct Corruption {
+  std::mutex mutex;
+  bool armed = false;
+  std::size_t offset = 0;
+  std::uint32_t bytes = 0;
+};
+Corruption& corruption() {
+  static Corruption c;
+  return c;
+}
+
 }  // namespace
+
+void corrupt_next_allgather(std::size_t offset, std::uint32_t bytes) {
+  std::lock_guard lock(corruption().mutex);
+  corruption().armed = true;
+  corruption().offset = offset;
+  corruption().bytes = bytes;
+}
 
 std::size_t nccl_configs_received() { return configs_received; }
 std::size_t nccl_all_reduces_received() { return all_reduces_received; }
@@ -305,11 +324,20 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataT
   const std::size_t bytes = count * sim::type_bytes(type);
   if (!sim::known(comm) || sim::type_bytes(type) == 0 || bytes > INT_MAX)
     return ncclInvalidArgument;
+  std::optional<std::pair<std::size_t, std::uint32_t>> corrupt;
+  {
+    std::lock_guard lock(sim::corruption().mutex);
+    if (std::exchange(sim::corruption().armed, false))
+      corrupt.emplace(sim::corruption().offset, sim::corruption().bytes);
+  }
   return sim::submit(comm, stream, [=](ncclComm& c) {
     sim::require_device("ncclAllGather sendbuff", send, bytes);
     sim::require_device("ncclAllGather recvbuff", recv, bytes * c.size);
-    if (std::vector<std::byte> all; sim::gather_all(c, send, bytes, all))
+    if (std::vector<std::byte> all; sim::gather_all(c, send, bytes, all)) {
+      if (corrupt && c.size > 1 && corrupt->first + 4 <= bytes)
+        std::memcpy(all.data() + bytes + corrupt->first, &corrupt->second, 4);
       std::memcpy(recv, all.data(), all.size());
+    }
   });
 }
 

@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 
 namespace slimreduce::hostsim {
@@ -53,6 +54,12 @@ std::size_t nccl_configs_received();
 // How many ncclAllReduce (and ncclAllReduceConfig) calls have reached it: a
 // test can tell a call passed through whole from one cut into pieces.
 std::size_t nccl_all_reduces_received();
+
+// The next ncclAllGather submitted on this process: the 4 bytes at `offset`
+// of rank 1's block come out as `bytes` (every rank that asks writes the same
+// into its own copy, as if rank 1 had sent them): a corrupt payload, for the
+// device-side checks of what other ranks send.
+void corrupt_next_allgather(std::size_t offset, std::uint32_t bytes);
 
 // How many of the simulated NCCL's collectives wait for other ranks now (a
 // test can abort their communicator while one does).

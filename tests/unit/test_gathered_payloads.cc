@@ -2,15 +2,21 @@
 // (algorithms/gathered.h, check_payloads): a top-k payload whose index is out
 // of range or out of order fails the call with an error, whole or fused,
 // rather than writing outside the output; a well-formed one goes through.
+// Where the device sums them (the host has let go of the call), the device
+// checks them itself: kernels::topk_accumulate_gathered, the CPU twin of
+// that kernel, gives every value NaN for a corrupt payload of any rank.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstring>
+#include <ostream>
 #include <vector>
 
 #include "algorithms/fused_gathered.h"
 #include "algorithms/gathered.h"
 #include "compressors/registry.h"
+#include "kernels/element_rules.h"
+#include "kernels/topk.h"
 
 namespace slimreduce::algorithms {
 namespace {
@@ -106,6 +112,65 @@ TEST(GatheredPayloads, AFusedBatchChecksEachTensor) {
     EXPECT_EQ(fused.communicate().ok(), bad < 0) << "bad index " << bad;
   }
 }
+
+// One way a payload from another rank can be corrupt: its entry `entry` set
+// to `index` in rank `rank`'s payload (kWellFormed: left alone; kRepeat: set
+// to the entry before it).
+constexpr std::int64_t kWellFormed = -1, kRepeat = -2;
+struct Corruption {
+  const char* name;
+  int rank;
+  std::size_t entry;
+  std::int64_t index;
+};
+
+void PrintTo(const Corruption& c, std::ostream* out) { *out << c.name; }
+
+class DeviceCheck : public ::testing::TestWithParam<Corruption> {};
+
+TEST_P(DeviceCheck, ACorruptPayloadMakesEveryValueNaNAndNothingElse) {
+  namespace k = kernels;
+  const Corruption c = GetParam();
+  constexpr int kRanks = 3;
+  const std::size_t kk = k::topk_count(kCount, 0.01);
+  const std::size_t bytes = k::topk_payload_bytes(kk, k::TopkValues::fp32), stride = bytes + 16;
+  std::vector<std::byte> gathered(stride * kRanks);
+  std::vector<float> plain(kCount, 0.0f);
+  k::TopkScratch scratch;
+  for (int r = 0; r < kRanks; ++r) {
+    std::vector<float> in = input();
+    for (float& x : in) x *= float(r + 1);
+    k::topk_compress(in.data(), nullptr, kCount, kk, k::TopkValues::fp32,
+                     gathered.data() + r * stride, scratch);
+    k::topk_accumulate(gathered.data() + r * stride, kk, k::TopkValues::fp32, plain.data());
+  }
+  std::byte* entry = gathered.data() + c.rank * stride + c.entry * 4;
+  if (c.index == kRepeat) {
+    std::memcpy(entry, entry - 4, 4);
+  } else if (c.index != kWellFormed) {
+    const auto index = static_cast<std::uint32_t>(c.index);
+    std::memcpy(entry, &index, 4);
+  }
+  std::vector<float> got(kCount, 1.0f);
+  k::topk_accumulate_gathered(gathered.data(), stride, kRanks, kk, k::TopkValues::fp32, kCount,
+                              got.data());
+  for (std::size_t i = 0; i < kCount; ++i) {
+    const std::uint32_t want =
+        c.index == kWellFormed ? k::float_bits(plain[i]) : std::uint32_t{0x7fc00000u};
+    ASSERT_EQ(k::float_bits(got[i]), want) << c.name << ", value " << i;
+  }
+}
+
+// The entries of input() at 1%: 10 distinct ascending indices per rank.
+INSTANTIATE_TEST_SUITE_P(Payloads, DeviceCheck,
+                         ::testing::Values(Corruption{"well_formed", 0, 0, kWellFormed},
+                                           Corruption{"past_the_end_in_rank_1", 1, 4, kCount},
+                                           Corruption{"far_past_the_end_in_rank_2", 2, 9,
+                                                      0xffffffffll},
+                                           Corruption{"last_entry_at_n_in_rank_0", 0, 9, kCount},
+                                           Corruption{"out_of_order_in_rank_1", 1, 5, 0},
+                                           Corruption{"a_repeated_index_in_rank_2", 2, 1, kRepeat}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace slimreduce::algorithms
