@@ -14,7 +14,7 @@ command -v clang++ >/dev/null || { echo "run_fuzz.sh: clang++ not found (apt-get
 
 # Each source is compiled once into an object that every target shares,
 # through ccache where it is installed (scripts/compiler_cache.sh sets it up
-# for the suite), then each target is linked: a warm cache builds all five in
+# for the suite), then each target is linked: a warm cache builds all six in
 # seconds, a cold one compiles each library source once instead of once per target.
 compiler=(clang++)
 if [ "${SLIMREDUCE_NO_CCACHE:-0}" != 1 ] && command -v ccache >/dev/null 2>&1; then
@@ -47,11 +47,13 @@ declare -A objects_of=(
   [topk_payload]="${kernels[*]}"
   [quant8_block]="${kernels[*]}"
   [quant8_minmax_block]="${kernels[*]}"
+  [quant_packed_block]="${kernels[*]}"
   [sharded_parts]="${compressors[*]} ${kernels[*]}"
   [settings]="${settings# } ${compressors[*]} ${kernels[*]}"
 )
 status=0
-for target in topk_payload quant8_block quant8_minmax_block sharded_parts settings; do
+for target in topk_payload quant8_block quant8_minmax_block quant_packed_block sharded_parts \
+    settings; do
   binary=$out/fuzz_$target
   main=$(object "$root/tests/fuzz/fuzz_$target.cc")
   # shellcheck disable=SC2086
