@@ -12,29 +12,27 @@
 #include "core/mpi/engine.h"
 #include "core/runtime/log.h"
 #include "core/runtime/timeline.h"
+#include "fusion/layout.h"
 #include "scheduler/order.h"
 
 namespace slimreduce {
 namespace {
 
-// Consecutive queued calls that one collective can carry: the same
-// compressor, at most `threshold` bytes (a larger call alone); a sharded
-// compressor's calls alone (not fused yet).
+// Consecutive queued calls that one collective can carry (the one planner,
+// fusion/layout.h, with the flush's rule): the same compressor, at most
+// `threshold` bytes (a larger call alone); a compressor that cannot fuse
+// (sharded) runs each call alone.
 std::vector<std::vector<QueuedReduction>> batches_of(const std::vector<QueuedReduction>& taken,
                                                      std::uint64_t threshold) {
-  std::vector<std::vector<QueuedReduction>> batches;
-  std::uint64_t bytes = 0;
+  fusion::Layout<const compressors::Compressor*> layout(
+      fusion::BatchRule{.adjacent = true, .max_size = threshold, .placed = fusion::as_given});
   for (const QueuedReduction& reduction : taken) {
-    const bool fits = !batches.empty() &&
-                      batches.back().front().decision.compressor == reduction.decision.compressor &&
-                      compressors::fusable(*reduction.decision.compressor) &&
-                      bytes + reduction.bytes() <= threshold;
-    if (!fits) {
-      batches.emplace_back();
-      bytes = 0;
-    }
-    bytes += reduction.bytes();
-    batches.back().push_back(reduction);
+    const compressors::Compressor* compressor = reduction.decision.compressor.get();
+    layout.add(compressor, reduction.bytes(), !compressors::fusable(*compressor));
+  }
+  std::vector<std::vector<QueuedReduction>> batches(layout.batches());
+  for (int b = 0; b < layout.batches(); ++b) {
+    for (int member : layout.members(b)) batches[b].push_back(taken[member]);
   }
   return batches;
 }

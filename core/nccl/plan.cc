@@ -232,43 +232,52 @@ std::size_t topk_batch_bytes(const TopkBatch& batch) {
 }
 
 std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> GroupPlan::layout() {
-  // Casts that one 16-bit collective can carry (same communicator, stream and
-  // op) share a fused buffer (fusion/layout.h); top-k calls on one
-  // communicator and stream share a fused slot, each call its own scratch.
+  // The one planner (fusion/layout.h), by key anywhere in the group: casts
+  // that one 16-bit collective can carry (same communicator, stream,
+  // compressor and op) share a fused buffer; top-k calls on one
+  // communicator and stream with one compressor share a fused slot, each
+  // call its own scratch. A partition's piece runs alone, as the MPI path
+  // runs a cut call's pieces.
   struct CastKey {
     NcclCommState* comm;
     cudaStream_t stream;
     compressors::SummableCompressor* compressor;  // the members' (levels: one per batch)
     bool average;
-    int alone;  // a partition's: its call index + 1, so it fuses with nothing; else 0
     bool operator==(const CastKey&) const = default;
   };
+  struct TopkKey {
+    NcclCommState* comm;
+    cudaStream_t stream;
+    compressors::GatheredCompressor* compressor;
+    bool operator==(const TopkKey&) const = default;
+  };
   fusion::Layout<CastKey> casts;
-  std::vector<int> cast_calls;  // the call of each tensor casts placed
+  fusion::Layout<TopkKey> topks(fusion::BatchRule{.placed = fusion::as_given});  // slot bytes
+  std::vector<int> cast_calls, topk_calls;  // the call of each tensor each layout placed
   std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> need;
-  topk_batches_.clear();
   for (int i = 0; i < static_cast<int>(calls.size()); ++i) {
     CallPlan& p = calls[i];
     if (!p.compressed) continue;
     const auto key = std::make_pair(p.comm.get(), stream_of(p.call));
+    const bool alone = p.pieces > 1;
+    fusion::Placement placed;
     if (const std::size_t own = own_region_bytes(p)) {  // a step of its own
       need[key] += own;
       continue;
     }
     if (p.call.verdict.path == ReductionPath::topk) {
-      p.stride = gathered_of(p).device_slot_bytes(p.call.count);
+      p.stride = gathered_of(p).device_slot_bytes(p.call.count);  // a multiple of 16 bytes
       p.select_scratch = gathered_of(p).device_compress_scratch_bytes(p.call.count);
       need[key] += topk_region_bytes(p);
-      place_topk(i, key.first, key.second);
-      continue;
+      placed = topks.add({key.first, key.second, &gathered_of(p)}, p.stride, alone);
+      topk_calls.push_back(i);
+    } else {
+      placed = casts.add({key.first, key.second, &summable_of(p), p.call.verdict.average},
+                         p.call.count, alone);
+      cast_calls.push_back(i);
     }
-    // A partition runs alone, as the MPI path runs a cut call's pieces.
-    const int alone = p.pieces > 1 ? i + 1 : 0;
-    const fusion::Placement placed = casts.add(
-        {key.first, key.second, &summable_of(p), p.call.verdict.average, alone}, p.call.count);
     p.batch = placed.batch;
     p.offset = placed.offset;
-    cast_calls.push_back(i);
   }
   batches_.clear();
   for (int b = 0; b < casts.batches(); ++b) {
@@ -282,36 +291,18 @@ std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> GroupPlan::layout
     for (int member : casts.members(b)) batch.members.push_back(cast_calls[member]);
     need[{batch.comm, batch.stream}] += round256(batch.elements * sizeof(std::uint16_t));
   }
-  for (const TopkBatch& batch : topk_batches_)
+  topk_batches_.clear();
+  for (int b = 0; b < topks.batches(); ++b) {
+    TopkBatch& batch = topk_batches_.emplace_back();
+    batch.comm = topks.key(b).comm;
+    batch.stream = topks.key(b).stream;
+    batch.compressor = topks.key(b).compressor;
+    batch.kernels = batch.stream;
+    batch.slot_bytes = topks.elements(b);
+    for (int member : topks.members(b)) batch.members.push_back(topk_calls[member]);
     need[{batch.comm, batch.stream}] += topk_batch_bytes(batch);
-  return need;
-}
-
-// The batch of the call's communicator, stream and compressor (a new one, in
-// the order their first calls came), and the call's slot at the end of it.
-void GroupPlan::place_topk(int call, NcclCommState* comm, cudaStream_t stream) {
-  CallPlan& p = calls[call];
-  int batch = 0;
-  const int batches = static_cast<int>(topk_batches_.size());
-  // A partition's batch is its own (never a later call's either).
-  auto joins = [&](const TopkBatch& b) {
-    return b.comm == comm && b.stream == stream && b.compressor == &gathered_of(p) && !b.alone &&
-           p.pieces == 1;
-  };
-  while (batch < batches && !joins(topk_batches_[batch])) ++batch;
-  if (batch == batches) {
-    TopkBatch& made = topk_batches_.emplace_back();
-    made.comm = comm;
-    made.stream = stream;
-    made.compressor = &gathered_of(p);
-    made.kernels = stream;
-    made.alone = p.pieces > 1;
   }
-  TopkBatch& into = topk_batches_[batch];
-  p.batch = batch;
-  p.offset = into.slot_bytes;
-  into.slot_bytes += p.stride;  // each slot a multiple of 16 bytes: every offset stays aligned
-  into.members.push_back(call);
+  return need;
 }
 
 void GroupPlan::assign(NcclCommState* comm, cudaStream_t stream, std::byte* base) {

@@ -118,7 +118,6 @@ struct TopkBatch {
   std::size_t slot_bytes = 0;    // every member's device slot, end to end
   std::byte* payload = nullptr;  // this rank's fused slot
   std::byte* gathered = nullptr;  // every rank's, in rank order
-  bool alone = false;             // a partition's: no other call joins it
   std::vector<int> members;       // indices into GroupPlan::calls
 };
 
@@ -197,7 +196,6 @@ class GroupPlan {
   // its workspace for itself (hierarchical, low rank, sharded); 0 for the others.
   std::size_t own_region_bytes(const CallPlan& plan) const;
   std::size_t topk_region_bytes(const CallPlan& plan) const;
-  void place_topk(int call, NcclCommState* comm, cudaStream_t stream);
 
   std::shared_ptr<compressors::Compressor> compressor_;
   std::vector<CastBatch> batches_;

@@ -82,10 +82,14 @@ void check_fp16_overflow(Comm& world, float* send, float* recv, std::size_t n,
 // nothing is written out of bounds, and the next call on the key is whole again.
 void check_corrupt_payload(Comm& world, float* send, float* recv, std::size_t n,
                            cudaStream_t stream) {
-  if (!mode.topk || world.size < 2 || sim::shards_topk(mode, n, world.size)) return;
+  // A call that passes through (a tensor over the residual cap) gathers no payload.
+  if (!mode.topk || world.size < 2 || sim::shards_topk(mode, n, world.size) ||
+      (mode.ef && n * sizeof(float) > mode.ef_max_bytes))
+    return;
   Call c = prepare(world, send, recv, n, ncclFloat32, ncclSum, stream);
   sim::corrupt_next_allgather(3 * sizeof(std::uint32_t), static_cast<std::uint32_t>(n));
   issue(c);
+  CHECK(!sim::take_unused_corruption(), "the call's payloads went through an allgather");
   const std::vector<float> got = read_back(c);
   std::size_t nan = 0;
   for (float x : got) nan += slimreduce::kernels::float_bits(x) == 0x7fc00000u;

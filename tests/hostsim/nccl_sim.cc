@@ -283,6 +283,11 @@ Corruption& corruption() {
 
 }  // namespace
 
+bool take_unused_corruption() {
+  std::lock_guard lock(corruption().mutex);
+  return std::exchange(corruption().armed, false);
+}
+
 void corrupt_next_allgather(std::size_t offset, std::uint32_t bytes) {
   std::lock_guard lock(corruption().mutex);
   corruption().armed = true;

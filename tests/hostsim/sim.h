@@ -60,6 +60,8 @@ std::size_t nccl_all_reduces_received();
 // into its own copy, as if rank 1 had sent them): a corrupt payload, for the
 // device-side checks of what other ranks send.
 void corrupt_next_allgather(std::size_t offset, std::uint32_t bytes);
+// Whether that corruption still waits for an allgather; disarms it.
+bool take_unused_corruption();
 
 // How many of the simulated NCCL's collectives wait for other ranks now (a
 // test can abort their communicator while one does).
