@@ -89,10 +89,7 @@ void call_aborted(Comm& a, float* send, float* recv, cudaStream_t stream) {
 
 int main(int argc, char** argv) {
   // Threads: the watchdog, and unless HOSTSIM_ASYNC=0 the streams' threads.
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  CHECK(provided == MPI_THREAD_MULTIPLE, "MPI_THREAD_MULTIPLE");
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  start_job(&argc, &argv);
   CHECK(mode.compressor != "none", "a compressor");
   Comm a = make_world_comm();
   Comm b = make_world_comm();

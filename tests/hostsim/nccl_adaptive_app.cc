@@ -94,10 +94,7 @@ void scale(Call& c, float factor) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  CHECK(provided == MPI_THREAD_MULTIPLE, "MPI_THREAD_MULTIPLE");
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  start_job(&argc, &argv);
   CHECK(mode.topk || mode.powersgd, "runs with SLIMREDUCE_COMPRESSOR=topk or powersgd");
   const std::string levels =
       sim::env_or(mode.topk ? "SLIMREDUCE_TOPK_RATIO" : "SLIMREDUCE_POWERSGD_RANK", "");
@@ -166,7 +163,6 @@ int main(int argc, char** argv) {
   CUDA_OK(cudaFree(send));
   CUDA_OK(cudaFree(recv));
   CUDA_OK(cudaStreamDestroy(stream));
-  const std::size_t live = sim::device_bytes_live();
-  expect(live == 0, "device bytes left after the communicator went: " + std::to_string(live));
+  expect_no_device_bytes_left();
   return finish_job();
 }

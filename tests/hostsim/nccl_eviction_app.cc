@@ -40,10 +40,7 @@ bool evicted_by(std::uint64_t last, std::uint64_t now, std::uint64_t limit) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  CHECK(provided == MPI_THREAD_MULTIPLE, "MPI_THREAD_MULTIPLE");
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  start_job(&argc, &argv);
   CHECK(mode.ef || mode.powersgd, "a compressor that keeps state per key");
   const std::uint64_t limit =
       std::strtoull(sim::env_or("SLIMREDUCE_EF_EVICT_CALLS", "10000").c_str(), nullptr, 10);
@@ -82,7 +79,6 @@ int main(int argc, char** argv) {
   CUDA_OK(cudaFree(send));
   CUDA_OK(cudaFree(recv));
   CUDA_OK(cudaStreamDestroy(stream));
-  const std::size_t live = sim::device_bytes_live();
-  expect(live == 0, "device bytes left after the communicator went: " + std::to_string(live));
+  expect_no_device_bytes_left();
   return finish_job();
 }

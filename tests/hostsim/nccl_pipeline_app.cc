@@ -167,9 +167,7 @@ void check_captured_pass_through(Comm& world, float* send, float* recv, cudaStre
 }  // namespace
 
 int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  start_job(&argc, &argv);
   CHECK(mode.warmup == 0, "runs without warm-up (the model's pieces do not count it)");
   Comm world = make_world_comm();
   cudaStream_t stream = nullptr;

@@ -21,10 +21,7 @@ using namespace ranks_job;
 int main(int argc, char** argv) {
   // Threads: unless HOSTSIM_ASYNC=0 the simulated NCCL's collectives run on the
   // streams' threads while this one makes communicators.
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  CHECK(provided == MPI_THREAD_MULTIPLE, "MPI_THREAD_MULTIPLE");
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  start_job(&argc, &argv);
   Comm world = make_world_comm();
   cudaStream_t stream = nullptr;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -169,8 +166,6 @@ int main(int argc, char** argv) {
 
   CUDA_OK(cudaFree(send));
   CUDA_OK(cudaFree(recv));
-  // Every workspace and residual went with its communicator.
-  const std::size_t live = sim::device_bytes_live();
-  expect(live == 0, "device bytes left after every communicator went: " + std::to_string(live));
+  expect_no_device_bytes_left();
   return finish_job();
 }

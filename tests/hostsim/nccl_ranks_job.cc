@@ -122,6 +122,18 @@ std::uint64_t eligible_count() {
   return c.compressed + c.warmup + c.ef_cap_fallback;
 }
 
+void start_job(int* argc, char*** argv) {
+  int provided = 0;
+  MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+  CHECK(provided == MPI_THREAD_MULTIPLE, "MPI_THREAD_MULTIPLE");
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+}
+
+void expect_no_device_bytes_left() {
+  const std::size_t live = sim::device_bytes_live();
+  expect(live == 0, "device bytes left after every communicator went: " + std::to_string(live));
+}
+
 int finish_job() {
   int all_failures = 0;
   MPI_Allreduce(&failures, &all_failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

@@ -72,6 +72,11 @@ void wait_ready(ncclComm_t comm);
 // A call that may answer ncclInProgress (a non-blocking communicator's).
 void may_progress(ncclResult_t rc, const char* what);
 Comm make_world_comm(bool blocking = true);
+// MPI started with every thread allowed (the streams' threads, unless
+// HOSTSIM_ASYNC=0, and a job's own), and world_rank set.
+void start_job(int* argc, char*** argv);
+// Every workspace and residual went with its communicator: no device bytes left.
+void expect_no_device_bytes_left();
 // Calls taken as eligible so far: compressed, or held back only by warm-up or the residual cap.
 std::uint64_t eligible_count();
 // The job's end on every rank: the failures summed over ranks, rank 0's
