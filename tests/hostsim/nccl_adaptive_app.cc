@@ -10,7 +10,8 @@
 // kNormLag calls of its shape later, as the NCCL path reads them; each
 // result is checked bit for bit against the reference model at the level
 // predicted (top-k's ratio, SLIMREDUCE_TOPK_RATIO's gentle or hard value, or
-// PowerSGD's rank, SLIMREDUCE_POWERSGD_RANK's: its Q reseeded at a change).
+// PowerSGD's rank, SLIMREDUCE_POWERSGD_RANK's: its Q reseeded at a change;
+// or quant's width, SLIMREDUCE_QUANT_BITS's: its owner residuals kept).
 // A level the library did not follow, or followed a call early or late,
 // changes a result's bits. The run must see both switches and a group whose
 // calls' levels differ, or it fails.
@@ -95,16 +96,20 @@ void scale(Call& c, float factor) {
 
 int main(int argc, char** argv) {
   start_job(&argc, &argv);
-  CHECK(mode.topk || mode.powersgd, "runs with SLIMREDUCE_COMPRESSOR=topk or powersgd");
-  const std::string levels =
-      sim::env_or(mode.topk ? "SLIMREDUCE_TOPK_RATIO" : "SLIMREDUCE_POWERSGD_RANK", "");
+  CHECK(mode.topk || mode.powersgd || mode.compressor == "quant",
+        "runs with SLIMREDUCE_COMPRESSOR=topk, powersgd or quant");
+  const std::string levels = sim::env_or(mode.topk       ? "SLIMREDUCE_TOPK_RATIO"
+                                         : mode.powersgd ? "SLIMREDUCE_POWERSGD_RANK"
+                                                         : "SLIMREDUCE_QUANT_BITS",
+                                         "");
   CHECK(levels.find(',') != std::string::npos, "the compressor's setting gives two levels");
   const double value[2] = {std::atof(levels.c_str()),
                            std::atof(levels.c_str() + levels.find(',') + 1)};
-  // The model at a level: top-k's ratio, or PowerSGD's rank.
+  // The model at a level: top-k's ratio, PowerSGD's rank, or the quantizer's width.
   auto model_at = [&](int level) {
     model.mode().ratio = value[level];
     model.mode().powersgd_rank = static_cast<std::size_t>(value[level]);
+    model.mode().quant_bits = static_cast<int>(value[level]);
   };
   const std::size_t window =
       std::strtoull(sim::env_or("SLIMREDUCE_ADAPTIVE_WINDOW", "10").c_str(), nullptr, 10);

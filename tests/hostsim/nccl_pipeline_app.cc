@@ -28,7 +28,7 @@ const std::uint64_t kPartitionBytes = 64 << 10;  // the runs' SLIMREDUCE_PARTITI
 const bool pipeline_on = sim::env_or("SLIMREDUCE_PIPELINE", "auto") != "0";
 // The pieces whose compress and finish are kernels alone: casts and gathered
 // top-k. (A function: `mode` is another file's global, made in its own time.)
-bool pipelinable() { return !mode.int8 && !(mode.topk && mode.topk_algorithm == "sharded"); }
+bool pipelinable() { return !mode.quant && !(mode.topk && mode.topk_algorithm == "sharded"); }
 
 // The cut, written out again: the fewest near-equal pieces of at most
 // kPartitionBytes, the first count % pieces one element longer.

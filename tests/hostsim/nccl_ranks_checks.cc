@@ -109,7 +109,7 @@ void check_switch(Comm& world, float* const send[3], float* const recv[3],
   next.compressor = mode.topk ? "fp16" : "topk";
   next.topk = !mode.topk;
   next.powersgd = false;
-  next.int8 = false;
+  next.quant = false;
   next.ef = sim::env_or("SLIMREDUCE_ERROR_FEEDBACK", next.topk ? "1" : "0") == "1";
   next.format = slimreduce::reference::Half::fp16;
   CHECK(slimreduce_set_compressor(next.compressor.c_str()) == 0, "slimreduce_set_compressor");
@@ -299,7 +299,7 @@ void check_coll_config(Comm& world, float* send, float* recv, std::size_t n, cud
 // to 4 bytes), then a ring allgather of one result slot (the largest
 // owner's block, padded to 8 bytes): (ranks - 1) slots.
 void check_int8_bytes(Comm& world, float* send, float* recv, std::size_t n, cudaStream_t stream) {
-  if (!mode.int8) return;
+  if (!mode.quant || mode.quant_bits != 8) return;
   const std::size_t bucket = mode.quant_bucket;
   auto block = [&](std::size_t count) { return (count + bucket - 1) / bucket * 4 + count; };
   const std::vector<std::size_t> bounds = sim::int8_bounds(n, world.size, bucket);

@@ -3,20 +3,17 @@
 // simulated NCCL's order; a top-k sum does not depend on it), widen, divide
 // for ncclAvg; hierarchically (a call's local_size), each node's fp32 sum
 // first, then each shard over the nodes; int8 by shards of whole buckets,
-// each owner's sum quantized again; top-k where it shards (fp32, flat, not in
-// a graph: shards_topk) by even shards, each owner's sum selected again or
-// cast to 16 bits. It keeps the residuals and the warm-up counts as the
-// library does, so calls after calls stay exact.
-// The casts (as_type and the fp16/bf16 compressors), top-k (k, selection,
-// payload, sums) and int8 come from tests/reference/independent.h, written
-// apart from kernels/, so that a kernel's bug fails the runs instead of
-// being expected by them (tests/unit/test_independent_reference.cc holds the
-// kernels to the same references directly). PowerSGD still calls its CPU
-// twins (kernels/low_rank.h): its result depends bit for bit on the order of
-// every product's and the orthonormalisation's fp32 operations, so a second
-// copy would be that code again, not a check of it; its shape
-// (low_rank_shape) is arithmetic of sizes only.
-// One model per stream of calls (not thread-safe).
+// each owner's sum quantized again (int4, int2 alike, at their width); top-k where it shards (fp32,
+// flat, not in a graph: shards_topk) by even shards, each owner's sum selected again or cast to 16
+// bits. It keeps the residuals and the warm-up counts as the library does, so calls after calls
+// stay exact. The casts (as_type and the fp16/bf16 compressors), top-k (k, selection, payload,
+// sums) and the quantizer (8, 4 and 2 bits) come from tests/reference/independent.h, written apart
+// from kernels/, so that a kernel's bug fails the runs instead of being expected by them
+// (tests/unit/test_independent_reference.cc holds the kernels to the same references directly).
+// PowerSGD still calls its CPU twins (kernels/low_rank.h): its result depends bit for bit on the
+// order of every product's and the orthonormalisation's fp32 operations, so a second copy would be
+// that code again, not a check of it; its shape (low_rank_shape) is arithmetic of sizes only. One
+// model per stream of calls (not thread-safe).
 #pragma once
 
 #include <nccl.h>
@@ -46,9 +43,16 @@ struct Mode {
   std::string compressor = env_or("SLIMREDUCE_COMPRESSOR", "none");
   bool topk = compressor == "topk";
   bool powersgd = compressor == "powersgd";
-  bool int8 = compressor == "int8";
+  // The quantizer, sharded at any width: int8, int4, int2, or quant at
+  // SLIMREDUCE_QUANT_BITS (its first level).
+  bool quant =
+      compressor == "int8" || compressor == "int4" || compressor == "int2" || compressor == "quant";
+  int quant_bits = compressor == "int4"    ? 4
+                   : compressor == "int2"  ? 2
+                   : compressor == "quant" ? std::atoi(env_or("SLIMREDUCE_QUANT_BITS", "8").c_str())
+                                           : 8;
   std::string topk_algorithm = env_or("SLIMREDUCE_TOPK_ALGORITHM", "auto");
-  bool ef = env_or("SLIMREDUCE_ERROR_FEEDBACK", topk || powersgd || int8 ? "1" : "0") == "1";
+  bool ef = env_or("SLIMREDUCE_ERROR_FEEDBACK", topk || powersgd || quant ? "1" : "0") == "1";
   std::size_t quant_bucket =
       static_cast<std::size_t>(std::atoi(env_or("SLIMREDUCE_QUANT_BUCKET", "512").c_str()));
   std::size_t powersgd_rank =
@@ -230,9 +234,9 @@ class Model {
       Residual made{
           c.n, c.type, std::vector<std::vector<float>>(c.comm_size, std::vector<float>(c.n)), {}};
       const std::vector<std::size_t> bounds =
-          mode_.int8 ? int8_bounds(c.n, c.comm_size, mode_.quant_bucket)
-                     : even_bounds(c.n, c.comm_size);
-      const bool owners = mode_.int8 || shards_topk(mode_, c.n, c.comm_size);
+          mode_.quant ? int8_bounds(c.n, c.comm_size, mode_.quant_bucket)
+                      : even_bounds(c.n, c.comm_size);
+      const bool owners = mode_.quant || shards_topk(mode_, c.n, c.comm_size);
       for (int s = 0; owners && s < c.comm_size; ++s)
         made.owners.emplace_back(bounds[s + 1] - bounds[s], 0.0f);
       found = residuals_.emplace(key, std::move(made)).first;
@@ -248,8 +252,8 @@ class Model {
       // none where a residual was wanted but found no room under the cap.
       const bool keyed = !mode_.ef || res;
       return low_rank(c, res, keyed ? &qs_[{c.comm_id, c.recv}] : nullptr);
-    } else if (mode_.int8) {  // flat on every path's NCCL plan
-      out = sharded_int8(c, res);
+    } else if (mode_.quant) {  // flat on every path's NCCL plan
+      out = sharded_quant(c, res);
     } else if (shards_topk(mode_, c.n, c.comm_size) && c.type == ncclFloat32 && c.local_size <= 1 &&
                !c.captured) {
       out = sharded_topk(c, res);
@@ -338,12 +342,25 @@ class Model {
     return out;
   }
 
-  // int8, sharded: every rank quantizes its slice of shard s (with its
-  // residual's slice); owner s adds them into zeros in rank order and
-  // quantizes the sum again (with its owner residual); every rank decodes that.
-  std::vector<float> sharded_int8(const ModelCall& c, std::vector<std::vector<float>>* res) {
+  // One block of the quantizer at the mode's width (8: quant8's layout; 4 and
+  // 2: the packed one), and its values added into a sum or decoded.
+  std::vector<std::uint8_t> quantized(const float* in, float* residual, std::size_t count) const {
     namespace ref = reference;
-    const std::size_t bucket = mode_.quant_bucket;
+    if (mode_.quant_bits == 8) return ref::quant8_compress(in, residual, count, mode_.quant_bucket);
+    return ref::quant_packed_compress(in, residual, count, mode_.quant_bucket, mode_.quant_bits);
+  }
+  std::vector<float> dequantized(const std::vector<std::uint8_t>& block, std::size_t count) const {
+    namespace ref = reference;
+    if (mode_.quant_bits == 8)
+      return ref::quant8_decompress(block.data(), count, mode_.quant_bucket);
+    return ref::quant_packed_decompress(block.data(), count, mode_.quant_bucket, mode_.quant_bits);
+  }
+
+  // The quantizer, sharded: every rank quantizes its slice of shard s (with
+  // its residual's slice); owner s adds them into zeros in rank order and
+  // quantizes the sum again (with its owner residual); every rank decodes that.
+  std::vector<float> sharded_quant(const ModelCall& c, std::vector<std::vector<float>>* res) {
+    namespace ref = reference;
     const std::vector<std::size_t> bounds = int8_bounds(c.n, c.comm_size, mode_.quant_bucket);
     std::vector<std::vector<float>>* owners =
         res ? &residuals_.at({c.comm_id, c.recv}).owners : nullptr;
@@ -353,14 +370,13 @@ class Model {
       std::vector<float> shard(count, 0.0f);
       for (int r = 0; r < c.comm_size; ++r) {
         float* residual = res ? (*res)[r].data() + begin : nullptr;
-        const std::vector<std::uint8_t> block =
-            ref::quant8_compress(c.inputs[r].data() + begin, residual, count, bucket);
-        ref::quant8_accumulate(block.data(), count, bucket, shard.data());
+        const std::vector<float> values =
+            dequantized(quantized(c.inputs[r].data() + begin, residual, count), count);
+        for (std::size_t i = 0; i < count; ++i) shard[i] = ref::add_nan_first(shard[i], values[i]);
       }
       float* owner_residual = owners ? (*owners)[s].data() : nullptr;
-      const std::vector<std::uint8_t> block =
-          ref::quant8_compress(shard.data(), owner_residual, count, bucket);
-      const std::vector<float> decoded = ref::quant8_decompress(block.data(), count, bucket);
+      const std::vector<float> decoded =
+          dequantized(quantized(shard.data(), owner_residual, count), count);
       std::copy(decoded.begin(), decoded.end(), out.begin() + begin);
     }
     return out;

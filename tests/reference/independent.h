@@ -1,6 +1,6 @@
 // Independent references for what the library computes element by element:
-// fp32 <-> binary16 and bfloat16, top-k selection and its payload, 8-bit
-// quantization. A test that builds its expectation with the library's own
+// fp32 <-> binary16 and bfloat16, top-k selection and its payload, 8-, 4-
+// and 2-bit quantization. A test that builds its expectation with the library's own
 // kernels (kernels/) shares their bugs, so nothing here includes or calls
 // kernels/: the arithmetic is written again from the formats' definitions,
 // by other means (double arithmetic, frexp/ldexp and an explicit
@@ -8,7 +8,8 @@
 // instead of a radix select). The rules that are choices of the library, not
 // arithmetic (which NaN bits survive a cast, NaN ordering in top-k, the int8
 // scale and code rules, the NaN rule of a sum), are restated from their
-// documentation in kernels/element_rules.h, topk.h, quant8.h and quant8_minmax.h.
+// documentation in kernels/element_rules.h, topk.h, quant8.h, quant8_minmax.h
+// and quant_packed.h.
 // Slow and plain on purpose: tests and the host simulation's model only.
 #pragma once
 
@@ -377,6 +378,118 @@ inline std::vector<float> quant8_decompress(const std::uint8_t* block, std::size
 inline void quant8_accumulate(const std::uint8_t* block, std::size_t n, std::size_t bucket,
                               float* dense) {
   const std::vector<float> values = quant8_decompress(block, n, bucket);
+  for (std::size_t i = 0; i < n; ++i) dense[i] = add_nan_first(dense[i], values[i]);
+}
+
+// ------------------------------------------------------ int4, int2 ----
+
+// Restated from kernels/quant_packed.h: codes are two's complement in `bits`
+// bits; -2^(bits-1) is NaN; top = 2^(bits-1) - 1, one less in a bucket that
+// holds an inf ("marked": its fp32 stored with the sign bit set), whose codes
+// +-(top + 1) are then +-inf; a bucket stores m, its largest finite |x| (0
+// below 2^-100, or where top is 0); the step is m / top; a finite x codes
+// rint(clamp(x / step, -top, top)), ties to even; +-top decode to +-m, the
+// rest to q * step. Each bucket's codes start on a byte, low bits first.
+struct PackedBucket {
+  bool marked = false;
+  int top = 0;
+  float m = 0.0f, step = 0.0f;
+};
+
+inline PackedBucket packed_bucket(const float* x, std::size_t len, int bits) {
+  PackedBucket b;
+  float largest = 0.0f;
+  for (std::size_t i = 0; i < len; ++i) {
+    b.marked = b.marked || std::isinf(x[i]);
+    if (std::isfinite(x[i])) largest = std::max(largest, std::fabs(x[i]));
+  }
+  b.top = (1 << (bits - 1)) - 1 - (b.marked ? 1 : 0);
+  b.m = b.top == 0 || largest < std::ldexp(1.0f, -100) ? 0.0f : largest;
+  b.step = b.m == 0.0f ? 0.0f : b.m / static_cast<float>(b.top);
+  return b;
+}
+
+inline int packed_code(float x, const PackedBucket& b, int bits) {
+  if (std::isnan(x)) return -(1 << (bits - 1));
+  if (std::isinf(x)) return x > 0 ? b.top + 1 : -(b.top + 1);
+  if (b.step == 0.0f) return 0;
+  const float r = std::clamp(x / b.step, -static_cast<float>(b.top), static_cast<float>(b.top));
+  const double q = round_half_even(std::fabs(r));
+  return static_cast<int>(r < 0 ? -q : q);
+}
+
+inline float packed_decode(int q, const PackedBucket& b, int bits) {
+  if (q == -(1 << (bits - 1))) return float_of(0x7fc00000u);
+  if (b.marked && q == b.top + 1) return INFINITY;
+  if (b.marked && q == -(b.top + 1)) return -INFINITY;
+  if (b.top != 0 && q == b.top) return b.m;
+  if (b.top != 0 && q == -b.top) return -b.m;
+  return static_cast<float>(q) * b.step;
+}
+
+// Bytes of a bucket's codes, and of a block of n values.
+inline std::size_t packed_code_bytes(std::size_t len, int bits) { return (len * bits + 7) / 8; }
+inline std::size_t quant_packed_bytes(std::size_t n, std::size_t bucket, int bits) {
+  std::size_t bytes = 0;
+  for (std::size_t first = 0; first < n; first += bucket)
+    bytes += 4 + packed_code_bytes(std::min(bucket, n - first), bits);
+  return bytes;
+}
+
+inline std::vector<std::uint8_t> quant_packed_compress(const float* in, float* residual,
+                                                       std::size_t n, std::size_t bucket,
+                                                       int bits) {
+  const std::size_t buckets = (n + bucket - 1) / bucket;
+  std::vector<std::uint8_t> block(quant_packed_bytes(n, bucket, bits), 0);
+  std::size_t codes_at = 4 * buckets;
+  for (std::size_t j = 0; j < buckets; ++j) {
+    const std::size_t first = j * bucket, len = std::min(bucket, n - first);
+    std::vector<float> acc(in + first, in + first + len);
+    for (std::size_t i = 0; residual && i < len; ++i)
+      acc[i] = add_nan_first(acc[i], residual[first + i]);
+    const PackedBucket b = packed_bucket(acc.data(), len, bits);
+    const float stored = b.marked ? -b.m : b.m;  // -0 in a marked bucket with m = 0
+    std::memcpy(block.data() + 4 * j, &stored, 4);
+    for (std::size_t i = 0; i < len; ++i) {
+      const int q = packed_code(acc[i], b, bits);
+      const auto field = static_cast<unsigned>(q) & ((1u << bits) - 1u);
+      block[codes_at + i * bits / 8] |= static_cast<std::uint8_t>(field << (i * bits % 8));
+      if (residual) residual[first + i] = residual_after(acc[i], packed_decode(q, b, bits));
+    }
+    codes_at += packed_code_bytes(len, bits);
+  }
+  return block;
+}
+
+inline std::vector<float> quant_packed_decompress(const std::uint8_t* block, std::size_t n,
+                                                  std::size_t bucket, int bits) {
+  const std::size_t buckets = (n + bucket - 1) / bucket;
+  std::vector<float> out(n);
+  std::size_t codes_at = 4 * buckets;
+  for (std::size_t j = 0; j < buckets; ++j) {
+    const std::size_t first = j * bucket, len = std::min(bucket, n - first);
+    float stored;
+    std::memcpy(&stored, block + 4 * j, 4);
+    PackedBucket b;
+    b.marked = std::signbit(stored);
+    b.top = (1 << (bits - 1)) - 1 - (b.marked ? 1 : 0);
+    b.m = std::fabs(stored);
+    b.step = b.m == 0.0f ? 0.0f : b.m / static_cast<float>(b.top);
+    for (std::size_t i = 0; i < len; ++i) {
+      const unsigned field =
+          (block[codes_at + i * bits / 8] >> (i * bits % 8)) & ((1u << bits) - 1u);
+      const int q = field >= (1u << (bits - 1)) ? static_cast<int>(field) - (1 << bits)
+                                                : static_cast<int>(field);
+      out[first + i] = packed_decode(q, b, bits);
+    }
+    codes_at += packed_code_bytes(len, bits);
+  }
+  return out;
+}
+
+inline void quant_packed_accumulate(const std::uint8_t* block, std::size_t n, std::size_t bucket,
+                                    int bits, float* dense) {
+  const std::vector<float> values = quant_packed_decompress(block, n, bucket, bits);
   for (std::size_t i = 0; i < n; ++i) dense[i] = add_nan_first(dense[i], values[i]);
 }
 

@@ -22,6 +22,7 @@
 #include "kernels/cast.h"
 #include "kernels/element_rules.h"
 #include "kernels/quant8.h"
+#include "kernels/quant_packed.h"
 #include "kernels/topk.h"
 #include "tests/reference/independent.h"
 
@@ -475,6 +476,57 @@ INSTANTIATE_TEST_SUITE_P(SizesBucketsData, Int8,
                                                               Bucket::tiny, Bucket::threshold,
                                                               Bucket::halves, Bucket::specials)),
                          int8_name);
+
+// ------------------------------------------------------------ int4, int2 ----
+
+using PackedCase = std::tuple<int, std::size_t, std::size_t, Bucket>;
+class Packed : public ::testing::TestWithParam<PackedCase> {};
+
+// As Int8 above, at 4 and 2 bits: the block, the residual, the decoded values
+// and the sum against the reference restated from kernels/quant_packed.h.
+TEST_P(Packed, MatchesReference) {
+  const auto [bits, n, bucket, kind] = GetParam();
+  const std::vector<float> in = int8_input(kind, n, bucket, 31);
+  const std::vector<float> start = int8_input(Bucket::spread, n, bucket, 32);
+  const std::vector<float> dense = int8_input(Bucket::specials, n, bucket, 33);
+  Mismatches m;
+  for (bool with_residual : {false, true}) {
+    std::vector<float> want_res = start, want_sum = dense;
+    const std::vector<std::uint8_t> want = ref::quant_packed_compress(
+        in.data(), with_residual ? want_res.data() : nullptr, n, bucket, bits);
+    const std::vector<float> want_out = ref::quant_packed_decompress(want.data(), n, bucket, bits);
+    ref::quant_packed_accumulate(want.data(), n, bucket, bits, want_sum.data());
+    for (k::Isa isa : available_isas()) {
+      std::vector<float> res = start, sum = dense, out(n);
+      std::vector<std::uint8_t> block(k::quant_packed_bytes(n, bucket, bits));
+      ASSERT_EQ(block.size(), want.size());
+      k::quant_packed_compress(in.data(), with_residual ? res.data() : nullptr, n, bucket, bits,
+                               block.data(), isa);
+      compare_bits("block", block, want, m);
+      compare_bits("residual", res, want_res, m);
+      k::quant_packed_decompress(block.data(), n, bucket, bits, out.data(), isa);
+      compare_bits("decoded", out, want_out, m);
+      k::quant_packed_accumulate(block.data(), n, bucket, bits, sum.data(), isa);
+      compare_bits("sum", sum, want_sum, m);
+    }
+  }
+  EXPECT_EQ(m.count, 0u) << m.first;
+}
+
+std::string packed_name(const ::testing::TestParamInfo<PackedCase>& info) {
+  const auto [bits, n, bucket, kind] = info.param;
+  return "bits" + std::to_string(bits) + "_" + int8_name({Int8Case{n, bucket, kind}, info.index});
+}
+
+INSTANTIATE_TEST_SUITE_P(SizesBucketsData, Packed,
+                         ::testing::Combine(::testing::Values(4, 2),
+                                            ::testing::Values<std::size_t>(7, 513),
+                                            ::testing::Values<std::size_t>(1, 7, 512),
+                                            ::testing::Values(Bucket::spread, Bucket::zeros,
+                                                              Bucket::constant, Bucket::huge,
+                                                              Bucket::tiny, Bucket::threshold,
+                                                              Bucket::halves, Bucket::specials)),
+                         packed_name);
 
 }  // namespace
 }  // namespace slimreduce
