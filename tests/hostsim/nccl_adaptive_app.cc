@@ -164,10 +164,5 @@ int main(int argc, char** argv) {
          "groups whose two calls went at different levels: " + std::to_string(levels_apart));
   const slimreduce_counters counted = counters_now();
   expect(counted.compressed == 72, "calls compressed: " + std::to_string(counted.compressed));
-  NCCL_OK(ncclCommDestroy(world.nccl));
-  CUDA_OK(cudaFree(send));
-  CUDA_OK(cudaFree(recv));
-  CUDA_OK(cudaStreamDestroy(stream));
-  expect_no_device_bytes_left();
-  return finish_job();
+  return end_job(world, send, recv, stream);
 }

@@ -75,10 +75,5 @@ int main(int argc, char** argv) {
          "calls.ef_evicted " + std::to_string(evicted) + " (" + (gone ? "1" : "0") + " expected)");
   // The case under test: a limit below the calls the job made evicts.
   expect(limit >= calls || gone, "a limit of " + std::to_string(limit) + " evicts the left key");
-  NCCL_OK(ncclCommDestroy(world.nccl));
-  CUDA_OK(cudaFree(send));
-  CUDA_OK(cudaFree(recv));
-  CUDA_OK(cudaStreamDestroy(stream));
-  expect_no_device_bytes_left();
-  return finish_job();
+  return end_job(world, send, recv, stream);
 }

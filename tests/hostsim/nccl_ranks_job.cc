@@ -134,6 +134,15 @@ void expect_no_device_bytes_left() {
   expect(live == 0, "device bytes left after every communicator went: " + std::to_string(live));
 }
 
+int end_job(Comm& world, float* send, float* recv, cudaStream_t stream) {
+  NCCL_OK(ncclCommDestroy(world.nccl));
+  CUDA_OK(cudaFree(send));
+  CUDA_OK(cudaFree(recv));
+  CUDA_OK(cudaStreamDestroy(stream));
+  expect_no_device_bytes_left();
+  return finish_job();
+}
+
 int finish_job() {
   int all_failures = 0;
   MPI_Allreduce(&failures, &all_failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

@@ -77,6 +77,9 @@ Comm make_world_comm(bool blocking = true);
 void start_job(int* argc, char*** argv);
 // Every workspace and residual went with its communicator: no device bytes left.
 void expect_no_device_bytes_left();
+// A job of one communicator ends: it is destroyed, its buffers and stream
+// freed, no device bytes left (checked), then finish_job().
+int end_job(Comm& world, float* send, float* recv, cudaStream_t stream);
 // Calls taken as eligible so far: compressed, or held back only by warm-up or the residual cap.
 std::uint64_t eligible_count();
 // The job's end on every rank: the failures summed over ranks, rank 0's
