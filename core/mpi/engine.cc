@@ -227,8 +227,8 @@ int Engine::compress_call(const void* sendbuf, void* recvbuf, int count, MPI_Dat
       run_decided(started, sendbuf, recvbuf, datatype, op, comm, state, wire_comm, device);
   if (!auto_step) return rc;
   // Timed and exchanged whatever rc says: every rank's schedule stays in step.
-  const int agreed =
-      after_auto_step(state, wire_comm, *auto_step, (Timeline::now_us() - begin_us) * 1e-6);
+  const int agreed = after_auto_step(state, wire_comm, *auto_step,
+                                     (Timeline::now_us() - begin_us) * 1e-6, started.shape_changes);
   return rc != MPI_SUCCESS ? rc : agreed == MPI_SUCCESS ? rc : raise(comm, agreed, "auto");
 }
 
@@ -284,6 +284,7 @@ Engine::Started Engine::start_call(const AllreduceCall& call, MPI_Datatype datat
   const auto datatype_tag = backends::mpi::handle_tag(datatype);
   started.shape = {state.id(), call.count, datatype_tag};
   started.decision = shared->decide(started.shape, rule_.route);
+  const std::uint64_t changes_before = shared->residuals.shape_changes();
   if (!started.decision.compressed()) {
     // auto sent it with none: what its key carries from a compressed call
     // before goes with it (host buffers; a device residual waits for the
@@ -294,6 +295,7 @@ Engine::Started Engine::start_call(const AllreduceCall& call, MPI_Datatype datat
       if (slot && slot->feeds_back && !slot->residual.empty())
         started.carried = spend_residual(call.input, slot->residual);
     }
+    started.shape_changes = shared->residuals.shape_changes() - changes_before;
     return started;
   }
   // The residual: local, keyed by our buffer address. A missing one (no room
@@ -305,6 +307,7 @@ Engine::Started Engine::start_call(const AllreduceCall& call, MPI_Datatype datat
                                           started.decision.error_feedback);
   started.resets = residuals.resets() - resets_before;
   started.evicted = residuals.evicted() - evicted_before;
+  started.shape_changes = residuals.shape_changes() - changes_before;
   if (!started.slot) return started;
   const bool residual_on_device =
       device && !state.reduces_hierarchically() &&

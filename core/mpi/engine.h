@@ -145,12 +145,18 @@ class Engine : public RuntimeSide {
     std::vector<float> carried;
     std::uint64_t resets = 0;   // the key came back with another shape: its residual was dropped
     std::uint64_t evicted = 0;  // keys unused for SLIMREDUCE_EF_EVICT_CALLS calls, freed now
+    // The key came back with another shape, whatever it held (auto's signal:
+    // ResidualStore::shape_changes).
+    std::uint64_t shape_changes = 0;
   };
   Started start_call(const AllreduceCall& call, MPI_Datatype datatype, CommState& state,
                      bool device);
   int run_decided(const Started& started, const void* sendbuf, void* recvbuf, MPI_Datatype datatype,
                   MPI_Op op, MPI_Comm comm, CommState& state, MPI_Comm wire_comm, bool device);
-  int after_auto_step(CommState& state, MPI_Comm wire_comm, const AutoStep& step, double seconds);
+  // shape_changes: the call found its key with another shape on this rank
+  // (AutoChooser::record's resets).
+  int after_auto_step(CommState& state, MPI_Comm wire_comm, const AutoStep& step, double seconds,
+                      std::uint64_t shape_changes);
   // SLIMREDUCE_ADAPTIVE: a call decided with `decision` left its reduced
   // result at `output` (host or device memory): its norm goes to the shape's
   // schedule (core/mpi/engine_levels.cc). An MPI code: a device norm that

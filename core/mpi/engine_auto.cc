@@ -26,7 +26,7 @@ std::string auto_span_args(const CallDecision& decision) {
 // private duplicate: when the collective was done everywhere; a point every
 // rank reaches in the same call) and the agreed choice.
 int Engine::after_auto_step(CommState& state, MPI_Comm wire_comm, const AutoStep& step,
-                            double seconds) {
+                            double seconds, std::uint64_t shape_changes) {
   if (step.probe) {
     Counters probed;
     probed.auto_probe_calls = 1;
@@ -36,7 +36,7 @@ int Engine::after_auto_step(CommState& state, MPI_Comm wire_comm, const AutoStep
   {
     Runtime::Locked shared = runtime_.shared();
     if (!shared->chooser) return MPI_SUCCESS;  // switched meanwhile (every rank alike)
-    shared->chooser->record(step, state.id(), seconds);
+    shared->chooser->record(step, state.id(), seconds, shape_changes);
     if (!step.agree_after) return MPI_SUCCESS;
     mine = shared->chooser->window(step, state.id());
   }
@@ -82,20 +82,23 @@ void Engine::log_choice(const CommState& state, const AutoChoiceRow& row) const 
            (2ull << row.size_class) - 1, row.chosen.c_str(), auto_medians_text(row).c_str());
 }
 
-// At debug level, rank 0 of the communicator logs each agreed window (ms), in call order.
+// At debug level, rank 0 of the communicator logs each agreed window (ms), in
+// call order, and its residual resets (AutoChooser::window's last element).
 void Engine::log_window(const CommState& state, const AutoStep& step,
-                        const std::vector<double>& times) const {
-  if (runtime_.settings().log_level < LogLevel::debug || state.rank() != 0) return;
+                        const std::vector<double>& window) const {
+  if (runtime_.settings().log_level < LogLevel::debug || state.rank() != 0 || window.empty())
+    return;
   std::string text;
-  for (double seconds : times) {
+  for (std::size_t i = 0; i + 1 < window.size(); ++i) {
+    const double seconds = window[i];
     char one[32];
     std::snprintf(one, sizeof one, " %.3f", seconds * 1e3);
     text += one;
   }
   log_line(runtime_.settings().log_level, LogLevel::debug, runtime_.report_context().rank,
-           "auto: communicator %llu, class of %llu bytes, %s times (ms):%s",
+           "auto: communicator %llu, class of %llu bytes, %s times (ms):%s; residual resets %.0f",
            static_cast<unsigned long long>(state.id()), 1ull << step.size_class,
-           step.probe ? "probe round" : "check", text.c_str());
+           step.probe ? "probe round" : "check", text.c_str(), window.back());
 }
 
 }  // namespace slimreduce

@@ -68,37 +68,58 @@ int AutoChooser::current(std::uint64_t comm_id, std::uint64_t bytes) const {
   return found->second.summary.chosen;
 }
 
-void AutoChooser::record(const AutoStep& step, std::uint64_t comm_id, double seconds) {
-  if (!step.timed) return;
-  classes_[{comm_id, step.size_class}].times.push_back(seconds);
+void AutoChooser::record(const AutoStep& step, std::uint64_t comm_id, double seconds,
+                         std::uint64_t resets) {
+  ClassState& state = classes_[{comm_id, step.size_class}];
+  ++state.calls_since;
+  state.resets_since += resets;
+  if (step.timed) state.times.push_back(seconds);
 }
 
 std::vector<double> AutoChooser::window(const AutoStep& step, std::uint64_t comm_id) const {
   const auto found = classes_.find({comm_id, step.size_class});
-  return found == classes_.end() ? std::vector<double>{} : found->second.times;
+  if (found == classes_.end()) return {0.0};
+  std::vector<double> window = found->second.times;
+  window.push_back(static_cast<double>(found->second.resets_since));
+  return window;
 }
 
-bool AutoChooser::agreed(const AutoStep& step, std::uint64_t comm_id,
-                         const std::vector<double>& times) {
+bool AutoChooser::agreed(const AutoStep& step, std::uint64_t comm_id, std::vector<double> window) {
   ClassState& state = classes_[{comm_id, step.size_class}];
+  // The ranks' largest count of resets: every rank judges the same number.
+  const double resets = window.empty() ? 0.0 : window.back();
+  if (!window.empty()) window.pop_back();
+  const bool resetting = state.calls_since > 0 && 2 * resets >= double(state.calls_since);
   state.times.clear();
-  if (step.probe) return agree_round(state, times);
-  agree_check(state, times);
+  state.calls_since = 0;
+  state.resets_since = 0;
+  state.summary.resetting = resetting;
+  if (step.probe) return agree_round(state, window, resetting);
+  agree_check(state, window, resetting);
   return false;
 }
 
 // A probe round's times, candidate c's at c, c + candidates, ...: the least
-// median wins.
-bool AutoChooser::agree_round(ClassState& state, const std::vector<double>& times) const {
+// median wins; in a resetting round, the least of the candidates that keep
+// no residual, where there is one.
+bool AutoChooser::agree_round(ClassState& state, const std::vector<double>& times,
+                              bool resetting) const {
   std::vector<double> medians(candidates_);
   for (int c = 0; c < candidates_; ++c) {
     std::vector<double> own;
     for (std::size_t i = c; i < times.size(); i += candidates_) own.push_back(times[i]);
     medians[c] = median_of(std::move(own));
   }
-  const int winner =
-      static_cast<int>(std::min_element(medians.begin(), medians.end()) - medians.begin());
+  bool any_without = false;
+  for (int c = 0; c < candidates_; ++c) any_without = any_without || !keeps_residual(c);
+  const bool exclude = resetting && any_without;
+  int winner = -1;
+  for (int c = 0; c < candidates_; ++c) {
+    if (exclude && keeps_residual(c)) continue;
+    if (winner < 0 || medians[c] < medians[winner]) winner = c;
+  }
   ClassSummary& summary = state.summary;
+  if (exclude) ++summary.reset_rounds;
   const bool changed = summary.chosen != winner;
   if (summary.chosen >= 0 && changed) ++summary.switches;
   // The same winner again: measure less often; another: as often as at first.
@@ -121,7 +142,14 @@ bool AutoChooser::agree_round(ClassState& state, const std::vector<double>& time
 // chosen calls do not pay); a later one that drifted from it (a link that
 // slowed down or sped up, or other work on the cores) starts a probe round at
 // the next call.
-void AutoChooser::agree_check(ClassState& state, const std::vector<double>& times) const {
+void AutoChooser::agree_check(ClassState& state, const std::vector<double>& times,
+                              bool resetting) const {
+  if (resetting && keeps_residual(state.summary.chosen)) {
+    // Its residuals keep resetting: a round at the next call, which leaves it out.
+    state.step = state.reprobe_after;
+    state.drifted = true;
+    return;
+  }
   const double now = median_of(times);
   const double then = state.chosen_median;
   if (then <= 0) {

@@ -21,6 +21,15 @@
 //  - a probe round again after `first_reprobe` chosen calls, the interval
 //    doubling (up to `longest_reprobe`) while the same candidate keeps
 //    winning, back to the first when another wins.
+// Residuals that keep resetting (a framework's fusion buffer whose make-up
+// changes from call to call, Horovod's time-driven fusion): a candidate that
+// keeps a residual then feeds back nothing and loses what it drops. The side
+// tells record() how many residual resets each call caused on this rank; the
+// window's sum goes into the exchange too (the ranks' largest), so every rank
+// sees the same count. A window in which at least half the calls reset is
+// "resetting": its round's winner is the fastest candidate that keeps no
+// residual (when there is one: set_keeps_residual()), and a check of a
+// choice that keeps one starts a probe round at the next call.
 // Pure logic: the side times the calls and runs the exchange.
 #pragma once
 
@@ -57,6 +66,8 @@ class AutoChooser {
     std::uint64_t probe_rounds = 0;
     std::uint64_t switches = 0;  // agreed rounds whose winner differed from the one before
     std::uint64_t calls = 0;
+    bool resetting = false;          // the last agreed window's residuals kept resetting
+    std::uint64_t reset_rounds = 0;  // rounds won without the candidates that keep a residual
   };
 
   AutoChooser(int candidates, Schedule schedule);
@@ -71,13 +82,18 @@ class AutoChooser {
   // is not a point the schedule counts): the class's choice, or the first
   // candidate before any round was agreed. Advances nothing.
   int current(std::uint64_t comm_id, std::uint64_t bytes) const;
-  // This rank's time of a call next() said to time.
-  void record(const AutoStep& step, std::uint64_t comm_id, double seconds);
-  // The times to exchange after a call with agree_after: this rank's, in call order.
+  // Which candidates keep a residual (their calls feed back error); none by default.
+  void set_keeps_residual(std::vector<bool> keeps) { keeps_residual_ = std::move(keeps); }
+  // After each call of the schedule: its time (kept where next() said to
+  // time it) and the residual resets it caused on this rank.
+  void record(const AutoStep& step, std::uint64_t comm_id, double seconds,
+              std::uint64_t resets = 0);
+  // What to exchange after a call with agree_after: this rank's times, in
+  // call order, then its resets since the last exchange.
   std::vector<double> window(const AutoStep& step, std::uint64_t comm_id) const;
-  // The exchanged times (each call's least over the ranks, as window() laid
-  // them out). Returns true when the class's choice changed.
-  bool agreed(const AutoStep& step, std::uint64_t comm_id, const std::vector<double>& times);
+  // The exchanged window (each element the ranks' largest, as window() laid
+  // it out). Returns true when the class's choice changed.
+  bool agreed(const AutoStep& step, std::uint64_t comm_id, std::vector<double> window);
 
   ClassSummary summary(std::uint64_t comm_id, std::uint32_t size_class) const;
   // Every (communicator, class) with a summary, in key order.
@@ -93,17 +109,24 @@ class AutoChooser {
     double chosen_median = 0;         // the choice's median at its first check (0: none yet)
     bool drifted = false;             // the round was started by a drifted check
     std::vector<double> times;        // this rank's timed calls since the last exchange
+    std::uint64_t calls_since = 0;    // calls since the last exchange
+    std::uint64_t resets_since = 0;   // this rank's residual resets in them
     ClassSummary summary;
   };
   using Key = std::pair<std::uint64_t, std::uint32_t>;
 
   AutoStep probe_step(ClassState& state, std::uint32_t size_class) const;
   AutoStep chosen_step(ClassState& state, std::uint32_t size_class) const;
-  bool agree_round(ClassState& state, const std::vector<double>& times) const;
-  void agree_check(ClassState& state, const std::vector<double>& times) const;
+  bool agree_round(ClassState& state, const std::vector<double>& times, bool resetting) const;
+  void agree_check(ClassState& state, const std::vector<double>& times, bool resetting) const;
+  bool keeps_residual(int candidate) const {
+    return static_cast<std::size_t>(candidate) < keeps_residual_.size() &&
+           keeps_residual_[candidate];
+  }
 
   int candidates_;
   Schedule schedule_;
+  std::vector<bool> keeps_residual_;
   std::map<Key, ClassState> classes_;
 };
 

@@ -132,6 +132,8 @@ struct AutoChoiceRow {
   std::uint64_t probe_rounds = 0;
   std::uint64_t switches = 0;
   std::uint64_t calls = 0;
+  bool resetting = false;          // the last agreed window's residuals kept resetting
+  std::uint64_t reset_rounds = 0;  // rounds won without the candidates that keep a residual
 };
 
 // SLIMREDUCE_ADAPTIVE: one size class's calls at each level (the same on every rank).

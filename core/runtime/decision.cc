@@ -38,6 +38,8 @@ AutoChoiceRow auto_choice_row(const Policy& policy, std::uint64_t comm_id, std::
   AutoChoiceRow row{comm_id,          size_class,   "", {}, summary.probe_rounds,
                     summary.switches, summary.calls};
   if (summary.chosen >= 0) row.chosen = policy.candidates.at(summary.chosen).name;
+  row.resetting = summary.resetting;
+  row.reset_rounds = summary.reset_rounds;
   for (std::size_t c = 0; c < summary.medians.size(); ++c)
     row.medians.emplace_back(policy.candidates.at(c).name, summary.medians[c]);
   return row;

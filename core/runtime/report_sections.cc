@@ -25,9 +25,11 @@ std::string auto_json(const Counters& c, const ReportContext& context) {
     std::snprintf(head, sizeof head,
                   "%s\n  {\"comm\": %" PRIu64 ", \"min_bytes\": %" PRIu64
                   ", \"chosen\": \"%s\", \"probe_rounds\": %" PRIu64 ", \"switches\": %" PRIu64
-                  ", \"calls\": %" PRIu64 ", \"median_seconds\": {",
+                  ", \"calls\": %" PRIu64 ", \"resetting\": %s, \"reset_rounds\": %" PRIu64
+                  ", \"median_seconds\": {",
                   i ? "," : "", row.comm_id, std::uint64_t{1} << row.size_class, row.chosen.c_str(),
-                  row.probe_rounds, row.switches, row.calls);
+                  row.probe_rounds, row.switches, row.calls, row.resetting ? "true" : "false",
+                  row.reset_rounds);
     json += head;
     for (std::size_t m = 0; m < row.medians.size(); ++m) {
       char one[96];
@@ -62,10 +64,11 @@ std::string auto_table(const Counters& t, const ReportContext& context) {
     const std::string medians = auto_medians_text(row);
     std::snprintf(text, sizeof text,
                   "             comm %" PRIu64 ", calls of %" PRIu64 " B and up: %-6s (%s; %" PRIu64
-                  " rounds, %" PRIu64 " switches, %" PRIu64 " calls)\n",
+                  " rounds, %" PRIu64 " switches, %" PRIu64 " calls%s)\n",
                   row.comm_id, std::uint64_t{1} << row.size_class,
                   row.chosen.empty() ? "-" : row.chosen.c_str(), medians.c_str(), row.probe_rounds,
-                  row.switches, row.calls);
+                  row.switches, row.calls,
+                  row.reset_rounds ? "; residuals reset: chosen among those that keep none" : "");
     table += text;
   }
   return table;

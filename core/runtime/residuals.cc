@@ -39,6 +39,7 @@ ResidualSlot* ResidualStore::find_or_create(const ResidualKey& key, std::size_t 
   if (found != slots_.end() &&
       (found->second.count != count || found->second.datatype_tag != datatype_tag)) {
     // Same buffer, new shape: what was carried belongs to another tensor.
+    ++shape_changes_;
     found = reset(found, nullptr);
   }
   if (found != slots_.end()) {
@@ -61,9 +62,11 @@ ResidualSlot* ResidualStore::find_existing(const ResidualKey& key, std::size_t c
                                            std::uint64_t datatype_tag) {
   const std::uint64_t now = note_use(key.comm_id);
   auto found = slots_.find(key);
-  if (found == slots_.end() || found->second.count != count ||
-      found->second.datatype_tag != datatype_tag)
+  if (found == slots_.end()) return nullptr;
+  if (found->second.count != count || found->second.datatype_tag != datatype_tag) {
+    ++shape_changes_;
     return nullptr;
+  }
   found->second.last_use = now;
   return &found->second;
 }
@@ -79,6 +82,7 @@ ResidualStore::Found ResidualStore::find_on_device(const ResidualKey& key, std::
   auto found = slots_.find(key);
   if (found != slots_.end() &&
       (found->second.count != count || found->second.datatype_tag != datatype_tag)) {
+    ++shape_changes_;
     // Under capture a free on the capturing stream is invalid (it would
     // invalidate the user's capture): keep the old slot, pass through now.
     if (!may_allocate && found->second.holds_memory()) return Found::not_now;

@@ -152,6 +152,10 @@ class ResidualStore {
   std::uint64_t bytes_held() const { return bytes_held_; }
   // How many times a key came back with another shape and lost its residual.
   std::uint64_t resets() const { return resets_; }
+  // How many lookups found their key with another shape, whatever it held (a
+  // fusion buffer whose make-up changes: SLIMREDUCE_COMPRESSOR=auto leaves the
+  // candidates that keep a residual out where most calls do).
+  std::uint64_t shape_changes() const { return shape_changes_; }
   // How many keys went unused for SLIMREDUCE_EF_EVICT_CALLS calls and were freed.
   std::uint64_t evicted() const { return evicted_; }
 
@@ -171,6 +175,7 @@ class ResidualStore {
   std::uint64_t evict_after_;
   std::uint64_t bytes_held_ = 0;
   std::uint64_t resets_ = 0;
+  std::uint64_t shape_changes_ = 0;
   std::uint64_t evicted_ = 0;
   // Per communicator: the calls that looked up a key (one numbering per
   // communicator, the same on every rank: every rank makes its calls in order).

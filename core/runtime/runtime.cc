@@ -89,7 +89,12 @@ std::optional<LevelSchedule> levels_for(const Policy& policy, const Settings& se
 
 std::optional<AutoChooser> chooser_for(const Policy& policy) {
   if (!policy.chooses()) return std::nullopt;
-  return AutoChooser(static_cast<int>(policy.candidates.size()));
+  AutoChooser chooser(static_cast<int>(policy.candidates.size()));
+  std::vector<bool> keeps;
+  for (const Policy::Candidate& candidate : policy.candidates)
+    keeps.push_back(candidate.error_feedback);
+  chooser.set_keeps_residual(std::move(keeps));
+  return chooser;
 }
 
 }  // namespace

@@ -168,9 +168,11 @@ def auto_lines(run):
     for row in run.ranks[0]["auto"].get("classes", []):
         medians = ", ".join("%s %.3f ms" % (name, seconds * 1e3)
                             for name, seconds in row.get("median_seconds", {}).items())
+        reset = ("; residuals reset: chosen among those that keep none"
+                 if row.get("reset_rounds", 0) else "")
         lines.append("             comm %d, calls of %d B and up: %-6s (%s; %d rounds, %d switches, "
-                     "%d calls)" % (row["comm"], row["min_bytes"], row["chosen"] or "-", medians,
-                                    row["probe_rounds"], row["switches"], row["calls"]))
+                     "%d calls%s)" % (row["comm"], row["min_bytes"], row["chosen"] or "-", medians,
+                                      row["probe_rounds"], row["switches"], row["calls"], reset))
     return lines
 
 

@@ -6,6 +6,7 @@ traffic the job is known to send.
   check_job.py report  --lib L --np N --compressor C --job JOB -- MPIRUN... --program PROGRAM...
   check_job.py table   --lib L --np N --compressor C --job JOB -- MPIRUN... --program PROGRAM...
   check_job.py badenv  --lib L --np N --setting NAME=VALUE --expect TEXT -- MPIRUN... --program PROGRAM...
+  check_job.py autoreset --lib L --np N -- MPIRUN... --program fusion_buffer_job
 """
 import argparse
 import glob
@@ -137,9 +138,42 @@ def check_bad_setting(args, command):
     print("OK:", lines[0])
 
 
+def check_auto_reset(args, command):
+    """SLIMREDUCE_COMPRESSOR=auto with candidates int8 (keeps a residual) and
+    fp16 (keeps none), on fusion_buffer_job: the class whose buffer changes
+    make-up every call is chosen without int8 (reset_rounds counts it), the
+    steady class is not, and every rank's report holds the same table."""
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix = os.path.join(tmp, "report")
+        result = run(command, {"LD_PRELOAD": args.lib, "SLIMREDUCE_COMPRESSOR": "auto",
+                               "SLIMREDUCE_AUTO_CANDIDATES": "int8,fp16",
+                               "SLIMREDUCE_REPORT": prefix})
+        if result.returncode != 0:
+            fail(f"job exited with {result.returncode}", result)
+        files = sorted(glob.glob(prefix + ".*.json"))
+        if len(files) != args.np:
+            fail(f"expected {args.np} report files, found {files}", result)
+        tables = []
+        for path in files:
+            with open(path) as handle:
+                tables.append(json.load(handle)["auto"]["classes"])
+        if any(table != tables[0] for table in tables):
+            fail(f"the ranks' choice tables differ: {tables}")
+        by_size = {row["min_bytes"]: row for row in tables[0]}
+        changing, steady = by_size.get(1 << 19), by_size.get(1 << 17)
+        if not changing or not steady:
+            fail(f"expected classes of 512 KiB and 128 KiB: {tables[0]}")
+        if not (changing["reset_rounds"] >= 1 and changing["resetting"] and changing["chosen"] == "fp16"):
+            fail(f"the changing buffer's class: {changing}")
+        if steady["reset_rounds"] != 0 or steady["resetting"]:
+            fail(f"the steady buffer's class: {steady}")
+        print(f"OK: {args.np} ranks agree; the changing class chose {changing['chosen']} "
+              f"({changing['reset_rounds']} reset rounds), the steady class {steady['chosen']}")
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["report", "table", "badenv"])
+    parser.add_argument("mode", choices=["report", "table", "badenv", "autoreset"])
     parser.add_argument("--lib", required=True)
     parser.add_argument("--np", type=int, required=True)
     parser.add_argument("--compressor", default="none")
@@ -152,7 +186,8 @@ def main():
     global ARGS
     ARGS = args
     command = sys.argv[split + 1 :]
-    {"report": check_report, "table": check_table, "badenv": check_bad_setting}[args.mode](args, command)
+    {"report": check_report, "table": check_table, "badenv": check_bad_setting,
+     "autoreset": check_auto_reset}[args.mode](args, command)
 
 
 if __name__ == "__main__":

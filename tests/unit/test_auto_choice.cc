@@ -2,6 +2,7 @@
 // and its decision (core/runtime/decision.h), against hand-made times.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "core/runtime/auto_choice.h"
@@ -84,12 +85,77 @@ TEST(AutoChooser, TheMedianIgnoresOneSlowProbeAndTiesGoToTheEarlier) {
     chooser.record(step, kComm, t);
   }
   ASSERT_TRUE(step.agree_after);
-  EXPECT_TRUE(chooser.agreed(step, kComm, times));
+  EXPECT_TRUE(chooser.agreed(step, kComm, chooser.window(step, kComm)));
   EXPECT_EQ(chooser.summary(kComm, 20).chosen, 0);
 
   AutoChooser tied(2, small_schedule());
   probe_round(tied, {1e-3, 1e-3});
   EXPECT_EQ(tied.summary(kComm, 20).chosen, 0) << "a tie: the earlier in the list";
+}
+
+// Residuals that keep resetting (a fusion buffer whose make-up changes):
+// candidates none, int8 (keeps a residual, fastest here) and fp16.
+AutoChooser resetting_chooser() {
+  AutoChooser chooser(3, small_schedule());
+  chooser.set_keeps_residual({false, true, false});
+  return chooser;
+}
+
+// One probe round in which `resets_on` of its 9 calls found their key with
+// another shape on this rank, and `others` is the largest count of another rank.
+int round_with_resets(AutoChooser& chooser, int resets_on, double others = 0) {
+  const std::vector<double> seconds = {3e-3, 1e-3, 2e-3};
+  for (int i = 0; i < 9; ++i) {
+    const AutoStep step = chooser.next(kComm, kBytes);
+    chooser.record(step, kComm, seconds.at(step.candidate), i < resets_on ? 1 : 0);
+    if (!step.agree_after) continue;
+    std::vector<double> window = chooser.window(step, kComm);
+    EXPECT_EQ(window.back(), double(resets_on)) << "this rank's resets end the window";
+    window.back() = std::max(window.back(), others);  // the exchange's MAX
+    chooser.agreed(step, kComm, window);
+  }
+  return chooser.summary(kComm, AutoChooser::size_class(kBytes)).chosen;
+}
+
+TEST(AutoChooser, AResettingRoundLeavesOutTheCandidatesThatKeepAResidual) {
+  AutoChooser chooser = resetting_chooser();
+  EXPECT_EQ(round_with_resets(chooser, 5), 2) << "5 of 9 calls reset: fp16, not the faster int8";
+  const auto summary = chooser.summary(kComm, AutoChooser::size_class(kBytes));
+  EXPECT_TRUE(summary.resetting);
+  EXPECT_EQ(summary.reset_rounds, 1u);
+  EXPECT_EQ(summary.medians[1], 1e-3) << "int8's median is still reported";
+}
+
+TEST(AutoChooser, FewerThanHalfTheCallsResettingIsNotResetting) {
+  AutoChooser chooser = resetting_chooser();
+  EXPECT_EQ(round_with_resets(chooser, 4), 1) << "4 of 9: the fastest";
+  EXPECT_FALSE(chooser.summary(kComm, AutoChooser::size_class(kBytes)).resetting);
+}
+
+TEST(AutoChooser, AnotherRanksResetsCountAsMuchAsOwn) {
+  AutoChooser chooser = resetting_chooser();
+  EXPECT_EQ(round_with_resets(chooser, 0, 9), 2) << "every rank judges the agreed count";
+}
+
+TEST(AutoChooser, WithNoCandidateThatKeepsNoResidualTheFastestWins) {
+  AutoChooser chooser(3, small_schedule());
+  chooser.set_keeps_residual({true, true, true});
+  EXPECT_EQ(round_with_resets(chooser, 9), 1);
+  EXPECT_EQ(chooser.summary(kComm, AutoChooser::size_class(kBytes)).reset_rounds, 0u);
+}
+
+TEST(AutoChooser, AChoiceThatKeepsAResidualIsReprobedWhenItsChecksReset) {
+  AutoChooser chooser = resetting_chooser();
+  ASSERT_EQ(round_with_resets(chooser, 0), 1);  // int8, no resets yet
+  for (int i = 0;; ++i) {                       // a check period whose calls reset
+    const AutoStep step = chooser.next(kComm, kBytes);
+    ASSERT_FALSE(step.probe) << "call " << i;
+    chooser.record(step, kComm, 1e-3, 1);
+    if (!step.agree_after) continue;
+    chooser.agreed(step, kComm, chooser.window(step, kComm));
+    break;
+  }
+  EXPECT_TRUE(chooser.next(kComm, kBytes).probe) << "a round at once";
 }
 
 // Long enough between rounds that only a drift starts one.
