@@ -73,41 +73,49 @@ def fail(message, result=None):
     sys.exit(1)
 
 
-def check_report(args, command):
+def reports_of(args, command, settings):
+    """Runs the job with `settings` and per-rank JSON reports; returns each
+    report file's name and contents, in rank order."""
     with tempfile.TemporaryDirectory() as tmp:
         prefix = os.path.join(tmp, "report")
-        result = run(command, {"LD_PRELOAD": args.lib, "SLIMREDUCE_COMPRESSOR": args.compressor,
-                               "SLIMREDUCE_REPORT": prefix})
+        result = run(command, {"LD_PRELOAD": args.lib, "SLIMREDUCE_REPORT": prefix, **settings})
         if result.returncode != 0:
             fail(f"job exited with {result.returncode}", result)
         files = sorted(glob.glob(prefix + ".*.json"))
         if len(files) != args.np:
             fail(f"expected {args.np} report files, found {files}", result)
-        want = expected_report(args.job, args.np, args.compressor, 0.01)
-        ranks_seen = set()
+        reports = []
         for path in files:
             with open(path) as handle:
-                report = json.load(handle)
-            ranks_seen.add(report["rank"])
-            checks = {
-                "world_size": (report["world_size"], args.np),
-                "compressor": (report["compressor"], args.compressor),
-                "calls.intercepted": (report["calls"]["intercepted"], want["intercepted"]),
-                "calls.compressed": (report["calls"]["compressed"], want["compressed"]),
-                "calls.passed_through": (report["calls"]["passed_through"], want["passed_through"]),
-                "bytes.input": (report["bytes"]["input"], want["input"]),
-            }
-            for key, (got, expected) in checks.items():
-                if got != expected:
-                    fail(f"{path}: {key} = {got}, expected {expected}")
-            for key in ("wire_baseline", "wire_sent"):
-                if abs(report["bytes"][key] - want[key]) > 1.0:
-                    fail(f"{path}: bytes.{key} = {report['bytes'][key]}, expected {want[key]}")
-            if abs(report["savings"] - want["savings"]) > 1e-5:
-                fail(f"{path}: savings = {report['savings']}, expected {want['savings']}")
-        if ranks_seen != set(range(args.np)):
-            fail(f"ranks in reports: {sorted(ranks_seen)}")
-        print(f"OK: {args.np} reports, savings {want['savings']:.4f} as expected")
+                reports.append((os.path.basename(path), json.load(handle)))
+        return reports
+
+
+def check_report(args, command):
+    reports = reports_of(args, command, {"SLIMREDUCE_COMPRESSOR": args.compressor})
+    want = expected_report(args.job, args.np, args.compressor, 0.01)
+    ranks_seen = set()
+    for path, report in reports:
+        ranks_seen.add(report["rank"])
+        checks = {
+            "world_size": (report["world_size"], args.np),
+            "compressor": (report["compressor"], args.compressor),
+            "calls.intercepted": (report["calls"]["intercepted"], want["intercepted"]),
+            "calls.compressed": (report["calls"]["compressed"], want["compressed"]),
+            "calls.passed_through": (report["calls"]["passed_through"], want["passed_through"]),
+            "bytes.input": (report["bytes"]["input"], want["input"]),
+        }
+        for key, (got, expected) in checks.items():
+            if got != expected:
+                fail(f"{path}: {key} = {got}, expected {expected}")
+        for key in ("wire_baseline", "wire_sent"):
+            if abs(report["bytes"][key] - want[key]) > 1.0:
+                fail(f"{path}: bytes.{key} = {report['bytes'][key]}, expected {want[key]}")
+        if abs(report["savings"] - want["savings"]) > 1e-5:
+            fail(f"{path}: savings = {report['savings']}, expected {want['savings']}")
+    if ranks_seen != set(range(args.np)):
+        fail(f"ranks in reports: {sorted(ranks_seen)}")
+    print(f"OK: {args.np} reports, savings {want['savings']:.4f} as expected")
 
 
 def check_table(args, command):
@@ -143,32 +151,21 @@ def check_auto_reset(args, command):
     fp16 (keeps none), on fusion_buffer_job: the class whose buffer changes
     make-up every call is chosen without int8 (reset_rounds counts it), the
     steady class is not, and every rank's report holds the same table."""
-    with tempfile.TemporaryDirectory() as tmp:
-        prefix = os.path.join(tmp, "report")
-        result = run(command, {"LD_PRELOAD": args.lib, "SLIMREDUCE_COMPRESSOR": "auto",
-                               "SLIMREDUCE_AUTO_CANDIDATES": "int8,fp16",
-                               "SLIMREDUCE_REPORT": prefix})
-        if result.returncode != 0:
-            fail(f"job exited with {result.returncode}", result)
-        files = sorted(glob.glob(prefix + ".*.json"))
-        if len(files) != args.np:
-            fail(f"expected {args.np} report files, found {files}", result)
-        tables = []
-        for path in files:
-            with open(path) as handle:
-                tables.append(json.load(handle)["auto"]["classes"])
-        if any(table != tables[0] for table in tables):
-            fail(f"the ranks' choice tables differ: {tables}")
-        by_size = {row["min_bytes"]: row for row in tables[0]}
-        changing, steady = by_size.get(1 << 19), by_size.get(1 << 17)
-        if not changing or not steady:
-            fail(f"expected classes of 512 KiB and 128 KiB: {tables[0]}")
-        if not (changing["reset_rounds"] >= 1 and changing["resetting"] and changing["chosen"] == "fp16"):
-            fail(f"the changing buffer's class: {changing}")
-        if steady["reset_rounds"] != 0 or steady["resetting"]:
-            fail(f"the steady buffer's class: {steady}")
-        print(f"OK: {args.np} ranks agree; the changing class chose {changing['chosen']} "
-              f"({changing['reset_rounds']} reset rounds), the steady class {steady['chosen']}")
+    reports = reports_of(args, command, {"SLIMREDUCE_COMPRESSOR": "auto",
+                                         "SLIMREDUCE_AUTO_CANDIDATES": "int8,fp16"})
+    tables = [report["auto"]["classes"] for _, report in reports]
+    if any(table != tables[0] for table in tables):
+        fail(f"the ranks' choice tables differ: {tables}")
+    by_size = {row["min_bytes"]: row for row in tables[0]}
+    changing, steady = by_size.get(1 << 19), by_size.get(1 << 17)
+    if not changing or not steady:
+        fail(f"expected classes of 512 KiB and 128 KiB: {tables[0]}")
+    if not (changing["reset_rounds"] >= 1 and changing["resetting"] and changing["chosen"] == "fp16"):
+        fail(f"the changing buffer's class: {changing}")
+    if steady["reset_rounds"] != 0 or steady["resetting"]:
+        fail(f"the steady buffer's class: {steady}")
+    print(f"OK: {args.np} ranks agree; the changing class chose {changing['chosen']} "
+          f"({changing['reset_rounds']} reset rounds), the steady class {steady['chosen']}")
 
 
 def main():
