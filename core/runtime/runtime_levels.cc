@@ -15,11 +15,18 @@ bool Runtime::record_norm(Side side, const CallShape& shape, int level, double n
   CallDecision sent;
   sent.levels_adapt = true;
   sent.level = level;
-  if (!shared()->reduced(shape, sent, norm)) return false;
+  int next = level;
+  {
+    Locked state = shared();
+    if (!state->reduced(shape, sent, norm)) return false;
+    // The shape's level now, as the schedule holds it: on NCCL a window's
+    // calls may have been sent before an earlier switch, so not always the
+    // opposite of `level`.
+    next = state->levels->level(shape);
+  }
   Counters delta;
   delta.adaptive_switches = 1;
   board(side).add(delta);
-  const int next = level == LevelSchedule::kGentle ? LevelSchedule::kHard : LevelSchedule::kGentle;
   if (timeline_.on()) {  // a mark: where the shape's level changes
     const double now = Timeline::now_us();
     timeline_.span("LEVEL", now, now,
