@@ -42,6 +42,7 @@
 #include "interpose/slimreduce.h"
 #include "tests/cuda/relative_difference.h"
 #include "tests/cuda/topk_reference.h"
+#include "tests/reference/value_stream.h"
 
 namespace {
 
@@ -104,19 +105,15 @@ std::vector<float> low_rank_values_of(std::mt19937& rng, std::size_t n) {
 }
 
 std::vector<float> values_of(int r, int step, int variant, std::size_t n) {
-  std::mt19937 rng(static_cast<unsigned>(1000003 * r + 1009 * step + variant));
   if (compressor == "powersgd") {
+    std::mt19937 rng(static_cast<unsigned>(1000003 * r + 1009 * step + variant));
     std::vector<float> v = low_rank_values_of(rng, n);
     if (inf_injected(r, step)) v[7] = INFINITY;
     return v;
   }
-  std::normal_distribution<float> normal(0.0f, 1.0f);
+  slimreduce::reference::ValueStream values(1000003ull * r + 1009ull * step + variant);
   std::vector<float> v(n);
-  for (auto& x : v) {
-    const unsigned pick = rng() % 100;
-    x = pick == 0 ? 0.0f : pick == 1 ? (rng() & 1 ? 2.5f : -2.5f) : normal(rng);
-    x *= value_scale();
-  }
+  for (auto& x : v) x = values.gradient(1.0f) * value_scale();
   return v;
 }
 

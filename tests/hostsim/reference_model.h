@@ -23,13 +23,13 @@
 #include <cstdint>
 #include <cstdlib>
 #include <map>
-#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "kernels/low_rank.h"
 #include "tests/reference/independent.h"
+#include "tests/reference/value_stream.h"
 
 namespace slimreduce::hostsim {
 
@@ -80,14 +80,10 @@ inline float as_type(float x, ncclDataType_t type) {
 
 // Gradient-like values with zeros and ties, the same in every process for (seed, rank).
 inline std::vector<float> values_for(unsigned seed, int rank, std::size_t n, ncclDataType_t type) {
-  std::mt19937 rng(seed * 7919u + static_cast<unsigned>(rank) * 104729u + 1u);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
+  reference::ValueStream values(std::uint64_t{seed} * 7919u +
+                                static_cast<std::uint64_t>(rank) * 104729u + 1u);
   std::vector<float> v(n);
-  for (float& x : v) {
-    const unsigned pick = rng() % 100;
-    x = pick == 0 ? 0.0f : pick == 1 ? (rng() & 1 ? 2.5f : -2.5f) : normal(rng) * (1 + rank);
-    x = as_type(x, type);
-  }
+  for (float& x : v) x = as_type(values.gradient(static_cast<float>(1 + rank)), type);
   return v;
 }
 

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cfloat>
 #include <cmath>
@@ -61,6 +62,19 @@ inline float divide_keeping_nan(float x, int divisor) {
 
 // ------------------------------------------------ binary16 and bfloat16 ----
 
+// v 2^k, exact: a power of two from a table made once by ldexp, so that the
+// casts' hot loops (every rank's values in the host simulation's model) do
+// not call libm for each value; ldexp itself outside the table's span.
+inline double scaled(double v, int k) {
+  constexpr int kSpan = 300;
+  static const std::array<double, 2 * kSpan + 1> powers = [] {
+    std::array<double, 2 * kSpan + 1> table{};
+    for (int i = -kSpan; i <= kSpan; ++i) table[i + kSpan] = std::ldexp(1.0, i);
+    return table;
+  }();
+  return k < -kSpan || k > kSpan ? std::ldexp(v, k) : v * powers[k + kSpan];
+}
+
 // v >= 0 rounded to a whole number, ties to even, spelled out rather than
 // left to nearbyint and the current rounding mode. v - floor(v) is exact.
 inline double round_half_even(double v) {
@@ -81,7 +95,7 @@ struct Format {
   int emin() const { return 1 - bias(); }  // the smallest normal is 2^emin
   std::uint32_t all_ones() const { return (1u << exp_bits) - 1u; }
   std::uint32_t sign_bit() const { return 1u << (exp_bits + mant_bits); }
-  double max_finite() const { return std::ldexp(2.0 - std::ldexp(1.0, -mant_bits), bias()); }
+  double max_finite() const { return scaled(2.0 - scaled(1.0, -mant_bits), bias()); }
 };
 inline constexpr Format kFp16{5, 10};
 inline constexpr Format kBf16{8, 7};
@@ -93,7 +107,7 @@ inline constexpr Format kBf16{8, 7};
 inline double round_to_format(double a, Format f) {
   int e = 0;
   std::frexp(a, &e);  // a = m 2^e with m in [0.5, 1): the leading bit is 2^(e - 1)
-  const double quantum = std::ldexp(1.0, std::max(e - 1, f.emin()) - f.mant_bits);
+  const double quantum = scaled(1.0, std::max(e - 1, f.emin()) - f.mant_bits);
   return round_half_even(a / quantum) * quantum;
 }
 
@@ -103,9 +117,9 @@ inline std::uint32_t encode_magnitude(double v, Format f) {
   int e = 0;
   std::frexp(v, &e);
   if (e - 1 < f.emin()) {  // subnormal: a count of the smallest subnormal
-    return static_cast<std::uint32_t>(std::ldexp(v, f.mant_bits - f.emin()));
+    return static_cast<std::uint32_t>(scaled(v, f.mant_bits - f.emin()));
   }
-  const auto significand = static_cast<std::uint32_t>(std::ldexp(v, f.mant_bits - (e - 1)));
+  const auto significand = static_cast<std::uint32_t>(scaled(v, f.mant_bits - (e - 1)));
   const auto field = static_cast<std::uint32_t>(e - 1 + f.bias());
   return field << f.mant_bits | (significand - (1u << f.mant_bits));
 }
@@ -127,10 +141,10 @@ inline float widen_number(std::uint16_t h, Format f) {
   const std::uint32_t fraction = h & ((1u << f.mant_bits) - 1u);
   double a = INFINITY;
   if (field == 0) {
-    a = std::ldexp(static_cast<double>(fraction), f.emin() - f.mant_bits);
+    a = scaled(static_cast<double>(fraction), f.emin() - f.mant_bits);
   } else if (field != f.all_ones()) {
     const double significand = static_cast<double>(fraction + (1u << f.mant_bits));
-    a = std::ldexp(significand, static_cast<int>(field) - f.bias() - f.mant_bits);
+    a = scaled(significand, static_cast<int>(field) - f.bias() - f.mant_bits);
   }
   return static_cast<float>((h & f.sign_bit()) ? -a : a);
 }
@@ -176,8 +190,18 @@ enum class Half { fp16, bf16 };
 inline std::uint16_t narrow(Half h, float x) {
   return h == Half::fp16 ? float_to_fp16(x) : float_to_bf16(x);
 }
+// Every pattern's widening, made once by the functions above (their bits, NaN
+// payloads too): the model widens each value of every rank's wire again and again.
 inline float widen(Half h, std::uint16_t b) {
-  return h == Half::fp16 ? fp16_to_float(b) : bf16_to_float(b);
+  auto table_of = [](float (*widen_one)(std::uint16_t)) {
+    std::vector<std::uint32_t> table(1u << 16);
+    for (std::uint32_t i = 0; i < table.size(); ++i)
+      table[i] = bits_of(widen_one(static_cast<std::uint16_t>(i)));
+    return table;
+  };
+  static const std::vector<std::uint32_t> fp16 = table_of(fp16_to_float);
+  static const std::vector<std::uint32_t> bf16 = table_of(bf16_to_float);
+  return float_of((h == Half::fp16 ? fp16 : bf16)[b]);
 }
 
 // out = narrow(acc), acc = in + residual; residual = what was lost.
@@ -226,15 +250,23 @@ inline bool larger_magnitude(float a, float b) {
   return std::fabs(a) > std::fabs(b);
 }
 
-// The k indices kept, ascending: a stable sort by magnitude keeps equal
-// magnitudes in index order, so ties go to the lower index.
+// The k indices kept, ascending: the first k of the order by magnitude in
+// which equal magnitudes keep index order, so ties go to the lower index
+// (what a stable sort by magnitude would keep; a selection by that total
+// order, since the host simulation's model selects every rank's k each call).
 inline std::vector<std::uint32_t> topk_select(const std::vector<float>& acc, std::size_t k) {
   std::vector<std::uint32_t> order(acc.size());
   std::iota(order.begin(), order.end(), 0u);
-  std::stable_sort(order.begin(), order.end(), [&acc](std::uint32_t a, std::uint32_t b) {
-    return larger_magnitude(acc[a], acc[b]);
-  });
-  order.resize(std::min(k, order.size()));
+  const auto before = [&acc](std::uint32_t a, std::uint32_t b) {
+    if (larger_magnitude(acc[a], acc[b])) return true;
+    return !larger_magnitude(acc[b], acc[a]) && a < b;
+  };
+  const std::size_t kept = std::min(k, order.size());
+  if (kept < order.size()) {
+    std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(kept), order.end(),
+                     before);
+  }
+  order.resize(kept);
   std::sort(order.begin(), order.end());
   return order;
 }
