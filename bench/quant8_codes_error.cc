@@ -1,5 +1,6 @@
-// The error of int8's two codes (SLIMREDUCE_QUANT_CODES=absmax|minmax) and of
-// the 4- and 2-bit absmax codes (int4, int2: kernels/quant_packed.h) against
+// The error of the quantizer's two codes (SLIMREDUCE_QUANT_CODES=absmax|minmax)
+// at 8, 4 and 2 bits (int8: kernels/quant8.h, quant8_minmax.h; int4, int2:
+// kernels/quant_packed.h, quant_packed_minmax.h) against
 // an fp32 sum, as the sharded algorithm makes it without error feedback: each
 // of R simulated ranks quantizes its tensor, the decoded values are summed in
 // rank order, and the sum is quantized again (the owners' step) and decoded.
@@ -21,23 +22,26 @@
 #include "kernels/quant8.h"
 #include "kernels/quant8_minmax.h"
 #include "kernels/quant_packed.h"
+#include "kernels/quant_packed_minmax.h"
 
 namespace {
 
 namespace k = slimreduce::kernels;
 using Tensors = std::vector<std::vector<float>>;
 
-// The codes measured: int8 absmax, int8 minmax, int4, int2.
+// The codes measured: absmax and minmax at each width.
 struct Codes {
   const char* name;
   bool minmax;
   int bits;
 };
-constexpr Codes kCodes[] = {
-    {"absmax8", false, 8}, {"minmax8", true, 8}, {"int4", false, 4}, {"int2", false, 2}};
+constexpr Codes kCodes[] = {{"absmax8", false, 8}, {"minmax8", true, 8},  {"absmax4", false, 4},
+                            {"minmax4", true, 4},  {"absmax2", false, 2}, {"minmax2", true, 2}};
 
 std::size_t block_bytes(std::size_t n, std::size_t bucket, const Codes& codes) {
-  if (codes.bits != 8) return k::quant_packed_bytes(n, bucket, codes.bits);
+  if (codes.bits != 8)
+    return codes.minmax ? k::quant_packed_minmax_bytes(n, bucket, codes.bits)
+                        : k::quant_packed_bytes(n, bucket, codes.bits);
   return codes.minmax ? k::quant8_minmax_bytes(n, bucket) : k::quant8_bytes(n, bucket);
 }
 
@@ -45,7 +49,10 @@ std::vector<float> roundtrip(const std::vector<float>& x, std::size_t bucket, co
   const std::size_t n = x.size();
   std::vector<std::uint8_t> block(block_bytes(n, bucket, codes));
   std::vector<float> out(n);
-  if (codes.bits != 8) {
+  if (codes.bits != 8 && codes.minmax) {
+    k::quant_packed_minmax_compress(x.data(), nullptr, n, bucket, codes.bits, block.data());
+    k::quant_packed_minmax_decompress(block.data(), n, bucket, codes.bits, out.data());
+  } else if (codes.bits != 8) {
     k::quant_packed_compress(x.data(), nullptr, n, bucket, codes.bits, block.data());
     k::quant_packed_decompress(block.data(), n, bucket, codes.bits, out.data());
   } else if (codes.minmax) {

@@ -78,6 +78,16 @@ int quant_packed_decompress(const void* block, std::size_t n, std::size_t bucket
 int quant_packed_accumulate(const void* block, std::size_t n, std::size_t bucket, int bits,
                             float* dense, void* stream);
 
+// 4- and 2-bit min-max codes, twins of kernels::quant_packed_minmax_compress,
+// of quant_packed_minmax_decompress with a divisor and of
+// quant_packed_minmax_accumulate (kernels/quant_packed_minmax.h): as the three above.
+int quant_packed_minmax_compress(const float* in, float* residual, std::size_t n,
+                                 std::size_t bucket, int bits, void* out, void* stream);
+int quant_packed_minmax_decompress(const void* block, std::size_t n, std::size_t bucket, int bits,
+                                   float* out, int divisor, void* stream);
+int quant_packed_minmax_accumulate(const void* block, std::size_t n, std::size_t bucket, int bits,
+                                   float* dense, void* stream);
+
 // Exact top-k, twin of kernels::topk_compress / topk_accumulate (kernels/cuda/kernels.h
 // says more: payloads padded to kernels::topk_payload_stride, fp16 or bf16 inputs).
 std::size_t topk_select_scratch_bytes(std::size_t n);

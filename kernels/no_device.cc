@@ -40,6 +40,16 @@ int quant_packed_decompress(const void*, std::size_t, std::size_t, int, float*, 
 int quant_packed_accumulate(const void*, std::size_t, std::size_t, int, float*, void*) {
   return kNoDevice;
 }
+int quant_packed_minmax_compress(const float*, float*, std::size_t, std::size_t, int, void*,
+                                 void*) {
+  return kNoDevice;
+}
+int quant_packed_minmax_decompress(const void*, std::size_t, std::size_t, int, float*, int, void*) {
+  return kNoDevice;
+}
+int quant_packed_minmax_accumulate(const void*, std::size_t, std::size_t, int, float*, void*) {
+  return kNoDevice;
+}
 std::size_t topk_select_scratch_bytes(std::size_t) { return 0; }
 int topk_select(Elem, const void*, float*, std::size_t, std::size_t, bool, void*, std::size_t,
                 void*, void*) {

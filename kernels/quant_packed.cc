@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "kernels/element_rules.h"
+#include "kernels/packed_fields.h"
 #include "kernels/quant_packed_rules.h"
 #include "kernels/simd.h"
 
@@ -19,9 +20,7 @@ namespace {
 
 // ---------------------------------------------------------------- layout ----
 
-std::size_t code_bytes(std::size_t len, int bits) {
-  return (len * static_cast<std::size_t>(bits) + 7) / 8;
-}
+using packed::code_bytes;
 
 float load_scale(const void* block, std::size_t j) {
   float scale;
@@ -95,41 +94,11 @@ void decode_bucket_scalar(const std::uint8_t* codes, std::size_t len, int bits, 
 
 // ------------------------------------------------------------------ AVX2 ----
 
+using packed::store_codes8;
 using simd::acc8;
 using simd::add_nan_first8;
 using simd::finite_mask8;
 using simd::lanes8;
-
-// The 8 low `Bits`-bit fields of 8 bytes (one code each, in the low bits),
-// gathered into the low Bits bytes: pairs, then quads, by shifts and masks.
-template <int Bits>
-inline std::uint64_t pack8(std::uint64_t x) {
-  if constexpr (Bits == 4) {
-    x &= 0x0f0f0f0f0f0f0f0full;
-    x = (x | x >> 4) & 0x00ff00ff00ff00ffull;
-    x = (x | x >> 8) & 0x0000ffff0000ffffull;
-    return (x | x >> 16) & 0xffffffffull;
-  } else {
-    x &= 0x0303030303030303ull;
-    x = (x | x >> 6) & 0x000f000f000f000full;
-    x = (x | x >> 12) & 0x000000ff000000ffull;
-    return (x | x >> 24) & 0xffffull;
-  }
-}
-
-// pack8's inverse: 8 fields, one per byte (unsigned).
-template <int Bits>
-inline std::uint64_t unpack8(std::uint64_t x) {
-  if constexpr (Bits == 4) {
-    x = (x | x << 16) & 0x0000ffff0000ffffull;
-    x = (x | x << 8) & 0x00ff00ff00ff00ffull;
-    return (x | x << 4) & 0x0f0f0f0f0f0f0f0full;
-  } else {
-    x = (x | x << 24) & 0x000000ff000000ffull;
-    x = (x | x << 12) & 0x000f000f000f000full;
-    return (x | x << 6) & 0x0303030303030303ull;
-  }
-}
 
 // quant_packed_code for 8 lanes, as 32-bit integers.
 template <int Bits>
@@ -177,22 +146,10 @@ SR_AVX2 __m256 decode8(__m256i q, float max, __m256 step, int top, bool marked) 
   return replace8(out, q, quant_packed_nan_code(Bits), kQuant8NanBits);
 }
 
-// t <= 8 codes (32-bit lanes, zero beyond t) packed into code_bytes(t) bytes.
-template <int Bits>
-SR_AVX2 void store_codes8(std::uint8_t* codes, __m256i q, std::size_t t) {
-  const __m128i words = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
-  const auto bytes = static_cast<std::uint64_t>(_mm_cvtsi128_si64(_mm_packs_epi16(words, words)));
-  const std::uint64_t packed = pack8<Bits>(bytes);
-  std::memcpy(codes, &packed, code_bytes(t, Bits));  // little-endian: the low bytes
-}
-
 // code_bytes(t) bytes of codes as 8 sign-extended 32-bit lanes (0 beyond t).
 template <int Bits>
 SR_AVX2 __m256i load_codes8(const std::uint8_t* codes, std::size_t t) {
-  std::uint64_t packed = 0;
-  std::memcpy(&packed, codes, code_bytes(t, Bits));
-  const std::uint64_t fields = unpack8<Bits>(packed);
-  const __m256i wide = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(fields)));
+  const __m256i wide = packed::load_fields8<Bits>(codes, t);
   return _mm256_srai_epi32(_mm256_slli_epi32(wide, 32 - Bits), 32 - Bits);
 }
 

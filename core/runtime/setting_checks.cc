@@ -70,37 +70,8 @@ void check_levels(const Settings& s) {
                           s.compressor + " has one)");
 }
 
-// The widths a compressor name quantizes at (its levels' too), none for one that does not.
-std::vector<int> quant_widths(const std::string& name, const Settings& s) {
-  if (name == "quant") {
-    if (s.quant_bits_hard) return {s.quant_bits, *s.quant_bits_hard};
-    return {s.quant_bits};
-  }
-  if (name == "int8" || name == "int4" || name == "int2") return {name[3] - '0'};
-  return {};
-}
-
-// Min-max codes are built for 8 bits only: refused where a 4- or 2-bit
-// quantizer would run, rather than silently coded absmax.
-void check_quant_codes(const Settings& s) {
-  if (s.quant_codes != compressors::QuantCodes::minmax) return;
-  std::vector<std::string> names = {s.compressor};
-  if (s.chooses_compressor()) names = s.candidates();
-  for (const auto& name : names) {
-    for (const int bits : quant_widths(name, s)) {
-      if (bits == 4 || bits == 2)
-        throw SettingsError("SLIMREDUCE_QUANT_CODES", "minmax",
-                            "absmax at 4 and 2 bits (minmax is built for 8 bits only; " + name +
-                                " codes " + std::to_string(bits) + ")");
-    }
-  }
-}
-
 }  // namespace
 
-void check_together(const Settings& settings) {
-  check_levels(settings);
-  check_quant_codes(settings);
-}
+void check_together(const Settings& settings) { check_levels(settings); }
 
 }  // namespace slimreduce

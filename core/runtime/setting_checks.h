@@ -1,7 +1,6 @@
 // The settings that must be read together, checked once all are parsed
-// (parse_settings): SLIMREDUCE_ADAPTIVE and the levels it needs, and the
-// quantizer's codes at its widths. Each throws SettingsError naming the one
-// variable to change.
+// (parse_settings): SLIMREDUCE_ADAPTIVE and the levels it needs. Each throws
+// SettingsError naming the one variable to change.
 #pragma once
 
 #include "core/runtime/settings.h"

@@ -185,10 +185,13 @@ const std::vector<SettingSpec>& specs() {
        [](const std::string& v, Settings& s) { s.quant_bucket = parse_bucket(v); },
        [](const Settings& s) { return std::to_string(s.quant_bucket); }, true},
       {"SLIMREDUCE_QUANT_CODES", "absmax", fixed("absmax, minmax"),
-       "int8's codes per bucket: absmax (one fp32 scale, symmetric around 0: an error of up to "
-       "half of max|x| / 126) or minmax (a power-of-two step and an offset over the bucket's "
-       "[min, max]: an error of up to about (max - min) / 251, far less for values away from 0, "
-       "up to twice absmax's around 0; 1 + 8 / bucket bytes per value).",
+       "The quantizer's codes per bucket, at every width: absmax (one fp32 scale, symmetric "
+       "around 0: an error of up to half of max|x| / 126, / 7 or / 1 at 8, 4 or 2 bits) or "
+       "minmax (codes over the bucket's [min, max], far better for values away from 0: at 8 bits "
+       "a power-of-two step and an offset, an error of up to about (max - min) / 251, up to twice "
+       "absmax's around 0, 1 + 8 / bucket bytes per value; at 4 and 2 bits the min and max as two "
+       "fp32s, an error of up to (max - min) / 28 or / 4, never above absmax's bound but with no "
+       "code for 0, 4 / bucket bytes per value more than absmax).",
        [](const std::string& v, Settings& s) { s.quant_codes = parse_choice(v, kQuantCodes); },
        [](const Settings& s) { return show_choice(s.quant_codes, kQuantCodes); }, true},
       {"SLIMREDUCE_POWERSGD_RANK", "4",

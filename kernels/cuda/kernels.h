@@ -94,6 +94,17 @@ cudaError_t quant_packed_decompress(const void* block, std::size_t n, std::size_
 cudaError_t quant_packed_accumulate(const void* block, std::size_t n, std::size_t bucket, int bits,
                                     float* dense, cudaStream_t stream);
 
+// ---- 4- and 2-bit min-max codes (twins of kernels::quant_packed_minmax_*), as the three above
+// ----
+
+cudaError_t quant_packed_minmax_compress(const float* in, float* residual, std::size_t n,
+                                         std::size_t bucket, int bits, void* out,
+                                         cudaStream_t stream);
+cudaError_t quant_packed_minmax_decompress(const void* block, std::size_t n, std::size_t bucket,
+                                           int bits, float* out, int divisor, cudaStream_t stream);
+cudaError_t quant_packed_minmax_accumulate(const void* block, std::size_t n, std::size_t bucket,
+                                           int bits, float* dense, cudaStream_t stream);
+
 // ---- exact top-k by magnitude (twin of kernels::topk_compress) ---------------
 
 // Payloads travel at this stride: kernels::topk_payload_stride (the top-k

@@ -295,13 +295,17 @@ void check_coll_config(Comm& world, float* send, float* recv, std::size_t n, cud
 }
 
 // int8's wire bytes, by hand: its parts to the other owners (each quant8
-// block of a shard, a 4-byte scale per bucket and a byte per value, padded
+// block of a shard, a 4-byte scale (8 bytes of step and offset with min-max
+// codes) per bucket and a byte per value, padded
 // to 4 bytes), then a ring allgather of one result slot (the largest
 // owner's block, padded to 8 bytes): (ranks - 1) slots.
 void check_int8_bytes(Comm& world, float* send, float* recv, std::size_t n, cudaStream_t stream) {
   if (!mode.quant || mode.quant_bits != 8) return;
   const std::size_t bucket = mode.quant_bucket;
-  auto block = [&](std::size_t count) { return (count + bucket - 1) / bucket * 4 + count; };
+  const std::size_t per_bucket = mode.minmax ? 8 : 4;
+  auto block = [&](std::size_t count) {
+    return (count + bucket - 1) / bucket * per_bucket + count;
+  };
   const std::vector<std::size_t> bounds = sim::int8_bounds(n, world.size, bucket);
   double want = 0;
   std::size_t slot = 0;

@@ -7,7 +7,8 @@
 // flat, not in a graph: shards_topk) by even shards, each owner's sum selected again or cast to 16
 // bits. It keeps the residuals and the warm-up counts as the library does, so calls after calls
 // stay exact. The casts (as_type and the fp16/bf16 compressors), top-k (k, selection, payload,
-// sums) and the quantizer (8, 4 and 2 bits) come from tests/reference/independent.h, written apart
+// sums) and the quantizer (8, 4 and 2 bits, absmax or min-max codes) come from
+// tests/reference/independent.h and independent_packed_minmax.h, written apart
 // from kernels/, so that a kernel's bug fails the runs instead of being expected by them
 // (tests/unit/test_independent_reference.cc holds the kernels to the same references directly).
 // PowerSGD still calls its CPU twins (kernels/low_rank.h): its result depends bit for bit on the
@@ -29,6 +30,7 @@
 
 #include "kernels/low_rank.h"
 #include "tests/reference/independent.h"
+#include "tests/reference/independent_packed_minmax.h"
 #include "tests/reference/value_stream.h"
 
 namespace slimreduce::hostsim {
@@ -51,6 +53,8 @@ struct Mode {
                    : compressor == "int2"  ? 2
                    : compressor == "quant" ? std::atoi(env_or("SLIMREDUCE_QUANT_BITS", "8").c_str())
                                            : 8;
+  // Min-max codes at the quantizer's width (8: quant8_minmax; 4 and 2: the packed ones).
+  bool minmax = env_or("SLIMREDUCE_QUANT_CODES", "absmax") == "minmax";
   std::string topk_algorithm = env_or("SLIMREDUCE_TOPK_ALGORITHM", "auto");
   bool ef = env_or("SLIMREDUCE_ERROR_FEEDBACK", topk || powersgd || quant ? "1" : "0") == "1";
   std::size_t quant_bucket =
@@ -338,18 +342,27 @@ class Model {
     return out;
   }
 
-  // One block of the quantizer at the mode's width (8: quant8's layout; 4 and
-  // 2: the packed one), and its values added into a sum or decoded.
+  // One block of the quantizer at the mode's width and codes (8: quant8's
+  // layouts; 4 and 2: the packed ones), and its values decoded.
   std::vector<std::uint8_t> quantized(const float* in, float* residual, std::size_t count) const {
     namespace ref = reference;
-    if (mode_.quant_bits == 8) return ref::quant8_compress(in, residual, count, mode_.quant_bucket);
-    return ref::quant_packed_compress(in, residual, count, mode_.quant_bucket, mode_.quant_bits);
+    const std::size_t bucket = mode_.quant_bucket;
+    if (mode_.quant_bits == 8)
+      return mode_.minmax ? ref::quant8_minmax_compress(in, residual, count, bucket)
+                          : ref::quant8_compress(in, residual, count, bucket);
+    return mode_.minmax
+               ? ref::quant_packed_minmax_compress(in, residual, count, bucket, mode_.quant_bits)
+               : ref::quant_packed_compress(in, residual, count, bucket, mode_.quant_bits);
   }
   std::vector<float> dequantized(const std::vector<std::uint8_t>& block, std::size_t count) const {
     namespace ref = reference;
+    const std::size_t bucket = mode_.quant_bucket;
     if (mode_.quant_bits == 8)
-      return ref::quant8_decompress(block.data(), count, mode_.quant_bucket);
-    return ref::quant_packed_decompress(block.data(), count, mode_.quant_bucket, mode_.quant_bits);
+      return mode_.minmax ? ref::quant8_minmax_decompress(block.data(), count, bucket)
+                          : ref::quant8_decompress(block.data(), count, bucket);
+    return mode_.minmax
+               ? ref::quant_packed_minmax_decompress(block.data(), count, bucket, mode_.quant_bits)
+               : ref::quant_packed_decompress(block.data(), count, bucket, mode_.quant_bits);
   }
 
   // The quantizer, sharded: every rank quantizes its slice of shard s (with

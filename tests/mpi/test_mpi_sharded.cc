@@ -352,17 +352,20 @@ TEST_P(ShardedInt8Values, InfAndNanWhereAPlainSumHasThem) {
 INSTANTIATE_TEST_SUITE_P(Codes, ShardedInt8Values,
                          ::testing::Values(QuantCodes::absmax, QuantCodes::minmax));
 
-// int4 and int2 (kernels/quant_packed.h): count, bucket, bits, error feedback.
-using PackedCase = std::tuple<std::size_t, std::size_t, int, bool>;
+// int4 and int2 (kernels/quant_packed.h, quant_packed_minmax.h): count,
+// bucket, bits, error feedback, codes.
+using PackedCase = std::tuple<std::size_t, std::size_t, int, bool, QuantCodes>;
 class ShardedPacked : public ::testing::TestWithParam<PackedCase> {};
 
 // One call within two rounds of half a step (each rank's, then its owner's,
-// at most ranks * max|x| / (2 top) each), its bytes by hand, the same bits on
-// every rank; then two more calls on the key, still alike on every rank.
+// at most ranks * max|x| / (2 top) each; min-max's half step of a range is
+// never more), its bytes by hand, the same bits on every rank; then two more
+// calls on the key, still alike on every rank.
 TEST_P(ShardedPacked, WithinTwoHalfStepsAndAlikeOnEveryRank) {
-  const auto [count, bucket, bits, error_feedback] = GetParam();
+  const auto [count, bucket, bits, error_feedback, codes] = GetParam();
   compressors::CompressorOptions options = int8_options(bucket);
   options.quant_bits = bits;
+  options.quant_codes = codes;
   Caller caller("quant", options, count, error_feedback);
   const int ranks = caller.size();
   std::vector<double> exact(count, 0.0);
@@ -385,7 +388,8 @@ TEST_P(ShardedPacked, WithinTwoHalfStepsAndAlikeOnEveryRank) {
   std::size_t slot = 0;
   for (int s = 0; s < ranks; ++s) {
     const std::size_t n = bounds[s + 1] - bounds[s], buckets = (n + bucket - 1) / bucket;
-    std::size_t block = 4 * buckets;  // each bucket's codes from a byte
+    // A scale, or lo and hi, per bucket; each bucket's codes from a byte.
+    std::size_t block = (codes == QuantCodes::minmax ? 8 : 4) * buckets;
     for (std::size_t first = 0; first < n; first += bucket)
       block += (std::min(bucket, n - first) * bits + 7) / 8;
     if (s != caller.rank()) parts += (block + 3) / 4 * 4;
@@ -401,10 +405,11 @@ TEST_P(ShardedPacked, WithinTwoHalfStepsAndAlikeOnEveryRank) {
 
 // An inf or NaN comes out where a plain sum has it, and nowhere else.
 TEST_P(ShardedPacked, InfAndNanWhereAPlainSumHasThem) {
-  const auto [count, bucket, bits, error_feedback] = GetParam();
+  const auto [count, bucket, bits, error_feedback, codes] = GetParam();
   if (count < 3) GTEST_SKIP() << "needs three places; the larger counts run it";
   compressors::CompressorOptions options = int8_options(bucket);
   options.quant_bits = bits;
+  options.quant_codes = codes;
   Caller caller("quant", options, count, error_feedback);
   auto input = input_of(caller.rank(), 0, count);
   const float inf = std::numeric_limits<float>::infinity();
@@ -426,12 +431,17 @@ TEST_P(ShardedPacked, InfAndNanWhereAPlainSumHasThem) {
 }
 
 INSTANTIATE_TEST_SUITE_P(CountsBucketsWidths, ShardedPacked,
-                         ::testing::Values(PackedCase{1, 512, 4, true}, PackedCase{5, 1, 2, true},
-                                           PackedCase{1001, 7, 4, true},
-                                           PackedCase{1001, 7, 2, false},
-                                           PackedCase{4099, 512, 2, true},
-                                           PackedCase{65537, 512, 4, true},
-                                           PackedCase{65537, 4096, 2, false}));
+                         ::testing::Values(PackedCase{1, 512, 4, true, QuantCodes::absmax},
+                                           PackedCase{5, 1, 2, true, QuantCodes::absmax},
+                                           PackedCase{1001, 7, 4, true, QuantCodes::absmax},
+                                           PackedCase{1001, 7, 2, false, QuantCodes::absmax},
+                                           PackedCase{4099, 512, 2, true, QuantCodes::absmax},
+                                           PackedCase{65537, 512, 4, true, QuantCodes::absmax},
+                                           PackedCase{65537, 4096, 2, false, QuantCodes::absmax},
+                                           PackedCase{5, 1, 4, true, QuantCodes::minmax},
+                                           PackedCase{1001, 7, 2, true, QuantCodes::minmax},
+                                           PackedCase{4099, 512, 4, false, QuantCodes::minmax},
+                                           PackedCase{65537, 512, 2, true, QuantCodes::minmax}));
 
 // The transport's alltoallv: MPI's, and the default's pairwise steps.
 class Alltoallv : public ::testing::TestWithParam<bool> {};

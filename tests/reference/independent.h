@@ -10,6 +10,8 @@
 // scale and code rules, the NaN rule of a sum), are restated from their
 // documentation in kernels/element_rules.h, topk.h, quant8.h, quant8_minmax.h
 // and quant_packed.h.
+// The 4- and 2-bit min-max codes are restated beside this file, in
+// independent_packed_minmax.h, by the same means.
 // Slow and plain on purpose: tests and the host simulation's model only.
 #pragma once
 
