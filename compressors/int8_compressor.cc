@@ -23,7 +23,7 @@ class Int8Compressor final : public BucketedQuantizer {
  public:
   explicit Int8Compressor(const CompressorOptions& options)
       : BucketedQuantizer(std::max<std::size_t>(options.quant_bucket, 1)),
-        minmax_(options.quant_codes == QuantCodes::minmax) {}
+        minmax_(codes_at(options.quant_codes, 8) == QuantCodes::minmax) {}
 
   std::string_view name() const override { return "int8"; }
   // A value below half its bucket's step codes 0 on every call: without

@@ -26,7 +26,7 @@ class PackedQuantCompressor final : public BucketedQuantizer {
   PackedQuantCompressor(const CompressorOptions& options, int bits)
       : BucketedQuantizer(std::max<std::size_t>(options.quant_bucket, 1)),
         bits_(bits),
-        minmax_(options.quant_codes == QuantCodes::minmax) {}
+        minmax_(codes_at(options.quant_codes, bits) == QuantCodes::minmax) {}
 
   std::string_view name() const override { return bits_ == 4 ? "int4" : "int2"; }
   // Half a step is 1/14 of a bucket's largest value at 4 bits and half of it

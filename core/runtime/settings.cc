@@ -111,7 +111,9 @@ int parse_quant_bits(const std::string& value) {
 }
 
 const std::vector<std::pair<const char*, compressors::QuantCodes>> kQuantCodes = {
-    {"absmax", compressors::QuantCodes::absmax}, {"minmax", compressors::QuantCodes::minmax}};
+    {"width", compressors::QuantCodes::by_width},
+    {"absmax", compressors::QuantCodes::absmax},
+    {"minmax", compressors::QuantCodes::minmax}};
 
 const std::vector<std::pair<const char*, compressors::PowerSgdProducts>> kPowerSgdBlas = {
     {"auto", compressors::PowerSgdProducts::automatic},
@@ -184,8 +186,10 @@ const std::vector<SettingSpec>& specs() {
        "bytes.",
        [](const std::string& v, Settings& s) { s.quant_bucket = parse_bucket(v); },
        [](const Settings& s) { return std::to_string(s.quant_bucket); }, true},
-      {"SLIMREDUCE_QUANT_CODES", "absmax", fixed("absmax, minmax"),
-       "The quantizer's codes per bucket, at every width: absmax (one fp32 scale, symmetric "
+      {"SLIMREDUCE_QUANT_CODES", "width", fixed("width, absmax, minmax"),
+       "The quantizer's codes per bucket: width (each width's measured better one: minmax at 4 "
+       "and 2 bits, absmax at 8 bits; docs/performance.md section 13), or at every width absmax "
+       "(one fp32 scale, symmetric "
        "around 0: an error of up to half of max|x| / 126, / 7 or / 1 at 8, 4 or 2 bits) or "
        "minmax (codes over the bucket's [min, max], far better for values away from 0: at 8 bits "
        "a power-of-two step and an offset, an error of up to about (max - min) / 251, up to twice "

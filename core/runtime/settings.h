@@ -47,7 +47,7 @@ struct Settings {
   TopkValueFormat topk_values = TopkValueFormat::fp32;
   compressors::TopkAlgorithm topk_algorithm = compressors::TopkAlgorithm::automatic;
   std::uint64_t quant_bucket = 512;
-  compressors::QuantCodes quant_codes = compressors::QuantCodes::absmax;
+  compressors::QuantCodes quant_codes = compressors::QuantCodes::by_width;
   int quant_bits = 8;     // SLIMREDUCE_QUANT_BITS: the width of `quant` (int8/int4/int2 fix theirs)
   int powersgd_rank = 4;  // the only level, or the gentle one
   double powersgd_min_compression = 2.0;

@@ -27,7 +27,9 @@
 #include "kernels/element_rules.h"
 #include "kernels/low_rank.h"
 #include "kernels/quant8.h"
+#include "kernels/quant8_minmax.h"
 #include "kernels/quant_packed.h"
+#include "kernels/quant_packed_minmax.h"
 #include "kernels/topk.h"
 #include "tests/cuda/relative_difference.h"
 
@@ -66,6 +68,9 @@ struct Mode {
   // int4 and int2: the quantizer's packed widths, sharded as int8 is.
   int packed_bits = compressor == "int4" ? 4 : compressor == "int2" ? 2 : 0;
   bool quant = int8 || packed_bits != 0;
+  // SLIMREDUCE_QUANT_CODES: width (min-max at 4 and 2 bits, absmax at 8), absmax or minmax.
+  std::string quant_codes = env("SLIMREDUCE_QUANT_CODES", "width");
+  bool minmax = quant_codes == "minmax" || (quant_codes == "width" && packed_bits != 0);
   // Top-k forced sharded: one rank owns the one shard (its sum selected again).
   bool topk_sharded = topk && env("SLIMREDUCE_TOPK_ALGORITHM", "auto") == std::string("sharded");
   bool ef = env("SLIMREDUCE_ERROR_FEEDBACK", topk || powersgd || quant ? "1" : "0") == "1";
@@ -166,12 +171,30 @@ std::vector<std::pair<std::size_t, std::size_t>> pieces_of(std::size_t n, std::s
 // are its stretches of the key's (nullptr: none).
 void reference_piece(const float* in, std::size_t n, float* residual, float* owner, int datatype,
                      bool in_graph, float* out) {
+  if (mode.int8 && mode.minmax) {  // as below, in min-max codes
+    std::vector<std::uint8_t> block(k::quant8_minmax_bytes(n, mode.quant_bucket));
+    k::quant8_minmax_compress(in, residual, n, mode.quant_bucket, block.data(), k::Isa::scalar);
+    k::quant8_minmax_accumulate(block.data(), n, mode.quant_bucket, out, k::Isa::scalar);
+    k::quant8_minmax_compress(out, owner, n, mode.quant_bucket, block.data(), k::Isa::scalar);
+    k::quant8_minmax_decompress(block.data(), n, mode.quant_bucket, out, k::Isa::scalar);
+    return;
+  }
   if (mode.int8) {  // one rank owns the one shard: quantized, summed into zeros, quantized again
     std::vector<std::uint8_t> block(k::quant8_bytes(n, mode.quant_bucket));
     k::quant8_compress(in, residual, n, mode.quant_bucket, block.data(), k::Isa::scalar);
     k::quant8_accumulate(block.data(), n, mode.quant_bucket, out, k::Isa::scalar);
     k::quant8_compress(out, owner, n, mode.quant_bucket, block.data(), k::Isa::scalar);
     k::quant8_decompress(block.data(), n, mode.quant_bucket, out, k::Isa::scalar);
+    return;
+  }
+  if (mode.packed_bits && mode.minmax) {  // as int8, at 4 or 2 bits, in min-max codes
+    const int bits = mode.packed_bits;
+    const std::size_t bucket = mode.quant_bucket;
+    std::vector<std::uint8_t> block(k::quant_packed_minmax_bytes(n, bucket, bits));
+    k::quant_packed_minmax_compress(in, residual, n, bucket, bits, block.data(), k::Isa::scalar);
+    k::quant_packed_minmax_accumulate(block.data(), n, bucket, bits, out, k::Isa::scalar);
+    k::quant_packed_minmax_compress(out, owner, n, bucket, bits, block.data(), k::Isa::scalar);
+    k::quant_packed_minmax_decompress(block.data(), n, bucket, bits, out, k::Isa::scalar);
     return;
   }
   if (mode.packed_bits) {  // as int8, at 4 or 2 bits

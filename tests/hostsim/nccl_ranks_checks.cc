@@ -302,7 +302,7 @@ void check_coll_config(Comm& world, float* send, float* recv, std::size_t n, cud
 void check_int8_bytes(Comm& world, float* send, float* recv, std::size_t n, cudaStream_t stream) {
   if (!mode.quant || mode.quant_bits != 8) return;
   const std::size_t bucket = mode.quant_bucket;
-  const std::size_t per_bucket = mode.minmax ? 8 : 4;
+  const std::size_t per_bucket = mode.minmax() ? 8 : 4;
   auto block = [&](std::size_t count) {
     return (count + bucket - 1) / bucket * per_bucket + count;
   };

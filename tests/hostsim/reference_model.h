@@ -53,8 +53,12 @@ struct Mode {
                    : compressor == "int2"  ? 2
                    : compressor == "quant" ? std::atoi(env_or("SLIMREDUCE_QUANT_BITS", "8").c_str())
                                            : 8;
+  // SLIMREDUCE_QUANT_CODES: width (min-max at 4 and 2 bits, absmax at 8), absmax or minmax.
+  std::string quant_codes = env_or("SLIMREDUCE_QUANT_CODES", "width");
   // Min-max codes at the quantizer's width (8: quant8_minmax; 4 and 2: the packed ones).
-  bool minmax = env_or("SLIMREDUCE_QUANT_CODES", "absmax") == "minmax";
+  bool minmax() const {
+    return quant_codes == "minmax" || (quant_codes == "width" && quant_bits != 8);
+  }
   std::string topk_algorithm = env_or("SLIMREDUCE_TOPK_ALGORITHM", "auto");
   bool ef = env_or("SLIMREDUCE_ERROR_FEEDBACK", topk || powersgd || quant ? "1" : "0") == "1";
   std::size_t quant_bucket =
@@ -348,9 +352,9 @@ class Model {
     namespace ref = reference;
     const std::size_t bucket = mode_.quant_bucket;
     if (mode_.quant_bits == 8)
-      return mode_.minmax ? ref::quant8_minmax_compress(in, residual, count, bucket)
-                          : ref::quant8_compress(in, residual, count, bucket);
-    return mode_.minmax
+      return mode_.minmax() ? ref::quant8_minmax_compress(in, residual, count, bucket)
+                            : ref::quant8_compress(in, residual, count, bucket);
+    return mode_.minmax()
                ? ref::quant_packed_minmax_compress(in, residual, count, bucket, mode_.quant_bits)
                : ref::quant_packed_compress(in, residual, count, bucket, mode_.quant_bits);
   }
@@ -358,9 +362,9 @@ class Model {
     namespace ref = reference;
     const std::size_t bucket = mode_.quant_bucket;
     if (mode_.quant_bits == 8)
-      return mode_.minmax ? ref::quant8_minmax_decompress(block.data(), count, bucket)
-                          : ref::quant8_decompress(block.data(), count, bucket);
-    return mode_.minmax
+      return mode_.minmax() ? ref::quant8_minmax_decompress(block.data(), count, bucket)
+                            : ref::quant8_decompress(block.data(), count, bucket);
+    return mode_.minmax()
                ? ref::quant_packed_minmax_decompress(block.data(), count, bucket, mode_.quant_bits)
                : ref::quant_packed_decompress(block.data(), count, bucket, mode_.quant_bits);
   }

@@ -102,9 +102,12 @@ TEST(Settings, MinmaxCodesAtEveryWidth) {
   }
 }
 
-// int8's codes: absmax unless asked; anything else refused, naming the variable.
+// The quantizer's codes: each width's own unless asked; anything else refused,
+// naming the variable.
 TEST(Settings, QuantCodes) {
-  EXPECT_EQ(parse({}).quant_codes, compressors::QuantCodes::absmax);
+  EXPECT_EQ(parse({}).quant_codes, compressors::QuantCodes::by_width);
+  EXPECT_EQ(parse({{"SLIMREDUCE_QUANT_CODES", "width"}}).quant_codes,
+            compressors::QuantCodes::by_width);
   EXPECT_EQ(parse({{"SLIMREDUCE_QUANT_CODES", "absmax"}}).quant_codes,
             compressors::QuantCodes::absmax);
   EXPECT_EQ(parse({{"SLIMREDUCE_QUANT_CODES", "minmax"}}).quant_codes,
@@ -121,6 +124,29 @@ TEST(Settings, QuantCodes) {
   const std::vector<std::string> lines =
       describe_settings(parse({{"SLIMREDUCE_QUANT_CODES", "minmax"}}));
   EXPECT_NE(std::find(lines.begin(), lines.end(), "SLIMREDUCE_QUANT_CODES=minmax"), lines.end());
+}
+
+// By width: min-max at 4 and 2 bits, absmax at 8 (docs/performance.md 13),
+// seen in the bytes of one part (min-max keeps two fp32s per bucket, absmax one).
+TEST(Settings, QuantCodesByWidthPickEachWidthsCodes) {
+  using compressors::QuantCodes;
+  const std::size_t n = 4096, buckets = n / 512;
+  for (const auto& [name, bits] : {std::pair{"int8", 8}, {"int4", 4}, {"int2", 2}}) {
+    for (const QuantCodes asked : {QuantCodes::by_width, QuantCodes::absmax, QuantCodes::minmax}) {
+      compressors::CompressorOptions options;
+      options.quant_codes = asked;
+      const auto compressor = compressors::make_compressor(name, options);
+      ASSERT_NE(compressor, nullptr) << name;
+      const bool minmax = compressors::codes_at(asked, bits) == QuantCodes::minmax;
+      EXPECT_EQ(minmax, asked == QuantCodes::minmax || (asked == QuantCodes::by_width && bits != 8))
+          << name;
+      const std::size_t codes = n * static_cast<std::size_t>(bits) / 8;
+      const std::size_t per_bucket = minmax ? 8 : 4;  // two fp32s, or one
+      ASSERT_NE(compressor->sharded_codec(), nullptr) << name;
+      EXPECT_EQ(compressor->sharded_codec()->part_capacity(n, n), codes + buckets * per_bucket)
+          << name << " asked " << static_cast<int>(asked);
+    }
+  }
 }
 
 TEST(Settings, OtherEnvironmentIsIgnored) {

@@ -96,7 +96,7 @@ TEST(WireAgreement, QuantCodesThatDifferAreNamed) {
   EXPECT_FALSE(all_agree(reduce_max({a, b})));
   EXPECT_TRUE(all_agree(reduce_max({b, b})));
   const std::string line = describe_disagreement(records_of({a, b}, {"1", "1"}), 2);
-  EXPECT_EQ(line.rfind("ranks disagree on SLIMREDUCE_QUANT_CODES: absmax on rank 0; minmax on "
+  EXPECT_EQ(line.rfind("ranks disagree on SLIMREDUCE_QUANT_CODES: width on rank 0; minmax on "
                        "rank 1",
                        0),
             0u)
