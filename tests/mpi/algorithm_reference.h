@@ -10,8 +10,10 @@
 #include <cstdint>
 #include <cstring>
 #include <numeric>
-#include <random>
 #include <vector>
+
+#include "tests/reference/independent.h"
+#include "tests/reference/value_stream.h"
 
 namespace slimreduce::testing::reference {
 
@@ -30,7 +32,8 @@ inline std::uint32_t bits_of(float x) {
 // |a| rounded to nearest even on a grid of 2^quantum_exp: exact in double,
 // since every value here has far fewer than 53 significant bits.
 inline double round_to_quantum(double a, int quantum_exp) {
-  return std::ldexp(std::nearbyint(std::ldexp(a, -quantum_exp)), quantum_exp);
+  namespace ref = slimreduce::reference;
+  return ref::scaled(std::nearbyint(ref::scaled(a, -quantum_exp)), quantum_exp);
 }
 
 // fp16: 11 significant bits, exponents down to -14, subnormal step 2^-24,
@@ -43,9 +46,11 @@ inline std::uint16_t to_fp16(float x) {
   int e = 0;
   std::frexp(a, &e);  // a in [2^(e-1), 2^e)
   const double r = round_to_quantum(a, std::max(e - 11, -24));
-  if (r < 0x1p-14) return sign | static_cast<std::uint16_t>(std::ldexp(r, 24));  // subnormal
+  if (r < 0x1p-14)
+    return sign | static_cast<std::uint16_t>(slimreduce::reference::scaled(r, 24));  // subnormal
   const int exponent = std::ilogb(r);
-  const auto mantissa = static_cast<std::uint16_t>(std::ldexp(r, 10 - exponent) - 1024);
+  const auto mantissa =
+      static_cast<std::uint16_t>(slimreduce::reference::scaled(r, 10 - exponent) - 1024);
   return sign | static_cast<std::uint16_t>((exponent + 15) << 10) | mantissa;
 }
 
@@ -53,8 +58,8 @@ inline float from_fp16(std::uint16_t h) {
   const int exponent = (h >> 10) & 0x1f;
   const int mantissa = h & 0x3ff;
   double value = exponent == 0x1f ? (mantissa ? NAN : INFINITY)
-                 : exponent == 0  ? std::ldexp(mantissa, -24)
-                                  : std::ldexp(1024 + mantissa, exponent - 25);
+                 : exponent == 0  ? slimreduce::reference::scaled(mantissa, -24)
+                                  : slimreduce::reference::scaled(1024 + mantissa, exponent - 25);
   return static_cast<float>((h & 0x8000) ? -value : value);
 }
 
@@ -193,12 +198,11 @@ inline double ring_allgather_bytes(std::size_t payload_bytes, int ranks) {
 // of the values sit on a grid of 1/8, so equal magnitudes (ties) reach top-k's
 // boundary; the rest are fine, so the order of 16-bit adds shows in the bits.
 inline std::vector<float> input_of(int rank, std::uint64_t seed, std::size_t n) {
-  std::mt19937_64 generator(seed * 7919u + static_cast<std::uint64_t>(rank));
-  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  slimreduce::reference::ValueStream values(seed * 7919u + static_cast<std::uint64_t>(rank));
   std::vector<float> data(n);
   for (auto& x : data) {
-    x = value(generator);
-    if ((generator() & 3) == 0) x = std::round(x * 8) / 8;
+    x = values.unit() * 2.0f - 1.0f;
+    if ((values.next() & 3) == 0) x = std::round(x * 8) / 8;
   }
   return data;
 }
@@ -206,9 +210,9 @@ inline std::vector<float> input_of(int rank, std::uint64_t seed, std::size_t n) 
 // A residual left by earlier calls: small, on a grid of 1/64, so the grid
 // values of the input stay tied after it is added.
 inline std::vector<float> residual_of(int rank, std::uint64_t seed, std::size_t n) {
-  std::mt19937_64 generator(seed * 104729u + static_cast<std::uint64_t>(rank) + 17);
+  slimreduce::reference::ValueStream values(seed * 104729u + static_cast<std::uint64_t>(rank) + 17);
   std::vector<float> data(n);
-  for (auto& x : data) x = static_cast<float>(static_cast<int>(generator() % 9) - 4) / 64;
+  for (auto& x : data) x = static_cast<float>(static_cast<int>(values.next() % 9) - 4) / 64;
   return data;
 }
 
