@@ -1,7 +1,11 @@
 # What `cmake --install` adds for users of the library (docs/tools.md):
 #  - lib/cmake/SlimReduce/SlimReduceConfig.cmake and its version file
 #    (find_package(SlimReduce): imported targets for the C API);
-#  - lib/pkgconfig/slimreduce.pc (pkg-config --cflags --libs slimreduce);
+#    the same file from either MPI build: it finds what the library folder
+#    holds (libslimreduce.so, libslimreduce-mpich.so, libslimreduce_nccl.so);
+#  - lib/pkgconfig/slimreduce.pc (pkg-config --cflags --libs slimreduce), or
+#    slimreduce-mpich.pc from the MPICH build, named as its library is and
+#    installed with it (component mpich);
 #  - bin/slimreduce-run and bin/slimreduce-report, with their Python package
 #    in share/slimreduce/python (a pip install makes them console scripts instead).
 # The libraries and the header are installed where interpose/ says: lib, include.
@@ -10,12 +14,6 @@ set(SLIMREDUCE_INSTALL_LIBDIR lib)
 set(SLIMREDUCE_INSTALL_INCLUDEDIR include)
 set(SLIMREDUCE_INSTALL_CMAKEDIR ${SLIMREDUCE_INSTALL_LIBDIR}/cmake/SlimReduce)
 
-# Plain ON/OFF for the config file's if()s.
-if(SLIMREDUCE_MPI)
-  set(SLIMREDUCE_MPI ON)
-else()
-  set(SLIMREDUCE_MPI OFF)
-endif()
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/SlimReduceConfig.cmake.in
                               ${PROJECT_BINARY_DIR}/SlimReduceConfig.cmake
                               INSTALL_DESTINATION ${SLIMREDUCE_INSTALL_CMAKEDIR})
@@ -26,8 +24,17 @@ install(FILES ${PROJECT_BINARY_DIR}/SlimReduceConfig.cmake
               ${PROJECT_BINARY_DIR}/SlimReduceConfigVersion.cmake
         DESTINATION ${SLIMREDUCE_INSTALL_CMAKEDIR})
 if(SLIMREDUCE_MPI)
-  configure_file(${PROJECT_SOURCE_DIR}/cmake/slimreduce.pc.in ${PROJECT_BINARY_DIR}/slimreduce.pc @ONLY)
-  install(FILES ${PROJECT_BINARY_DIR}/slimreduce.pc DESTINATION ${SLIMREDUCE_INSTALL_LIBDIR}/pkgconfig)
+  if(SLIMREDUCE_MPI_ABI_BUILT STREQUAL "mpich")
+    set(SLIMREDUCE_PC_ABI "the MPICH family's ABI: MPICH, Intel MPI, MVAPICH, Cray MPICH")
+    set(_sr_pc_component mpich)  # beside an Open MPI tree, with its library
+  else()
+    set(SLIMREDUCE_PC_ABI "Open MPI's ABI")
+    set(_sr_pc_component Unspecified)
+  endif()
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/slimreduce.pc.in
+                 ${PROJECT_BINARY_DIR}/${SLIMREDUCE_MPI_LIBRARY_NAME}.pc @ONLY)
+  install(FILES ${PROJECT_BINARY_DIR}/${SLIMREDUCE_MPI_LIBRARY_NAME}.pc
+          DESTINATION ${SLIMREDUCE_INSTALL_LIBDIR}/pkgconfig COMPONENT ${_sr_pc_component})
 endif()
 
 # The tools. Under pip (scikit-build-core sets SKBUILD), the wheel carries the

@@ -2,8 +2,11 @@
 (interpose/slimreduce.h) over ctypes.
 
 ``library_path()`` names the installed ``libslimreduce.so`` (or, with
-``nccl=True``, ``libslimreduce_nccl.so``), for scripts that set ``LD_PRELOAD``
-themselves; ``slimreduce-run`` does it for a whole job.
+``nccl=True``, ``libslimreduce_nccl.so``; ``mpich=True``,
+``libslimreduce-mpich.so``), for scripts that set ``LD_PRELOAD`` themselves;
+``slimreduce-run`` does it for a whole job. ``libraries()``, ``mpi_abis()`` and
+``mpi_abi()`` say which libraries are installed and which MPI ABI each speaks
+(``python -m slimreduce`` prints it).
 
 The other functions talk to the copy of the library that is already loaded in
 this process (a job started with ``LD_PRELOAD``, by ``slimreduce-run`` or by
@@ -32,6 +35,9 @@ __all__ = [
     "NotLoadedError",
     "SETTING_NAMES",
     "library_path",
+    "libraries",
+    "mpi_abis",
+    "mpi_abi",
     "is_loaded",
     "version",
     "counters",
@@ -48,6 +54,11 @@ NCCL_LIBRARY = "libslimreduce_nccl.so"
 # The build for the MPICH family's ABI (docs/architecture.md, "Two MPI builds"),
 # installed beside LIBRARY.
 MPICH_LIBRARY = "libslimreduce-mpich.so"
+# Which MPI ABI each MPI library speaks: its name says it (the build names it
+# so, cmake/SlimReduceMpiAbi.cmake; the CMake package reads it the same way).
+# The default library, libslimreduce.so, is Open MPI's.
+MPI_ABIS = {LIBRARY: "openmpi", MPICH_LIBRARY: "mpich"}
+ABI_NAMES = {"openmpi": "Open MPI", "mpich": "the MPICH family (MPICH, Intel MPI, MVAPICH, Cray MPICH)"}
 
 # Every SLIMREDUCE_* setting, in docs/configuration.md's order (a test checks
 # this list against the table that slimreduce-settings prints).
@@ -121,6 +132,38 @@ def library_path(nccl: bool = False, mpich: bool = False) -> str:
     hint = (" (a CUDA build makes it)" if nccl else
             " (a build with -DSLIMREDUCE_MPI_ABI=mpich makes it)" if mpich else "")
     raise FileNotFoundError(f"{name} is not installed next to this package{hint}; looked in {looked}")
+
+
+def libraries() -> dict:
+    """The installed libraries, each as an absolute path, keyed by what it
+    serves: "openmpi" (libslimreduce.so), "mpich" (libslimreduce-mpich.so),
+    "nccl" (libslimreduce_nccl.so); only those installed, in that order."""
+    found = {}
+    for key, options in (("openmpi", {}), ("mpich", {"mpich": True}), ("nccl", {"nccl": True})):
+        try:
+            found[key] = library_path(**options)
+        except FileNotFoundError:
+            continue
+    return found
+
+
+def mpi_abis() -> list:
+    """The MPI ABIs with a library installed, the default first: ["openmpi",
+    "mpich"], ["openmpi"], ["mpich"] or []."""
+    installed = libraries()
+    return [abi for abi in MPI_ABIS.values() if abi in installed]
+
+
+def mpi_abi() -> str:
+    """The default MPI library's ABI: "openmpi" where libslimreduce.so is
+    installed, else "mpich" (an install of the MPICH build alone). Raises
+    FileNotFoundError when no MPI library is installed (an NCCL-only build)."""
+    abis = mpi_abis()
+    if not abis:
+        looked = ", ".join(str(d) for d in _library_dirs())
+        raise FileNotFoundError(f"neither {LIBRARY} nor {MPICH_LIBRARY} is installed next to this "
+                                f"package; looked in {looked}")
+    return abis[0]
 
 
 # ---- the C API of the loaded library --------------------------------------------------------

@@ -89,7 +89,7 @@ def case_install(args):
     if args.mpich_build and os.path.isfile(os.path.join(args.mpich_build, "CMakeCache.txt")):
         run([args.cmake, "--install", args.mpich_build, "--component", "mpich", "--prefix", args.prefix],
             check=0)
-        wanted.append("lib/libslimreduce-mpich.so")
+        wanted += ["lib/libslimreduce-mpich.so", "lib/pkgconfig/slimreduce-mpich.pc"]
     for tool in ("slimreduce-run", "slimreduce-report"):
         expect(os.access(os.path.join(args.prefix, "bin", tool), os.X_OK), f"bin/{tool} is not executable")
     for path in wanted:
@@ -547,6 +547,10 @@ def case_pip(args):
     expect(where.strip().startswith(site) and where.strip().endswith("/slimreduce/lib/libslimreduce.so"),
            f"library_path() in the venv: {where}")
     run([os.path.join(HERE, os.pardir, "check_exports.sh"), where.strip()], check=0)
+    _, info, _ = run([python, "-m", "slimreduce", "--json"], env=clean_env(), cwd=args.work, check=0)
+    info = json.loads(info)  # built against Open MPI, the default: that library alone
+    expect(info["mpi_abis"] == ["openmpi"] and info["libraries"] == {"openmpi": where.strip()},
+           f"python -m slimreduce in the venv: {info}")
     print(f"ok: pip installed the library ({where.strip()}) and the tools into a fresh venv")
 
     # One preloaded job through the venv's slimreduce-run, the module checked inside it.
