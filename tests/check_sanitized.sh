@@ -32,12 +32,14 @@ no_reports_in() {
   fi
 }
 # Unit tests: no MPI in them, so leaks are ours. Left out: the preload into a
-# process without MPI (the ASan runtime must come first there).
-ASAN_OPTIONS=detect_leaks=1 ctest -j2 -V --output-on-failure \
+# process without MPI (the ASan runtime must come first there). The cases ctest
+# selects, each test binary run once over them (tests/run_gtest_grouped.py):
+# a sanitized process's start and leak check cost more than most cases.
+ASAN_OPTIONS=detect_leaks=1 python3 "$src/tests/run_gtest_grouped.py" "$dir" unit.log -j 2 \
   -LE "mpi|cuda|hostsim|job|golden|horovod|integration|build|tools|fuzz|bench" \
   -E "library_exports|docs_configuration|preload_into_non_mpi_process" \
-  >unit.log 2>&1 || { tail -60 unit.log; exit 1; }
-units=$(sed -n 's/.*tests passed, 0 tests failed out of \([0-9]*\)/\1/p' unit.log)
+  >unit.summary 2>&1 || { tail -60 unit.log; cat unit.summary; exit 1; }
+units=$(sed -n 's/^\([0-9]*\) tests passed.*/\1/p' unit.summary)
 no_reports_in unit.log "the unit tests" leaks
 # Multi-rank: Open MPI's own allocations outlive MPI_Finalize, so no leak
 # check; nor the memory job (ASan's quarantine holds freed memory by design).
