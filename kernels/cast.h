@@ -15,6 +15,20 @@ enum class Isa { scalar, avx2, avx512 };
 
 // The best ISA this CPU supports (checked once, at run time).
 Isa best_isa();
+
+// A kernel's entry point for `isa`: a request for an ISA this CPU lacks runs
+// the best one it has instead (the same bits: every path is held to scalar).
+template <class Fn>
+Fn pick_isa(Isa isa, Fn scalar, Fn avx2, Fn avx512) {
+  const Isa best = best_isa();
+  const Isa usable = static_cast<int>(isa) > static_cast<int>(best) ? best : isa;
+  return usable == Isa::avx512 ? avx512 : usable == Isa::avx2 ? avx2 : scalar;
+}
+// For kernels whose widest path is AVX2.
+template <class Fn>
+Fn pick_isa(Isa isa, Fn scalar, Fn avx2) {
+  return pick_isa(isa, scalar, avx2, avx2);
+}
 const char* isa_name(Isa isa);
 
 // out[i] = round16(in[i] + residual[i]), round to nearest even.

@@ -152,14 +152,6 @@ void transpose(const float* q, std::size_t cols, std::size_t r, float* qt) {
     for (std::size_t k = 0; k < r; ++k) qt[k * cols + j] = q[j * r + k];
 }
 
-// A request for an ISA this CPU lacks runs the best one it has instead.
-template <class Fn>
-Fn pick(Isa isa, Fn scalar, Fn avx2, Fn avx512) {
-  const Isa best = best_isa();
-  const Isa usable = static_cast<int>(isa) > static_cast<int>(best) ? best : isa;
-  return usable == Isa::avx512 ? avx512 : usable == Isa::avx2 ? avx2 : scalar;
-}
-
 std::size_t ceil_sqrt(std::size_t n) {
   auto root = static_cast<std::size_t>(std::sqrt(static_cast<double>(n)));
   while (root * root < n) ++root;
@@ -240,12 +232,12 @@ LowRankShape low_rank_shape(std::size_t count, std::size_t rank, double min_comp
 
 void low_rank_project(const float* m, const LowRankShape& shape, const float* q, float* p,
                       Isa isa) {
-  pick(isa, &project_scalar, &project_avx2, &project_avx512)(m, shape, q, p);
+  pick_isa(isa, &project_scalar, &project_avx2, &project_avx512)(m, shape, q, p);
 }
 
 void low_rank_back_project(const float* m, const LowRankShape& shape, const float* p, float* q,
                            Isa isa) {
-  pick(isa, &back_scalar, &back_avx2, &back_avx512)(m, shape, p, q);
+  pick_isa(isa, &back_scalar, &back_avx2, &back_avx512)(m, shape, p, q);
 }
 
 bool low_rank_blas_fits(const LowRankShape& shape) {
@@ -296,8 +288,8 @@ void low_rank_finish(const float* m, const LowRankShape& shape, const float* p, 
   float* qt_local = qt_sum + q_floats;
   transpose(q_sum, shape.cols, shape.rank, qt_sum);
   if (residual) transpose(q_local, shape.cols, shape.rank, qt_local);
-  pick(isa, &finish_scalar, &finish_avx2, &finish_avx512)(m, shape, p, qt_sum, qt_local, out,
-                                                          residual);
+  pick_isa(isa, &finish_scalar, &finish_avx2, &finish_avx512)(m, shape, p, qt_sum, qt_local, out,
+                                                              residual);
 }
 
 void orthonormalise(float* p, std::size_t rows, std::size_t rank) {

@@ -363,20 +363,6 @@ SR_AVX512_WARNINGS_ON
 
 // -------------------------------------------------------------- dispatch ----
 
-template <class Fn>
-Fn pick(Isa isa, Fn scalar, Fn avx2, Fn avx512) {
-  // A request for an ISA this CPU lacks runs the best one it has instead.
-  const Isa usable = static_cast<int>(isa) > static_cast<int>(best_isa()) ? best_isa() : isa;
-  switch (usable) {
-    case Isa::avx512:
-      return avx512;
-    case Isa::avx2:
-      return avx2;
-    default:
-      return scalar;
-  }
-}
-
 }  // namespace
 
 std::size_t quant8_buckets(std::size_t n, std::size_t bucket) {
@@ -389,21 +375,21 @@ std::size_t quant8_bytes(std::size_t n, std::size_t bucket) {
 
 void quant8_compress(const float* in, float* residual, std::size_t n, std::size_t bucket, void* out,
                      Isa isa) {
-  compress_with(pick<CompressBucket>(isa, &compress_bucket_scalar, &compress_bucket_avx2_any,
-                                     &compress_bucket_avx512_any),
+  compress_with(pick_isa<CompressBucket>(isa, &compress_bucket_scalar, &compress_bucket_avx2_any,
+                                         &compress_bucket_avx512_any),
                 in, residual, n, bucket, out);
 }
 
 void quant8_decompress(const void* block, std::size_t n, std::size_t bucket, float* out, Isa isa) {
-  decode_with(pick<DecodeBucket>(isa, &decompress_bucket_scalar, &decompress_bucket_avx2,
-                                 &decompress_bucket_avx512),
+  decode_with(pick_isa<DecodeBucket>(isa, &decompress_bucket_scalar, &decompress_bucket_avx2,
+                                     &decompress_bucket_avx512),
               block, n, bucket, out);
 }
 
 void quant8_accumulate(const void* block, std::size_t n, std::size_t bucket, float* dense,
                        Isa isa) {
-  decode_with(pick<DecodeBucket>(isa, &accumulate_bucket_scalar, &accumulate_bucket_avx2,
-                                 &accumulate_bucket_avx512),
+  decode_with(pick_isa<DecodeBucket>(isa, &accumulate_bucket_scalar, &accumulate_bucket_avx2,
+                                     &accumulate_bucket_avx512),
               block, n, bucket, dense);
 }
 

@@ -350,20 +350,6 @@ SR_AVX512_WARNINGS_ON
 
 // -------------------------------------------------------------- dispatch ----
 
-template <class Fn>
-Fn pick(Isa isa, Fn scalar, Fn avx2, Fn avx512) {
-  // A request for an ISA this CPU lacks runs the best one it has instead.
-  const Isa usable = static_cast<int>(isa) > static_cast<int>(best_isa()) ? best_isa() : isa;
-  switch (usable) {
-    case Isa::avx512:
-      return avx512;
-    case Isa::avx2:
-      return avx2;
-    default:
-      return scalar;
-  }
-}
-
 // Whether one bucket's step and offset are ones minmax_params writes.
 bool params_valid(float step, float offset) {
   const std::uint32_t step_bits = float_bits(step), offset_bits = float_bits(offset);
@@ -401,22 +387,22 @@ double quant8_minmax_error_bound(float lo, float hi) {
 
 void quant8_minmax_compress(const float* in, float* residual, std::size_t n, std::size_t bucket,
                             void* out, Isa isa) {
-  compress_with(pick<CompressBucket>(isa, &compress_bucket_scalar, &compress_bucket_avx2_any,
-                                     &compress_bucket_avx512_any),
+  compress_with(pick_isa<CompressBucket>(isa, &compress_bucket_scalar, &compress_bucket_avx2_any,
+                                         &compress_bucket_avx512_any),
                 in, residual, n, bucket, out);
 }
 
 void quant8_minmax_decompress(const void* block, std::size_t n, std::size_t bucket, float* out,
                               Isa isa) {
-  decode_with(pick<DecodeBucket>(isa, &decompress_bucket_scalar, &decode_bucket_avx2<false>,
-                                 &decode_bucket_avx512<false>),
+  decode_with(pick_isa<DecodeBucket>(isa, &decompress_bucket_scalar, &decode_bucket_avx2<false>,
+                                     &decode_bucket_avx512<false>),
               block, n, bucket, out);
 }
 
 void quant8_minmax_accumulate(const void* block, std::size_t n, std::size_t bucket, float* dense,
                               Isa isa) {
-  decode_with(pick<DecodeBucket>(isa, &accumulate_bucket_scalar, &decode_bucket_avx2<true>,
-                                 &decode_bucket_avx512<true>),
+  decode_with(pick_isa<DecodeBucket>(isa, &accumulate_bucket_scalar, &decode_bucket_avx2<true>,
+                                     &decode_bucket_avx512<true>),
               block, n, bucket, dense);
 }
 

@@ -229,13 +229,6 @@ void decode_bucket_avx2_any(const std::uint8_t* codes, std::size_t len, int bits
 
 // -------------------------------------------------------------- dispatch ----
 
-template <class Fn>
-Fn pick(Isa isa, Fn scalar, Fn avx2) {
-  // A request for an ISA this CPU lacks runs the best one it has instead.
-  const Isa usable = static_cast<int>(isa) > static_cast<int>(best_isa()) ? best_isa() : isa;
-  return usable == Isa::scalar ? scalar : avx2;
-}
-
 void compress_with(CompressBucket fn, const float* in, float* res, std::size_t n,
                    std::size_t bucket, int bits, void* out) {
   auto* bytes = static_cast<std::uint8_t*>(out);
@@ -268,20 +261,22 @@ std::size_t quant_packed_bytes(std::size_t n, std::size_t bucket, int bits) {
 
 void quant_packed_compress(const float* in, float* residual, std::size_t n, std::size_t bucket,
                            int bits, void* out, Isa isa) {
-  compress_with(pick<CompressBucket>(isa, &compress_bucket_scalar, &compress_bucket_avx2_any), in,
-                residual, n, bucket, bits, out);
+  compress_with(pick_isa<CompressBucket>(isa, &compress_bucket_scalar, &compress_bucket_avx2_any),
+                in, residual, n, bucket, bits, out);
 }
 
 void quant_packed_decompress(const void* block, std::size_t n, std::size_t bucket, int bits,
                              float* out, Isa isa) {
-  decode_with(pick<DecodeBucket>(isa, &decode_bucket_scalar<false>, &decode_bucket_avx2_any<false>),
-              block, n, bucket, bits, out);
+  decode_with(
+      pick_isa<DecodeBucket>(isa, &decode_bucket_scalar<false>, &decode_bucket_avx2_any<false>),
+      block, n, bucket, bits, out);
 }
 
 void quant_packed_accumulate(const void* block, std::size_t n, std::size_t bucket, int bits,
                              float* dense, Isa isa) {
-  decode_with(pick<DecodeBucket>(isa, &decode_bucket_scalar<true>, &decode_bucket_avx2_any<true>),
-              block, n, bucket, bits, dense);
+  decode_with(
+      pick_isa<DecodeBucket>(isa, &decode_bucket_scalar<true>, &decode_bucket_avx2_any<true>),
+      block, n, bucket, bits, dense);
 }
 
 bool quant_packed_valid(const void* block, std::size_t n, std::size_t bucket, int bits) {
