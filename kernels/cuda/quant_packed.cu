@@ -6,6 +6,7 @@
 // inf, then its codes); each thread then writes whole bytes of codes (two or
 // four values each), so no two threads ever share a byte and no atomics are needed.
 #include "kernels/cuda/bucket_groups.cuh"
+#include "kernels/cuda/packed_layout.cuh"
 #include "kernels/quant_packed_rules.h"
 
 namespace slimreduce::kernels::cuda {
@@ -13,26 +14,9 @@ namespace {
 
 using namespace detail;
 
-// Blocks as kernels/quant_packed.h lays them out: b fp32s, then each bucket's
-// codes from a byte of its own (stride bytes a bucket, the last one shorter).
-// A block may sit at any address (a gathered buffer of several), so an fp32
-// is read and written whole only where it is aligned; codes are bytes.
-struct Layout {
-  std::size_t n, bucket, buckets, stride;
-  int bits;
-};
-
-__host__ __device__ inline std::size_t code_bytes(std::size_t len, int bits) {
-  return (len * static_cast<std::size_t>(bits) + 7) / 8;
-}
-
-Layout layout_of(std::size_t n, std::size_t bucket, int bits) {
-  return {n, bucket, n / bucket + (n % bucket != 0), code_bytes(bucket, bits), bits};
-}
-
-__device__ inline std::size_t end_of(const Layout& l, std::size_t first) {
-  return l.n - first < l.bucket ? l.n : first + l.bucket;
-}
+// Blocks as kernels/cuda/packed_layout.cuh says; a block may sit at any
+// address (a gathered buffer of several), so an fp32 is read and written
+// whole only where it is aligned; codes are bytes.
 
 template <int G>
 __global__ void __launch_bounds__(kBlock)

@@ -6,6 +6,7 @@
 // order keys and whether it holds an inf, then its codes), and each thread
 // writes whole bytes of codes, so no two threads share a byte.
 #include "kernels/cuda/bucket_groups.cuh"
+#include "kernels/cuda/packed_layout.cuh"
 #include "kernels/quant_packed_minmax_rules.h"
 
 namespace slimreduce::kernels::cuda {
@@ -13,26 +14,9 @@ namespace {
 
 using namespace detail;
 
-// Blocks as kernels/quant_packed_minmax.h lays them out: b pairs of fp32s,
-// then each bucket's codes from a byte of its own (stride bytes a bucket, the
-// last one shorter); at any address (store_scale and load_scale read and
-// write an fp32 whole only where it is aligned: pair j is fp32s 2j and 2j + 1).
-struct Layout {
-  std::size_t n, bucket, buckets, stride;
-  int bits;
-};
-
-__host__ __device__ inline std::size_t code_bytes(std::size_t len, int bits) {
-  return (len * static_cast<std::size_t>(bits) + 7) / 8;
-}
-
-Layout layout_of(std::size_t n, std::size_t bucket, int bits) {
-  return {n, bucket, n / bucket + (n % bucket != 0), code_bytes(bucket, bits), bits};
-}
-
-__device__ inline std::size_t end_of(const Layout& l, std::size_t first) {
-  return l.n - first < l.bucket ? l.n : first + l.bucket;
-}
+// Blocks as kernels/cuda/packed_layout.cuh says; a block may sit at any
+// address (a gathered buffer of several), so an fp32 is read and written
+// whole only where it is aligned; codes are bytes.
 
 // Order keys as unsigned integers (the sign bit flipped), so that group_max
 // finds the largest, and the smallest as the largest of their complements.
