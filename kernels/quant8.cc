@@ -105,6 +105,7 @@ using simd::acc8;
 using simd::add_nan_first8;
 using simd::finite_mask8;
 using simd::lanes8;
+using simd::replace8;
 
 // quant8_finite_abs_bits for 8 lanes.
 SR_AVX2 __m256i finite_abs8(__m256 v) {
@@ -128,21 +129,7 @@ SR_AVX2 __m256i code8(__m256 acc, __m256 scale, bool zero_scale) {
     r = _mm256_min_ps(_mm256_max_ps(r, _mm256_sub_ps(_mm256_setzero_ps(), top)), top);
     q = _mm256_cvtps_epi32(_mm256_round_ps(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
-  const __m256 finite = finite_mask8(acc);
-  if (__builtin_expect(_mm256_movemask_ps(finite) == 0xff, 1)) return q;  // no inf, no NaN
-  const __m256i negative = _mm256_srai_epi32(_mm256_castps_si256(acc), 31);
-  __m256i special = _mm256_blendv_epi8(_mm256_set1_epi32(kQuant8PlusInf),
-                                       _mm256_set1_epi32(kQuant8MinusInf), negative);
-  special = _mm256_blendv_epi8(special, _mm256_set1_epi32(kQuant8Nan),
-                               _mm256_castps_si256(_mm256_cmp_ps(acc, acc, _CMP_UNORD_Q)));
-  return _mm256_blendv_epi8(special, q, _mm256_castps_si256(finite));
-}
-
-// v with the lanes whose code is `code` set to the float of `bits`.
-SR_AVX2 __m256 replace8(__m256 v, __m256i q, int code, std::uint32_t bits) {
-  const __m256i where = _mm256_cmpeq_epi32(q, _mm256_set1_epi32(code));
-  return _mm256_blendv_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(bits))),
-                          _mm256_castsi256_ps(where));
+  return simd::with_special_codes8(q, acc, kQuant8PlusInf, kQuant8MinusInf, kQuant8Nan);
 }
 
 // quant8_decode for 8 lanes of 32-bit codes.

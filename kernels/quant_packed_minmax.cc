@@ -100,6 +100,7 @@ using simd::acc8;
 using simd::add_nan_first8;
 using simd::finite_mask8;
 using simd::lanes8;
+using simd::replace8;
 
 // min and max of 8 lanes of signed integers.
 SR_AVX2 std::int32_t lane_min(__m256i v) {
@@ -113,11 +114,6 @@ SR_AVX2 std::int32_t lane_max(__m256i v) {
   return _mm_cvtsi128_si32(_mm_max_epi32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1))));
 }
 
-SR_AVX2 __m256i replace_code8(__m256i q, __m256i where_q, int code, int value) {
-  return _mm256_blendv_epi8(q, _mm256_set1_epi32(value),
-                            _mm256_cmpeq_epi32(where_q, _mm256_set1_epi32(code)));
-}
-
 // packed_minmax_code for 8 lanes, as 32-bit integers.
 template <int Bits>
 SR_AVX2 __m256i code8(__m256 acc, const PackedMinmax& p) {
@@ -128,20 +124,7 @@ SR_AVX2 __m256i code8(__m256 acc, const PackedMinmax& p) {
                       _mm256_set1_ps(static_cast<float>(p.top)));
     q = _mm256_cvtps_epi32(_mm256_round_ps(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
-  const __m256 finite = finite_mask8(acc);
-  if (__builtin_expect(_mm256_movemask_ps(finite) == 0xff, 1)) return q;  // no inf, no NaN
-  const __m256i negative = _mm256_srai_epi32(_mm256_castps_si256(acc), 31);
-  __m256i special =
-      _mm256_blendv_epi8(_mm256_set1_epi32(p.top + 2), _mm256_set1_epi32(p.top + 1), negative);
-  special = _mm256_blendv_epi8(special, _mm256_set1_epi32(packed_minmax_nan_code(Bits)),
-                               _mm256_castps_si256(_mm256_cmp_ps(acc, acc, _CMP_UNORD_Q)));
-  return _mm256_blendv_epi8(special, q, _mm256_castps_si256(finite));
-}
-
-SR_AVX2 __m256 replace8(__m256 v, __m256i q, int code, std::uint32_t bits) {
-  const __m256i where = _mm256_cmpeq_epi32(q, _mm256_set1_epi32(code));
-  return _mm256_blendv_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(bits))),
-                          _mm256_castsi256_ps(where));
+  return simd::with_special_codes8(q, acc, p.top + 2, p.top + 1, packed_minmax_nan_code(Bits));
 }
 
 // packed_minmax_decode for 8 lanes of codes in [0, 2^Bits).

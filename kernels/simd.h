@@ -1,6 +1,6 @@
 // What the CPU kernels' SIMD paths share (cast.cc, the quantizers): the target
 // attributes of their AVX2 and AVX-512 code, element_rules.h's add_nan_first
-// for 8 and 16 lanes, and the quantizers' masked loads. Internal to kernels/:
+// for 8 and 16 lanes, and the quantizers' masked loads and special codes. Internal to kernels/:
 // include it only from a kernel's .cc, after <immintrin.h>.
 #pragma once
 
@@ -61,6 +61,27 @@ SR_AVX2 __m256 acc8(const float* in, const float* res, __m256i mask, bool full) 
   const __m256 x = full ? _mm256_loadu_ps(in) : _mm256_maskload_ps(in, mask);
   if constexpr (!R) return x;
   return add_nan_first8(x, full ? _mm256_loadu_ps(res) : _mm256_maskload_ps(res, mask));
+}
+
+// The quantizers' codes for 8 lanes: q where acc is finite, elsewhere the
+// code their scalar rules give +inf, -inf and NaN.
+SR_AVX2 __m256i with_special_codes8(__m256i q, __m256 acc, int plus_inf, int minus_inf, int nan) {
+  const __m256 finite = finite_mask8(acc);
+  if (__builtin_expect(_mm256_movemask_ps(finite) == 0xff, 1)) return q;  // no inf, no NaN
+  const __m256i negative = _mm256_srai_epi32(_mm256_castps_si256(acc), 31);
+  __m256i special =
+      _mm256_blendv_epi8(_mm256_set1_epi32(plus_inf), _mm256_set1_epi32(minus_inf), negative);
+  special = _mm256_blendv_epi8(special, _mm256_set1_epi32(nan),
+                               _mm256_castps_si256(_mm256_cmp_ps(acc, acc, _CMP_UNORD_Q)));
+  return _mm256_blendv_epi8(special, q, _mm256_castps_si256(finite));
+}
+
+// v with the lanes whose code in q is `code` set to the float of `bits`: the
+// quantizers' decoders place their exact and special values so.
+SR_AVX2 __m256 replace8(__m256 v, __m256i q, int code, std::uint32_t bits) {
+  const __m256i where = _mm256_cmpeq_epi32(q, _mm256_set1_epi32(code));
+  return _mm256_blendv_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(bits))),
+                          _mm256_castsi256_ps(where));
 }
 
 SR_AVX512_WARNINGS_OFF
