@@ -21,6 +21,7 @@
 #include "kernels/pack.h"
 #include "kernels/quant8.h"
 #include "kernels/topk.h"
+#include "tests/reference/value_stream.h"
 
 namespace slimreduce::device_check {
 
@@ -44,25 +45,9 @@ inline const std::uint64_t seed = [] {
   return given ? std::strtoull(given, nullptr, 0)
                : (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
 }();
-// splitmix64, a UniformRandomBitGenerator: std::mt19937_64's draws were a
-// quarter of the host simulation's run of these checks.
-class SplitMix64 {
- public:
-  using result_type = std::uint64_t;
-  explicit SplitMix64(std::uint64_t state) : state_(state) {}
-  static constexpr result_type min() { return 0; }
-  static constexpr result_type max() { return ~result_type{0}; }
-  result_type operator()() {
-    std::uint64_t z = state_ += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-
- private:
-  std::uint64_t state_;
-};
-inline SplitMix64 rng(seed);
+// splitmix64 (tests/reference/value_stream.h): std::mt19937_64's draws were
+// a quarter of the host simulation's run of these checks.
+inline slimreduce::reference::ValueStream rng(seed);
 inline int passed = 0, failed = 0;
 
 // Every device buffer has 64 bytes of slack (at least 16 bytes in all)

@@ -1,5 +1,5 @@
-// Test data made fast: the host simulation's models and the device app make
-// every rank's values in every process (each rank checks the whole sum), where
+// Test data made fast: the host simulation's models, the device app and the
+// device checks make every rank's values in every process (each rank checks the whole sum), where
 // std::mt19937 and std::normal_distribution took a fifth to a half of a run.
 // splitmix64 and a sum of four uniforms: the same values in every process for
 // a seed, on every compiler (the standard's distributions are not specified
@@ -10,9 +10,15 @@
 
 namespace slimreduce::reference {
 
+// Also a UniformRandomBitGenerator (bench/device_check_util.cuh draws its
+// checks' data from it, std distributions included).
 class ValueStream {
  public:
+  using result_type = std::uint64_t;
   explicit ValueStream(std::uint64_t seed) : state_(seed) {}
+  static constexpr result_type min() { return 0; }
+  static constexpr result_type max() { return ~result_type{0}; }
+  result_type operator()() { return next(); }
   std::uint64_t next() {
     std::uint64_t z = state_ += 0x9e3779b97f4a7c15ull;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
