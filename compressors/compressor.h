@@ -331,9 +331,9 @@ enum class PowerSgdProducts { automatic, openblas, builtin };
 enum class TopkAlgorithm { gather, sharded, automatic };
 
 // What a compressor may be configured with (filled from the settings by core/).
-// int8's codes (SLIMREDUCE_QUANT_CODES): absmax, one scale per bucket,
-// symmetric around 0 (kernels/quant8.h); minmax, a step and an offset per
-// bucket over its [min, max] (kernels/quant8_minmax.h).
+// The quantizers' codes (SLIMREDUCE_QUANT_CODES): absmax, one scale per
+// bucket, symmetric around 0 (kernels/quant8.h, quant_packed.h); minmax, codes
+// over the bucket's [min, max] (kernels/quant8_minmax.h, quant_packed_minmax.h).
 // by_width (the default) is each width's measured better one
 // (docs/performance.md section 13): min-max at 4 and 2 bits, where the
 // demo's final loss with error feedback came out nearer the uncompressed one

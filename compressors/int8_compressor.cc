@@ -70,7 +70,7 @@ class Int8Compressor final : public BucketedQuantizer {
                    : device::quant8_accumulate(block, n, bucket(), dense, stream);
   }
 
-  bool minmax_;  // SLIMREDUCE_QUANT_CODES=minmax
+  bool minmax_;  // SLIMREDUCE_QUANT_CODES=minmax (width and absmax: absmax)
 };
 
 }  // namespace

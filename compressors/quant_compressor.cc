@@ -1,9 +1,9 @@
 // quant: bucketed quantization at SLIMREDUCE_QUANT_BITS = 8, 4 or 2 bits;
 // int4 and int2 are its shorthands at 4 and 2 bits (int8, its own file, is
 // quant at 8). At 4 and 2 bits the codes are packed two or four to a byte
-// with an fp32 scale per bucket (absmax, kernels/quant_packed.h) or, with
-// SLIMREDUCE_QUANT_CODES=minmax, the bucket's smallest and largest values
-// (kernels/quant_packed_minmax.h), over the sharded
+// with the bucket's smallest and largest values (min-max, their default:
+// kernels/quant_packed_minmax.h) or one fp32 scale (SLIMREDUCE_QUANT_CODES=absmax,
+// kernels/quant_packed.h), over the sharded
 // algorithm as int8 (algorithms/sharded.h): each rank quantizes its tensor,
 // each owner sums its shard's parts in rank order in fp32 and quantizes the
 // sum again for the allgather. Device entry points as int8's
@@ -82,7 +82,7 @@ class PackedQuantCompressor final : public BucketedQuantizer {
   }
 
   int bits_;     // 4 or 2
-  bool minmax_;  // SLIMREDUCE_QUANT_CODES=minmax
+  bool minmax_;  // codes_at(SLIMREDUCE_QUANT_CODES, bits_): min-max unless absmax is asked for
 };
 
 }  // namespace

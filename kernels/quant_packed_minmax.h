@@ -1,5 +1,6 @@
-// 4- and 2-bit min-max codes on the CPU (SLIMREDUCE_QUANT_CODES=minmax with
-// int4, int2, or quant at SLIMREDUCE_QUANT_BITS=4|2): beside the absmax codes
+// 4- and 2-bit min-max codes on the CPU (int4, int2, or quant at
+// SLIMREDUCE_QUANT_BITS=4|2, by default; SLIMREDUCE_QUANT_CODES=absmax takes the
+// absmax codes instead): beside the absmax codes
 // of kernels/quant_packed.h, each bucket carries its smallest and largest
 // finite values (lo, hi) and its values code as unsigned `bits`-bit steps
 // over [lo, hi], so that a bucket away from 0 (values in [1000, 1001]) errs
