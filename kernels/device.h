@@ -16,6 +16,7 @@
 #include "kernels/low_rank.h"
 #include "kernels/norm.h"
 #include "kernels/pack.h"
+#include "kernels/rounding.h"
 
 namespace slimreduce::kernels::device {
 
@@ -43,7 +44,7 @@ int unpack_batch(HalfFormat format, const void* fused, const UnpackItem* items, 
 // with a divisor (divide_keeping_nan; 1 divides nothing) and of
 // quant8_accumulate (kernels/quant8.h): blocks at any address, the same bits.
 int quant8_compress(const float* in, float* residual, std::size_t n, std::size_t bucket, void* out,
-                    void* stream);
+                    void* stream, const Rounding& rounding = {});
 int quant8_decompress(const void* block, std::size_t n, std::size_t bucket, float* out, int divisor,
                       void* stream);
 int quant8_accumulate(const void* block, std::size_t n, std::size_t bucket, float* dense,
@@ -62,7 +63,7 @@ int fixed_order_norm(const float* v, std::size_t n, double* norm, void* scratch,
 // quant8_minmax_decompress with a divisor and of quant8_minmax_accumulate
 // (kernels/quant8_minmax.h): as the three above.
 int quant8_minmax_compress(const float* in, float* residual, std::size_t n, std::size_t bucket,
-                           void* out, void* stream);
+                           void* out, void* stream, const Rounding& rounding = {});
 int quant8_minmax_decompress(const void* block, std::size_t n, std::size_t bucket, float* out,
                              int divisor, void* stream);
 int quant8_minmax_accumulate(const void* block, std::size_t n, std::size_t bucket, float* dense,
@@ -72,7 +73,7 @@ int quant8_minmax_accumulate(const void* block, std::size_t n, std::size_t bucke
 // kernels::quant_packed_compress, of quant_packed_decompress with a divisor
 // and of quant_packed_accumulate (kernels/quant_packed.h): as the three above.
 int quant_packed_compress(const float* in, float* residual, std::size_t n, std::size_t bucket,
-                          int bits, void* out, void* stream);
+                          int bits, void* out, void* stream, const Rounding& rounding = {});
 int quant_packed_decompress(const void* block, std::size_t n, std::size_t bucket, int bits,
                             float* out, int divisor, void* stream);
 int quant_packed_accumulate(const void* block, std::size_t n, std::size_t bucket, int bits,
@@ -82,7 +83,8 @@ int quant_packed_accumulate(const void* block, std::size_t n, std::size_t bucket
 // of quant_packed_minmax_decompress with a divisor and of
 // quant_packed_minmax_accumulate (kernels/quant_packed_minmax.h): as the three above.
 int quant_packed_minmax_compress(const float* in, float* residual, std::size_t n,
-                                 std::size_t bucket, int bits, void* out, void* stream);
+                                 std::size_t bucket, int bits, void* out, void* stream,
+                                 const Rounding& rounding = {});
 int quant_packed_minmax_decompress(const void* block, std::size_t n, std::size_t bucket, int bits,
                                    float* out, int divisor, void* stream);
 int quant_packed_minmax_accumulate(const void* block, std::size_t n, std::size_t bucket, int bits,

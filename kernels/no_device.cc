@@ -14,7 +14,7 @@ int cast_decompress(HalfFormat, const std::uint16_t*, float*, std::size_t, int, 
 }
 int pack_batch(HalfFormat, const PackItem*, int, void*, void*) { return kNoDevice; }
 int unpack_batch(HalfFormat, const void*, const UnpackItem*, int, int, void*) { return kNoDevice; }
-int quant8_compress(const float*, float*, std::size_t, std::size_t, void*, void*) {
+int quant8_compress(const float*, float*, std::size_t, std::size_t, void*, void*, const Rounding&) {
   return kNoDevice;
 }
 int quant8_decompress(const void*, std::size_t, std::size_t, float*, int, void*) {
@@ -22,7 +22,8 @@ int quant8_decompress(const void*, std::size_t, std::size_t, float*, int, void*)
 }
 int quant8_accumulate(const void*, std::size_t, std::size_t, float*, void*) { return kNoDevice; }
 int fixed_order_norm(const float*, std::size_t, double*, void*, void*) { return kNoDevice; }
-int quant8_minmax_compress(const float*, float*, std::size_t, std::size_t, void*, void*) {
+int quant8_minmax_compress(const float*, float*, std::size_t, std::size_t, void*, void*,
+                           const Rounding&) {
   return kNoDevice;
 }
 int quant8_minmax_decompress(const void*, std::size_t, std::size_t, float*, int, void*) {
@@ -31,7 +32,8 @@ int quant8_minmax_decompress(const void*, std::size_t, std::size_t, float*, int,
 int quant8_minmax_accumulate(const void*, std::size_t, std::size_t, float*, void*) {
   return kNoDevice;
 }
-int quant_packed_compress(const float*, float*, std::size_t, std::size_t, int, void*, void*) {
+int quant_packed_compress(const float*, float*, std::size_t, std::size_t, int, void*, void*,
+                          const Rounding&) {
   return kNoDevice;
 }
 int quant_packed_decompress(const void*, std::size_t, std::size_t, int, float*, int, void*) {
@@ -40,8 +42,8 @@ int quant_packed_decompress(const void*, std::size_t, std::size_t, int, float*, 
 int quant_packed_accumulate(const void*, std::size_t, std::size_t, int, float*, void*) {
   return kNoDevice;
 }
-int quant_packed_minmax_compress(const float*, float*, std::size_t, std::size_t, int, void*,
-                                 void*) {
+int quant_packed_minmax_compress(const float*, float*, std::size_t, std::size_t, int, void*, void*,
+                                 const Rounding&) {
   return kNoDevice;
 }
 int quant_packed_minmax_decompress(const void*, std::size_t, std::size_t, int, float*, int, void*) {

@@ -49,14 +49,18 @@ void for_each_bucket(std::size_t n, std::size_t bucket, Fn fn) {
 }
 
 // One bucket through one path: compress returns the bucket's scale.
-using CompressBucket = float (*)(const float* in, float* res, std::size_t len, std::int8_t* codes);
+// `rounding`: the bucket's, from its first value.
+using CompressBucket = float (*)(const float* in, float* res, std::size_t len, std::int8_t* codes,
+                                 const Rounding& rounding);
 using DecodeBucket = void (*)(const std::int8_t* codes, std::size_t len, float scale, float* out);
 
 void compress_with(CompressBucket fn, const float* in, float* res, std::size_t n,
-                   std::size_t bucket, void* out) {
+                   std::size_t bucket, void* out, const Rounding& rounding) {
   std::int8_t* codes = codes_of(out, quant8_buckets(n, bucket));
   for_each_bucket(n, bucket, [&](std::size_t j, std::size_t first, std::size_t len) {
-    store_scale(out, j, fn(in + first, res ? res + first : nullptr, len, codes + first));
+    store_scale(
+        out, j,
+        fn(in + first, res ? res + first : nullptr, len, codes + first, rounding.at(first)));
   });
 }
 
@@ -74,7 +78,8 @@ inline float acc_at(const float* in, const float* res, std::size_t i) {
   return res ? add_nan_first(in[i], res[i]) : in[i];
 }
 
-float compress_bucket_scalar(const float* in, float* res, std::size_t len, std::int8_t* codes) {
+float compress_bucket_scalar(const float* in, float* res, std::size_t len, std::int8_t* codes,
+                             const Rounding& rounding) {
   std::uint32_t max_bits = 0;
   for (std::size_t i = 0; i < len; ++i) {
     max_bits = std::max(max_bits, quant8_finite_abs_bits(acc_at(in, res, i)));
@@ -82,7 +87,7 @@ float compress_bucket_scalar(const float* in, float* res, std::size_t len, std::
   const float scale = quant8_scale(max_bits);
   for (std::size_t i = 0; i < len; ++i) {
     const float acc = acc_at(in, res, i);
-    codes[i] = quant8_code(acc, scale);
+    codes[i] = quant8_code(acc, scale, rounding, i);
     if (res) res[i] = residual_after(acc, quant8_decode(codes[i], scale));
   }
   return scale;
@@ -121,13 +126,14 @@ SR_AVX2 std::uint32_t reduce_max8(__m256i v) {
 }
 
 // quant8_code for 8 lanes, as 32-bit integers.
-SR_AVX2 __m256i code8(__m256 acc, __m256 scale, bool zero_scale) {
+SR_AVX2 __m256i code8(__m256 acc, __m256 scale, bool zero_scale, const Rounding& rounding,
+                      std::size_t i) {
   __m256i q = _mm256_setzero_si256();
   if (!zero_scale) {
     const __m256 top = _mm256_set1_ps(static_cast<float>(kQuant8MaxCode));
     __m256 r = _mm256_div_ps(acc, scale);
     r = _mm256_min_ps(_mm256_max_ps(r, _mm256_sub_ps(_mm256_setzero_ps(), top)), top);
-    q = _mm256_cvtps_epi32(_mm256_round_ps(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    q = simd::round8(r, rounding, i);
   }
   return simd::with_special_codes8(q, acc, kQuant8PlusInf, kQuant8MinusInf, kQuant8Nan);
 }
@@ -169,7 +175,7 @@ SR_AVX2 void store_codes8(std::int8_t* codes, __m256i q, std::size_t t) {
 
 template <bool R>
 SR_AVX2_ENTRY float compress_bucket_avx2(const float* in, float* res, std::size_t len,
-                                         std::int8_t* codes) {
+                                         std::int8_t* codes, const Rounding& rounding) {
   __m256i max = _mm256_setzero_si256();
   for (std::size_t i = 0; i < len; i += 8) {
     const std::size_t t = std::min<std::size_t>(8, len - i);
@@ -182,7 +188,7 @@ SR_AVX2_ENTRY float compress_bucket_avx2(const float* in, float* res, std::size_
     const std::size_t t = std::min<std::size_t>(8, len - i);
     const __m256i mask = lanes8(t);
     const __m256 acc = acc8<R>(in + i, R ? res + i : nullptr, mask, t == 8);
-    const __m256i q = code8(acc, vscale, scale == 0.0f);
+    const __m256i q = code8(acc, vscale, scale == 0.0f, rounding, i);
     store_codes8(codes + i, q, t);
     if constexpr (R) {
       const __m256 sent = decode8(q, vscale);
@@ -197,9 +203,10 @@ SR_AVX2_ENTRY float compress_bucket_avx2(const float* in, float* res, std::size_
   return scale;
 }
 
-float compress_bucket_avx2_any(const float* in, float* res, std::size_t len, std::int8_t* codes) {
-  return res ? compress_bucket_avx2<true>(in, res, len, codes)
-             : compress_bucket_avx2<false>(in, nullptr, len, codes);
+float compress_bucket_avx2_any(const float* in, float* res, std::size_t len, std::int8_t* codes,
+                               const Rounding& rounding) {
+  return res ? compress_bucket_avx2<true>(in, res, len, codes, rounding)
+             : compress_bucket_avx2<false>(in, nullptr, len, codes, rounding);
 }
 
 SR_AVX2_ENTRY void decompress_bucket_avx2(const std::int8_t* codes, std::size_t len, float scale,
@@ -256,13 +263,14 @@ SR_AVX512 __m512i finite_abs16(__m512 v) {
   return _mm512_maskz_mov_epi32(_mm512_cmplt_epu32_mask(abs, _mm512_set1_epi32(0x7f800000)), abs);
 }
 
-SR_AVX512 __m512i code16(__m512 acc, __m512 scale, bool zero_scale) {
+SR_AVX512 __m512i code16(__m512 acc, __m512 scale, bool zero_scale, const Rounding& rounding,
+                         std::size_t i) {
   __m512i q = _mm512_setzero_si512();
   if (!zero_scale) {
     const float top = static_cast<float>(kQuant8MaxCode);
     __m512 r = _mm512_div_ps(acc, scale);
     r = _mm512_min_ps(_mm512_max_ps(r, _mm512_set1_ps(-top)), _mm512_set1_ps(top));
-    q = _mm512_cvt_roundps_epi32(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    q = simd::round16(r, rounding, i);
   }
   const __mmask16 finite = finite_mask16(acc);
   if (__builtin_expect(finite == 0xffff, 1)) return q;  // no inf, no NaN
@@ -300,7 +308,7 @@ SR_AVX512 __m512i load_codes16(const std::int8_t* codes, __mmask16 mask) {
 
 template <bool R>
 SR_AVX512_ENTRY float compress_bucket_avx512(const float* in, float* res, std::size_t len,
-                                             std::int8_t* codes) {
+                                             std::int8_t* codes, const Rounding& rounding) {
   __m512i max = _mm512_setzero_si512();
   for (std::size_t i = 0; i < len; i += 16) {
     const __m512 acc = acc16<R>(in + i, R ? res + i : nullptr, lanes16(len - i));
@@ -311,7 +319,7 @@ SR_AVX512_ENTRY float compress_bucket_avx512(const float* in, float* res, std::s
   for (std::size_t i = 0; i < len; i += 16) {
     const __mmask16 mask = lanes16(len - i);
     const __m512 acc = acc16<R>(in + i, R ? res + i : nullptr, mask);
-    const __m512i q = code16(acc, vscale, scale == 0.0f);
+    const __m512i q = code16(acc, vscale, scale == 0.0f, rounding, i);
     _mm_mask_storeu_epi8(codes + i, mask, _mm512_cvtepi32_epi8(q));
     if constexpr (R) {
       const __m512 sent = decode16(q, vscale);
@@ -321,9 +329,10 @@ SR_AVX512_ENTRY float compress_bucket_avx512(const float* in, float* res, std::s
   return scale;
 }
 
-float compress_bucket_avx512_any(const float* in, float* res, std::size_t len, std::int8_t* codes) {
-  return res ? compress_bucket_avx512<true>(in, res, len, codes)
-             : compress_bucket_avx512<false>(in, nullptr, len, codes);
+float compress_bucket_avx512_any(const float* in, float* res, std::size_t len, std::int8_t* codes,
+                                 const Rounding& rounding) {
+  return res ? compress_bucket_avx512<true>(in, res, len, codes, rounding)
+             : compress_bucket_avx512<false>(in, nullptr, len, codes, rounding);
 }
 
 SR_AVX512_ENTRY void decompress_bucket_avx512(const std::int8_t* codes, std::size_t len,
@@ -361,10 +370,10 @@ std::size_t quant8_bytes(std::size_t n, std::size_t bucket) {
 }
 
 void quant8_compress(const float* in, float* residual, std::size_t n, std::size_t bucket, void* out,
-                     Isa isa) {
+                     Isa isa, const Rounding& rounding) {
   compress_with(pick_isa<CompressBucket>(isa, &compress_bucket_scalar, &compress_bucket_avx2_any,
                                          &compress_bucket_avx512_any),
-                in, residual, n, bucket, out);
+                in, residual, n, bucket, out, rounding);
 }
 
 void quant8_decompress(const void* block, std::size_t n, std::size_t bucket, float* out, Isa isa) {

@@ -31,6 +31,7 @@
 #include <cstdint>
 
 #include "kernels/cast.h"
+#include "kernels/rounding.h"
 
 namespace slimreduce::kernels {
 
@@ -49,8 +50,9 @@ std::size_t quant8_bytes(std::size_t n, std::size_t bucket);
 // coded into out (quant8_bytes(n, bucket) bytes). With residual:
 // residual[i] = residual_after(acc[i], decoded[i]) (kernels/element_rules.h:
 // 0 where the decoded value is not finite). n == 0 writes nothing.
-void quant8_compress(const float* in, float* residual, std::size_t n, std::size_t bucket,
-                     void* out, Isa isa = best_isa());
+// `rounding`: to nearest, or stochastic from its key (kernels/rounding.h).
+void quant8_compress(const float* in, float* residual, std::size_t n, std::size_t bucket, void* out,
+                     Isa isa = best_isa(), const Rounding& rounding = {});
 
 // out[i] = the decoded value i of a block of n values.
 void quant8_decompress(const void* block, std::size_t n, std::size_t bucket, float* out,

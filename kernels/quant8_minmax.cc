@@ -42,17 +42,19 @@ void for_each_bucket(std::size_t n, std::size_t bucket, Fn fn) {
   }
 }
 
+// `rounding`: the bucket's, from its first value.
 using CompressBucket = MinmaxParams (*)(const float* in, float* res, std::size_t len,
-                                        std::uint8_t* codes);
+                                        std::uint8_t* codes, const Rounding& rounding);
 using DecodeBucket = void (*)(const std::uint8_t* codes, std::size_t len, float step, float offset,
                               float* out);
 
 void compress_with(CompressBucket fn, const float* in, float* res, std::size_t n,
-                   std::size_t bucket, void* out) {
+                   std::size_t bucket, void* out, const Rounding& rounding) {
   const std::size_t buckets = quant8_buckets(n, bucket);
   auto* codes = static_cast<std::uint8_t*>(out) + 8 * buckets;
   for_each_bucket(n, bucket, [&](std::size_t j, std::size_t first, std::size_t len) {
-    const MinmaxParams p = fn(in + first, res ? res + first : nullptr, len, codes + first);
+    const MinmaxParams p =
+        fn(in + first, res ? res + first : nullptr, len, codes + first, rounding.at(first));
     store_float(out, 8 * j, p.step);
     store_float(out, 8 * j + 4, p.offset);
   });
@@ -74,17 +76,17 @@ inline float acc_at(const float* in, const float* res, std::size_t i) {
 }
 
 MinmaxParams compress_bucket_scalar(const float* in, float* res, std::size_t len,
-                                    std::uint8_t* codes) {
+                                    std::uint8_t* codes, const Rounding& rounding) {
   std::int32_t lo = kMinmaxNoLo, hi = kMinmaxNoHi;
   for (std::size_t i = 0; i < len; ++i) {
     const float acc = acc_at(in, res, i);
     lo = std::min(lo, minmax_lo_key(acc));
     hi = std::max(hi, minmax_hi_key(acc));
   }
-  const MinmaxParams p = minmax_params(lo, hi);
+  const MinmaxParams p = minmax_params(lo, hi, rounding.stochastic);
   for (std::size_t i = 0; i < len; ++i) {
     const float acc = acc_at(in, res, i);
-    codes[i] = minmax_code(acc, p);
+    codes[i] = minmax_code(acc, p, rounding, i);
     if (res) res[i] = residual_after(acc, minmax_decode(codes[i], p.step, p.offset));
   }
   return p;
@@ -131,9 +133,9 @@ SR_AVX2 std::int32_t reduce_max8(__m256i v) {
 }
 
 // minmax_code for 8 lanes, as 32-bit integers.
-SR_AVX2 __m256i code8(__m256 acc, __m256 inv, __m256i j0) {
+SR_AVX2 __m256i code8(__m256 acc, __m256 inv, __m256i j0, const Rounding& rounding, std::size_t i) {
   const __m256 r = _mm256_mul_ps(acc, inv);
-  __m256i q = _mm256_cvtps_epi32(_mm256_round_ps(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  __m256i q = simd::round8(r, rounding, i);
   q = _mm256_sub_epi32(q, j0);
   q = _mm256_min_epi32(_mm256_max_epi32(q, _mm256_setzero_si256()),
                        _mm256_set1_epi32(kMinmaxMaxCode));
@@ -172,7 +174,7 @@ SR_AVX2 void store_codes8(std::uint8_t* codes, __m256i q, std::size_t t) {
 
 template <bool R>
 SR_AVX2_ENTRY MinmaxParams compress_bucket_avx2(const float* in, float* res, std::size_t len,
-                                                std::uint8_t* codes) {
+                                                std::uint8_t* codes, const Rounding& rounding) {
   __m256i lo = _mm256_set1_epi32(kMinmaxNoLo), hi = _mm256_set1_epi32(kMinmaxNoHi);
   for (std::size_t i = 0; i < len; i += 8) {
     const std::size_t t = std::min<std::size_t>(8, len - i);
@@ -184,7 +186,7 @@ SR_AVX2_ENTRY MinmaxParams compress_bucket_avx2(const float* in, float* res, std
     lo = _mm256_min_epi32(lo, _mm256_blendv_epi8(_mm256_set1_epi32(kMinmaxNoLo), key, use));
     hi = _mm256_max_epi32(hi, _mm256_blendv_epi8(_mm256_set1_epi32(kMinmaxNoHi), key, use));
   }
-  const MinmaxParams p = minmax_params(reduce_min8(lo), reduce_max8(hi));
+  const MinmaxParams p = minmax_params(reduce_min8(lo), reduce_max8(hi), rounding.stochastic);
   const __m256 inv = _mm256_set1_ps(p.inv), step = _mm256_set1_ps(p.step);
   const __m256 offset = _mm256_set1_ps(p.offset);
   const __m256i j0 = _mm256_set1_epi32(p.j0);
@@ -192,7 +194,7 @@ SR_AVX2_ENTRY MinmaxParams compress_bucket_avx2(const float* in, float* res, std
     const std::size_t t = std::min<std::size_t>(8, len - i);
     const __m256i mask = lanes8(t);
     const __m256 acc = acc8<R>(in + i, R ? res + i : nullptr, mask, t == 8);
-    const __m256i q = code8(acc, inv, j0);
+    const __m256i q = code8(acc, inv, j0, rounding, i);
     store_codes8(codes + i, q, t);
     if constexpr (R) {
       const __m256 sent = decode8(q, step, offset);
@@ -208,9 +210,9 @@ SR_AVX2_ENTRY MinmaxParams compress_bucket_avx2(const float* in, float* res, std
 }
 
 MinmaxParams compress_bucket_avx2_any(const float* in, float* res, std::size_t len,
-                                      std::uint8_t* codes) {
-  return res ? compress_bucket_avx2<true>(in, res, len, codes)
-             : compress_bucket_avx2<false>(in, nullptr, len, codes);
+                                      std::uint8_t* codes, const Rounding& rounding) {
+  return res ? compress_bucket_avx2<true>(in, res, len, codes, rounding)
+             : compress_bucket_avx2<false>(in, nullptr, len, codes, rounding);
 }
 
 template <bool Accumulate>
@@ -254,9 +256,10 @@ SR_AVX512 __m512i key16(__m512 v) {
   return _mm512_xor_si512(u, _mm512_srli_epi32(_mm512_srai_epi32(u, 31), 1));
 }
 
-SR_AVX512 __m512i code16(__m512 acc, __m512 inv, __m512i j0) {
+SR_AVX512 __m512i code16(__m512 acc, __m512 inv, __m512i j0, const Rounding& rounding,
+                         std::size_t i) {
   const __m512 r = _mm512_mul_ps(acc, inv);
-  __m512i q = _mm512_cvt_roundps_epi32(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512i q = simd::round16(r, rounding, i);
   q = _mm512_sub_epi32(q, j0);
   q = _mm512_min_epi32(_mm512_max_epi32(q, _mm512_setzero_si512()),
                        _mm512_set1_epi32(kMinmaxMaxCode));
@@ -288,7 +291,7 @@ SR_AVX512 __m512 decode16(__m512i q, __m512 step, __m512 offset) {
 
 template <bool R>
 SR_AVX512_ENTRY MinmaxParams compress_bucket_avx512(const float* in, float* res, std::size_t len,
-                                                    std::uint8_t* codes) {
+                                                    std::uint8_t* codes, const Rounding& rounding) {
   __m512i lo = _mm512_set1_epi32(kMinmaxNoLo), hi = _mm512_set1_epi32(kMinmaxNoHi);
   for (std::size_t i = 0; i < len; i += 16) {
     const __mmask16 mask = lanes16(len - i);
@@ -298,14 +301,15 @@ SR_AVX512_ENTRY MinmaxParams compress_bucket_avx512(const float* in, float* res,
     lo = _mm512_mask_min_epi32(lo, use, lo, key);
     hi = _mm512_mask_max_epi32(hi, use, hi, key);
   }
-  const MinmaxParams p = minmax_params(_mm512_reduce_min_epi32(lo), _mm512_reduce_max_epi32(hi));
+  const MinmaxParams p =
+      minmax_params(_mm512_reduce_min_epi32(lo), _mm512_reduce_max_epi32(hi), rounding.stochastic);
   const __m512 inv = _mm512_set1_ps(p.inv), step = _mm512_set1_ps(p.step);
   const __m512 offset = _mm512_set1_ps(p.offset);
   const __m512i j0 = _mm512_set1_epi32(p.j0);
   for (std::size_t i = 0; i < len; i += 16) {
     const __mmask16 mask = lanes16(len - i);
     const __m512 acc = acc16<R>(in + i, R ? res + i : nullptr, mask);
-    const __m512i q = code16(acc, inv, j0);
+    const __m512i q = code16(acc, inv, j0, rounding, i);
     _mm_mask_storeu_epi8(codes + i, mask, _mm512_cvtepi32_epi8(q));
     if constexpr (R) {
       const __m512 sent = decode16(q, step, offset);
@@ -316,9 +320,9 @@ SR_AVX512_ENTRY MinmaxParams compress_bucket_avx512(const float* in, float* res,
 }
 
 MinmaxParams compress_bucket_avx512_any(const float* in, float* res, std::size_t len,
-                                        std::uint8_t* codes) {
-  return res ? compress_bucket_avx512<true>(in, res, len, codes)
-             : compress_bucket_avx512<false>(in, nullptr, len, codes);
+                                        std::uint8_t* codes, const Rounding& rounding) {
+  return res ? compress_bucket_avx512<true>(in, res, len, codes, rounding)
+             : compress_bucket_avx512<false>(in, nullptr, len, codes, rounding);
 }
 
 template <bool Accumulate>
@@ -374,10 +378,10 @@ double quant8_minmax_error_bound(float lo, float hi) {
 }
 
 void quant8_minmax_compress(const float* in, float* residual, std::size_t n, std::size_t bucket,
-                            void* out, Isa isa) {
+                            void* out, Isa isa, const Rounding& rounding) {
   compress_with(pick_isa<CompressBucket>(isa, &compress_bucket_scalar, &compress_bucket_avx2_any,
                                          &compress_bucket_avx512_any),
-                in, residual, n, bucket, out);
+                in, residual, n, bucket, out, rounding);
 }
 
 void quant8_minmax_decompress(const void* block, std::size_t n, std::size_t bucket, float* out,

@@ -48,6 +48,7 @@
 #include <cstdint>
 
 #include "kernels/cast.h"
+#include "kernels/rounding.h"
 
 namespace slimreduce::kernels {
 
@@ -70,8 +71,9 @@ double quant8_minmax_error_bound(float lo, float hi);
 // As quant8_compress: acc[i] = add_nan_first(in[i], residual[i]) (in[i]
 // when residual == nullptr), coded into out (quant8_minmax_bytes(n, bucket)
 // bytes); with residual, residual[i] = residual_after(acc[i], decoded[i]).
+// `rounding`: to nearest, or stochastic from its key (kernels/rounding.h).
 void quant8_minmax_compress(const float* in, float* residual, std::size_t n, std::size_t bucket,
-                            void* out, Isa isa = best_isa());
+                            void* out, Isa isa = best_isa(), const Rounding& rounding = {});
 
 // out[i] = the decoded value i of a block of n values.
 void quant8_minmax_decompress(const void* block, std::size_t n, std::size_t bucket, float* out,

@@ -86,27 +86,32 @@ SR_HD inline std::int64_t rint_int(double y) {
 namespace minmax_detail {
 
 // A grid of step 2^k for a bucket's [lo, hi]: its first point j0 (in steps)
-// and whether it spans the bucket. Its points stay finite: j0 within
+// and whether it spans the bucket: hi rounded to nearest, or up where
+// rounding is stochastic (so that rounding up never meets the clamp, which
+// would bias hi down). Its points stay finite: j0 within
 // [-top, top - 252], top = floor(FLT_MAX / 2^k), so a value within a step of
 // -FLT_MAX or FLT_MAX (steps above 2^104) may meet the grid's last point.
 struct Grid {
   std::int64_t j0, top;
   bool fits;
 };
-SR_HD inline Grid grid_at(double lo, double hi, int k) {
+SR_HD inline Grid grid_at(double lo, double hi, int k, bool round_up) {
   const double inv = pow2(-k), limit = 3.4028234663852886e38 * inv;
   const std::int64_t top = limit < 0x1p30 ? floor_int(limit) : std::int64_t{1} << 30;
-  const std::int64_t floor_lo = floor_int(lo * inv), rint_hi = rint_int(hi * inv);
+  const std::int64_t floor_lo = floor_int(lo * inv);
+  const std::int64_t last = round_up ? -floor_int(-hi * inv) : rint_int(hi * inv);
   const std::int64_t j0 = clamp_int(floor_lo, -top, top - kMinmaxMaxCode);
-  return {j0, top, (rint_hi < top ? rint_hi : top) - j0 <= kMinmaxMaxCode};
+  return {j0, top, (last < top ? last : top) - j0 <= kMinmaxMaxCode};
 }
 
 }  // namespace minmax_detail
 
 // The step and offset of a bucket from its smallest and largest keys
 // (minmax_lo_key / minmax_hi_key over its values): the rules of
-// kernels/quant8_minmax.h.
-SR_HD inline MinmaxParams minmax_params(std::int32_t lo_key, std::int32_t hi_key) {
+// kernels/quant8_minmax.h. `round_up`: the grid holds ceil(hi / step), for
+// stochastic rounding (Grid).
+SR_HD inline MinmaxParams minmax_params(std::int32_t lo_key, std::int32_t hi_key,
+                                        bool round_up = false) {
   using namespace minmax_detail;
   const MinmaxParams zero = {0.0f, 0.0f, 0.0f, 0};
   if (lo_key > hi_key) return zero;  // no finite value
@@ -119,8 +124,8 @@ SR_HD inline MinmaxParams minmax_params(std::int32_t lo_key, std::int32_t hi_key
   int k = static_cast<int>(m_bits >> 23) - 127 - 23;  // 2^k = ulp(M)
   // A lower bound for the k that fits (2^k >= range / 253.5), then up.
   if (hi > lo && exponent_of(hi - lo) - 8 > k) k = exponent_of(hi - lo) - 8;
-  Grid g = grid_at(lo, hi, k);
-  while (!g.fits && k < kMinmaxMaxExponent) g = grid_at(lo, hi, ++k);
+  Grid g = grid_at(lo, hi, k, round_up);
+  while (!g.fits && k < kMinmaxMaxExponent) g = grid_at(lo, hi, ++k, round_up);
   if (!g.fits) {
     // Wider than any grid (values beyond about +-2^127 of both signs): the
     // grid centred on the bucket's midpoint, keeping 0 on it so that error
@@ -141,13 +146,20 @@ SR_HD inline int minmax_round(float r) {
 
 // The code of x in a bucket: inf, -inf and NaN have their own; a finite x
 // codes clamp(rint(x * inv) - j0, 0, 252) (0 in a bucket of step 0: inv 0).
-SR_HD inline std::uint8_t minmax_code(float x, const MinmaxParams& p) {
+// Stochastic `rounding` rounds x * inv with value i's draw instead
+// (kernels/rounding.h), on a grid made for it (minmax_params' round_up), so
+// that the clamp never cuts a code rounded up.
+SR_HD inline std::uint8_t minmax_code(float x, const MinmaxParams& p, const Rounding& rounding = {},
+                                      std::uint64_t i = 0) {
   const std::uint32_t u = float_bits(x);
   if (!is_finite_bits(u)) {
     if (is_nan_bits(u)) return kMinmaxNan;
     return (u >> 31) ? kMinmaxMinusInf : kMinmaxPlusInf;
   }
-  const int c = minmax_round(x * p.inv) - p.j0;
+  const float r = x * p.inv;
+  const int c =
+      (rounding.stochastic ? stochastic_round(r, rounding_draw(rounding, i)) : minmax_round(r)) -
+      p.j0;
   return static_cast<std::uint8_t>(c < 0 ? 0 : c > kMinmaxMaxCode ? kMinmaxMaxCode : c);
 }
 

@@ -10,6 +10,7 @@
 
 #include "kernels/element_rules.h"
 #include "kernels/quant8.h"
+#include "kernels/rounding.h"
 
 namespace slimreduce::kernels {
 
@@ -56,8 +57,10 @@ SR_HD inline int quant8_round(float r) {
 // The code of x in a bucket of the given scale: inf, -inf and NaN have their
 // own codes; a finite x codes clamp(rint(x / scale), -126, 126), or 0 when the
 // scale is 0. (Clamping before rounding gives the same integer: the bounds
-// are integers and rint is monotonic.)
-SR_HD inline std::int8_t quant8_code(float x, float scale) {
+// are integers and rint is monotonic.) Stochastic `rounding` rounds the
+// clamped x / scale with value i's draw instead (kernels/rounding.h).
+SR_HD inline std::int8_t quant8_code(float x, float scale, const Rounding& rounding = {},
+                                     std::uint64_t i = 0) {
   const std::uint32_t u = float_bits(x);
   if (!is_finite_bits(u)) {
     if (is_nan_bits(u)) return kQuant8Nan;
@@ -67,6 +70,8 @@ SR_HD inline std::int8_t quant8_code(float x, float scale) {
   constexpr float kMax = static_cast<float>(kQuant8MaxCode);
   float r = x / scale;
   r = r < -kMax ? -kMax : r > kMax ? kMax : r;
+  if (rounding.stochastic)
+    return static_cast<std::int8_t>(stochastic_round(r, rounding_draw(rounding, i)));
   return static_cast<std::int8_t>(quant8_round(r));
 }
 

@@ -42,8 +42,9 @@ void for_each_bucket(std::size_t n, std::size_t bucket, int bits, Fn fn) {
   }
 }
 
+// `rounding`: the bucket's, from its first value.
 using CompressBucket = float (*)(const float* in, float* res, std::size_t len, int bits,
-                                 std::uint8_t* codes);
+                                 std::uint8_t* codes, const Rounding& rounding);
 using DecodeBucket = void (*)(const std::uint8_t* codes, std::size_t len, int bits, float stored,
                               float* out);
 
@@ -54,7 +55,7 @@ inline float acc_at(const float* in, const float* res, std::size_t i) {
 }
 
 float compress_bucket_scalar(const float* in, float* res, std::size_t len, int bits,
-                             std::uint8_t* codes) {
+                             std::uint8_t* codes, const Rounding& rounding) {
   std::uint32_t max_bits = 0;
   bool marked = false;
   for (std::size_t i = 0; i < len; ++i) {
@@ -67,7 +68,7 @@ float compress_bucket_scalar(const float* in, float* res, std::size_t len, int b
   std::memset(codes, 0, code_bytes(len, bits));
   for (std::size_t i = 0; i < len; ++i) {
     const float acc = acc_at(in, res, i);
-    const int q = quant_packed_code(acc, step, top, bits);
+    const int q = quant_packed_code(acc, step, top, bits, rounding, i);
     const std::size_t bit = i * static_cast<std::size_t>(bits);
     codes[bit / 8] |= static_cast<std::uint8_t>(quant_packed_field(q, bits) << (bit % 8));
     if (res) res[i] = residual_after(acc, quant_packed_decode(q, max, step, top, marked, bits));
@@ -103,13 +104,14 @@ using simd::replace8;
 
 // quant_packed_code for 8 lanes, as 32-bit integers.
 template <int Bits>
-SR_AVX2 __m256i code8(__m256 acc, __m256 scale, bool zero_scale, int top) {
+SR_AVX2 __m256i code8(__m256 acc, __m256 scale, bool zero_scale, int top, const Rounding& rounding,
+                      std::size_t i) {
   __m256i q = _mm256_setzero_si256();
   if (!zero_scale) {
     const __m256 limit = _mm256_set1_ps(static_cast<float>(top));
     __m256 r = _mm256_div_ps(acc, scale);
     r = _mm256_min_ps(_mm256_max_ps(r, _mm256_sub_ps(_mm256_setzero_ps(), limit)), limit);
-    q = _mm256_cvtps_epi32(_mm256_round_ps(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    q = simd::round8(r, rounding, i);
   }
   return simd::with_special_codes8(q, acc, top + 1, -(top + 1), quant_packed_nan_code(Bits));
 }
@@ -143,7 +145,7 @@ SR_AVX2 __m256i load_codes8(const std::uint8_t* codes, std::size_t t) {
 
 template <int Bits, bool R>
 SR_AVX2_ENTRY float compress_bucket_avx2(const float* in, float* res, std::size_t len,
-                                         std::uint8_t* codes) {
+                                         std::uint8_t* codes, const Rounding& rounding) {
   const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
   __m256i max = _mm256_setzero_si256(), infs = _mm256_setzero_si256();
   for (std::size_t i = 0; i < len; i += 8) {
@@ -165,7 +167,7 @@ SR_AVX2_ENTRY float compress_bucket_avx2(const float* in, float* res, std::size_
     const std::size_t t = std::min<std::size_t>(8, len - i);
     const __m256i mask = lanes8(t);
     const __m256 acc = acc8<R>(in + i, R ? res + i : nullptr, mask, t == 8);
-    const __m256i q = code8<Bits>(acc, vstep, step == 0.0f, top);
+    const __m256i q = code8<Bits>(acc, vstep, step == 0.0f, top, rounding, i);
     store_codes8<Bits>(codes + i * Bits / 8, q, t);
     if constexpr (R) {
       const __m256 sent = decode8<Bits>(q, bucket_max, vstep, top, marked);
@@ -177,13 +179,13 @@ SR_AVX2_ENTRY float compress_bucket_avx2(const float* in, float* res, std::size_
 }
 
 float compress_bucket_avx2_any(const float* in, float* res, std::size_t len, int bits,
-                               std::uint8_t* codes) {
+                               std::uint8_t* codes, const Rounding& rounding) {
   if (bits == 4) {
-    return res ? compress_bucket_avx2<4, true>(in, res, len, codes)
-               : compress_bucket_avx2<4, false>(in, nullptr, len, codes);
+    return res ? compress_bucket_avx2<4, true>(in, res, len, codes, rounding)
+               : compress_bucket_avx2<4, false>(in, nullptr, len, codes, rounding);
   }
-  return res ? compress_bucket_avx2<2, true>(in, res, len, codes)
-             : compress_bucket_avx2<2, false>(in, nullptr, len, codes);
+  return res ? compress_bucket_avx2<2, true>(in, res, len, codes, rounding)
+             : compress_bucket_avx2<2, false>(in, nullptr, len, codes, rounding);
 }
 
 template <int Bits, bool Add>
@@ -218,12 +220,14 @@ void decode_bucket_avx2_any(const std::uint8_t* codes, std::size_t len, int bits
 // -------------------------------------------------------------- dispatch ----
 
 void compress_with(CompressBucket fn, const float* in, float* res, std::size_t n,
-                   std::size_t bucket, int bits, void* out) {
+                   std::size_t bucket, int bits, void* out, const Rounding& rounding) {
   auto* bytes = static_cast<std::uint8_t*>(out);
-  for_each_bucket(
-      n, bucket, bits, [&](std::size_t j, std::size_t first, std::size_t len, std::size_t offset) {
-        store_scale(out, j, fn(in + first, res ? res + first : nullptr, len, bits, bytes + offset));
-      });
+  for_each_bucket(n, bucket, bits,
+                  [&](std::size_t j, std::size_t first, std::size_t len, std::size_t offset) {
+                    store_scale(out, j,
+                                fn(in + first, res ? res + first : nullptr, len, bits,
+                                   bytes + offset, rounding.at(first)));
+                  });
 }
 
 void decode_with(DecodeBucket fn, const void* block, std::size_t n, std::size_t bucket, int bits,
@@ -248,9 +252,9 @@ std::size_t quant_packed_bytes(std::size_t n, std::size_t bucket, int bits) {
 }
 
 void quant_packed_compress(const float* in, float* residual, std::size_t n, std::size_t bucket,
-                           int bits, void* out, Isa isa) {
+                           int bits, void* out, Isa isa, const Rounding& rounding) {
   compress_with(pick_isa<CompressBucket>(isa, &compress_bucket_scalar, &compress_bucket_avx2_any),
-                in, residual, n, bucket, bits, out);
+                in, residual, n, bucket, bits, out, rounding);
 }
 
 void quant_packed_decompress(const void* block, std::size_t n, std::size_t bucket, int bits,

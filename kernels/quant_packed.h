@@ -38,6 +38,7 @@
 #include <cstdint>
 
 #include "kernels/cast.h"
+#include "kernels/rounding.h"
 
 namespace slimreduce::kernels {
 
@@ -52,9 +53,11 @@ std::size_t quant_packed_bytes(std::size_t n, std::size_t bucket, int bits);
 // acc[i] = add_nan_first(in[i], residual[i]) (in[i] when residual == nullptr),
 // coded into out (quant_packed_bytes bytes). With residual:
 // residual[i] = residual_after(acc[i], decoded[i]) (0 where the decoded value
-// is not finite). n == 0 writes nothing.
+// is not finite). n == 0 writes nothing. `rounding`: to nearest, or
+// stochastic from its key (kernels/rounding.h).
 void quant_packed_compress(const float* in, float* residual, std::size_t n, std::size_t bucket,
-                           int bits, void* out, Isa isa = best_isa());
+                           int bits, void* out, Isa isa = best_isa(),
+                           const Rounding& rounding = {});
 
 // out[i] = the decoded value i of a block of n values.
 void quant_packed_decompress(const void* block, std::size_t n, std::size_t bucket, int bits,

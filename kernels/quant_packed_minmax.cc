@@ -50,8 +50,9 @@ void for_each_bucket(std::size_t n, std::size_t bucket, int bits, Fn fn) {
   }
 }
 
+// `rounding`: the bucket's, from its first value.
 using CompressBucket = PackedMinmax (*)(const float* in, float* res, std::size_t len, int bits,
-                                        std::uint8_t* codes);
+                                        std::uint8_t* codes, const Rounding& rounding);
 using DecodeBucket = void (*)(const std::uint8_t* codes, std::size_t len, int bits,
                               const PackedMinmax& p, float* out);
 
@@ -62,7 +63,7 @@ inline float acc_at(const float* in, const float* res, std::size_t i) {
 }
 
 PackedMinmax compress_bucket_scalar(const float* in, float* res, std::size_t len, int bits,
-                                    std::uint8_t* codes) {
+                                    std::uint8_t* codes, const Rounding& rounding) {
   std::int32_t lo = kMinmaxNoLo, hi = kMinmaxNoHi;
   bool marked = false;
   for (std::size_t i = 0; i < len; ++i) {
@@ -75,7 +76,7 @@ PackedMinmax compress_bucket_scalar(const float* in, float* res, std::size_t len
   std::memset(codes, 0, code_bytes(len, bits));
   for (std::size_t i = 0; i < len; ++i) {
     const float acc = acc_at(in, res, i);
-    const int c = packed_minmax_code(acc, p, bits);
+    const int c = packed_minmax_code(acc, p, bits, rounding, i);
     const std::size_t bit = i * static_cast<std::size_t>(bits);
     codes[bit / 8] |= static_cast<std::uint8_t>(c << (bit % 8));
     if (res) res[i] = residual_after(acc, packed_minmax_decode(c, p, bits));
@@ -116,13 +117,13 @@ SR_AVX2 std::int32_t lane_max(__m256i v) {
 
 // packed_minmax_code for 8 lanes, as 32-bit integers.
 template <int Bits>
-SR_AVX2 __m256i code8(__m256 acc, const PackedMinmax& p) {
+SR_AVX2 __m256i code8(__m256 acc, const PackedMinmax& p, const Rounding& rounding, std::size_t i) {
   __m256i q = _mm256_setzero_si256();
   if (p.step != 0.0f) {
     __m256 r = _mm256_div_ps(_mm256_sub_ps(acc, _mm256_set1_ps(p.lo)), _mm256_set1_ps(p.step));
     r = _mm256_min_ps(_mm256_max_ps(r, _mm256_setzero_ps()),
                       _mm256_set1_ps(static_cast<float>(p.top)));
-    q = _mm256_cvtps_epi32(_mm256_round_ps(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    q = simd::round8(r, rounding, i);
   }
   return simd::with_special_codes8(q, acc, p.top + 2, p.top + 1, packed_minmax_nan_code(Bits));
 }
@@ -144,7 +145,7 @@ SR_AVX2 __m256 decode8(__m256i q, const PackedMinmax& p) {
 
 template <int Bits, bool R>
 SR_AVX2_ENTRY PackedMinmax compress_bucket_avx2(const float* in, float* res, std::size_t len,
-                                                std::uint8_t* codes) {
+                                                std::uint8_t* codes, const Rounding& rounding) {
   const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
   const __m256i no_lo = _mm256_set1_epi32(kMinmaxNoLo), no_hi = _mm256_set1_epi32(kMinmaxNoHi);
   __m256i lo = no_lo, hi = no_hi, infs = _mm256_setzero_si256();
@@ -167,7 +168,7 @@ SR_AVX2_ENTRY PackedMinmax compress_bucket_avx2(const float* in, float* res, std
     const __m256i mask = lanes8(t);
     const __m256 acc = acc8<R>(in + i, R ? res + i : nullptr, mask, t == 8);
     // The lanes past t code 0: the unused high bits of a bucket's last byte.
-    const __m256i q = _mm256_and_si256(code8<Bits>(acc, p), mask);
+    const __m256i q = _mm256_and_si256(code8<Bits>(acc, p, rounding, i), mask);
     packed::store_codes8<Bits>(codes + i * Bits / 8, q, t);
     if constexpr (R) {
       const __m256 sent = decode8<Bits>(q, p);
@@ -179,13 +180,13 @@ SR_AVX2_ENTRY PackedMinmax compress_bucket_avx2(const float* in, float* res, std
 }
 
 PackedMinmax compress_bucket_avx2_any(const float* in, float* res, std::size_t len, int bits,
-                                      std::uint8_t* codes) {
+                                      std::uint8_t* codes, const Rounding& rounding) {
   if (bits == 4) {
-    return res ? compress_bucket_avx2<4, true>(in, res, len, codes)
-               : compress_bucket_avx2<4, false>(in, nullptr, len, codes);
+    return res ? compress_bucket_avx2<4, true>(in, res, len, codes, rounding)
+               : compress_bucket_avx2<4, false>(in, nullptr, len, codes, rounding);
   }
-  return res ? compress_bucket_avx2<2, true>(in, res, len, codes)
-             : compress_bucket_avx2<2, false>(in, nullptr, len, codes);
+  return res ? compress_bucket_avx2<2, true>(in, res, len, codes, rounding)
+             : compress_bucket_avx2<2, false>(in, nullptr, len, codes, rounding);
 }
 
 template <int Bits, bool Add>
@@ -215,12 +216,14 @@ void decode_bucket_avx2_any(const std::uint8_t* codes, std::size_t len, int bits
 // -------------------------------------------------------------- dispatch ----
 
 void compress_with(CompressBucket fn, const float* in, float* res, std::size_t n,
-                   std::size_t bucket, int bits, void* out) {
+                   std::size_t bucket, int bits, void* out, const Rounding& rounding) {
   auto* bytes = static_cast<std::uint8_t*>(out);
-  for_each_bucket(
-      n, bucket, bits, [&](std::size_t j, std::size_t first, std::size_t len, std::size_t offset) {
-        store_pair(out, j, fn(in + first, res ? res + first : nullptr, len, bits, bytes + offset));
-      });
+  for_each_bucket(n, bucket, bits,
+                  [&](std::size_t j, std::size_t first, std::size_t len, std::size_t offset) {
+                    store_pair(out, j,
+                               fn(in + first, res ? res + first : nullptr, len, bits,
+                                  bytes + offset, rounding.at(first)));
+                  });
 }
 
 void decode_with(DecodeBucket fn, const void* block, std::size_t n, std::size_t bucket, int bits,
@@ -241,9 +244,10 @@ std::size_t quant_packed_minmax_bytes(std::size_t n, std::size_t bucket, int bit
 }
 
 void quant_packed_minmax_compress(const float* in, float* residual, std::size_t n,
-                                  std::size_t bucket, int bits, void* out, Isa isa) {
+                                  std::size_t bucket, int bits, void* out, Isa isa,
+                                  const Rounding& rounding) {
   compress_with(pick_isa<CompressBucket>(isa, &compress_bucket_scalar, &compress_bucket_avx2_any),
-                in, residual, n, bucket, bits, out);
+                in, residual, n, bucket, bits, out, rounding);
 }
 
 void quant_packed_minmax_decompress(const void* block, std::size_t n, std::size_t bucket, int bits,

@@ -53,6 +53,7 @@
 #include <cstdint>
 
 #include "kernels/cast.h"
+#include "kernels/rounding.h"
 
 namespace slimreduce::kernels {
 
@@ -62,8 +63,10 @@ std::size_t quant_packed_minmax_bytes(std::size_t n, std::size_t bucket, int bit
 // As quant_packed_compress: acc[i] = add_nan_first(in[i], residual[i])
 // (in[i] when residual == nullptr), coded into out; with residual,
 // residual[i] = residual_after(acc[i], decoded[i]). n == 0 writes nothing.
+// `rounding`: to nearest, or stochastic from its key (kernels/rounding.h).
 void quant_packed_minmax_compress(const float* in, float* residual, std::size_t n,
-                                  std::size_t bucket, int bits, void* out, Isa isa = best_isa());
+                                  std::size_t bucket, int bits, void* out, Isa isa = best_isa(),
+                                  const Rounding& rounding = {});
 
 // out[i] = the decoded value i of a block of n values.
 void quant_packed_minmax_decompress(const void* block, std::size_t n, std::size_t bucket, int bits,

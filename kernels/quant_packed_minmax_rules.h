@@ -94,8 +94,10 @@ SR_HD inline PackedMinmax packed_minmax_load(float a, float b, int bits) {
 // codes top + 1 and top + 2 (only in a marked bucket, which every bucket
 // holding an inf is), a finite x clamp(rint((x - lo) / step), 0, top), or 0
 // in a flat bucket. (x - lo overflows only in a clipped bucket, to +inf,
-// which clamps to top as it should.)
-SR_HD inline int packed_minmax_code(float x, const PackedMinmax& p, int bits) {
+// which clamps to top as it should.) Stochastic `rounding` rounds the
+// clamped (x - lo) / step with value i's draw instead (kernels/rounding.h).
+SR_HD inline int packed_minmax_code(float x, const PackedMinmax& p, int bits,
+                                    const Rounding& rounding = {}, std::uint64_t i = 0) {
   const std::uint32_t u = float_bits(x);
   if (!is_finite_bits(u)) {
     if (is_nan_bits(u)) return packed_minmax_nan_code(bits);
@@ -105,7 +107,7 @@ SR_HD inline int packed_minmax_code(float x, const PackedMinmax& p, int bits) {
   const float limit = static_cast<float>(p.top);
   float r = (x - p.lo) / p.step;
   r = r < 0.0f ? 0.0f : r > limit ? limit : r;
-  return quant8_round(r);
+  return rounding.stochastic ? stochastic_round(r, rounding_draw(rounding, i)) : quant8_round(r);
 }
 
 // The value of code c: the quiet NaN, -inf and +inf in a marked bucket, lo

@@ -54,8 +54,10 @@ SR_HD inline float quant_packed_unsigned(float stored) {
 // The code of x (an integer in [-2^(bits-1), 2^(bits-1) - 1]): NaN its own
 // code, +-inf the codes +-(top + 1) (only in a marked bucket, which every
 // bucket holding an inf is), a finite x clamp(rint(x / step), -top, top), or
-// 0 when the step is 0.
-SR_HD inline int quant_packed_code(float x, float step, int top, int bits) {
+// 0 when the step is 0. Stochastic `rounding` rounds the clamped x / step
+// with value i's draw instead (kernels/rounding.h).
+SR_HD inline int quant_packed_code(float x, float step, int top, int bits,
+                                   const Rounding& rounding = {}, std::uint64_t i = 0) {
   const std::uint32_t u = float_bits(x);
   if (!is_finite_bits(u)) {
     if (is_nan_bits(u)) return quant_packed_nan_code(bits);
@@ -65,7 +67,7 @@ SR_HD inline int quant_packed_code(float x, float step, int top, int bits) {
   const float limit = static_cast<float>(top);
   float r = x / step;
   r = r < -limit ? -limit : r > limit ? limit : r;
-  return quant8_round(r);
+  return rounding.stochastic ? stochastic_round(r, rounding_draw(rounding, i)) : quant8_round(r);
 }
 
 // The value of code q: the quiet NaN, +-inf in a marked bucket, +-m itself for

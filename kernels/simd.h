@@ -7,6 +7,9 @@
 #include <immintrin.h>
 
 #include <cstddef>
+#include <cstdint>
+
+#include "kernels/rounding.h"
 
 // Helpers inline into an entry point compiled for the same ISA; entry points
 // are only called once best_isa() has found the ISA on this CPU.
@@ -84,7 +87,93 @@ SR_AVX2 __m256 replace8(__m256 v, __m256i q, int code, std::uint32_t bits) {
                           _mm256_castsi256_ps(where));
 }
 
+// mix32 (kernels/rounding.h) of 8 lanes.
+SR_AVX2 __m256i mix32x8(__m256i x) {
+  x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+  x = _mm256_mullo_epi32(x, _mm256_set1_epi32(0x7feb352d));
+  x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 15));
+  x = _mm256_mullo_epi32(x, _mm256_set1_epi32(static_cast<int>(0x846ca68bu)));
+  return _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+}
+
+// rounding_draw of values i .. i + 7 (elements first + i on, a carry into
+// the high word where the low one wraps).
+SR_AVX2 __m256i draws8(const Rounding& rounding, std::uint64_t i) {
+  const std::uint64_t e = rounding.first + i;
+  const __m256i sign = _mm256_set1_epi32(static_cast<int>(0x80000000u));
+  const __m256i lo0 = _mm256_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(e)));
+  const __m256i lo = _mm256_add_epi32(lo0, _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  const __m256i wrapped =
+      _mm256_cmpgt_epi32(_mm256_xor_si256(lo0, sign), _mm256_xor_si256(lo, sign));
+  const __m256i hi =
+      _mm256_sub_epi32(_mm256_set1_epi32(static_cast<int>(e >> 32)), wrapped);  // -1: a carry
+  const __m256i k0 = _mm256_set1_epi32(static_cast<int>(rounding.k0));
+  const __m256i k1 = _mm256_set1_epi32(static_cast<int>(rounding.k1));
+  return mix32x8(_mm256_xor_si256(_mm256_xor_si256(mix32x8(_mm256_xor_si256(lo, k0)), hi), k1));
+}
+
+// r (|r| < 2^31) rounded as `rounding` says, values i .. i + 7: to nearest
+// (ties to even, as the scalar rules' rint), or stochastic_round's bits.
+SR_AVX2 __m256i round8(__m256 r, const Rounding& rounding, std::uint64_t i) {
+  if (!rounding.stochastic)
+    return _mm256_cvtps_epi32(_mm256_round_ps(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  const __m256 f = _mm256_round_ps(r, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  const __m256 frac = _mm256_sub_ps(r, f);
+  const __m256i u = _mm256_srli_epi32(draws8(rounding, i), 9);
+  const __m256 threshold =
+      _mm256_cvtepi32_ps(_mm256_or_si256(_mm256_slli_epi32(u, 1), _mm256_set1_epi32(1)));
+  const __m256 drawn = _mm256_and_ps(
+      _mm256_cmp_ps(frac, _mm256_set1_ps(kRoundingSnap), _CMP_GE_OQ),
+      _mm256_cmp_ps(threshold, _mm256_mul_ps(frac, _mm256_set1_ps(kRoundingScale)), _CMP_LT_OQ));
+  const __m256 up =
+      _mm256_or_ps(drawn, _mm256_cmp_ps(frac, _mm256_set1_ps(1.0f - kRoundingSnap), _CMP_GT_OQ));
+  return _mm256_sub_epi32(_mm256_cvttps_epi32(f), _mm256_castps_si256(up));  // up: -1
+}
+
 SR_AVX512_WARNINGS_OFF
+
+// mix32 of 16 lanes.
+SR_AVX512 __m512i mix32x16(__m512i x) {
+  x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
+  x = _mm512_mullo_epi32(x, _mm512_set1_epi32(0x7feb352d));
+  x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 15));
+  x = _mm512_mullo_epi32(x, _mm512_set1_epi32(static_cast<int>(0x846ca68bu)));
+  return _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
+}
+
+// rounding_draw of values i .. i + 15.
+SR_AVX512 __m512i draws16(const Rounding& rounding, std::uint64_t i) {
+  const std::uint64_t e = rounding.first + i;
+  const __m512i lo0 = _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(e)));
+  const __m512i lo = _mm512_add_epi32(
+      lo0, _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  const __mmask16 wrapped = _mm512_cmplt_epu32_mask(lo, lo0);
+  const __m512i hi =
+      _mm512_mask_add_epi32(_mm512_set1_epi32(static_cast<int>(e >> 32)), wrapped,
+                            _mm512_set1_epi32(static_cast<int>(e >> 32)), _mm512_set1_epi32(1));
+  const __m512i k0 = _mm512_set1_epi32(static_cast<int>(rounding.k0));
+  const __m512i k1 = _mm512_set1_epi32(static_cast<int>(rounding.k1));
+  return mix32x16(_mm512_xor_si512(_mm512_xor_si512(mix32x16(_mm512_xor_si512(lo, k0)), hi), k1));
+}
+
+// r (|r| < 2^31) rounded as `rounding` says, values i .. i + 15.
+SR_AVX512 __m512i round16(__m512 r, const Rounding& rounding, std::uint64_t i) {
+  if (!rounding.stochastic)
+    return _mm512_cvt_roundps_epi32(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_roundscale_ps(r, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  const __m512 frac = _mm512_sub_ps(r, f);
+  const __m512i u = _mm512_srli_epi32(draws16(rounding, i), 9);
+  const __m512 threshold =
+      _mm512_cvtepi32_ps(_mm512_or_si512(_mm512_slli_epi32(u, 1), _mm512_set1_epi32(1)));
+  const __mmask16 drawn =
+      _mm512_cmp_ps_mask(frac, _mm512_set1_ps(kRoundingSnap), _CMP_GE_OQ) &
+      _mm512_cmp_ps_mask(threshold, _mm512_mul_ps(frac, _mm512_set1_ps(kRoundingScale)),
+                         _CMP_LT_OQ);
+  const __mmask16 up =
+      drawn | _mm512_cmp_ps_mask(frac, _mm512_set1_ps(1.0f - kRoundingSnap), _CMP_GT_OQ);
+  const __m512i whole = _mm512_cvttps_epi32(f);
+  return _mm512_mask_add_epi32(whole, up, whole, _mm512_set1_epi32(1));
+}
 
 // add_nan_first for 16 lanes.
 SR_AVX512 __m512 add_nan_first16(__m512 a, __m512 b) {

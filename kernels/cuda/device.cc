@@ -41,8 +41,8 @@ int unpack_batch(HalfFormat format, const void* fused, const UnpackItem* items, 
   return cuda::unpack_batch(half(format), fused, items, count, divisor, as_stream(stream));
 }
 int quant8_compress(const float* in, float* residual, std::size_t n, std::size_t bucket, void* out,
-                    void* stream) {
-  return cuda::quant8_compress(in, residual, n, bucket, out, as_stream(stream));
+                    void* stream, const Rounding& rounding) {
+  return cuda::quant8_compress(in, residual, n, bucket, out, as_stream(stream), rounding);
 }
 int quant8_decompress(const void* block, std::size_t n, std::size_t bucket, float* out, int divisor,
                       void* stream) {
@@ -56,8 +56,8 @@ int fixed_order_norm(const float* v, std::size_t n, double* norm, void* scratch,
   return cuda::fixed_order_norm(v, n, norm, scratch, as_stream(stream));
 }
 int quant8_minmax_compress(const float* in, float* residual, std::size_t n, std::size_t bucket,
-                           void* out, void* stream) {
-  return cuda::quant8_minmax_compress(in, residual, n, bucket, out, as_stream(stream));
+                           void* out, void* stream, const Rounding& rounding) {
+  return cuda::quant8_minmax_compress(in, residual, n, bucket, out, as_stream(stream), rounding);
 }
 int quant8_minmax_decompress(const void* block, std::size_t n, std::size_t bucket, float* out,
                              int divisor, void* stream) {
@@ -68,8 +68,9 @@ int quant8_minmax_accumulate(const void* block, std::size_t n, std::size_t bucke
   return cuda::quant8_minmax_accumulate(block, n, bucket, dense, as_stream(stream));
 }
 int quant_packed_compress(const float* in, float* residual, std::size_t n, std::size_t bucket,
-                          int bits, void* out, void* stream) {
-  return cuda::quant_packed_compress(in, residual, n, bucket, bits, out, as_stream(stream));
+                          int bits, void* out, void* stream, const Rounding& rounding) {
+  return cuda::quant_packed_compress(in, residual, n, bucket, bits, out, as_stream(stream),
+                                     rounding);
 }
 int quant_packed_decompress(const void* block, std::size_t n, std::size_t bucket, int bits,
                             float* out, int divisor, void* stream) {
@@ -80,8 +81,10 @@ int quant_packed_accumulate(const void* block, std::size_t n, std::size_t bucket
   return cuda::quant_packed_accumulate(block, n, bucket, bits, dense, as_stream(stream));
 }
 int quant_packed_minmax_compress(const float* in, float* residual, std::size_t n,
-                                 std::size_t bucket, int bits, void* out, void* stream) {
-  return cuda::quant_packed_minmax_compress(in, residual, n, bucket, bits, out, as_stream(stream));
+                                 std::size_t bucket, int bits, void* out, void* stream,
+                                 const Rounding& rounding) {
+  return cuda::quant_packed_minmax_compress(in, residual, n, bucket, bits, out, as_stream(stream),
+                                            rounding);
 }
 int quant_packed_minmax_decompress(const void* block, std::size_t n, std::size_t bucket, int bits,
                                    float* out, int divisor, void* stream) {

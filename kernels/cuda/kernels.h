@@ -15,6 +15,7 @@
 
 #include "kernels/low_rank.h"
 #include "kernels/pack.h"
+#include "kernels/rounding.h"
 
 namespace slimreduce::kernels::cuda {
 
@@ -55,7 +56,7 @@ cudaError_t unpack_batch(Elem fused_type, const void* fused, const UnpackItem* i
 // the CPU twin. bucket 0 (or a divisor below 1) is cudaErrorInvalidValue, with
 // nothing launched; n == 0 launches nothing.
 cudaError_t quant8_compress(const float* in, float* residual, std::size_t n, std::size_t bucket,
-                            void* out, cudaStream_t stream);
+                            void* out, cudaStream_t stream, const Rounding& rounding = {});
 // out[i] = decoded[i] / divisor (divide_keeping_nan; divisor 1 divides nothing).
 cudaError_t quant8_decompress(const void* block, std::size_t n, std::size_t bucket, float* out,
                               int divisor, cudaStream_t stream);
@@ -75,7 +76,8 @@ cudaError_t fixed_order_norm(const float* v, std::size_t n, double* norm, void* 
 // Blocks as kernels/quant8_minmax.h lays them out, at any address; the same
 // bits as the CPU twin; the same answers for bucket 0, a divisor below 1, n == 0.
 cudaError_t quant8_minmax_compress(const float* in, float* residual, std::size_t n,
-                                   std::size_t bucket, void* out, cudaStream_t stream);
+                                   std::size_t bucket, void* out, cudaStream_t stream,
+                                   const Rounding& rounding = {});
 cudaError_t quant8_minmax_decompress(const void* block, std::size_t n, std::size_t bucket,
                                      float* out, int divisor, cudaStream_t stream);
 cudaError_t quant8_minmax_accumulate(const void* block, std::size_t n, std::size_t bucket,
@@ -88,7 +90,8 @@ cudaError_t quant8_minmax_accumulate(const void* block, std::size_t n, std::size
 // (divide_keeping_nan; 1 divides nothing). cudaErrorInvalidValue for bucket
 // 0, another width or a divisor below 1; nothing enqueued for n == 0.
 cudaError_t quant_packed_compress(const float* in, float* residual, std::size_t n,
-                                  std::size_t bucket, int bits, void* out, cudaStream_t stream);
+                                  std::size_t bucket, int bits, void* out, cudaStream_t stream,
+                                  const Rounding& rounding = {});
 cudaError_t quant_packed_decompress(const void* block, std::size_t n, std::size_t bucket, int bits,
                                     float* out, int divisor, cudaStream_t stream);
 cudaError_t quant_packed_accumulate(const void* block, std::size_t n, std::size_t bucket, int bits,
@@ -99,7 +102,7 @@ cudaError_t quant_packed_accumulate(const void* block, std::size_t n, std::size_
 
 cudaError_t quant_packed_minmax_compress(const float* in, float* residual, std::size_t n,
                                          std::size_t bucket, int bits, void* out,
-                                         cudaStream_t stream);
+                                         cudaStream_t stream, const Rounding& rounding = {});
 cudaError_t quant_packed_minmax_decompress(const void* block, std::size_t n, std::size_t bucket,
                                            int bits, float* out, int divisor, cudaStream_t stream);
 cudaError_t quant_packed_minmax_accumulate(const void* block, std::size_t n, std::size_t bucket,

@@ -29,7 +29,7 @@ __device__ inline std::size_t end_of(const Layout& l, std::size_t first) {
 
 template <int G>
 __global__ void __launch_bounds__(kBlock)
-    compress_kernel(const float* in, float* res, Layout l, unsigned char* out) {
+    compress_kernel(const float* in, float* res, Layout l, unsigned char* out, Rounding rounding) {
   auto* codes = reinterpret_cast<std::int8_t*>(out + 4 * l.buckets);
   for_each_bucket<G>(l.buckets, [&](std::size_t j, unsigned rank) {
     const std::size_t first = j * l.bucket, last = end_of(l, first);
@@ -41,7 +41,7 @@ __global__ void __launch_bounds__(kBlock)
     if (rank == 0) store_scale(out, j, scale);
     for (std::size_t i = first + rank; i < last; i += G) {
       const float acc = acc_at(in, res, i);
-      const std::int8_t q = quant8_code(acc, scale);
+      const std::int8_t q = quant8_code(acc, scale, rounding, i);
       codes[i] = q;
       if (res) res[i] = residual_after(acc, quant8_decode(q, scale));
     }
@@ -72,15 +72,15 @@ cudaError_t launch(Kernel kernel, const Layout& l, cudaStream_t stream, Args... 
 }  // namespace
 
 cudaError_t quant8_compress(const float* in, float* residual, std::size_t n, std::size_t bucket,
-                            void* out, cudaStream_t stream) {
+                            void* out, cudaStream_t stream, const Rounding& rounding) {
   if (bucket == 0) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   const Layout l = layout_of(n, bucket);
   auto* block = static_cast<unsigned char*>(out);
   if (bucket <= kWarpBucketMax) {
-    return launch<kWarp>(compress_kernel<kWarp>, l, stream, in, residual, l, block);
+    return launch<kWarp>(compress_kernel<kWarp>, l, stream, in, residual, l, block, rounding);
   }
-  return launch<kBlock>(compress_kernel<kBlock>, l, stream, in, residual, l, block);
+  return launch<kBlock>(compress_kernel<kBlock>, l, stream, in, residual, l, block, rounding);
 }
 
 cudaError_t quant8_decompress(const void* block, std::size_t n, std::size_t bucket, float* out,

@@ -74,7 +74,7 @@ __device__ inline Keys group_keys(Keys k) {
 
 template <int G>
 __global__ void __launch_bounds__(kBlock)
-    compress_kernel(const float* in, float* res, Layout l, unsigned char* out) {
+    compress_kernel(const float* in, float* res, Layout l, unsigned char* out, Rounding rounding) {
   std::uint8_t* codes = out + 8 * l.buckets;
   for_each_bucket<G>(l.buckets, [&](std::size_t j, unsigned rank) {
     const std::size_t first = j * l.bucket, last = end_of(l, first);
@@ -85,14 +85,14 @@ __global__ void __launch_bounds__(kBlock)
       k.hi = max(k.hi, minmax_hi_key(acc));
     }
     k = group_keys<G>(k);
-    const MinmaxParams p = minmax_params(k.lo, k.hi);
+    const MinmaxParams p = minmax_params(k.lo, k.hi, rounding.stochastic);
     if (rank == 0) {
       store_float(out + 8 * j, p.step);
       store_float(out + 8 * j + 4, p.offset);
     }
     for (std::size_t i = first + rank; i < last; i += G) {
       const float acc = acc_at(in, res, i);
-      const std::uint8_t c = minmax_code(acc, p);
+      const std::uint8_t c = minmax_code(acc, p, rounding, i);
       codes[i] = c;
       if (res) res[i] = residual_after(acc, minmax_decode(c, p.step, p.offset));
     }
@@ -123,15 +123,16 @@ cudaError_t launch(Kernel kernel, const Layout& l, cudaStream_t stream, Args... 
 }  // namespace
 
 cudaError_t quant8_minmax_compress(const float* in, float* residual, std::size_t n,
-                                   std::size_t bucket, void* out, cudaStream_t stream) {
+                                   std::size_t bucket, void* out, cudaStream_t stream,
+                                   const Rounding& rounding) {
   if (bucket == 0) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   const Layout l = layout_of(n, bucket);
   auto* block = static_cast<unsigned char*>(out);
   if (bucket <= kWarpBucketMax) {
-    return launch<kWarp>(compress_kernel<kWarp>, l, stream, in, residual, l, block);
+    return launch<kWarp>(compress_kernel<kWarp>, l, stream, in, residual, l, block, rounding);
   }
-  return launch<kBlock>(compress_kernel<kBlock>, l, stream, in, residual, l, block);
+  return launch<kBlock>(compress_kernel<kBlock>, l, stream, in, residual, l, block, rounding);
 }
 
 cudaError_t quant8_minmax_decompress(const void* block, std::size_t n, std::size_t bucket,

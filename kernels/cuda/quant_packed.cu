@@ -20,7 +20,7 @@ using namespace detail;
 
 template <int G>
 __global__ void __launch_bounds__(kBlock)
-    compress_kernel(const float* in, float* res, Layout l, unsigned char* out) {
+    compress_kernel(const float* in, float* res, Layout l, unsigned char* out, Rounding rounding) {
   const int per_byte = 8 / l.bits;
   for_each_bucket<G>(l.buckets, [&](std::size_t j, unsigned rank) {
     const std::size_t first = j * l.bucket, last = end_of(l, first);
@@ -43,7 +43,7 @@ __global__ void __launch_bounds__(kBlock)
         const std::size_t i = first + b * per_byte + k;
         if (i >= last) break;
         const float acc = acc_at(in, res, i);
-        const int q = quant_packed_code(acc, step, top, l.bits);
+        const int q = quant_packed_code(acc, step, top, l.bits, rounding, i);
         byte |= quant_packed_field(q, l.bits) << (k * l.bits);
         if (res) res[i] = residual_after(acc, quant_packed_decode(q, m, step, top, marked, l.bits));
       }
@@ -84,15 +84,16 @@ bool valid_width(int bits) { return bits == 4 || bits == 2; }
 }  // namespace
 
 cudaError_t quant_packed_compress(const float* in, float* residual, std::size_t n,
-                                  std::size_t bucket, int bits, void* out, cudaStream_t stream) {
+                                  std::size_t bucket, int bits, void* out, cudaStream_t stream,
+                                  const Rounding& rounding) {
   if (bucket == 0 || !valid_width(bits)) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   const Layout l = layout_of(n, bucket, bits);
   auto* block = static_cast<unsigned char*>(out);
   if (bucket <= kWarpBucketMax) {
-    return launch<kWarp>(compress_kernel<kWarp>, l, stream, in, residual, l, block);
+    return launch<kWarp>(compress_kernel<kWarp>, l, stream, in, residual, l, block, rounding);
   }
-  return launch<kBlock>(compress_kernel<kBlock>, l, stream, in, residual, l, block);
+  return launch<kBlock>(compress_kernel<kBlock>, l, stream, in, residual, l, block, rounding);
 }
 
 cudaError_t quant_packed_decompress(const void* block, std::size_t n, std::size_t bucket, int bits,

@@ -29,7 +29,7 @@ __device__ inline std::int32_t signed_key(std::uint32_t key) {
 
 template <int G>
 __global__ void __launch_bounds__(kBlock)
-    compress_kernel(const float* in, float* res, Layout l, unsigned char* out) {
+    compress_kernel(const float* in, float* res, Layout l, unsigned char* out, Rounding rounding) {
   const int per_byte = 8 / l.bits;
   for_each_bucket<G>(l.buckets, [&](std::size_t j, unsigned rank) {
     const std::size_t first = j * l.bucket, last = end_of(l, first);
@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(kBlock)
         const std::size_t i = first + b * per_byte + k;
         if (i >= last) break;
         const float acc = acc_at(in, res, i);
-        const int c = packed_minmax_code(acc, p, l.bits);
+        const int c = packed_minmax_code(acc, p, l.bits, rounding, i);
         byte |= static_cast<unsigned>(c) << (k * l.bits);
         if (res) res[i] = residual_after(acc, packed_minmax_decode(c, p, l.bits));
       }
@@ -99,15 +99,15 @@ bool valid_width(int bits) { return bits == 4 || bits == 2; }
 
 cudaError_t quant_packed_minmax_compress(const float* in, float* residual, std::size_t n,
                                          std::size_t bucket, int bits, void* out,
-                                         cudaStream_t stream) {
+                                         cudaStream_t stream, const Rounding& rounding) {
   if (bucket == 0 || !valid_width(bits)) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   const Layout l = layout_of(n, bucket, bits);
   auto* block = static_cast<unsigned char*>(out);
   if (bucket <= kWarpBucketMax) {
-    return launch<kWarp>(compress_kernel<kWarp>, l, stream, in, residual, l, block);
+    return launch<kWarp>(compress_kernel<kWarp>, l, stream, in, residual, l, block, rounding);
   }
-  return launch<kBlock>(compress_kernel<kBlock>, l, stream, in, residual, l, block);
+  return launch<kBlock>(compress_kernel<kBlock>, l, stream, in, residual, l, block, rounding);
 }
 
 cudaError_t quant_packed_minmax_decompress(const void* block, std::size_t n, std::size_t bucket,

@@ -97,14 +97,14 @@ cudaError_t cast_accumulate(Elem format, const std::uint16_t* in, std::uint16_t*
 }
 
 cudaError_t quant8_compress(const float* in, float* residual, std::size_t n, std::size_t bucket,
-                            void* out, cudaStream_t stream) {
+                            void* out, cudaStream_t stream, const Rounding& rounding) {
   if (bucket == 0) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   sim::enqueue(stream, [=] {
     sim::require_device("quant8_compress in", in, n * 4);
     if (residual) sim::require_device("quant8_compress residual", residual, n * 4);
     sim::require_device("quant8_compress out", out, kernels::quant8_bytes(n, bucket));
-    kernels::quant8_compress(in, residual, n, bucket, out, Isa::scalar);
+    kernels::quant8_compress(in, residual, n, bucket, out, Isa::scalar, rounding);
   });
   return cudaSuccess;
 }
@@ -169,14 +169,15 @@ cudaError_t fixed_order_norm(const float* v, std::size_t n, double* norm, void* 
 }
 
 cudaError_t quant8_minmax_compress(const float* in, float* residual, std::size_t n,
-                                   std::size_t bucket, void* out, cudaStream_t stream) {
+                                   std::size_t bucket, void* out, cudaStream_t stream,
+                                   const Rounding& rounding) {
   if (bucket == 0) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   sim::enqueue(stream, [=] {
     sim::require_device("quant8_minmax_compress in", in, n * 4);
     if (residual) sim::require_device("quant8_minmax_compress residual", residual, n * 4);
     sim::require_device("quant8_minmax_compress out", out, kernels::quant8_minmax_bytes(n, bucket));
-    kernels::quant8_minmax_compress(in, residual, n, bucket, out, Isa::scalar);
+    kernels::quant8_minmax_compress(in, residual, n, bucket, out, Isa::scalar, rounding);
   });
   return cudaSuccess;
 }
@@ -217,7 +218,7 @@ namespace {
 bool packed_width(int bits) { return bits == 4 || bits == 2; }
 
 void packed_compress_sim(const float* in, float* res, std::size_t n, std::size_t bucket, int bits,
-                         unsigned char* out) {
+                         unsigned char* out, const Rounding& rounding) {
   const std::size_t buckets = quant_packed_buckets(n, bucket), stride = (bucket * bits + 7) / 8;
   const int per_byte = 8 / bits;
   for (std::size_t j = 0; j < buckets; ++j) {
@@ -239,7 +240,7 @@ void packed_compress_sim(const float* in, float* res, std::size_t n, std::size_t
       for (int k = 0; k < per_byte && first + b * per_byte + k < last; ++k) {
         const std::size_t i = first + b * per_byte + k;
         const float acc = acc_at(i);
-        const int q = quant_packed_code(acc, step, top, bits);
+        const int q = quant_packed_code(acc, step, top, bits, rounding, i);
         byte |= quant_packed_field(q, bits) << (k * bits);
         if (res) res[i] = residual_after(acc, quant_packed_decode(q, m, step, top, marked, bits));
       }
@@ -273,14 +274,15 @@ void packed_decode_sim(const unsigned char* block, std::size_t n, std::size_t bu
 }  // namespace
 
 cudaError_t quant_packed_compress(const float* in, float* residual, std::size_t n,
-                                  std::size_t bucket, int bits, void* out, cudaStream_t stream) {
+                                  std::size_t bucket, int bits, void* out, cudaStream_t stream,
+                                  const Rounding& rounding) {
   if (bucket == 0 || !packed_width(bits)) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   sim::enqueue(stream, [=] {
     sim::require_device("quant_packed_compress in", in, n * 4);
     if (residual) sim::require_device("quant_packed_compress residual", residual, n * 4);
     sim::require_device("quant_packed_compress out", out, quant_packed_bytes(n, bucket, bits));
-    packed_compress_sim(in, residual, n, bucket, bits, static_cast<unsigned char*>(out));
+    packed_compress_sim(in, residual, n, bucket, bits, static_cast<unsigned char*>(out), rounding);
   });
   return cudaSuccess;
 }

@@ -20,7 +20,7 @@ namespace {
 namespace sim = hostsim;
 
 void packed_minmax_compress_sim(const float* in, float* res, std::size_t n, std::size_t bucket,
-                                int bits, unsigned char* out) {
+                                int bits, unsigned char* out, const Rounding& rounding) {
   const std::size_t buckets = quant_packed_buckets(n, bucket), stride = (bucket * bits + 7) / 8;
   const int per_byte = 8 / bits;
   for (std::size_t j = 0; j < buckets; ++j) {
@@ -43,7 +43,7 @@ void packed_minmax_compress_sim(const float* in, float* res, std::size_t n, std:
       for (int k = 0; k < per_byte && first + b * per_byte + k < last; ++k) {
         const std::size_t i = first + b * per_byte + k;
         const float acc = acc_at(i);
-        const int c = packed_minmax_code(acc, p, bits);
+        const int c = packed_minmax_code(acc, p, bits, rounding, i);
         byte |= static_cast<unsigned>(c) << (k * bits);
         if (res) res[i] = residual_after(acc, packed_minmax_decode(c, p, bits));
       }
@@ -73,7 +73,7 @@ void packed_minmax_decode_sim(const unsigned char* block, std::size_t n, std::si
 
 cudaError_t quant_packed_minmax_compress(const float* in, float* residual, std::size_t n,
                                          std::size_t bucket, int bits, void* out,
-                                         cudaStream_t stream) {
+                                         cudaStream_t stream, const Rounding& rounding) {
   if (bucket == 0 || !(bits == 4 || bits == 2)) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   sim::enqueue(stream, [=] {
@@ -81,7 +81,8 @@ cudaError_t quant_packed_minmax_compress(const float* in, float* residual, std::
     if (residual) sim::require_device("quant_packed_minmax_compress residual", residual, n * 4);
     sim::require_device("quant_packed_minmax_compress out", out,
                         quant_packed_minmax_bytes(n, bucket, bits));
-    packed_minmax_compress_sim(in, residual, n, bucket, bits, static_cast<unsigned char*>(out));
+    packed_minmax_compress_sim(in, residual, n, bucket, bits, static_cast<unsigned char*>(out),
+                               rounding);
   });
   return cudaSuccess;
 }
