@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "compressors/compressor.h"
+
 namespace slimreduce::algorithms {
 
 struct BatchTensor {
@@ -15,6 +17,7 @@ struct BatchTensor {
   std::size_t count;
   std::vector<float>* state = nullptr;  // the key's compressor state (a low-rank one's Q)
   std::size_t rows = 0;                 // the tensor's real row count (the native API's), or 0
+  compressors::CallDraw draw = {};      // a stochastic quantizer's (compressors::CallDraw)
 };
 
 }  // namespace slimreduce::algorithms

@@ -62,10 +62,11 @@ std::size_t ShardedAllreduce::owned_count(const compressors::ShardedCodec& codec
 
 ShardedAllreduce::ShardedAllreduce(backends::Transport& transport, compressors::ShardedCodec& codec,
                                    std::size_t count, float* owner_residual, std::byte* wire,
-                                   std::byte* scratch)
+                                   std::byte* scratch, const compressors::CallDraw& draw)
     : transport_(transport),
       codec_(codec),
       count_(count),
+      draw_(draw),
       send_bytes_(transport.size(), 0),
       recv_bytes_(transport.size(), 0),
       owner_residual_(owner_residual) {
@@ -93,7 +94,7 @@ ShardedAllreduce::ShardedAllreduce(backends::Transport& transport, compressors::
 void ShardedAllreduce::compress(const float* input, float* residual) {
   feeds_back_ = residual != nullptr;
   codec_.compress_parts(input, residual, count_, bounds_.data(), transport_.size(), send_,
-                        send_bytes_.data());
+                        send_bytes_.data(), draw_);
 }
 
 // The sizes first, where they vary, then the parts. The sizes travel from
@@ -153,7 +154,7 @@ Status ShardedAllreduce::reduce_owned() {
   if (device_owner_) {
     return Status::cuda(device_owner_->device_owner_step(
         recv_, recv_bytes_.data(), transport_.size(), owned_, count_, shard_, owner_residual,
-        result_, slot_bytes_, device_scratch_, stream_));
+        result_, slot_bytes_, device_scratch_, stream_, owner_draw()));
   }
   std::fill_n(shard_, owned_, 0.0f);
   const std::byte* part = recv_;
@@ -163,7 +164,7 @@ Status ShardedAllreduce::reduce_owned() {
   }
   const std::size_t result_bytes = codec_.owner_bytes(owned_, count_);
   std::memset(result_ + result_bytes, 0, slot_bytes_ - result_bytes);  // the padding travels too
-  codec_.owner_compress(shard_, owner_residual, owned_, count_, result_);
+  codec_.owner_compress(shard_, owner_residual, owned_, count_, result_, owner_draw());
   return {};
 }
 

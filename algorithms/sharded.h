@@ -53,8 +53,12 @@ class ShardedAllreduce : public Phases<ShardedAllreduce> {
 
   // owner_residual: owned_count() floats kept per key (nullptr: none, as
   // without error feedback); used only when compress() gets a residual.
+  // draw: this rank's for the count values (a stochastic quantizer's
+  // rounding: compressors::CallDraw; the rank the communicator's, not the
+  // transport's, which a hierarchical reduction's cross-node one is not).
   ShardedAllreduce(backends::Transport& transport, compressors::ShardedCodec& codec,
-                   std::size_t count, float* owner_residual, std::byte* wire, std::byte* scratch);
+                   std::size_t count, float* owner_residual, std::byte* wire, std::byte* scratch,
+                   const compressors::CallDraw& draw = {});
 
   void compress(const float* input, float* residual);
   Status communicate();
@@ -78,6 +82,8 @@ class ShardedAllreduce : public Phases<ShardedAllreduce> {
   const std::byte* results() const { return gathered_; }
   std::size_t slot_bytes() const { return slot_bytes_; }
   const std::vector<std::size_t>& bounds() const { return bounds_; }
+  // The draw of this rank's parts (device_compress_parts takes it).
+  const compressors::CallDraw& draw() const { return draw_; }
   // For a stream-ordered device transport, whose buffers (wire, scratch) are
   // device memory: the owner's step by the codec's device entry point
   // (ShardedCodec::device_owner_step), in `stream`'s order, with its device
@@ -94,10 +100,13 @@ class ShardedAllreduce : public Phases<ShardedAllreduce> {
   Status check_parts() const;
   Status check_results() const;
   Status reduce_owned();  // this rank's shard summed and compressed again into result_
+  // The owner's draw: its shard's, from the shard's first value.
+  compressors::CallDraw owner_draw() const { return draw_.at(bounds_[transport_.rank()]); }
 
   backends::Transport& transport_;
   compressors::ShardedCodec& codec_;
   std::size_t count_;
+  compressors::CallDraw draw_;
   std::vector<std::size_t> bounds_;      // ranks + 1
   std::size_t owned_;                    // this rank's shard: bounds_[rank + 1] - bounds_[rank]
   std::size_t part_most_;                // the most bytes one rank's part of it may take

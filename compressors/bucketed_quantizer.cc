@@ -12,11 +12,12 @@ void BucketedQuantizer::shard_bounds(std::size_t n, int ranks, std::size_t* boun
 
 void BucketedQuantizer::compress_parts(const float* in, float* residual, std::size_t n,
                                        const std::size_t* bounds, int ranks, std::byte* out,
-                                       std::size_t* part_bytes) {
+                                       std::size_t* part_bytes, const CallDraw& draw) {
   for (int s = 0; s < ranks; ++s) {
     const std::size_t count = bounds[s + 1] - bounds[s];
     const std::size_t bytes = block_bytes(count);
-    encode(in + bounds[s], residual ? residual + bounds[s] : nullptr, count, out);
+    encode(in + bounds[s], residual ? residual + bounds[s] : nullptr, count, out,
+           rounding(draw.at(bounds[s]), kRankPhase));
     part_bytes[s] = part_capacity(count, n);
     std::memset(out + bytes, 0, part_bytes[s] - bytes);
     out += part_bytes[s];
@@ -25,15 +26,15 @@ void BucketedQuantizer::compress_parts(const float* in, float* residual, std::si
 
 int BucketedQuantizer::device_compress_parts(const float* in, float* residual, std::size_t n,
                                              const std::size_t* bounds, int ranks, std::byte* out,
-                                             std::uint64_t* part_bytes, void* scratch,
-                                             void* stream) const {
+                                             std::uint64_t* part_bytes, void* scratch, void* stream,
+                                             const CallDraw& draw) const {
   (void)part_bytes, (void)scratch;  // sizes do not vary; no scratch
   for (int s = 0; s < ranks; ++s) {
     const std::size_t count = bounds[s + 1] - bounds[s];
     const std::size_t bytes = block_bytes(count);
     const std::size_t part = part_capacity(count, n);
     if (const int rc = device_encode(in + bounds[s], residual ? residual + bounds[s] : nullptr,
-                                     count, out, stream))
+                                     count, out, rounding(draw.at(bounds[s]), kRankPhase), stream))
       return rc;
     if (part > bytes) {
       if (const int rc = kernels::device::zero_bytes(out + bytes, part - bytes, stream)) return rc;
@@ -60,8 +61,8 @@ int BucketedQuantizer::device_decode_results(const std::byte* gathered, std::siz
 int BucketedQuantizer::device_owner_step(const std::byte* parts, const std::size_t* part_bytes,
                                          int ranks, std::size_t owned, std::size_t n, float* shard,
                                          float* owner_residual, std::byte* result,
-                                         std::size_t slot_bytes, void* scratch,
-                                         void* stream) const {
+                                         std::size_t slot_bytes, void* scratch, void* stream,
+                                         const CallDraw& draw) const {
   namespace device = kernels::device;
   (void)scratch;
   const std::size_t result_bytes = owner_bytes(owned, n);
@@ -74,7 +75,7 @@ int BucketedQuantizer::device_owner_step(const std::byte* parts, const std::size
     if (const int rc = device::zero_bytes(result + result_bytes, slot_bytes - result_bytes, stream))
       return rc;
   }
-  return device_encode(shard, owner_residual, owned, result, stream);
+  return device_encode(shard, owner_residual, owned, result, rounding(draw, kOwnerPhase), stream);
 }
 
 }  // namespace slimreduce::compressors

@@ -61,12 +61,13 @@ int LowRankCompressor::device_settle(const unsigned*, float*, float*, std::size_
 }
 
 int ShardedCodec::device_compress_parts(const float*, float*, std::size_t, const std::size_t*, int,
-                                        std::byte*, std::uint64_t*, void*, void*) const {
+                                        std::byte*, std::uint64_t*, void*, void*,
+                                        const CallDraw&) const {
   return kNoDevice;
 }
 int ShardedCodec::device_owner_step(const std::byte*, const std::size_t*, int, std::size_t,
                                     std::size_t, float*, float*, std::byte*, std::size_t, void*,
-                                    void*) const {
+                                    void*, const CallDraw&) const {
   return kNoDevice;
 }
 int ShardedCodec::device_decode_results(const std::byte*, std::size_t, std::size_t,

@@ -57,6 +57,21 @@ enum class DeviceKernels { none, cast16, topk, low_rank, sharded };
 
 using kernels::device::Elem;
 
+// What a stochastic quantizer draws its rounding from (kernels/rounding.h,
+// with SLIMREDUCE_QUANT_SEED): the call's number among calls of its shape
+// (the same on every rank), the rank that quantizes (the communicator's), and
+// `first`, the element number in the call's tensor of the values a step
+// works on (a partition's or a hierarchical shard's offset); never an
+// address or a clock, so that a rerun draws the same. Others ignore it.
+struct CallDraw {
+  std::uint64_t call = 0;
+  int rank = 0;
+  std::uint64_t first = 0;
+
+  // The same draw for the values from `offset` on.
+  CallDraw at(std::uint64_t offset) const { return {call, rank, first + offset}; }
+};
+
 // A compressor's side of the sharded algorithm (algorithms/sharded.h), for
 // a tensor of n values over `ranks` ranks: rank s owns values [bounds[s],
 // bounds[s+1]). Each rank compresses the whole tensor (with its residual)
@@ -84,9 +99,10 @@ class ShardedCodec {
   virtual std::size_t parts_capacity(std::size_t n, int ranks) const = 0;
   // Compresses in (+ residual; nullptr: no error feedback) into the parts,
   // back to back in shard order at out; part_bytes[s]: the size of part s.
+  // `draw`: this rank's, from in[0] (a stochastic quantizer's rounding).
   virtual void compress_parts(const float* in, float* residual, std::size_t n,
                               const std::size_t* bounds, int ranks, std::byte* out,
-                              std::size_t* part_bytes) = 0;
+                              std::size_t* part_bytes, const CallDraw& draw) = 0;
   // Whether a part from another rank is one compress_parts could have written
   // for a shard of `count` values, of n, so that accumulate_part stays inside it.
   virtual bool part_valid(const std::byte* part, std::size_t bytes, std::size_t count,
@@ -98,9 +114,9 @@ class ShardedCodec {
   // on every rank.
   virtual std::size_t owner_bytes(std::size_t count, std::size_t n) const = 0;
   // The owner's result of its summed shard (+ owner_residual, nullptr: none).
-  // sum may be overwritten.
+  // sum may be overwritten. `draw`: the owner's, from the shard's first value.
   virtual void owner_compress(float* sum, float* owner_residual, std::size_t count, std::size_t n,
-                              std::byte* out) = 0;
+                              std::byte* out, const CallDraw& draw) = 0;
   virtual bool owner_valid(const std::byte* result, std::size_t count, std::size_t n) const = 0;
   // out = the shard's values as the owner's result holds them.
   virtual void owner_decode(const std::byte* result, std::size_t count, std::size_t n,
@@ -108,6 +124,7 @@ class ShardedCodec {
 
   // The device entry points (a GPU path's, kNoDevice where there are none),
   // each only enqueued on `stream`, with `scratch` of device_scratch_bytes():
+  // Each takes the host entry point's `draw`.
   //  - device_compress_parts: compress_parts() into device memory at out, the
   //    same bytes; each part's size (uint64) into part_bytes (device memory,
   //    ranks of them) where sizes vary, else each is part_capacity();
@@ -126,11 +143,12 @@ class ShardedCodec {
   }
   virtual int device_compress_parts(const float* in, float* residual, std::size_t n,
                                     const std::size_t* bounds, int ranks, std::byte* out,
-                                    std::uint64_t* part_bytes, void* scratch, void* stream) const;
+                                    std::uint64_t* part_bytes, void* scratch, void* stream,
+                                    const CallDraw& draw) const;
   virtual int device_owner_step(const std::byte* parts, const std::size_t* part_bytes, int ranks,
                                 std::size_t owned, std::size_t n, float* shard,
                                 float* owner_residual, std::byte* result, std::size_t slot_bytes,
-                                void* scratch, void* stream) const;
+                                void* scratch, void* stream, const CallDraw& draw) const;
   virtual int device_decode_results(const std::byte* gathered, std::size_t slot_bytes,
                                     std::size_t n, const std::size_t* bounds, int ranks, float* out,
                                     int divisor, void* scratch, void* stream) const;
@@ -341,6 +359,11 @@ enum class TopkAlgorithm { gather, sharded, automatic };
 // absmax at 8 bits, where both were level with it and absmax is smaller.
 enum class QuantCodes { absmax, minmax, by_width };
 
+// How the quantizers round (SLIMREDUCE_QUANT_ROUNDING): to the nearest code,
+// or stochastically, each code unbiased (kernels/rounding.h), so that a job
+// can run without error feedback.
+enum class QuantRounding { nearest, stochastic };
+
 // The codes a quantizer of `bits` bits uses when asked for `asked`.
 constexpr QuantCodes codes_at(QuantCodes asked, int bits) {
   if (asked != QuantCodes::by_width) return asked;
@@ -357,6 +380,8 @@ struct CompressorOptions {
   PowerSgdProducts powersgd_products = PowerSgdProducts::automatic;  // SLIMREDUCE_POWERSGD_BLAS
   QuantCodes quant_codes = QuantCodes::by_width;                     // SLIMREDUCE_QUANT_CODES
   int quant_bits = 8;  // SLIMREDUCE_QUANT_BITS: `quant`'s width (int4, int2 fix theirs)
+  QuantRounding quant_rounding = QuantRounding::nearest;  // SLIMREDUCE_QUANT_ROUNDING
+  std::uint64_t quant_seed = 0;                           // SLIMREDUCE_QUANT_SEED
 };
 
 }  // namespace slimreduce::compressors

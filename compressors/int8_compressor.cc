@@ -22,7 +22,7 @@ namespace {
 class Int8Compressor final : public BucketedQuantizer {
  public:
   explicit Int8Compressor(const CompressorOptions& options)
-      : BucketedQuantizer(std::max<std::size_t>(options.quant_bucket, 1)),
+      : BucketedQuantizer(std::max<std::size_t>(options.quant_bucket, 1), options),
         minmax_(codes_at(options.quant_codes, 8) == QuantCodes::minmax) {}
 
   std::string_view name() const override { return "int8"; }
@@ -36,9 +36,11 @@ class Int8Compressor final : public BucketedQuantizer {
     return minmax_ ? kernels::quant8_minmax_bytes(n, bucket()) : kernels::quant8_bytes(n, bucket());
   }
   std::size_t buckets(std::size_t n) const override { return kernels::quant8_buckets(n, bucket()); }
-  void encode(const float* in, float* residual, std::size_t n, void* out) const override {
-    minmax_ ? kernels::quant8_minmax_compress(in, residual, n, bucket(), out)
-            : kernels::quant8_compress(in, residual, n, bucket(), out);
+  void encode(const float* in, float* residual, std::size_t n, void* out,
+              const kernels::Rounding& rounding) const override {
+    const kernels::Isa isa = kernels::best_isa();
+    minmax_ ? kernels::quant8_minmax_compress(in, residual, n, bucket(), out, isa, rounding)
+            : kernels::quant8_compress(in, residual, n, bucket(), out, isa, rounding);
   }
   void decode(const void* block, std::size_t n, float* out) const override {
     minmax_ ? kernels::quant8_minmax_decompress(block, n, bucket(), out)
@@ -53,10 +55,11 @@ class Int8Compressor final : public BucketedQuantizer {
                    : kernels::quant8_valid(block, n, bucket());
   }
   int device_encode(const float* in, float* residual, std::size_t n, void* out,
-                    void* stream) const override {
+                    const kernels::Rounding& rounding, void* stream) const override {
     namespace device = kernels::device;
-    return minmax_ ? device::quant8_minmax_compress(in, residual, n, bucket(), out, stream)
-                   : device::quant8_compress(in, residual, n, bucket(), out, stream);
+    return minmax_
+               ? device::quant8_minmax_compress(in, residual, n, bucket(), out, stream, rounding)
+               : device::quant8_compress(in, residual, n, bucket(), out, stream, rounding);
   }
   int device_decode(const void* block, std::size_t n, float* out, int divisor,
                     void* stream) const override {

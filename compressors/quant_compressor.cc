@@ -24,7 +24,7 @@ namespace {
 class PackedQuantCompressor final : public BucketedQuantizer {
  public:
   PackedQuantCompressor(const CompressorOptions& options, int bits)
-      : BucketedQuantizer(std::max<std::size_t>(options.quant_bucket, 1)),
+      : BucketedQuantizer(std::max<std::size_t>(options.quant_bucket, 1), options),
         bits_(bits),
         minmax_(codes_at(options.quant_codes, bits) == QuantCodes::minmax) {}
 
@@ -43,9 +43,12 @@ class PackedQuantCompressor final : public BucketedQuantizer {
   std::size_t buckets(std::size_t n) const override {
     return kernels::quant_packed_buckets(n, bucket());
   }
-  void encode(const float* in, float* residual, std::size_t n, void* out) const override {
-    minmax_ ? kernels::quant_packed_minmax_compress(in, residual, n, bucket(), bits_, out)
-            : kernels::quant_packed_compress(in, residual, n, bucket(), bits_, out);
+  void encode(const float* in, float* residual, std::size_t n, void* out,
+              const kernels::Rounding& rounding) const override {
+    const kernels::Isa isa = kernels::best_isa();
+    minmax_ ? kernels::quant_packed_minmax_compress(in, residual, n, bucket(), bits_, out, isa,
+                                                    rounding)
+            : kernels::quant_packed_compress(in, residual, n, bucket(), bits_, out, isa, rounding);
   }
   void decode(const void* block, std::size_t n, float* out) const override {
     minmax_ ? kernels::quant_packed_minmax_decompress(block, n, bucket(), bits_, out)
@@ -60,11 +63,12 @@ class PackedQuantCompressor final : public BucketedQuantizer {
                    : kernels::quant_packed_valid(block, n, bucket(), bits_);
   }
   int device_encode(const float* in, float* residual, std::size_t n, void* out,
-                    void* stream) const override {
+                    const kernels::Rounding& rounding, void* stream) const override {
     namespace device = kernels::device;
-    return minmax_
-               ? device::quant_packed_minmax_compress(in, residual, n, bucket(), bits_, out, stream)
-               : device::quant_packed_compress(in, residual, n, bucket(), bits_, out, stream);
+    return minmax_ ? device::quant_packed_minmax_compress(in, residual, n, bucket(), bits_, out,
+                                                          stream, rounding)
+                   : device::quant_packed_compress(in, residual, n, bucket(), bits_, out, stream,
+                                                   rounding);
   }
   int device_decode(const void* block, std::size_t n, float* out, int divisor,
                     void* stream) const override {

@@ -66,7 +66,8 @@ class TopkCompressor final : public GatheredCompressor, public ShardedCodec {
     return shards_.parts_capacity(n, ranks);
   }
   void compress_parts(const float* in, float* residual, std::size_t n, const std::size_t*,
-                      int ranks, std::byte* out, std::size_t* part_bytes) override {
+                      int ranks, std::byte* out, std::size_t* part_bytes,
+                      const CallDraw&) override {
     ScratchLease scratch(*this);
     shards_.compress_parts(in, residual, n, ranks, out, part_bytes, scratch.get());
   }
@@ -82,7 +83,7 @@ class TopkCompressor final : public GatheredCompressor, public ShardedCodec {
     return shards_.owner_bytes(count);
   }
   void owner_compress(float* sum, float* owner_residual, std::size_t count, std::size_t,
-                      std::byte* out) override {
+                      std::byte* out, const CallDraw&) override {
     ScratchLease scratch(*this);
     shards_.owner_compress(sum, owner_residual, count, out, scratch.get());
   }
@@ -100,13 +101,13 @@ class TopkCompressor final : public GatheredCompressor, public ShardedCodec {
   }
   int device_compress_parts(const float* in, float* residual, std::size_t n, const std::size_t*,
                             int ranks, std::byte* out, std::uint64_t* part_bytes, void* scratch,
-                            void* stream) const override {
+                            void* stream, const CallDraw&) const override {
     return shards_.device_compress_parts(in, residual, n, ranks, out, part_bytes, scratch, stream);
   }
   int device_owner_step(const std::byte* parts, const std::size_t* part_bytes, int ranks,
                         std::size_t owned, std::size_t, float* shard, float* owner_residual,
-                        std::byte* result, std::size_t slot_bytes, void* scratch,
-                        void* stream) const override {
+                        std::byte* result, std::size_t slot_bytes, void* scratch, void* stream,
+                        const CallDraw&) const override {
     return shards_.device_owner_step(parts, part_bytes, ranks, owned, shard, owner_residual, result,
                                      slot_bytes, scratch, stream);
   }

@@ -25,7 +25,8 @@ class StagedShardedStep final : public scheduler::Step {
                     float* owner_residual, std::byte* wire, std::byte* scratch, std::byte* device)
       : job_(job),
         compressor_(compressor),
-        sharded_(job.transport, compressor, job.call.count, owner_residual, wire, scratch),
+        sharded_(job.transport, compressor, job.call.count, owner_residual, wire, scratch,
+                 job.call.draw),
         device_parts_(device),
         device_results_(device + round256(sharded_.parts_bytes())) {}
 
@@ -44,7 +45,7 @@ class StagedShardedStep final : public scheduler::Step {
     const auto& bounds = sharded_.bounds();
     SLIMREDUCE_TRY(cuda_status(compressor_.device_compress_parts(
         job_.call.input, job_.residual, job_.call.count, bounds.data(), ranks(), device_parts_,
-        nullptr, nullptr, stream())));
+        nullptr, nullptr, stream(), sharded_.draw())));
     SLIMREDUCE_TRY(
         cuda_status(cudaMemcpyAsync(sharded_.parts(), device_parts_, sharded_.parts_bytes(),
                                     cudaMemcpyDeviceToHost, stream())));

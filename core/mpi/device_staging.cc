@@ -137,7 +137,8 @@ Status run_pieces(const StagedCall& job, const std::vector<scheduler::Partition>
   for (std::size_t i = 0; i < pieces.size(); ++i) {
     const scheduler::Partition& piece = pieces[i];
     calls.push_back({whole.input + piece.begin, whole.output + piece.begin, piece.count, nullptr,
-                     whole.state, piece.count == whole.count ? whole.rows : 0});
+                     whole.state, piece.count == whole.count ? whole.rows : 0,
+                     whole.draw.at(piece.begin)});
     jobs.push_back({calls.back(), job.compressor, job.state, job.transport, job.device,
                     job.residual ? job.residual + piece.begin : nullptr, job.options});
     plan.add(make_step(jobs.back(), i));
@@ -300,7 +301,9 @@ Status staged_host(const StagedCall& job, Reduced* reduced) {
   StagingSpace& s = job.device;
   return through_host(
       s.host_in, s.host_out, job.stream(), job.call, [&](const float* in, float* out) {
-        const AllreduceCall host{in, out, job.call.count, job.call.residual, job.call.state};
+        const AllreduceCall host{
+            in,           out, job.call.count, job.call.residual, job.call.state, job.call.rows,
+            job.call.draw};
         // Cut as a host-buffer rank cuts it, its phases observed.
         const RunOptions options{job.options.partition_bytes, nullptr, job.options.observer};
         return host_allreduce(host, job.compressor, job.transport, job.state, options, reduced);

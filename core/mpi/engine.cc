@@ -284,6 +284,7 @@ Engine::Started Engine::start_call(const AllreduceCall& call, MPI_Datatype datat
   const auto datatype_tag = backends::mpi::handle_tag(datatype);
   started.shape = {state.id(), call.count, datatype_tag};
   started.decision = shared->decide(started.shape, rule_.route);
+  started.call.draw = {started.decision.shape_call, state.rank()};
   const std::uint64_t changes_before = shared->residuals.shape_changes();
   if (!started.decision.compressed()) {
     // auto sent it with none: what its key carries from a compressed call

@@ -119,8 +119,9 @@ Status run_batch(compressors::Compressor& compressor, backends::Transport& trans
   if (one_by_one) {
     for (const algorithms::BatchTensor& t : tensors) {
       Reduced one;
-      SLIMREDUCE_TRY(host_allreduce({t.input, t.output, t.count, t.residual, t.state, t.rows},
-                                    compressor, transport, state, options, &one));
+      SLIMREDUCE_TRY(
+          host_allreduce({t.input, t.output, t.count, t.residual, t.state, t.rows, t.draw},
+                         compressor, transport, state, options, &one));
       reduced->wire_sent += one.wire_sent;
       reduced->rescued += one.overflow_rescued ? 1 : 0;
       reduced->partitions += one.partitions > 1 ? one.partitions : 0;
@@ -305,7 +306,8 @@ int Engine::reduce_queued(CommState& state, MPI_Comm wire_comm,
       delta.ef_cap_fallback += slot ? 0 : 1;
       if (slot) slots.emplace_back(ResidualKey{state.id(), r.residual_key}, slot);
       tensors.push_back({r.input, slot ? slot->host_residual() : nullptr, r.output, r.count,
-                         slot ? &slot->compressor_state : nullptr, r.rows});
+                         slot ? &slot->compressor_state : nullptr, r.rows,
+                         compressors::CallDraw{r.decision.shape_call, state.rank()}});
     }
   }
   backends::MpiTransport transport(wire_comm, state.rank(), state.size());

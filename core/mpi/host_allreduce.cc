@@ -73,19 +73,18 @@ std::vector<float*> owner_residuals(const AllreduceCall& call, compressors::Comp
 // flat_workspace(): a call's whole algorithm, a partition's, or a
 // hierarchical reduction's shard. state: the key's compressor state (a
 // low-rank compressor's Q), or nullptr; owner_residual: a sharded one's;
-// rows: the tensor's real row count where count is the whole tensor, else 0.
-std::unique_ptr<algorithms::Allreduce> flat_algorithm(std::size_t count,
-                                                      compressors::Compressor& compressor,
-                                                      backends::Transport& transport,
-                                                      std::byte* wire, std::byte* scratch,
-                                                      std::vector<float>* state, bool sharded,
-                                                      float* owner_residual, std::size_t rows) {
+// rows: the tensor's real row count where count is the whole tensor, else 0;
+// draw: the call's, moved to the count values' first.
+std::unique_ptr<algorithms::Allreduce> flat_algorithm(
+    std::size_t count, compressors::Compressor& compressor, backends::Transport& transport,
+    std::byte* wire, std::byte* scratch, std::vector<float>* state, bool sharded,
+    float* owner_residual, std::size_t rows, const compressors::CallDraw& draw) {
   using algorithms::AllreduceOf;
   using namespace compressors;
   using Algorithm = std::unique_ptr<algorithms::Allreduce>;
   auto sharded_algorithm = [&]() -> Algorithm {
     return std::make_unique<AllreduceOf<algorithms::ShardedAllreduce>>(
-        transport, *compressor.sharded_codec(), count, owner_residual, wire, scratch);
+        transport, *compressor.sharded_codec(), count, owner_residual, wire, scratch, draw);
   };
   if (sharded) return sharded_algorithm();  // int8, or top-k that reduces sharded
   return with_kind(compressor,
@@ -124,7 +123,7 @@ std::unique_ptr<scheduler::Step> hierarchical(const AllreduceCall& call,
   return std::make_unique<HostStep<Hierarchical>>(
       call.input, call.residual, call.output, node, call.count, workspace,
       flat_algorithm(shard, compressor, cross, wire, scratch, call.state, sharded, owner_residual,
-                     0));
+                     0, call.draw.at(shard * static_cast<std::size_t>(node.rank()))));
 }
 
 // A step per partition, each on its own part of the workspace (taken whole
@@ -160,7 +159,7 @@ void add_partitions(const AllreduceCall& call, compressors::Compressor& compress
         call.output + piece.begin,
         flat_algorithm(piece.count, compressor, transport, wire + offsets[i].wire,
                        scratch + offsets[i].scratch, call.state, sharded, owner_residual[i],
-                       rows_of(piece))));
+                       rows_of(piece), call.draw.at(piece.begin))));
   }
 }
 

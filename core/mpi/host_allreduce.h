@@ -29,6 +29,9 @@ struct AllreduceCall {
   // The key's compressor state (core/runtime/residuals.h), nullptr: none kept.
   std::vector<float>* state = nullptr;
   std::size_t rows = 0;  // the tensor's real row count (the native API's), or 0
+  // The call's number among its shape's and this rank's (CallDecision's
+  // shape_call, the communicator's rank): a stochastic quantizer's draw.
+  compressors::CallDraw draw = {};
 };
 
 // What a compressed call did, for the report.

@@ -84,6 +84,7 @@ NcclEngine::Planned NcclEngine::decide(CallPlan& p, const compressors::Compresso
   }
   p.compressed = true;
   p.compressor = decision.compressor;
+  p.draw = {decision.shape_call, p.comm->rank};
   p.level = decision.levels_adapt ? decision.level : -1;
   return Planned::ok;
 }

@@ -345,6 +345,7 @@ void GroupPlan::cut(std::uint64_t partition_bytes) {
       if (owner)
         owner += sharded_owned_floats(*p.compressor, pieces[i].count, p.comm->size, p.comm->rank);
       if (pieces.size() == 1) continue;
+      piece.draw = p.draw.at(pieces[i].begin);
       const std::size_t skip = pieces[i].begin * element;
       piece.call.sendbuff = static_cast<const std::byte*>(p.call.sendbuff) + skip;
       piece.call.recvbuff = static_cast<std::byte*>(p.call.recvbuff) + skip;

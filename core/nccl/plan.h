@@ -104,6 +104,9 @@ struct CallPlan {
   // Sharded: this piece's owner-side residual (the key's, after its values'
   // residual: the pieces' owned shards back to back), or nullptr.
   float* owner_residual = nullptr;
+  // The call's number among its shape's, this rank, and the piece's first
+  // value: a stochastic quantizer's draw (compressors::CallDraw).
+  compressors::CallDraw draw;
 };
 
 // Top-k calls on one communicator and stream: each selects into its slot of

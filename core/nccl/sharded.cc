@@ -45,7 +45,8 @@ class ShardedStep final : public scheduler::Step {
         device_scratch_(p.region + region.wire + region.scratch),
         sent_after_run_(codec.part_sizes_vary() ? &p.sent_after_run : nullptr),
         transport_(p.comm->comm, p.comm->rank, p.comm->size, stream_),
-        sharded_(transport_, codec, count_, p.owner_residual, p.region, p.region + region.wire) {
+        sharded_(transport_, codec, count_, p.owner_residual, p.region, p.region + region.wire,
+                 p.draw) {
     sharded_.owner_on_device(codec, device_scratch_, stream_);
   }
 
@@ -56,7 +57,7 @@ class ShardedStep final : public scheduler::Step {
     sharded_.parts_written(residual_ != nullptr);
     return Status::cuda(codec_.device_compress_parts(
         input_, residual_, count_, sharded_.bounds().data(), ranks(), sharded_.parts(),
-        sharded_.part_sizes(), device_scratch_, stream_));
+        sharded_.part_sizes(), device_scratch_, stream_, sharded_.draw()));
   }
   // Nothing among the group's collectives (the header says why).
   Status communicate() override { return {}; }

@@ -12,7 +12,8 @@ std::unique_ptr<compressors::Compressor> compressor_named(const std::string& nam
       settings.powersgd_rank,  settings.powersgd_min_compression,
       settings.topk_algorithm, static_cast<std::size_t>(settings.quant_bucket),
       settings.powersgd_blas,  settings.quant_codes,
-      settings.quant_bits};
+      settings.quant_bits,     settings.quant_rounding,
+      settings.quant_seed};
   return compressors::make_compressor(name, options);
 }
 

@@ -15,7 +15,7 @@ CallDecision decide_auto(const Policy& policy, CompressionDecision& rule, AutoCh
                          const CallShape& shape, bool timed_path) {
   CallDecision call;
   call.error_feedback = policy.any_error_feedback();
-  call.passes_because = passed_by(rule, call.error_feedback, shape);
+  call.passes_because = passed_by(rule, call.error_feedback, shape, &call.shape_call);
   if (call.passes_because) return call;  // route pass_through
   // float32 calls only (the MPI side's): a size class is a power of two of their bytes.
   const std::uint64_t bytes = shape.count * sizeof(float);

@@ -42,12 +42,13 @@ class CompressionDecision {
   CompressionDecision(std::uint64_t ef_max_bytes, std::uint64_t warmup_steps)
       : ef_max_bytes_(ef_max_bytes), warmup_(warmup_steps) {}
 
-  // Counts the call towards its shape's warm-up unless the cap decides first.
+  // Counts the call towards its shape's warm-up unless the cap decides first;
+  // *number (nullptr: not asked), then, the call's number among its shape's.
   Decision decide(bool error_feedback, std::uint64_t comm_id, std::size_t count,
-                  std::uint64_t datatype_tag) {
+                  std::uint64_t datatype_tag, std::uint64_t* number = nullptr) {
     if (error_feedback && std::uint64_t{count} * sizeof(float) > ef_max_bytes_)
       return Decision::over_residual_cap;
-    if (warmup_.warming_up(comm_id, count, datatype_tag)) return Decision::warming_up;
+    if (warmup_.warming_up(comm_id, count, datatype_tag, number)) return Decision::warming_up;
     return Decision::compress;
   }
   void forget_communicator(std::uint64_t comm_id) { warmup_.forget_communicator(comm_id); }
@@ -101,6 +102,9 @@ struct CallDecision {
   std::shared_ptr<compressors::Compressor> compressor;  // held for the call
   bool error_feedback = false;
   int level = 0;  // the compressor's level: 0, its only one, unless levels adapt
+  // The call's number among its shape's calls (WarmupCounter), the same on
+  // every rank: what stochastic rounding draws from, with the rank.
+  std::uint64_t shape_call = 0;
   // SLIMREDUCE_ADAPTIVE: the level came from the shape's LevelSchedule, to
   // which the side reports the reduced result's norm.
   bool levels_adapt = false;
@@ -131,17 +135,19 @@ inline CallDecision choose_for(const Policy& policy, ReductionPath route, int le
 }
 
 // The residual cap and warm-up on a call of `shape` (counted towards its
-// warm-up): the report's counter of why it passes through, or nullptr.
+// warm-up): the report's counter of why it passes through, or nullptr;
+// *number (nullptr: not asked) the call's number among its shape's.
 inline std::uint64_t Counters::*passed_by(CompressionDecision& rule, bool error_feedback,
-                                          const CallShape& shape) {
-  return counted_as(rule.decide(error_feedback, shape.comm_id, shape.count, shape.datatype_tag));
+                                          const CallShape& shape, std::uint64_t* number = nullptr) {
+  return counted_as(
+      rule.decide(error_feedback, shape.comm_id, shape.count, shape.datatype_tag, number));
 }
 
 // The residual cap and warm-up on a chosen call: where either passes it, its
 // route becomes pass_through, with the reason.
 inline void settle(CompressionDecision& rule, CallDecision& decision, const CallShape& shape) {
   if (!decision.compressed()) return;
-  decision.passes_because = passed_by(rule, decision.error_feedback, shape);
+  decision.passes_because = passed_by(rule, decision.error_feedback, shape, &decision.shape_call);
   if (decision.passes_because) decision.route = ReductionPath::pass_through;
 }
 

@@ -183,13 +183,12 @@ void ResidualStore::abandon_device_memory() {
   for (auto& [comm_id, block] : retired_) block.abandon();
 }
 
-bool WarmupCounter::warming_up(std::uint64_t comm_id, std::size_t count,
-                               std::uint64_t datatype_tag) {
-  if (steps_ == 0) return false;
+bool WarmupCounter::warming_up(std::uint64_t comm_id, std::size_t count, std::uint64_t datatype_tag,
+                               std::uint64_t* number) {
+  if (steps_ == 0 && !number) return false;
   std::uint64_t& calls = calls_[Shape{comm_id, count, datatype_tag}];
-  if (calls >= steps_) return false;
-  ++calls;
-  return true;
+  if (number) *number = calls;
+  return calls++ < steps_;
 }
 
 void WarmupCounter::forget_communicator(std::uint64_t comm_id) {

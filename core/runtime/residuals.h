@@ -186,12 +186,16 @@ class ResidualStore {
 
 // SLIMREDUCE_WARMUP_STEPS: the first N calls of each shape (communicator,
 // count, datatype) go uncompressed. Counted by shape, not by buffer, so that
-// every rank ends its warm-up at the same call.
+// every rank ends its warm-up at the same call. The same count numbers each
+// shape's calls (0 first), from which stochastic rounding draws
+// (kernels/rounding.h): the same number on every rank.
 class WarmupCounter {
  public:
   explicit WarmupCounter(std::uint64_t steps) : steps_(steps) {}
-  // Counts the call; true while its shape is still warming up.
-  bool warming_up(std::uint64_t comm_id, std::size_t count, std::uint64_t datatype_tag);
+  // Counts the call; true while its shape is still warming up. `number`
+  // (nullptr: not asked): the call's number among its shape's calls.
+  bool warming_up(std::uint64_t comm_id, std::size_t count, std::uint64_t datatype_tag,
+                  std::uint64_t* number = nullptr);
   void forget_communicator(std::uint64_t comm_id);
 
  private:

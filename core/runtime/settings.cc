@@ -115,6 +115,10 @@ const std::vector<std::pair<const char*, compressors::QuantCodes>> kQuantCodes =
     {"absmax", compressors::QuantCodes::absmax},
     {"minmax", compressors::QuantCodes::minmax}};
 
+const std::vector<std::pair<const char*, compressors::QuantRounding>> kQuantRoundings = {
+    {"nearest", compressors::QuantRounding::nearest},
+    {"stochastic", compressors::QuantRounding::stochastic}};
+
 const std::vector<std::pair<const char*, compressors::PowerSgdProducts>> kPowerSgdBlas = {
     {"auto", compressors::PowerSgdProducts::automatic},
     {"openblas", compressors::PowerSgdProducts::openblas},
@@ -198,6 +202,22 @@ const std::vector<SettingSpec>& specs() {
        "code for 0, 4 / bucket bytes per value more than absmax).",
        [](const std::string& v, Settings& s) { s.quant_codes = parse_choice(v, kQuantCodes); },
        [](const Settings& s) { return show_choice(s.quant_codes, kQuantCodes); }, true},
+      {"SLIMREDUCE_QUANT_ROUNDING", "nearest", fixed("nearest, stochastic"),
+       "How the quantizer rounds at every width: nearest (the nearest code, ties to even), or "
+       "stochastic (up with the probability of the value's distance past the lower code: each "
+       "code unbiased, so that a job can run with SLIMREDUCE_ERROR_FEEDBACK=0 where residuals "
+       "cannot be kept; each value's error up to a whole step, twice nearest's). The random bits "
+       "come from SLIMREDUCE_QUANT_SEED, the rank, the call's number among calls of its shape and "
+       "the value's place: a rerun draws the same.",
+       [](const std::string& v, Settings& s) {
+         s.quant_rounding = parse_choice(v, kQuantRoundings);
+       },
+       [](const Settings& s) { return show_choice(s.quant_rounding, kQuantRoundings); }, true},
+      {"SLIMREDUCE_QUANT_SEED", "0", fixed("a whole number >= 0"),
+       "The seed of SLIMREDUCE_QUANT_ROUNDING=stochastic's random bits (the same on every rank; "
+       "ranks draw apart by their rank).",
+       [](const std::string& v, Settings& s) { s.quant_seed = parse_unsigned(v); },
+       [](const Settings& s) { return std::to_string(s.quant_seed); }, true},
       {"SLIMREDUCE_POWERSGD_RANK", "4",
        fixed("a whole number in [1, 64], or two as gentle,hard (the hard one smaller) with "
              "SLIMREDUCE_ADAPTIVE=accordion"),

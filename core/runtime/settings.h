@@ -48,8 +48,10 @@ struct Settings {
   compressors::TopkAlgorithm topk_algorithm = compressors::TopkAlgorithm::automatic;
   std::uint64_t quant_bucket = 512;
   compressors::QuantCodes quant_codes = compressors::QuantCodes::by_width;
-  int quant_bits = 8;     // SLIMREDUCE_QUANT_BITS: the width of `quant` (int8/int4/int2 fix theirs)
-  int powersgd_rank = 4;  // the only level, or the gentle one
+  int quant_bits = 8;  // SLIMREDUCE_QUANT_BITS: the width of `quant` (int8/int4/int2 fix theirs)
+  compressors::QuantRounding quant_rounding = compressors::QuantRounding::nearest;
+  std::uint64_t quant_seed = 0;  // SLIMREDUCE_QUANT_SEED
+  int powersgd_rank = 4;         // the only level, or the gentle one
   double powersgd_min_compression = 2.0;
   compressors::PowerSgdProducts powersgd_blas = compressors::PowerSgdProducts::automatic;
   std::optional<bool> error_feedback;  // unset: the compressor's default

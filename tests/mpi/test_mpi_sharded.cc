@@ -23,47 +23,13 @@
 #include "compressors/registry.h"
 #include "core/mpi/comm_state.h"
 #include "core/mpi/host_allreduce.h"
+#include "tests/mpi/host_caller.h"
 #include "tests/mpi/mpi_helpers.h"
 #include "tests/mpi/mpi_test_main.h"
 #include "tests/mpi/sharded_model.h"
 
 namespace slimreduce::testing {
 namespace {
-
-// One rank's side of a series of calls on one key.
-class Caller {
- public:
-  Caller(const std::string& name, compressors::CompressorOptions options, std::size_t count,
-         bool error_feedback)
-      : count_(count), residual_(error_feedback ? count : 0, 0.0f) {
-    compressor_ = compressors::make_compressor(name, options);
-    EXPECT_EQ(state_.private_comm(&wire_), MPI_SUCCESS);
-  }
-  std::vector<float> call(const std::vector<float>& input, RunOptions options = {}) {
-    backends::MpiTransport transport(wire_, state_.rank(), state_.size());
-    std::vector<float> output(count_, -7.0f);
-    const Status status =
-        host_allreduce({input.data(), output.data(), count_,
-                        residual_.empty() ? nullptr : residual_.data(), &state_vector_},
-                       *compressor_, transport, state_, options, &reduced_);
-    EXPECT_TRUE(status.ok());
-    return output;
-  }
-  const std::vector<float>& residual() const { return residual_; }
-  const std::vector<float>& owner_residual() const { return state_vector_; }
-  const Reduced& reduced() const { return reduced_; }
-  int rank() const { return state_.rank(); }
-  int size() const { return state_.size(); }
-
- private:
-  std::size_t count_;
-  CommState state_{1, MPI_COMM_WORLD};
-  MPI_Comm wire_ = MPI_COMM_NULL;
-  std::unique_ptr<compressors::Compressor> compressor_;
-  std::vector<float> residual_;
-  std::vector<float> state_vector_;
-  Reduced reduced_;
-};
 
 // Rank r's input for call c: normal values, zero outside [zero_below, n)
 // when asked (so that some shards receive nothing).

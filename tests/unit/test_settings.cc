@@ -149,6 +149,38 @@ TEST(Settings, QuantCodesByWidthPickEachWidthsCodes) {
   }
 }
 
+// The quantizer's rounding and its seed: nearest and 0 unless asked; anything
+// else refused, naming the variable.
+TEST(Settings, QuantRoundingAndSeed) {
+  using compressors::QuantRounding;
+  EXPECT_EQ(parse({}).quant_rounding, QuantRounding::nearest);
+  EXPECT_EQ(parse({}).quant_seed, 0u);
+  EXPECT_EQ(parse({{"SLIMREDUCE_QUANT_ROUNDING", "stochastic"}}).quant_rounding,
+            QuantRounding::stochastic);
+  EXPECT_EQ(parse({{"SLIMREDUCE_QUANT_ROUNDING", "nearest"}}).quant_rounding,
+            QuantRounding::nearest);
+  EXPECT_EQ(parse({{"SLIMREDUCE_QUANT_SEED", "18446744073709551615"}}).quant_seed,
+            18446744073709551615ull);
+  for (const auto& [variable, bad] : {std::pair{"SLIMREDUCE_QUANT_ROUNDING", "fair"},
+                                      {"SLIMREDUCE_QUANT_ROUNDING", ""},
+                                      {"SLIMREDUCE_QUANT_ROUNDING", "Stochastic"},
+                                      {"SLIMREDUCE_QUANT_SEED", "-1"},
+                                      {"SLIMREDUCE_QUANT_SEED", "seven"},
+                                      {"SLIMREDUCE_QUANT_SEED", "18446744073709551616"}}) {
+    try {
+      parse({{variable, bad}});
+      ADD_FAILURE() << variable << " accepted '" << bad << "'";
+    } catch (const SettingsError& e) {
+      EXPECT_EQ(e.variable(), variable) << bad;
+    }
+  }
+  const std::vector<std::string> lines = describe_settings(
+      parse({{"SLIMREDUCE_QUANT_ROUNDING", "stochastic"}, {"SLIMREDUCE_QUANT_SEED", "7"}}));
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "SLIMREDUCE_QUANT_ROUNDING=stochastic"),
+            lines.end());
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "SLIMREDUCE_QUANT_SEED=7"), lines.end());
+}
+
 TEST(Settings, OtherEnvironmentIsIgnored) {
   EXPECT_EQ(parse({{"PATH", "/bin"}, {"SLIMREDUCEX", "1"}}).compressor, "none");
 }
@@ -468,7 +500,7 @@ TEST(BadSettings, UnknownNameIsATypo) {
 
 TEST(Settings, DescribeListsEverySettingOnce) {
   const auto lines = describe_settings(parse({{"SLIMREDUCE_COMPRESSOR", "fp16"}}));
-  EXPECT_EQ(lines.size(), 28u);
+  EXPECT_EQ(lines.size(), 30u);
   EXPECT_EQ(lines.front(), "SLIMREDUCE_COMPRESSOR=fp16");
   EXPECT_NE(settings_markdown().find("| `SLIMREDUCE_MIN_BYTES` | 65536 |"), std::string::npos);
 }
