@@ -20,6 +20,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "interpose/slimreduce.h"
@@ -85,6 +86,10 @@ struct Mode {
   double ratio = std::atof(env("SLIMREDUCE_TOPK_RATIO", "0.01").c_str());
   bool fp16_values = env("SLIMREDUCE_TOPK_VALUES", "fp32") == "fp16";
   std::size_t min_bytes = 65536;  // tests run with SLIMREDUCE_MIN_BYTES=64K
+  // SLIMREDUCE_QUANT_ROUNDING=stochastic: the quantizer's draws from its seed,
+  // rank 0 and each shape's call number (check_stochastic alone runs then).
+  bool stochastic = env("SLIMREDUCE_QUANT_ROUNDING", "nearest") == "stochastic";
+  std::uint64_t quant_seed = std::strtoull(env("SLIMREDUCE_QUANT_SEED", "0").c_str(), nullptr, 10);
 };
 
 const Mode mode;
@@ -140,6 +145,7 @@ std::vector<float> low_rank_reference(const std::vector<float>& in, float* resid
   return out;
 }
 std::map<std::pair<const void*, const void*>, Residual> residuals;
+std::map<std::tuple<const void*, std::size_t, int>, std::uint64_t> shape_calls;
 
 // A destroyed communicator's residuals go with it (a later one may reuse its address).
 void forget(ncclComm_t comm) {
@@ -168,22 +174,25 @@ std::vector<std::pair<std::size_t, std::size_t>> pieces_of(std::size_t n, std::s
 }
 
 // One piece (or a whole call) of n values at one rank: residual and owner
-// are its stretches of the key's (nullptr: none).
+// are its stretches of the key's (nullptr: none); a quantizer rounds its own
+// values with `mine` and the owner's sum with `owners`.
 void reference_piece(const float* in, std::size_t n, float* residual, float* owner, int datatype,
-                     bool in_graph, float* out) {
+                     bool in_graph, float* out, const k::Rounding& mine,
+                     const k::Rounding& owners) {
+  const k::Isa scalar = k::Isa::scalar;
   if (mode.int8 && mode.minmax) {  // as below, in min-max codes
     std::vector<std::uint8_t> block(k::quant8_minmax_bytes(n, mode.quant_bucket));
-    k::quant8_minmax_compress(in, residual, n, mode.quant_bucket, block.data(), k::Isa::scalar);
+    k::quant8_minmax_compress(in, residual, n, mode.quant_bucket, block.data(), scalar, mine);
     k::quant8_minmax_accumulate(block.data(), n, mode.quant_bucket, out, k::Isa::scalar);
-    k::quant8_minmax_compress(out, owner, n, mode.quant_bucket, block.data(), k::Isa::scalar);
+    k::quant8_minmax_compress(out, owner, n, mode.quant_bucket, block.data(), scalar, owners);
     k::quant8_minmax_decompress(block.data(), n, mode.quant_bucket, out, k::Isa::scalar);
     return;
   }
   if (mode.int8) {  // one rank owns the one shard: quantized, summed into zeros, quantized again
     std::vector<std::uint8_t> block(k::quant8_bytes(n, mode.quant_bucket));
-    k::quant8_compress(in, residual, n, mode.quant_bucket, block.data(), k::Isa::scalar);
+    k::quant8_compress(in, residual, n, mode.quant_bucket, block.data(), scalar, mine);
     k::quant8_accumulate(block.data(), n, mode.quant_bucket, out, k::Isa::scalar);
-    k::quant8_compress(out, owner, n, mode.quant_bucket, block.data(), k::Isa::scalar);
+    k::quant8_compress(out, owner, n, mode.quant_bucket, block.data(), scalar, owners);
     k::quant8_decompress(block.data(), n, mode.quant_bucket, out, k::Isa::scalar);
     return;
   }
@@ -191,19 +200,18 @@ void reference_piece(const float* in, std::size_t n, float* residual, float* own
     const int bits = mode.packed_bits;
     const std::size_t bucket = mode.quant_bucket;
     std::vector<std::uint8_t> block(k::quant_packed_minmax_bytes(n, bucket, bits));
-    k::quant_packed_minmax_compress(in, residual, n, bucket, bits, block.data(), k::Isa::scalar);
+    k::quant_packed_minmax_compress(in, residual, n, bucket, bits, block.data(), scalar, mine);
     k::quant_packed_minmax_accumulate(block.data(), n, bucket, bits, out, k::Isa::scalar);
-    k::quant_packed_minmax_compress(out, owner, n, bucket, bits, block.data(), k::Isa::scalar);
+    k::quant_packed_minmax_compress(out, owner, n, bucket, bits, block.data(), scalar, owners);
     k::quant_packed_minmax_decompress(block.data(), n, bucket, bits, out, k::Isa::scalar);
     return;
   }
   if (mode.packed_bits) {  // as int8, at 4 or 2 bits
     const int bits = mode.packed_bits;
     std::vector<std::uint8_t> block(k::quant_packed_bytes(n, mode.quant_bucket, bits));
-    k::quant_packed_compress(in, residual, n, mode.quant_bucket, bits, block.data(),
-                             k::Isa::scalar);
+    k::quant_packed_compress(in, residual, n, mode.quant_bucket, bits, block.data(), scalar, mine);
     k::quant_packed_accumulate(block.data(), n, mode.quant_bucket, bits, out, k::Isa::scalar);
-    k::quant_packed_compress(out, owner, n, mode.quant_bucket, bits, block.data(), k::Isa::scalar);
+    k::quant_packed_compress(out, owner, n, mode.quant_bucket, bits, block.data(), scalar, owners);
     k::quant_packed_decompress(block.data(), n, mode.quant_bucket, bits, out, k::Isa::scalar);
     return;
   }
@@ -243,9 +251,18 @@ std::vector<float> reference(const std::vector<float>& in, ncclComm_t comm, cons
   std::vector<float> out(n, 0.0f);
   float* owner = mode.ef ? slot.owner.data() : nullptr;
   const std::size_t element = datatype == ncclFloat32 ? 4 : 2;
+  // The call's number among its shape's (communicator, count, datatype), as
+  // the library numbers them: stochastic rounding draws from it.
+  const std::uint64_t call = shape_calls[{comm, n, datatype}]++;
   for (const auto& [begin, count] : pieces_of(n, element)) {
+    k::Rounding mine, owners;  // nearest
+    if (mode.stochastic) {  // one rank: the owner of each piece's one shard, from its first value
+      mine = k::rounding_key(mode.quant_seed, 0, call, 0, begin);
+      owners = k::rounding_key(mode.quant_seed, 0, call, 1, begin);
+    }
     reference_piece(in.data() + begin, count, residual ? residual + begin : nullptr,
-                    owner ? owner + begin : nullptr, datatype, in_graph, out.data() + begin);
+                    owner ? owner + begin : nullptr, datatype, in_graph, out.data() + begin, mine,
+                    owners);
   }
   return out;
 }
@@ -654,6 +671,14 @@ int main() {
   CUDA_OK(cudaMalloc(&b, 16 * n * 4));
   std::printf("compressor %s, error feedback %d\n", mode.compressor.c_str(), mode.ef);
 
+  if (mode.stochastic) {  // the references above at each call's draws, on one key and another
+    for (int call = 0; call < 3; ++call)
+      fp32_case("fp32 sum, stochastic rounding, same key", d, a, b, n, ncclSum, mode.quant);
+    fp32_case("fp32 avg, stochastic rounding, in place", d, b + n, b + n, n - 5, ncclAvg,
+              mode.quant);
+    std::printf("%s: %d failed\n", failures ? "FAILED" : "PASSED", failures);
+    return failures ? 1 : 0;
+  }
   check_basic(d, a, b, n);
   check_int_passes_through(d, a, b, n);
   check_group(d, a, b, n);
