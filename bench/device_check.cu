@@ -315,7 +315,7 @@ std::string quant8_name(const char* what, const Quant8Case& c, bool with_ef = fa
          (c.offset ? " block+" + std::to_string(c.offset) : "");
 }
 
-void check_quant8_compress(const Quant8Case& c) {
+void check_quant8_compress(const Quant8Case& c, const k::Rounding& rounding = {}) {
   const std::vector<float> in = values(c.n, true);
   std::vector<float> res = values(c.n, false);
   const std::size_t bytes = k::quant8_bytes(c.n, c.bucket);
@@ -325,14 +325,15 @@ void check_quant8_compress(const Quant8Case& c) {
   std::byte* gout = dout.get() + c.offset;
   poison(gout, bytes);
   float* gres = c.ef ? reinterpret_cast<float*>(dres.get()) : nullptr;
-  CK(cu::quant8_compress(reinterpret_cast<float*>(din.get()), gres, c.n, c.bucket, gout, nullptr));
+  CK(cu::quant8_compress(reinterpret_cast<float*>(din.get()), gres, c.n, c.bucket, gout, nullptr,
+                         rounding));
   std::vector<std::uint8_t> want(bytes);
   k::quant8_compress(in.data(), c.ef ? res.data() : nullptr, c.n, c.bucket, want.data(),
-                     k::Isa::scalar);
+                     k::Isa::scalar, rounding);
   std::string where;
   bool ok = same_bits(get<std::uint8_t>(gout, bytes), want, &where);
   if (ok && c.ef) ok = same_bits(get<float>(dres.get(), c.n), res, &where);
-  report(quant8_name("quant8_compress", c, true), ok, where);
+  report(quant8_name("quant8_compress", c, true) + rounding_suffix(rounding), ok, where);
 }
 
 // A block no compress wrote: every code byte, scales of many magnitudes (and 0).
@@ -447,7 +448,7 @@ int main(int argc, char** argv) {
   check_topk_accumulate(cu::Elem::fp32, 5, true);
   check_topk_accumulate(cu::Elem::fp16, 1, false);
   check_topk_accumulate(cu::Elem::bf16, 5, false);
-  check_topk_accumulate(cu::Elem::fp32, 1, false, 5, 1, 1.0);    // n < 8, one rank, k = n
+  check_topk_accumulate(cu::Elem::fp32, 1, false, 5, 1, 1.0);  // n < 8, one rank, k = n
   check_topk_accumulate(cu::Elem::fp32, 1, false, 1'000'003, 3, 0.02, true);
   check_topk_accumulate(cu::Elem::bf16, 3, true, 100'000, 3, 0.01, true);
   check_topk_accumulate(cu::Elem::fp32, 3, true, 2049, 3, 0.5);  // one segment + 1
@@ -466,6 +467,7 @@ int main(int argc, char** argv) {
       {"", 511, 512, true, 0},
   };
   for (const Quant8Case& c : quant8_cases) check_quant8_compress(c);
+  for (const int i : {1, 2, 6}) check_quant8_compress(quant8_cases[i], stochastic_key());
   check_quant8_decode(quant8_cases[0], 1, 4);
   check_quant8_decode(quant8_cases[2], 3, 2);
   check_quant8_decode(quant8_cases[4], 5, 3);

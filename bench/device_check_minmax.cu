@@ -36,7 +36,7 @@ std::vector<std::uint8_t> cpu_block(const std::vector<float>& in, std::size_t bu
   return block;
 }
 
-void check_compress(const MinmaxCase& c) {
+void check_compress(const MinmaxCase& c, const k::Rounding& rounding = {}) {
   const std::vector<float> in = offset_values(c.n);
   std::vector<float> res = values(c.n, false);
   const std::size_t bytes = k::quant8_minmax_bytes(c.n, c.bucket);
@@ -47,14 +47,14 @@ void check_compress(const MinmaxCase& c) {
   poison(gout, bytes);
   float* gres = c.ef ? reinterpret_cast<float*>(dres.get()) : nullptr;
   CK(cu::quant8_minmax_compress(reinterpret_cast<float*>(din.get()), gres, c.n, c.bucket, gout,
-                                nullptr));
+                                nullptr, rounding));
   std::vector<std::uint8_t> want(bytes);
   k::quant8_minmax_compress(in.data(), c.ef ? res.data() : nullptr, c.n, c.bucket, want.data(),
-                            k::Isa::scalar);
+                            k::Isa::scalar, rounding);
   std::string where;
   bool ok = same_bits(get<std::uint8_t>(gout, bytes), want, &where);
   if (ok && c.ef) ok = same_bits(get<float>(dres.get(), c.n), res, &where);
-  report(minmax_name("quant8_minmax_compress", c), ok, where);
+  report(minmax_name("quant8_minmax_compress", c) + rounding_suffix(rounding), ok, where);
 }
 
 void check_decode(const MinmaxCase& c, int divisor, int ranks) {
@@ -97,6 +97,7 @@ void check_quant8_minmax() {
       {"", 511, 512, false, 0},
   };
   for (const MinmaxCase& c : cases) check_compress(c);
+  for (const int i : {1, 2, 4}) check_compress(cases[i], stochastic_key());
   check_decode(cases[0], 1, 4);
   check_decode(cases[2], 3, 2);
   check_decode(cases[4], 1, 3);

@@ -80,7 +80,7 @@ std::vector<std::uint8_t> cpu_block(const std::vector<float>& in, std::size_t bu
   return block;
 }
 
-void check_compress(const PackedCase& c, int bits) {
+void check_compress(const PackedCase& c, int bits, const k::Rounding& rounding = {}) {
   const std::vector<float> in = packed_values(c.n, c.bucket);
   std::vector<float> res = values(c.n, false);
   const std::size_t bytes = k::quant_packed_bytes(c.n, c.bucket, bits);
@@ -91,14 +91,14 @@ void check_compress(const PackedCase& c, int bits) {
   poison(gout, bytes);
   float* gres = c.ef ? reinterpret_cast<float*>(dres.get()) : nullptr;
   CK(cu::quant_packed_compress(reinterpret_cast<float*>(din.get()), gres, c.n, c.bucket, bits, gout,
-                               nullptr));
+                               nullptr, rounding));
   std::vector<std::uint8_t> want(bytes);
   k::quant_packed_compress(in.data(), c.ef ? res.data() : nullptr, c.n, c.bucket, bits, want.data(),
-                           k::Isa::scalar);
+                           k::Isa::scalar, rounding);
   std::string where;
   bool ok = same_bits(get<std::uint8_t>(gout, bytes), want, &where);
   if (ok && c.ef) ok = same_bits(get<float>(dres.get(), c.n), res, &where);
-  report(packed_name("quant_packed_compress", bits, c), ok, where);
+  report(packed_name("quant_packed_compress", bits, c) + rounding_suffix(rounding), ok, where);
 }
 
 void check_decode(const PackedCase& c, int bits, int divisor, int ranks) {
@@ -159,6 +159,7 @@ void check_quant_packed() {
   };
   for (const int bits : {4, 2}) {
     for (const PackedCase& c : cases) check_compress(c, bits);
+    for (const int i : {1, 2, 6}) check_compress(cases[i], bits, stochastic_key());
     check_decode(cases[0], bits, 1, 4);
     check_decode(cases[2], bits, 3, 2);
     check_decode(cases[4], bits, 1, 3);

@@ -20,6 +20,7 @@
 #include "kernels/element_rules.h"
 #include "kernels/pack.h"
 #include "kernels/quant8.h"
+#include "kernels/rounding.h"
 #include "kernels/topk.h"
 #include "tests/reference/value_stream.h"
 
@@ -40,6 +41,15 @@ using u16 = std::uint16_t;
 
 // Seeded from SLIMREDUCE_CHECK_SEED when set (to replay a failure), else at
 // random; device_check prints the seed.
+// A stochastic rounding (kernels/rounding.h) whose element numbers carry
+// past 2^32 inside a call: the quantizers' kernels draw as their CPU twins.
+inline k::Rounding stochastic_key() {
+  return k::rounding_key(7, 2, 5, 0, (std::uint64_t{1} << 32) - 100);
+}
+inline std::string rounding_suffix(const k::Rounding& rounding) {
+  return rounding.stochastic ? " stochastic" : "";
+}
+
 inline const std::uint64_t seed = [] {
   const char* given = std::getenv("SLIMREDUCE_CHECK_SEED");
   return given ? std::strtoull(given, nullptr, 0)
