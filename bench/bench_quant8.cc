@@ -4,7 +4,10 @@
 // Bytes per second count the fp32 tensor's bytes (n x 4) on every row, the
 // side a compress reads and a decompress or accumulate writes, so each row
 // reads directly against the memcpy row. The quant8_minmax rows time the
-// min-max codes (kernels/quant8_minmax.h, SLIMREDUCE_QUANT_CODES=minmax).
+// min-max codes (kernels/quant8_minmax.h, SLIMREDUCE_QUANT_CODES=minmax);
+// the _stochastic rows round stochastically (SLIMREDUCE_QUANT_ROUNDING,
+// kernels/rounding.h), next to their nearest twins; the int4 rows are the
+// 4-bit min-max codes (kernels/quant_packed_minmax.h), int4's default.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -15,6 +18,7 @@
 #include "bench/kernel_bench.h"
 #include "kernels/quant8.h"
 #include "kernels/quant8_minmax.h"
+#include "kernels/quant_packed_minmax.h"
 
 namespace {
 
@@ -39,13 +43,18 @@ std::vector<std::uint8_t> block_of(std::size_t n) {
   return block;
 }
 
-void bench_compress(benchmark::State& state, Isa isa, bool residual) {
+// A key as one call of a stochastic run draws with.
+const k::Rounding kStochastic = k::rounding_key(1, 0, 0, 0);
+
+void bench_compress(benchmark::State& state, Isa isa, bool residual,
+                    const k::Rounding& rounding = {}) {
   const std::size_t n = static_cast<std::size_t>(state.range(0));
   const std::vector<float> in = gradients(n);
   std::vector<float> res(residual ? n : 0, 0.0f);
   std::vector<std::uint8_t> out(k::quant8_bytes(n, kBucket));
   for (auto _ : state) {
-    k::quant8_compress(in.data(), residual ? res.data() : nullptr, n, kBucket, out.data(), isa);
+    k::quant8_compress(in.data(), residual ? res.data() : nullptr, n, kBucket, out.data(), isa,
+                       rounding);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
@@ -105,6 +114,18 @@ void bench_minmax_decompress(benchmark::State& state, Isa isa) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * n * sizeof(float)));
 }
 
+void bench_int4_compress(benchmark::State& state, Isa isa, const k::Rounding& rounding) {
+  const std::size_t n = static_cast<std::size_t>(state.range(0));
+  const std::vector<float> in = gradients(n);
+  std::vector<std::uint8_t> out(k::quant_packed_minmax_bytes(n, kBucket, 4));
+  for (auto _ : state) {
+    k::quant_packed_minmax_compress(in.data(), nullptr, n, kBucket, 4, out.data(), isa, rounding);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * n * sizeof(float)));
+}
+
 template <class Fn>
 void add(const std::string& name, Fn fn) {
   slimreduce::bench::add_benchmark(name, {kSizes[0], kSizes[1]}, fn);
@@ -118,6 +139,11 @@ void register_all() {
     add("quant8_compress" + tag, [=](benchmark::State& s) { bench_compress(s, isa, false); });
     add("quant8_compress_residual" + tag,
         [=](benchmark::State& s) { bench_compress(s, isa, true); });
+    add("quant8_compress_stochastic" + tag,
+        [=](benchmark::State& s) { bench_compress(s, isa, false, kStochastic); });
+    add("int4_compress" + tag, [=](benchmark::State& s) { bench_int4_compress(s, isa, {}); });
+    add("int4_compress_stochastic" + tag,
+        [=](benchmark::State& s) { bench_int4_compress(s, isa, kStochastic); });
     add("quant8_decompress" + tag, [=](benchmark::State& s) { bench_decompress(s, isa); });
     add("quant8_accumulate" + tag, [=](benchmark::State& s) { bench_accumulate(s, isa); });
     add("quant8_minmax_compress" + tag,

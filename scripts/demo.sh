@@ -100,9 +100,13 @@ run_lib "topk-0.01-sharded" topk -x SLIMREDUCE_TOPK_RATIO=0.01 -x SLIMREDUCE_TOP
 run_lib "topk-adaptive" topk -x SLIMREDUCE_TOPK_RATIO=0.01,0.001 -x SLIMREDUCE_ADAPTIVE=accordion
 run_lib "powersgd-4" powersgd -x SLIMREDUCE_POWERSGD_RANK=4
 run_lib "int8" int8
-# Fewer bits: 4 and 2 bits per value, a scale per bucket, error feedback on.
+# Fewer bits: 4 and 2 bits per value, a bucket's min and max, error feedback on.
 run_lib "int4" int4
 run_lib "int2" int2
+# Stochastic rounding (each code unbiased), and no error feedback: what a job
+# whose fused buffers change from call to call (no residual kept) would run.
+run_lib "int4-stochastic-no-ef" int4 -x SLIMREDUCE_QUANT_ROUNDING=stochastic \
+  -x SLIMREDUCE_ERROR_FEEDBACK=0
 # The measured choice: none, fp16 or int8 per size class, agreed by the ranks.
 run_lib "auto" auto
 # Under the slow-link option, hierarchical fp16 with two emulated nodes
