@@ -11,9 +11,10 @@
 // and ranks (and the owner's second quantization) draw independently. The key
 // is (SLIMREDUCE_QUANT_SEED, rank, the call's number among calls of its shape,
 // phase) mixed by splitmix64 once per call (rounding_key); per element,
-// draw = mix32(mix32(lo32(e) ^ k0) ^ hi32(e) ^ k1), mix32 being a 32-bit
+// draw = mix32(lo32(e) ^ k0 ^ hi32(e) * 0x9e3779b9), mix32 being a 32-bit
 // integer finalizer (Wellons' lowbias32), so that 8 or 16 lanes compute it
-// with 32-bit multiplies.
+// with two 32-bit multiplies (hi32(e) is the same across a vector's lanes
+// but where lo32(e) wraps, so its product is a broadcast plus the carry's).
 //
 // stochastic_round(r, draw), |r| < 2^31: f = floor(r), frac = r - f (exact),
 // u = draw >> 9 (23 bits); f + 1 when (2u + 1) * 2^-24 < frac, else f; but
@@ -38,7 +39,7 @@ namespace slimreduce::kernels {
 // being the element number of the block's value 0 in the call's tensor.
 struct Rounding {
   bool stochastic = false;
-  std::uint32_t k0 = 0, k1 = 0;
+  std::uint32_t k0 = 0;
   std::uint64_t first = 0;
 
   // The same rounding for the values from `offset` on.
@@ -60,11 +61,14 @@ SR_HD inline std::uint32_t mix32(std::uint32_t x) {
   return x;
 }
 
+// The high word's weight in a draw: 2^32 / phi, odd.
+inline constexpr std::uint32_t kRoundingHighWeight = 0x9e3779b9u;
+
 // The draw of value i of a block rounded with `rounding` (element first + i).
 SR_HD inline std::uint32_t rounding_draw(const Rounding& rounding, std::uint64_t i) {
   const std::uint64_t e = rounding.first + i;
   const auto lo = static_cast<std::uint32_t>(e), hi = static_cast<std::uint32_t>(e >> 32);
-  return mix32(mix32(lo ^ rounding.k0) ^ hi ^ rounding.k1);
+  return mix32(lo ^ rounding.k0 ^ hi * kRoundingHighWeight);
 }
 
 // 2^24 as a float, the scale of the draw's threshold; the snap to a code.
@@ -99,7 +103,8 @@ constexpr Rounding rounding_key(std::uint64_t seed, int rank, std::uint64_t call
   k = splitmix64(k ^ call);
   k = splitmix64(k ^ (static_cast<std::uint64_t>(static_cast<std::uint32_t>(rank)) << 1 |
                       static_cast<std::uint64_t>(phase & 1)));
-  return {true, static_cast<std::uint32_t>(k), static_cast<std::uint32_t>(k >> 32), first};
+  // The key's two halves folded: one 32-bit word enters each draw.
+  return {true, static_cast<std::uint32_t>(k ^ (k >> 32)), first};
 }
 
 }  // namespace slimreduce::kernels

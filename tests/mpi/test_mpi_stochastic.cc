@@ -19,6 +19,7 @@
 #include "tests/mpi/host_caller.h"
 #include "tests/mpi/mpi_helpers.h"
 #include "tests/mpi/mpi_test_main.h"
+#include "tests/reference/bias_statistic.h"
 
 namespace slimreduce::testing {
 namespace {
@@ -114,20 +115,11 @@ TEST_P(Stochastic, UnbiasedWithoutErrorFeedback) {
       sum[i] += error, sum_sq[i] += error * error;
     }
   }
-  // T: the squared mean errors over what their spreads say, about 1 when
-  // unbiased (its own spread sqrt(2 / the values that vary)); nearest
-  // rounding, the same codes on every call, has no spread and a bias.
-  double squares = 0, expected = 0;
-  int varying = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const double mean = sum[i] / kCalls;
-    const double variance = std::max(0.0, (sum_sq[i] - kCalls * mean * mean) / (kCalls - 1));
-    squares += mean * mean, expected += variance / kCalls;
-    varying += variance > 0;
-  }
-  ASSERT_GT(varying, int(n) / 2) << "the codes move with the call number";
-  EXPECT_LT(squares / expected, 1 + 6 * std::sqrt(2.0 / varying))
-      << "squared mean errors / their variance";
+  // reference::bias_statistic: z about standard normal when unbiased; rounding
+  // to nearest, the same codes on every call, has no spread and a bias.
+  const reference::BiasStatistic stat = reference::bias_statistic(sum, sum_sq, kCalls);
+  ASSERT_GT(stat.varying, int(n) / 2) << "the codes move with the call number";
+  EXPECT_LT(stat.z, 6.0) << "squared mean errors beyond their variance";
 }
 
 INSTANTIATE_TEST_SUITE_P(WidthsCodes, Stochastic,

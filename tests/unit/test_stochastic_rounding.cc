@@ -23,6 +23,7 @@
 #include "kernels/quant_packed.h"
 #include "kernels/quant_packed_minmax.h"
 #include "kernels/rounding.h"
+#include "tests/reference/bias_statistic.h"
 
 namespace slimreduce::kernels {
 namespace {
@@ -273,23 +274,16 @@ TEST_P(StochasticCodec, UnbiasedOverSeeds) {
     }
   }
   // Each value: its mean error within 5 standard errors of the widest
-  // two-point spread (half a step), plus the snap's bias (below 2^-16 of a step).
-  // All values: the squared mean errors add up to what their variances say
-  // (T about 1, its spread sqrt(2 / the values that vary)); a bias of a twentieth of a step
-  // would make T about 7, nearest rounding far more.
-  double squares = 0, expected = 0;
-  int varying = 0;  // the values whose code moves with the seed: T's degrees of freedom
+  // two-point spread (half a step), plus the snap's bias (below 2^-16 of a
+  // step); all values: reference::bias_statistic's z below 6.
   for (std::size_t i = 0; i < n(); ++i) {
-    const double mean = sum[i] / kSeeds;
-    const double variance = std::max(0.0, (sum_sq[i] - kSeeds * mean * mean) / (kSeeds - 1));
-    squares += mean * mean, expected += variance / kSeeds;
-    varying += variance > 0;
-    const double step = step_bound(codec(), in, bucket(), i);
+    const double mean = sum[i] / kSeeds, step = step_bound(codec(), in, bucket(), i);
     ASSERT_LE(std::fabs(mean), 5 * step / 2 / std::sqrt(double(kSeeds)) + step * 0x1p-15)
         << "value " << i << " = " << in[i];
   }
-  const double t = squares / expected;
-  EXPECT_LT(t, 1 + 6 * std::sqrt(2.0 / std::max(varying, 1))) << "squared mean errors / variance";
+  const reference::BiasStatistic stat = reference::bias_statistic(sum, sum_sq, kSeeds);
+  EXPECT_LT(stat.z, 6.0) << "squared mean errors beyond their variance, over " << stat.varying
+                         << " values that vary";
 }
 
 TEST_P(StochasticCodec, ReproducibleAndApartByKey) {
