@@ -473,6 +473,7 @@ int main(int argc, char** argv) {
   check_quant8_decode(quant8_cases[4], 5, 3);
   check_quant8_decode(quant8_cases[6], 1, 2);
   check_quant8_minmax();
+  check_quant_fp8();
   check_fixed_order_norm();
   check_quant_packed();
   check_low_rank();

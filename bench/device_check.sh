@@ -127,7 +127,7 @@ NCCL_ONLY_LIB=$B/interpose/libslimreduce_nccl.so
       timeout "$(cap 180 120)" nvcc -std=c++17 -O3 --fmad=false -arch=sm_90 -I"$ROOT" "$ROOT"/bench/device_check.cu \
         "$ROOT"/bench/device_timing.cu "$ROOT"/bench/device_check_low_rank.cu \
         "$ROOT"/bench/device_check_topk_shards.cu "$ROOT"/bench/device_check_minmax.cu \
-        "$ROOT"/bench/device_check_norm.cu "$ROOT"/bench/device_check_quant_packed.cu \
+        "$ROOT"/bench/device_check_norm.cu "$ROOT"/bench/device_check_quant_packed.cu "$ROOT"/bench/device_check_fp8.cu \
         "$ROOT"/kernels/cuda/*.cu ./*.o -o device_check -Xcompiler -pthread
     cd "$ROOT"
     DEVICE_CHECK=$B/direct/device_check

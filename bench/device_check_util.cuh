@@ -238,5 +238,6 @@ void check_quant8_minmax();
 
 // The 4- and 2-bit packed codes (bench/device_check_quant_packed.cu): their checks.
 void check_quant_packed();
+void check_quant_fp8();
 
 }  // namespace slimreduce::device_check

@@ -15,6 +15,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"topk", make_topk_compressor}, {"powersgd", make_powersgd_compressor},
       {"int8", make_int8_compressor}, {"quant", make_quant_compressor},
       {"int4", make_int4_compressor}, {"int2", make_int2_compressor},
+      {"fp8", make_fp8_compressor},
   };
   return table;
 }

@@ -19,6 +19,7 @@ std::unique_ptr<Compressor> make_int8_compressor(const CompressorOptions& option
 std::unique_ptr<Compressor> make_quant_compressor(const CompressorOptions& options);
 std::unique_ptr<Compressor> make_int4_compressor(const CompressorOptions& options);
 std::unique_ptr<Compressor> make_int2_compressor(const CompressorOptions& options);
+std::unique_ptr<Compressor> make_fp8_compressor(const CompressorOptions& options);
 
 // Registered names, in registration order ("none" is not a compressor).
 std::vector<std::string> registered_names();

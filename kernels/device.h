@@ -90,6 +90,16 @@ int quant_packed_minmax_decompress(const void* block, std::size_t n, std::size_t
 int quant_packed_minmax_accumulate(const void* block, std::size_t n, std::size_t bucket, int bits,
                                    float* dense, void* stream);
 
+// Block-scaled fp8, twins of kernels::quant_fp8_compress, of
+// quant_fp8_decompress with a divisor and of quant_fp8_accumulate
+// (kernels/quant_fp8.h): as the three above.
+int quant_fp8_compress(const float* in, float* residual, std::size_t n, std::size_t bucket,
+                       void* out, void* stream);
+int quant_fp8_decompress(const void* block, std::size_t n, std::size_t bucket, float* out,
+                         int divisor, void* stream);
+int quant_fp8_accumulate(const void* block, std::size_t n, std::size_t bucket, float* dense,
+                         void* stream);
+
 // Exact top-k, twin of kernels::topk_compress / topk_accumulate (kernels/cuda/kernels.h
 // says more: payloads padded to kernels::topk_payload_stride, fp16 or bf16 inputs).
 std::size_t topk_select_scratch_bytes(std::size_t n);

@@ -52,6 +52,13 @@ int quant_packed_minmax_decompress(const void*, std::size_t, std::size_t, int, f
 int quant_packed_minmax_accumulate(const void*, std::size_t, std::size_t, int, float*, void*) {
   return kNoDevice;
 }
+int quant_fp8_compress(const float*, float*, std::size_t, std::size_t, void*, void*) {
+  return kNoDevice;
+}
+int quant_fp8_decompress(const void*, std::size_t, std::size_t, float*, int, void*) {
+  return kNoDevice;
+}
+int quant_fp8_accumulate(const void*, std::size_t, std::size_t, float*, void*) { return kNoDevice; }
 std::size_t topk_select_scratch_bytes(std::size_t) { return 0; }
 int topk_select(Elem, const void*, float*, std::size_t, std::size_t, bool, void*, std::size_t,
                 void*, void*) {

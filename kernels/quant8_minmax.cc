@@ -152,25 +152,8 @@ SR_AVX2 __m256 decode8(__m256i q, __m256 step, __m256 offset) {
   return replace8(out, q, kMinmaxNan, kMinmaxNanBits);
 }
 
-SR_AVX2 __m256i load_codes8(const std::uint8_t* codes, std::size_t t) {
-  if (t == 8) return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes)));
-  std::uint8_t buffer[8] = {};
-  std::memcpy(buffer, codes, t);
-  return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(buffer)));
-}
-
-// The low byte of each of 8 lanes (values in [0, 255]: packus cannot saturate).
-SR_AVX2 void store_codes8(std::uint8_t* codes, __m256i q, std::size_t t) {
-  const __m128i words = _mm_packus_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
-  const __m128i bytes = _mm_packus_epi16(words, words);
-  if (t == 8) {
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(codes), bytes);
-    return;
-  }
-  std::uint8_t buffer[16];
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(buffer), bytes);
-  std::memcpy(codes, buffer, t);
-}
+using simd::load_ucodes8;
+using simd::store_ucodes8;
 
 template <bool R>
 SR_AVX2_ENTRY MinmaxParams compress_bucket_avx2(const float* in, float* res, std::size_t len,
@@ -195,7 +178,7 @@ SR_AVX2_ENTRY MinmaxParams compress_bucket_avx2(const float* in, float* res, std
     const __m256i mask = lanes8(t);
     const __m256 acc = acc8<R>(in + i, R ? res + i : nullptr, mask, t == 8);
     const __m256i q = code8(acc, inv, j0, rounding, i);
-    store_codes8(codes + i, q, t);
+    store_ucodes8(codes + i, q, t);
     if constexpr (R) {
       const __m256 sent = decode8(q, step, offset);
       const __m256 kept = _mm256_and_ps(_mm256_sub_ps(acc, sent), finite_mask8(sent));
@@ -221,7 +204,7 @@ SR_AVX2_ENTRY void decode_bucket_avx2(const std::uint8_t* codes, std::size_t len
   const __m256 vstep = _mm256_set1_ps(step), voffset = _mm256_set1_ps(offset);
   for (std::size_t i = 0; i < len; i += 8) {
     const std::size_t t = std::min<std::size_t>(8, len - i);
-    const __m256 value = decode8(load_codes8(codes + i, t), vstep, voffset);
+    const __m256 value = decode8(load_ucodes8(codes + i, t), vstep, voffset);
     const __m256i mask = lanes8(t);
     if constexpr (Accumulate) {
       const __m256 old = t == 8 ? _mm256_loadu_ps(out + i) : _mm256_maskload_ps(out + i, mask);

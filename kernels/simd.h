@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/rounding.h"
 
@@ -85,6 +86,27 @@ SR_AVX2 __m256 replace8(__m256 v, __m256i q, int code, std::uint32_t bits) {
   const __m256i where = _mm256_cmpeq_epi32(q, _mm256_set1_epi32(code));
   return _mm256_blendv_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(bits))),
                           _mm256_castsi256_ps(where));
+}
+
+// 8 unsigned byte codes from memory (t < 8 of them through a zeroed
+// buffer), as 32-bit lanes; and back, the low byte of each lane (values in
+// [0, 255]: packus cannot saturate). The 8-bit min-max and fp8 codes'.
+SR_AVX2 __m256i load_ucodes8(const std::uint8_t* codes, std::size_t t) {
+  if (t == 8) return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes)));
+  std::uint8_t buffer[8] = {};
+  std::memcpy(buffer, codes, t);
+  return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(buffer)));
+}
+SR_AVX2 void store_ucodes8(std::uint8_t* codes, __m256i q, std::size_t t) {
+  const __m128i words = _mm_packus_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+  const __m128i bytes = _mm_packus_epi16(words, words);
+  if (t == 8) {
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(codes), bytes);
+    return;
+  }
+  std::uint8_t buffer[16];
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(buffer), bytes);
+  std::memcpy(codes, buffer, t);
 }
 
 // mix32 (kernels/rounding.h) of 8 lanes.

@@ -70,8 +70,24 @@ void check_levels(const Settings& s) {
                           s.compressor + " has one)");
 }
 
+// Stochastic rounding is the integer quantizers' (kernels/rounding.h): fp8
+// rounds to nearest only, so asking for both is refused rather than ignored.
+void check_rounding(const Settings& s) {
+  if (s.quant_rounding != compressors::QuantRounding::stochastic) return;
+  bool fp8 = s.compressor == "fp8";
+  for (const std::string& candidate : s.auto_candidates.value_or(std::vector<std::string>{}))
+    fp8 = fp8 || (s.compressor == "auto" && candidate == "fp8");
+  if (fp8)
+    throw SettingsError("SLIMREDUCE_QUANT_ROUNDING", "stochastic",
+                        "nearest with fp8 (its codes round to nearest only; stochastic is for "
+                        "int8, quant, int4 and int2)");
+}
+
 }  // namespace
 
-void check_together(const Settings& settings) { check_levels(settings); }
+void check_together(const Settings& settings) {
+  check_levels(settings);
+  check_rounding(settings);
+}
 
 }  // namespace slimreduce

@@ -186,8 +186,8 @@ const std::vector<SettingSpec>& specs() {
        },
        [](const Settings& s) { return show_levels(s.quant_bits, s.quant_bits_hard); }, true},
       {"SLIMREDUCE_QUANT_BUCKET", "512", fixed("a whole number in [1, 16777216]"),
-       "Values per fp32 scale for the quantizer: each value travels as bits / 8 + 4 / bucket "
-       "bytes.",
+       "Values per scale for the quantizers: each value travels as bits / 8 + 4 / bucket "
+       "bytes (fp8: 1 + 1 / bucket, its scale a one-byte power of two; MXFP8's blocks are 32).",
        [](const std::string& v, Settings& s) { s.quant_bucket = parse_bucket(v); },
        [](const Settings& s) { return std::to_string(s.quant_bucket); }, true},
       {"SLIMREDUCE_QUANT_CODES", "width", fixed("width, absmax, minmax"),
@@ -203,7 +203,8 @@ const std::vector<SettingSpec>& specs() {
        [](const std::string& v, Settings& s) { s.quant_codes = parse_choice(v, kQuantCodes); },
        [](const Settings& s) { return show_choice(s.quant_codes, kQuantCodes); }, true},
       {"SLIMREDUCE_QUANT_ROUNDING", "nearest", fixed("nearest, stochastic"),
-       "How the quantizer rounds at every width: nearest (the nearest code, ties to even), or "
+       "How the quantizer rounds at every width (int8, quant, int4, int2; fp8 rounds to nearest "
+       "and refuses stochastic): nearest (the nearest code, ties to even), or "
        "stochastic (up with the probability of the value's distance past the lower code: each "
        "code unbiased, so that a job can run with SLIMREDUCE_ERROR_FEEDBACK=0 where residuals "
        "cannot be kept; each value's error up to a whole step, twice nearest's). The random bits "
@@ -274,7 +275,7 @@ const std::vector<SettingSpec>& specs() {
        },
        [](const Settings& s) { return show_real(s.threshold()); }, true},
       {"SLIMREDUCE_ERROR_FEEDBACK",
-       "1 for topk, powersgd and the quantizers (int8, quant, int4, int2), 0 for casts",
+       "1 for topk, powersgd and the quantizers (int8, quant, int4, int2, fp8), 0 for casts",
        fixed("0, 1"), "Carry what compression lost into the next call with the same residual key.",
        [](const std::string& v, Settings& s) { s.error_feedback = parse_flag(v); },
        [](const Settings& s) {

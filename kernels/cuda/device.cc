@@ -95,6 +95,18 @@ int quant_packed_minmax_accumulate(const void* block, std::size_t n, std::size_t
                                    float* dense, void* stream) {
   return cuda::quant_packed_minmax_accumulate(block, n, bucket, bits, dense, as_stream(stream));
 }
+int quant_fp8_compress(const float* in, float* residual, std::size_t n, std::size_t bucket,
+                       void* out, void* stream) {
+  return cuda::quant_fp8_compress(in, residual, n, bucket, out, as_stream(stream));
+}
+int quant_fp8_decompress(const void* block, std::size_t n, std::size_t bucket, float* out,
+                         int divisor, void* stream) {
+  return cuda::quant_fp8_decompress(block, n, bucket, out, divisor, as_stream(stream));
+}
+int quant_fp8_accumulate(const void* block, std::size_t n, std::size_t bucket, float* dense,
+                         void* stream) {
+  return cuda::quant_fp8_accumulate(block, n, bucket, dense, as_stream(stream));
+}
 std::size_t topk_select_scratch_bytes(std::size_t n) { return cuda::topk_select_scratch_bytes(n); }
 int topk_select(Elem in_type, const void* in, float* residual, std::size_t n, std::size_t k,
                 bool fp16_values, void* payload, std::size_t payload_stride, void* scratch,

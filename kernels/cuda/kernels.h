@@ -108,6 +108,17 @@ cudaError_t quant_packed_minmax_decompress(const void* block, std::size_t n, std
 cudaError_t quant_packed_minmax_accumulate(const void* block, std::size_t n, std::size_t bucket,
                                            int bits, float* dense, cudaStream_t stream);
 
+// ---- block-scaled fp8 (twins of kernels::quant_fp8_*), as the three above ---
+
+// Blocks as kernels/quant_fp8.h lays them out, at any address; the same bits
+// as the CPU twin; the same answers for bucket 0, a divisor below 1, n == 0.
+cudaError_t quant_fp8_compress(const float* in, float* residual, std::size_t n, std::size_t bucket,
+                               void* out, cudaStream_t stream);
+cudaError_t quant_fp8_decompress(const void* block, std::size_t n, std::size_t bucket, float* out,
+                                 int divisor, cudaStream_t stream);
+cudaError_t quant_fp8_accumulate(const void* block, std::size_t n, std::size_t bucket, float* dense,
+                                 cudaStream_t stream);
+
 // ---- exact top-k by magnitude (twin of kernels::topk_compress) ---------------
 
 // Payloads travel at this stride: kernels::topk_payload_stride (the top-k

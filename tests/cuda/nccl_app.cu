@@ -29,6 +29,7 @@
 #include "kernels/low_rank.h"
 #include "kernels/quant8.h"
 #include "kernels/quant8_minmax.h"
+#include "kernels/quant_fp8.h"
 #include "kernels/quant_packed.h"
 #include "kernels/quant_packed_minmax.h"
 #include "kernels/topk.h"
@@ -68,7 +69,8 @@ struct Mode {
   bool int8 = compressor == "int8";
   // int4 and int2: the quantizer's packed widths, sharded as int8 is.
   int packed_bits = compressor == "int4" ? 4 : compressor == "int2" ? 2 : 0;
-  bool quant = int8 || packed_bits != 0;
+  bool fp8 = compressor == "fp8";  // block-scaled e4m3, sharded as int8 is
+  bool quant = int8 || packed_bits != 0 || fp8;
   // SLIMREDUCE_QUANT_CODES: width (min-max at 4 and 2 bits, absmax at 8), absmax or minmax.
   std::string quant_codes = env("SLIMREDUCE_QUANT_CODES", "width");
   bool minmax = quant_codes == "minmax" || (quant_codes == "width" && packed_bits != 0);
@@ -180,6 +182,14 @@ void reference_piece(const float* in, std::size_t n, float* residual, float* own
                      bool in_graph, float* out, const k::Rounding& mine,
                      const k::Rounding& owners) {
   const k::Isa scalar = k::Isa::scalar;
+  if (mode.fp8) {  // as int8, in fp8 codes (nearest only)
+    std::vector<std::uint8_t> block(k::quant_fp8_bytes(n, mode.quant_bucket));
+    k::quant_fp8_compress(in, residual, n, mode.quant_bucket, block.data(), scalar);
+    k::quant_fp8_accumulate(block.data(), n, mode.quant_bucket, out, scalar);
+    k::quant_fp8_compress(out, owner, n, mode.quant_bucket, block.data(), scalar);
+    k::quant_fp8_decompress(block.data(), n, mode.quant_bucket, out, scalar);
+    return;
+  }
   if (mode.int8 && mode.minmax) {  // as below, in min-max codes
     std::vector<std::uint8_t> block(k::quant8_minmax_bytes(n, mode.quant_bucket));
     k::quant8_minmax_compress(in, residual, n, mode.quant_bucket, block.data(), scalar, mine);

@@ -174,6 +174,21 @@ TEST(Settings, QuantRoundingAndSeed) {
       EXPECT_EQ(e.variable(), variable) << bad;
     }
   }
+  // fp8 rounds to nearest only: asked for stochastic, refused (as a candidate of auto too).
+  for (const Environment& env :
+       {Environment{{"SLIMREDUCE_COMPRESSOR", "fp8"}, {"SLIMREDUCE_QUANT_ROUNDING", "stochastic"}},
+        Environment{{"SLIMREDUCE_COMPRESSOR", "auto"},
+                    {"SLIMREDUCE_AUTO_CANDIDATES", "none,fp8"},
+                    {"SLIMREDUCE_QUANT_ROUNDING", "stochastic"}}}) {
+    try {
+      parse_settings(env);
+      ADD_FAILURE() << "fp8 with stochastic rounding accepted";
+    } catch (const SettingsError& e) {
+      EXPECT_EQ(e.variable(), "SLIMREDUCE_QUANT_ROUNDING");
+      EXPECT_NE(std::string(e.what()).find("fp8"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(parse_settings({{"SLIMREDUCE_COMPRESSOR", "fp8"}}).compressor, "fp8");
   const std::vector<std::string> lines = describe_settings(
       parse({{"SLIMREDUCE_QUANT_ROUNDING", "stochastic"}, {"SLIMREDUCE_QUANT_SEED", "7"}}));
   EXPECT_NE(std::find(lines.begin(), lines.end(), "SLIMREDUCE_QUANT_ROUNDING=stochastic"),
@@ -278,10 +293,10 @@ TEST_P(BadSettings, FailWithOneLineNamingVariableValueAndWhatIsAccepted) {
 
 constexpr const char* kSizes = "a byte size: 65536, 64K, 64KiB, 1M, 1MiB, 4G (powers of 1024)";
 constexpr const char* kCompressors =
-    "none, fp16, bf16, topk, powersgd, int8, quant, int4, int2, auto";
+    "none, fp16, bf16, topk, powersgd, int8, quant, int4, int2, fp8, auto";
 constexpr const char* kCandidates =
     "a comma-separated list, each once, of: none, fp16, bf16, topk, powersgd, int8, quant, int4, "
-    "int2 (not auto; set only with SLIMREDUCE_COMPRESSOR=auto)";
+    "int2, fp8 (not auto; set only with SLIMREDUCE_COMPRESSOR=auto)";
 constexpr const char* kQuantBits =
     "8, 4, 2, or two as gentle,hard (the hard one fewer) with SLIMREDUCE_ADAPTIVE=accordion";
 constexpr const char* kRank =

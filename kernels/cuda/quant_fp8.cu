@@ -1,0 +1,109 @@
+// Block-scaled fp8 on the GPU: the twin of kernels/quant_fp8.cc, bit for
+// bit, through the same rules (kernels/quant_fp8_rules.h). As quant8.cu: a
+// bucket is the work of one group of threads (a warp up to kWarpBucketMax
+// values, a whole block past that); compress reads its bucket twice (its
+// largest finite |acc|, then its codes).
+#include "kernels/cuda/bucket_groups.cuh"
+#include "kernels/quant_fp8_rules.h"
+
+namespace slimreduce::kernels::cuda {
+namespace {
+
+using namespace detail;
+
+// Blocks as kernels/quant_fp8.h lays them out: b exponent bytes, then n codes.
+struct Layout {
+  std::size_t n, bucket, buckets;
+};
+
+Layout layout_of(std::size_t n, std::size_t bucket) {
+  return {n, bucket, n / bucket + (n % bucket != 0)};
+}
+
+// One past the last value of the bucket that starts at first.
+__device__ inline std::size_t end_of(const Layout& l, std::size_t first) {
+  return l.n - first < l.bucket ? l.n : first + l.bucket;
+}
+
+template <int G>
+__global__ void __launch_bounds__(kBlock)
+    compress_kernel(const float* in, float* res, Layout l, unsigned char* out) {
+  unsigned char* codes = out + l.buckets;
+  for_each_bucket<G>(l.buckets, [&](std::size_t j, unsigned rank) {
+    const std::size_t first = j * l.bucket, last = end_of(l, first);
+    std::uint32_t max_bits = 0;
+    for (std::size_t i = first + rank; i < last; i += G) {
+      max_bits = max(max_bits, quant8_finite_abs_bits(acc_at(in, res, i)));
+    }
+    const std::uint8_t exponent = fp8_exponent(group_max<G>(max_bits));
+    if (rank == 0) out[j] = exponent;
+    const float inv = fp8_inverse(exponent), scale = fp8_scale(exponent);
+    for (std::size_t i = first + rank; i < last; i += G) {
+      const float acc = acc_at(in, res, i);
+      const std::uint8_t c = fp8_code(acc, inv);
+      codes[i] = c;
+      if (res) res[i] = residual_after(acc, fp8_decode(c, scale));
+    }
+  });
+}
+
+// Accumulate: out[i] = add_nan_first(out[i], decoded); else out[i] = decoded / divisor.
+template <int G, bool Accumulate>
+__global__ void __launch_bounds__(kBlock)
+    decode_kernel(const unsigned char* block, Layout l, float* out, int divisor) {
+  const unsigned char* codes = block + l.buckets;
+  for_each_bucket<G>(l.buckets, [&](std::size_t j, unsigned rank) {
+    const float scale = fp8_scale(block[j]);
+    const std::size_t first = j * l.bucket, last = end_of(l, first);
+    for (std::size_t i = first + rank; i < last; i += G) {
+      const float value = fp8_decode(codes[i], scale);
+      out[i] = Accumulate ? add_nan_first(out[i], value) : divide_keeping_nan(value, divisor);
+    }
+  });
+}
+
+template <int G, class Kernel, class... Args>
+cudaError_t launch(Kernel kernel, const Layout& l, cudaStream_t stream, Args... args) {
+  kernel<<<grid_for(l.buckets * G), kBlock, 0, stream>>>(args...);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t quant_fp8_compress(const float* in, float* residual, std::size_t n, std::size_t bucket,
+                               void* out, cudaStream_t stream) {
+  if (bucket == 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  const Layout l = layout_of(n, bucket);
+  auto* block = static_cast<unsigned char*>(out);
+  if (bucket <= kWarpBucketMax) {
+    return launch<kWarp>(compress_kernel<kWarp>, l, stream, in, residual, l, block);
+  }
+  return launch<kBlock>(compress_kernel<kBlock>, l, stream, in, residual, l, block);
+}
+
+cudaError_t quant_fp8_decompress(const void* block, std::size_t n, std::size_t bucket, float* out,
+                                 int divisor, cudaStream_t stream) {
+  if (bucket == 0 || divisor < 1) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  const Layout l = layout_of(n, bucket);
+  const auto* bytes = static_cast<const unsigned char*>(block);
+  if (bucket <= kWarpBucketMax) {
+    return launch<kWarp>(decode_kernel<kWarp, false>, l, stream, bytes, l, out, divisor);
+  }
+  return launch<kBlock>(decode_kernel<kBlock, false>, l, stream, bytes, l, out, divisor);
+}
+
+cudaError_t quant_fp8_accumulate(const void* block, std::size_t n, std::size_t bucket, float* dense,
+                                 cudaStream_t stream) {
+  if (bucket == 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  const Layout l = layout_of(n, bucket);
+  const auto* bytes = static_cast<const unsigned char*>(block);
+  if (bucket <= kWarpBucketMax) {
+    return launch<kWarp>(decode_kernel<kWarp, true>, l, stream, bytes, l, dense, 1);
+  }
+  return launch<kBlock>(decode_kernel<kBlock, true>, l, stream, bytes, l, dense, 1);
+}
+
+}  // namespace slimreduce::kernels::cuda

@@ -1,0 +1,239 @@
+// Block-scaled fp8 on the CPU: a scalar path built on quant_fp8_rules.h and
+// an AVX2 path that gives the same bits (an AVX-512 CPU runs AVX2's). Every
+// path walks the block one bucket at a time: compress reads a bucket twice
+// (its largest finite |acc|, then its codes).
+#include "kernels/quant_fp8.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/element_rules.h"
+#include "kernels/quant_fp8_rules.h"
+#include "kernels/simd.h"
+
+namespace slimreduce::kernels {
+namespace {
+
+// ---------------------------------------------------------------- layout ----
+
+// fn(j, first, len) for each bucket j: values [first, first + len).
+template <class Fn>
+void for_each_bucket(std::size_t n, std::size_t bucket, Fn fn) {
+  for (std::size_t j = 0, first = 0; first < n; ++j, first += bucket) {
+    fn(j, first, std::min(bucket, n - first));
+  }
+}
+
+// One bucket through one path: compress returns the bucket's exponent byte.
+using CompressBucket = std::uint8_t (*)(const float* in, float* res, std::size_t len,
+                                        std::uint8_t* codes);
+using DecodeBucket = void (*)(const std::uint8_t* codes, std::size_t len, std::uint8_t exponent,
+                              float* out);
+
+void compress_with(CompressBucket fn, const float* in, float* res, std::size_t n,
+                   std::size_t bucket, void* out) {
+  auto* bytes = static_cast<std::uint8_t*>(out);
+  std::uint8_t* codes = bytes + quant_fp8_buckets(n, bucket);
+  for_each_bucket(n, bucket, [&](std::size_t j, std::size_t first, std::size_t len) {
+    bytes[j] = fn(in + first, res ? res + first : nullptr, len, codes + first);
+  });
+}
+
+void decode_with(DecodeBucket fn, const void* block, std::size_t n, std::size_t bucket,
+                 float* out) {
+  const auto* bytes = static_cast<const std::uint8_t*>(block);
+  const std::uint8_t* codes = bytes + quant_fp8_buckets(n, bucket);
+  for_each_bucket(n, bucket, [&](std::size_t j, std::size_t first, std::size_t len) {
+    fn(codes + first, len, bytes[j], out + first);
+  });
+}
+
+// ---------------------------------------------------------------- scalar ----
+
+inline float acc_at(const float* in, const float* res, std::size_t i) {
+  return res ? add_nan_first(in[i], res[i]) : in[i];
+}
+
+std::uint8_t compress_bucket_scalar(const float* in, float* res, std::size_t len,
+                                    std::uint8_t* codes) {
+  std::uint32_t max_bits = 0;
+  for (std::size_t i = 0; i < len; ++i) {
+    max_bits = std::max(max_bits, quant8_finite_abs_bits(acc_at(in, res, i)));
+  }
+  const std::uint8_t exponent = fp8_exponent(max_bits);
+  const float inv = fp8_inverse(exponent), scale = fp8_scale(exponent);
+  for (std::size_t i = 0; i < len; ++i) {
+    const float acc = acc_at(in, res, i);
+    codes[i] = fp8_code(acc, inv);
+    if (res) res[i] = residual_after(acc, fp8_decode(codes[i], scale));
+  }
+  return exponent;
+}
+
+template <bool Add>
+void decode_bucket_scalar(const std::uint8_t* codes, std::size_t len, std::uint8_t exponent,
+                          float* out) {
+  const float scale = fp8_scale(exponent);
+  for (std::size_t i = 0; i < len; ++i) {
+    const float value = fp8_decode(codes[i], scale);
+    out[i] = Add ? add_nan_first(out[i], value) : value;
+  }
+}
+
+// ------------------------------------------------------------------ AVX2 ----
+
+using simd::acc8;
+using simd::add_nan_first8;
+using simd::finite_mask8;
+using simd::lanes8;
+using simd::load_ucodes8;
+using simd::replace8;
+using simd::store_ucodes8;
+
+SR_AVX2 std::uint32_t reduce_max8(__m256i v) {
+  __m128i m = _mm_max_epu32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  m = _mm_max_epu32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
+  m = _mm_max_epu32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
+  return static_cast<std::uint32_t>(_mm_cvtsi128_si32(m));
+}
+
+// fp8_code for 8 lanes, as 32-bit integers.
+SR_AVX2 __m256i code8(__m256 acc, __m256 inv) {
+  const __m256i y = _mm256_castps_si256(_mm256_mul_ps(acc, inv));
+  const __m256i abs = _mm256_and_si256(y, _mm256_set1_epi32(0x7fffffff));
+  // Subnormal e4m3: rint(|y| 2^9), ties to even (|y| 2^9 < 8: exact in fp32).
+  const __m256 scaled = _mm256_mul_ps(_mm256_castsi256_ps(abs), _mm256_set1_ps(512.0f));
+  const __m256i small =
+      _mm256_cvtps_epi32(_mm256_round_ps(scaled, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  // Normal: rebiased, rounded from 23 significand bits to 3.
+  const __m256i t = _mm256_sub_epi32(abs, _mm256_set1_epi32(120 << 23));
+  const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(t, 20), _mm256_set1_epi32(1));
+  const __m256i normal = _mm256_min_epu32(
+      _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(t, _mm256_set1_epi32(0x7ffff)), odd), 20),
+      _mm256_set1_epi32(kFp8MaxMagnitude));
+  const __m256i is_small =
+      _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(kFp8NormalBits)), abs);
+  const __m256i magnitude = _mm256_blendv_epi8(normal, small, is_small);
+  // The sign only where the magnitude is not 0.
+  const __m256i sign = _mm256_slli_epi32(_mm256_srli_epi32(y, 31), 7);
+  const __m256i zero = _mm256_cmpeq_epi32(magnitude, _mm256_setzero_si256());
+  const __m256i q = _mm256_or_si256(magnitude, _mm256_andnot_si256(zero, sign));
+  return simd::with_special_codes8(q, acc, kFp8PlusInf, kFp8MinusInf, kFp8Nan);
+}
+
+// fp8_decode for 8 lanes of codes 0..255.
+SR_AVX2 __m256 decode8(__m256i q, __m256 scale) {
+  const __m256i magnitude = _mm256_and_si256(q, _mm256_set1_epi32(0x7f));
+  const __m256i e = _mm256_srli_epi32(magnitude, 3),
+                m = _mm256_and_si256(magnitude, _mm256_set1_epi32(7));
+  const __m256i normal = _mm256_or_si256(
+      _mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(120)), 23), _mm256_slli_epi32(m, 20));
+  const __m256 small = _mm256_mul_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(0.001953125f));
+  const __m256i is_small = _mm256_cmpeq_epi32(e, _mm256_setzero_si256());
+  __m256i v = _mm256_blendv_epi8(normal, _mm256_castps_si256(small), is_small);
+  v = _mm256_or_si256(v, _mm256_slli_epi32(_mm256_srli_epi32(q, 7), 31));
+  const __m256 out = _mm256_mul_ps(_mm256_castsi256_ps(v), scale);
+  // The specials: 0x7f, 0xff and 0x80 only.
+  const __m256i special = _mm256_or_si256(_mm256_cmpeq_epi32(magnitude, _mm256_set1_epi32(0x7f)),
+                                          _mm256_cmpeq_epi32(q, _mm256_set1_epi32(kFp8Nan)));
+  if (__builtin_expect(_mm256_testz_si256(special, special), 1)) return out;
+  __m256 fixed = replace8(out, q, kFp8PlusInf, 0x7f800000u);
+  fixed = replace8(fixed, q, kFp8MinusInf, 0xff800000u);
+  return replace8(fixed, q, kFp8Nan, kQuant8NanBits);
+}
+
+template <bool R>
+SR_AVX2_ENTRY std::uint8_t compress_bucket_avx2(const float* in, float* res, std::size_t len,
+                                                std::uint8_t* codes) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+  __m256i max = _mm256_setzero_si256();
+  for (std::size_t i = 0; i < len; i += 8) {
+    const std::size_t t = std::min<std::size_t>(8, len - i);
+    const __m256 acc = acc8<R>(in + i, R ? res + i : nullptr, lanes8(t), t == 8);
+    const __m256i abs = _mm256_and_si256(_mm256_castps_si256(acc), abs_mask);
+    max = _mm256_max_epu32(max, _mm256_and_si256(abs, _mm256_cmpgt_epi32(inf, abs)));
+  }
+  const std::uint8_t exponent = fp8_exponent(reduce_max8(max));
+  const __m256 inv = _mm256_set1_ps(fp8_inverse(exponent));
+  const __m256 scale = _mm256_set1_ps(fp8_scale(exponent));
+  for (std::size_t i = 0; i < len; i += 8) {
+    const std::size_t t = std::min<std::size_t>(8, len - i);
+    const __m256i mask = lanes8(t);
+    const __m256 acc = acc8<R>(in + i, R ? res + i : nullptr, mask, t == 8);
+    const __m256i q = code8(acc, inv);
+    store_ucodes8(codes + i, q, t);
+    if constexpr (R) {
+      const __m256 sent = decode8(q, scale);
+      const __m256 kept = _mm256_and_ps(_mm256_sub_ps(acc, sent), finite_mask8(sent));
+      t == 8 ? _mm256_storeu_ps(res + i, kept) : _mm256_maskstore_ps(res + i, mask, kept);
+    }
+  }
+  return exponent;
+}
+
+std::uint8_t compress_bucket_avx2_any(const float* in, float* res, std::size_t len,
+                                      std::uint8_t* codes) {
+  return res ? compress_bucket_avx2<true>(in, res, len, codes)
+             : compress_bucket_avx2<false>(in, nullptr, len, codes);
+}
+
+template <bool Add>
+SR_AVX2_ENTRY void decode_bucket_avx2(const std::uint8_t* codes, std::size_t len,
+                                      std::uint8_t exponent, float* out) {
+  const __m256 scale = _mm256_set1_ps(fp8_scale(exponent));
+  for (std::size_t i = 0; i < len; i += 8) {
+    const std::size_t t = std::min<std::size_t>(8, len - i);
+    __m256 value = decode8(load_ucodes8(codes + i, t), scale);
+    if (t == 8) {
+      if constexpr (Add) value = add_nan_first8(_mm256_loadu_ps(out + i), value);
+      _mm256_storeu_ps(out + i, value);
+    } else {
+      const __m256i mask = lanes8(t);
+      if constexpr (Add) value = add_nan_first8(_mm256_maskload_ps(out + i, mask), value);
+      _mm256_maskstore_ps(out + i, mask, value);
+    }
+  }
+}
+
+}  // namespace
+
+std::size_t quant_fp8_buckets(std::size_t n, std::size_t bucket) {
+  return n / bucket + (n % bucket != 0);
+}
+
+std::size_t quant_fp8_bytes(std::size_t n, std::size_t bucket) {
+  return quant_fp8_buckets(n, bucket) + n;
+}
+
+void quant_fp8_compress(const float* in, float* residual, std::size_t n, std::size_t bucket,
+                        void* out, Isa isa) {
+  compress_with(pick_isa<CompressBucket>(isa, &compress_bucket_scalar, &compress_bucket_avx2_any),
+                in, residual, n, bucket, out);
+}
+
+void quant_fp8_decompress(const void* block, std::size_t n, std::size_t bucket, float* out,
+                          Isa isa) {
+  decode_with(pick_isa<DecodeBucket>(isa, &decode_bucket_scalar<false>, &decode_bucket_avx2<false>),
+              block, n, bucket, out);
+}
+
+void quant_fp8_accumulate(const void* block, std::size_t n, std::size_t bucket, float* dense,
+                          Isa isa) {
+  decode_with(pick_isa<DecodeBucket>(isa, &decode_bucket_scalar<true>, &decode_bucket_avx2<true>),
+              block, n, bucket, dense);
+}
+
+bool quant_fp8_valid(const void* block, std::size_t n, std::size_t bucket) {
+  // What fp8_exponent writes: 0, or s + 127 for s in [-108, 119]. Any other
+  // byte would scale codes past fp32's range or into its subnormals.
+  const auto* bytes = static_cast<const std::uint8_t*>(block);
+  bool valid = true;
+  for (std::size_t j = 0, buckets = quant_fp8_buckets(n, bucket); j < buckets; ++j) {
+    valid &= bytes[j] == 0 || (bytes[j] >= 19 && bytes[j] <= 246);
+  }
+  return valid;
+}
+
+}  // namespace slimreduce::kernels
