@@ -1,6 +1,7 @@
 // The error of the quantizer's two codes (SLIMREDUCE_QUANT_CODES=absmax|minmax)
 // at 8, 4 and 2 bits (int8: kernels/quant8.h, quant8_minmax.h; int4, int2:
-// kernels/quant_packed.h, quant_packed_minmax.h) against
+// kernels/quant_packed.h, quant_packed_minmax.h), and block-scaled fp8
+// (kernels/quant_fp8.h, its bits 0 here) against
 // an fp32 sum, as the sharded algorithm makes it without error feedback: each
 // of R simulated ranks quantizes its tensor, the decoded values are summed in
 // rank order, and the sum is quantized again (the owners' step) and decoded.
@@ -21,6 +22,7 @@
 
 #include "kernels/quant8.h"
 #include "kernels/quant8_minmax.h"
+#include "kernels/quant_fp8.h"
 #include "kernels/quant_packed.h"
 #include "kernels/quant_packed_minmax.h"
 
@@ -29,16 +31,18 @@ namespace {
 namespace k = slimreduce::kernels;
 using Tensors = std::vector<std::vector<float>>;
 
-// The codes measured: absmax and minmax at each width.
+// The codes measured: absmax and minmax at each width, and fp8 (bits 0).
 struct Codes {
   const char* name;
   bool minmax;
   int bits;
 };
 constexpr Codes kCodes[] = {{"absmax8", false, 8}, {"minmax8", true, 8},  {"absmax4", false, 4},
-                            {"minmax4", true, 4},  {"absmax2", false, 2}, {"minmax2", true, 2}};
+                            {"minmax4", true, 4},  {"absmax2", false, 2}, {"minmax2", true, 2},
+                            {"fp8", false, 0}};
 
 std::size_t block_bytes(std::size_t n, std::size_t bucket, const Codes& codes) {
+  if (codes.bits == 0) return k::quant_fp8_bytes(n, bucket);
   if (codes.bits != 8)
     return codes.minmax ? k::quant_packed_minmax_bytes(n, bucket, codes.bits)
                         : k::quant_packed_bytes(n, bucket, codes.bits);
@@ -49,7 +53,10 @@ std::vector<float> roundtrip(const std::vector<float>& x, std::size_t bucket, co
   const std::size_t n = x.size();
   std::vector<std::uint8_t> block(block_bytes(n, bucket, codes));
   std::vector<float> out(n);
-  if (codes.bits != 8 && codes.minmax) {
+  if (codes.bits == 0) {
+    k::quant_fp8_compress(x.data(), nullptr, n, bucket, block.data());
+    k::quant_fp8_decompress(block.data(), n, bucket, out.data());
+  } else if (codes.bits != 8 && codes.minmax) {
     k::quant_packed_minmax_compress(x.data(), nullptr, n, bucket, codes.bits, block.data());
     k::quant_packed_minmax_decompress(block.data(), n, bucket, codes.bits, out.data());
   } else if (codes.bits != 8) {

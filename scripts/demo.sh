@@ -107,6 +107,9 @@ run_lib "int2" int2
 # whose fused buffers change from call to call (no residual kept) would run.
 run_lib "int4-stochastic-no-ef" int4 -x SLIMREDUCE_QUANT_ROUNDING=stochastic \
   -x SLIMREDUCE_ERROR_FEEDBACK=0
+# Block-scaled fp8 (e4m3): a power-of-two scale per 32 values, as MXFP8 (its loss is the
+# same at the default 512: docs/performance.md section 16).
+run_lib "fp8" fp8 -x SLIMREDUCE_QUANT_BUCKET=32
 # The measured choice: none, fp16 or int8 per size class, agreed by the ranks.
 run_lib "auto" auto
 # Under the slow-link option, hierarchical fp16 with two emulated nodes
