@@ -1,8 +1,9 @@
 // What the bucketed quantizers' kernels share (quant8.cu, quant8_minmax.cu,
-// quant_packed.cu): a bucket is the work of one group of threads, a warp up
-// to kWarpBucketMax values and a whole block past that; a block of codes may
-// sit at any address, so its fp32 scales are read and written whole only
-// where they are aligned.
+// quant_fp8.cu, quant_packed.cu, quant_packed_minmax.cu): a bucket is the
+// work of one group of threads, a warp up to kWarpBucketMax values and a
+// whole block past that, launched alike; a block of codes may sit at any
+// address, so its fp32 scales are read and written whole only where they are
+// aligned; the layout of the codecs with one code byte per value.
 #pragma once
 
 #include "kernels/cuda/device_util.cuh"
@@ -72,6 +73,28 @@ __device__ inline void for_each_bucket(std::size_t buckets, Fn fn) {
 
 __device__ inline float acc_at(const float* in, const float* res, std::size_t i) {
   return res ? add_nan_first(in[i], res[i]) : in[i];
+}
+
+// The blocks of one code byte per value (quant8.cu, quant8_minmax.cu,
+// quant_fp8.cu): b per-bucket headers, then n codes.
+struct ByteLayout {
+  std::size_t n, bucket, buckets;
+};
+
+inline ByteLayout byte_layout_of(std::size_t n, std::size_t bucket) {
+  return {n, bucket, n / bucket + (n % bucket != 0)};
+}
+
+// One past the last value of the bucket that starts at first.
+__device__ inline std::size_t end_of(const ByteLayout& l, std::size_t first) {
+  return l.n - first < l.bucket ? l.n : first + l.bucket;
+}
+
+// `kernel` over a layout's buckets, G threads a bucket, enqueued on `stream`.
+template <int G, class Kernel, class L, class... Args>
+cudaError_t launch(Kernel kernel, const L& l, cudaStream_t stream, Args... args) {
+  kernel<<<grid_for(l.buckets * G), kBlock, 0, stream>>>(args...);
+  return cudaGetLastError();
 }
 
 }  // namespace slimreduce::kernels::cuda::detail

@@ -16,18 +16,6 @@ using namespace detail;
 // Blocks as kernels/quant8_minmax.h lays them out: b (step, offset) pairs,
 // then n codes; at any address, so a float is read or written whole only
 // where it is aligned.
-struct Layout {
-  std::size_t n, bucket, buckets;
-};
-
-Layout layout_of(std::size_t n, std::size_t bucket) {
-  return {n, bucket, n / bucket + (n % bucket != 0)};
-}
-
-__device__ inline std::size_t end_of(const Layout& l, std::size_t first) {
-  return l.n - first < l.bucket ? l.n : first + l.bucket;
-}
-
 __device__ inline float load_float(const unsigned char* at) {
   if ((reinterpret_cast<std::uintptr_t>(at) & 3u) == 0) return *reinterpret_cast<const float*>(at);
   const std::uint32_t bits = std::uint32_t{at[0]} | std::uint32_t{at[1]} << 8 |
@@ -73,8 +61,8 @@ __device__ inline Keys group_keys(Keys k) {
 }
 
 template <int G>
-__global__ void __launch_bounds__(kBlock)
-    compress_kernel(const float* in, float* res, Layout l, unsigned char* out, Rounding rounding) {
+__global__ void __launch_bounds__(kBlock) compress_kernel(const float* in, float* res, ByteLayout l,
+                                                          unsigned char* out, Rounding rounding) {
   std::uint8_t* codes = out + 8 * l.buckets;
   for_each_bucket<G>(l.buckets, [&](std::size_t j, unsigned rank) {
     const std::size_t first = j * l.bucket, last = end_of(l, first);
@@ -102,7 +90,7 @@ __global__ void __launch_bounds__(kBlock)
 // Accumulate: out[i] = add_nan_first(out[i], decoded); else out[i] = decoded / divisor.
 template <int G, bool Accumulate>
 __global__ void __launch_bounds__(kBlock)
-    decode_kernel(const unsigned char* block, Layout l, float* out, int divisor) {
+    decode_kernel(const unsigned char* block, ByteLayout l, float* out, int divisor) {
   const std::uint8_t* codes = block + 8 * l.buckets;
   for_each_bucket<G>(l.buckets, [&](std::size_t j, unsigned rank) {
     const float step = load_float(block + 8 * j), offset = load_float(block + 8 * j + 4);
@@ -114,12 +102,6 @@ __global__ void __launch_bounds__(kBlock)
   });
 }
 
-template <int G, class Kernel, class... Args>
-cudaError_t launch(Kernel kernel, const Layout& l, cudaStream_t stream, Args... args) {
-  kernel<<<grid_for(l.buckets * G), kBlock, 0, stream>>>(args...);
-  return cudaGetLastError();
-}
-
 }  // namespace
 
 cudaError_t quant8_minmax_compress(const float* in, float* residual, std::size_t n,
@@ -127,7 +109,7 @@ cudaError_t quant8_minmax_compress(const float* in, float* residual, std::size_t
                                    const Rounding& rounding) {
   if (bucket == 0) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  const Layout l = layout_of(n, bucket);
+  const ByteLayout l = byte_layout_of(n, bucket);
   auto* block = static_cast<unsigned char*>(out);
   if (bucket <= kWarpBucketMax) {
     return launch<kWarp>(compress_kernel<kWarp>, l, stream, in, residual, l, block, rounding);
@@ -139,7 +121,7 @@ cudaError_t quant8_minmax_decompress(const void* block, std::size_t n, std::size
                                      float* out, int divisor, cudaStream_t stream) {
   if (bucket == 0 || divisor < 1) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  const Layout l = layout_of(n, bucket);
+  const ByteLayout l = byte_layout_of(n, bucket);
   const auto* bytes = static_cast<const unsigned char*>(block);
   if (bucket <= kWarpBucketMax) {
     return launch<kWarp>(decode_kernel<kWarp, false>, l, stream, bytes, l, out, divisor);
@@ -151,7 +133,7 @@ cudaError_t quant8_minmax_accumulate(const void* block, std::size_t n, std::size
                                      float* dense, cudaStream_t stream) {
   if (bucket == 0) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  const Layout l = layout_of(n, bucket);
+  const ByteLayout l = byte_layout_of(n, bucket);
   const auto* bytes = static_cast<const unsigned char*>(block);
   if (bucket <= kWarpBucketMax) {
     return launch<kWarp>(decode_kernel<kWarp, true>, l, stream, bytes, l, dense, 1);

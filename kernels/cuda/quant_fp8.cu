@@ -12,22 +12,9 @@ namespace {
 using namespace detail;
 
 // Blocks as kernels/quant_fp8.h lays them out: b exponent bytes, then n codes.
-struct Layout {
-  std::size_t n, bucket, buckets;
-};
-
-Layout layout_of(std::size_t n, std::size_t bucket) {
-  return {n, bucket, n / bucket + (n % bucket != 0)};
-}
-
-// One past the last value of the bucket that starts at first.
-__device__ inline std::size_t end_of(const Layout& l, std::size_t first) {
-  return l.n - first < l.bucket ? l.n : first + l.bucket;
-}
-
 template <int G>
 __global__ void __launch_bounds__(kBlock)
-    compress_kernel(const float* in, float* res, Layout l, unsigned char* out) {
+    compress_kernel(const float* in, float* res, ByteLayout l, unsigned char* out) {
   unsigned char* codes = out + l.buckets;
   for_each_bucket<G>(l.buckets, [&](std::size_t j, unsigned rank) {
     const std::size_t first = j * l.bucket, last = end_of(l, first);
@@ -50,7 +37,7 @@ __global__ void __launch_bounds__(kBlock)
 // Accumulate: out[i] = add_nan_first(out[i], decoded); else out[i] = decoded / divisor.
 template <int G, bool Accumulate>
 __global__ void __launch_bounds__(kBlock)
-    decode_kernel(const unsigned char* block, Layout l, float* out, int divisor) {
+    decode_kernel(const unsigned char* block, ByteLayout l, float* out, int divisor) {
   const unsigned char* codes = block + l.buckets;
   for_each_bucket<G>(l.buckets, [&](std::size_t j, unsigned rank) {
     const float scale = fp8_scale(block[j]);
@@ -62,19 +49,13 @@ __global__ void __launch_bounds__(kBlock)
   });
 }
 
-template <int G, class Kernel, class... Args>
-cudaError_t launch(Kernel kernel, const Layout& l, cudaStream_t stream, Args... args) {
-  kernel<<<grid_for(l.buckets * G), kBlock, 0, stream>>>(args...);
-  return cudaGetLastError();
-}
-
 }  // namespace
 
 cudaError_t quant_fp8_compress(const float* in, float* residual, std::size_t n, std::size_t bucket,
                                void* out, cudaStream_t stream) {
   if (bucket == 0) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  const Layout l = layout_of(n, bucket);
+  const ByteLayout l = byte_layout_of(n, bucket);
   auto* block = static_cast<unsigned char*>(out);
   if (bucket <= kWarpBucketMax) {
     return launch<kWarp>(compress_kernel<kWarp>, l, stream, in, residual, l, block);
@@ -86,7 +67,7 @@ cudaError_t quant_fp8_decompress(const void* block, std::size_t n, std::size_t b
                                  int divisor, cudaStream_t stream) {
   if (bucket == 0 || divisor < 1) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  const Layout l = layout_of(n, bucket);
+  const ByteLayout l = byte_layout_of(n, bucket);
   const auto* bytes = static_cast<const unsigned char*>(block);
   if (bucket <= kWarpBucketMax) {
     return launch<kWarp>(decode_kernel<kWarp, false>, l, stream, bytes, l, out, divisor);
@@ -98,7 +79,7 @@ cudaError_t quant_fp8_accumulate(const void* block, std::size_t n, std::size_t b
                                  cudaStream_t stream) {
   if (bucket == 0) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  const Layout l = layout_of(n, bucket);
+  const ByteLayout l = byte_layout_of(n, bucket);
   const auto* bytes = static_cast<const unsigned char*>(block);
   if (bucket <= kWarpBucketMax) {
     return launch<kWarp>(decode_kernel<kWarp, true>, l, stream, bytes, l, dense, 1);

@@ -73,12 +73,6 @@ __global__ void __launch_bounds__(kBlock)
   });
 }
 
-template <int G, class Kernel, class... Args>
-cudaError_t launch(Kernel kernel, const Layout& l, cudaStream_t stream, Args... args) {
-  kernel<<<grid_for(l.buckets * G), kBlock, 0, stream>>>(args...);
-  return cudaGetLastError();
-}
-
 bool valid_width(int bits) { return bits == 4 || bits == 2; }
 
 }  // namespace
