@@ -11,10 +11,12 @@
 // and ranks (and the owner's second quantization) draw independently. The key
 // is (SLIMREDUCE_QUANT_SEED, rank, the call's number among calls of its shape,
 // phase) mixed by splitmix64 once per call (rounding_key); per element,
-// draw = mix32(lo32(e) ^ k0 ^ hi32(e) * 0x9e3779b9), mix32 being a 32-bit
-// integer finalizer (Wellons' lowbias32), so that 8 or 16 lanes compute it
-// with two 32-bit multiplies (hi32(e) is the same across a vector's lanes
-// but where lo32(e) wraps, so its product is a broadcast plus the carry's).
+// draw = mix32(lo32(e) ^ k0 ^ (hi32(e) ^ k1) * 0x9e3779b9), mix32 being a
+// 32-bit integer finalizer (Wellons' lowbias32), so that 8 or 16 lanes
+// compute it with two 32-bit multiplies (hi32(e) is the same across a
+// vector's lanes but where lo32(e) wraps, so the product is one of two
+// broadcasts). The key is 64 bits (k0, k1): two calls or ranks share their
+// draws only if their keys collide in all 64.
 //
 // stochastic_round(r, draw), |r| < 2^31: f = floor(r), frac = r - f (exact),
 // u = draw >> 9 (23 bits); f + 1 when (2u + 1) * 2^-24 < frac, else f; but
@@ -39,7 +41,7 @@ namespace slimreduce::kernels {
 // being the element number of the block's value 0 in the call's tensor.
 struct Rounding {
   bool stochastic = false;
-  std::uint32_t k0 = 0;
+  std::uint32_t k0 = 0, k1 = 0;
   std::uint64_t first = 0;
 
   // The same rounding for the values from `offset` on.
@@ -68,7 +70,7 @@ inline constexpr std::uint32_t kRoundingHighWeight = 0x9e3779b9u;
 SR_HD inline std::uint32_t rounding_draw(const Rounding& rounding, std::uint64_t i) {
   const std::uint64_t e = rounding.first + i;
   const auto lo = static_cast<std::uint32_t>(e), hi = static_cast<std::uint32_t>(e >> 32);
-  return mix32(lo ^ rounding.k0 ^ hi * kRoundingHighWeight);
+  return mix32(lo ^ rounding.k0 ^ (hi ^ rounding.k1) * kRoundingHighWeight);
 }
 
 // 2^24 as a float, the scale of the draw's threshold; the snap to a code.
@@ -103,8 +105,7 @@ constexpr Rounding rounding_key(std::uint64_t seed, int rank, std::uint64_t call
   k = splitmix64(k ^ call);
   k = splitmix64(k ^ (static_cast<std::uint64_t>(static_cast<std::uint32_t>(rank)) << 1 |
                       static_cast<std::uint64_t>(phase & 1)));
-  // The key's two halves folded: one 32-bit word enters each draw.
-  return {true, static_cast<std::uint32_t>(k ^ (k >> 32)), first};
+  return {true, static_cast<std::uint32_t>(k), static_cast<std::uint32_t>(k >> 32), first};
 }
 
 }  // namespace slimreduce::kernels

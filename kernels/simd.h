@@ -127,11 +127,12 @@ SR_AVX2 __m256i draws8(const Rounding& rounding, std::uint64_t i) {
   const __m256i lo = _mm256_add_epi32(lo0, _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   const __m256i wrapped =
       _mm256_cmpgt_epi32(_mm256_xor_si256(lo0, sign), _mm256_xor_si256(lo, sign));
-  // hi * weight: the first lane's, plus the weight where a lane carried.
+  // (hi ^ k1) * weight: the first lane's, or the next high word's where a lane carried.
   const auto hi0 = static_cast<std::uint32_t>(e >> 32);
-  const __m256i weighted = _mm256_add_epi32(
-      _mm256_set1_epi32(static_cast<int>(hi0 * kRoundingHighWeight)),
-      _mm256_and_si256(wrapped, _mm256_set1_epi32(static_cast<int>(kRoundingHighWeight))));
+  const __m256i weighted = _mm256_blendv_epi8(
+      _mm256_set1_epi32(static_cast<int>((hi0 ^ rounding.k1) * kRoundingHighWeight)),
+      _mm256_set1_epi32(static_cast<int>(((hi0 + 1) ^ rounding.k1) * kRoundingHighWeight)),
+      wrapped);
   const __m256i k0 = _mm256_set1_epi32(static_cast<int>(rounding.k0));
   return mix32x8(_mm256_xor_si256(_mm256_xor_si256(lo, k0), weighted));
 }
@@ -173,10 +174,9 @@ SR_AVX512 __m512i draws16(const Rounding& rounding, std::uint64_t i) {
       lo0, _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
   const __mmask16 wrapped = _mm512_cmplt_epu32_mask(lo, lo0);
   const auto hi0 = static_cast<std::uint32_t>(e >> 32);
-  const __m512i first_weight = _mm512_set1_epi32(static_cast<int>(hi0 * kRoundingHighWeight));
-  const __m512i weighted =
-      _mm512_mask_add_epi32(first_weight, wrapped, first_weight,
-                            _mm512_set1_epi32(static_cast<int>(kRoundingHighWeight)));
+  const __m512i weighted = _mm512_mask_mov_epi32(
+      _mm512_set1_epi32(static_cast<int>((hi0 ^ rounding.k1) * kRoundingHighWeight)), wrapped,
+      _mm512_set1_epi32(static_cast<int>(((hi0 + 1) ^ rounding.k1) * kRoundingHighWeight)));
   const __m512i k0 = _mm512_set1_epi32(static_cast<int>(rounding.k0));
   return mix32x16(_mm512_xor_si512(_mm512_xor_si512(lo, k0), weighted));
 }

@@ -1,6 +1,6 @@
 """slimreduce-run: runs a job's launcher with SlimReduce preloaded.
 
-    slimreduce-run [--compressor fp16|bf16|int8|int4|int2|topk:0.01|powersgd:4|auto|none] [--report stderr|PREFIX]
+    slimreduce-run [--compressor fp16|bf16|int8|int4|int2|fp8|topk:0.01|powersgd:4|auto|none] [--report stderr|PREFIX]
                    [--timeline PREFIX] [--env SLIMREDUCE_X=Y ...] [--library mpi|nccl|PATH]
                    [--dry-run] -- LAUNCHER ARGS...
 
@@ -56,7 +56,7 @@ def _parser():
     parser.add_argument(
         "--compressor",
         metavar="NAME",
-        help="none, fp16, bf16, int8, int4, int2, quant, topk, topk:RATIO, powersgd, "
+        help="none, fp16, bf16, int8, int4, int2, quant, fp8, topk, topk:RATIO, powersgd, "
         "powersgd:RANK, or auto "
         "(measures the candidates on the job's own calls and sends each size class with the "
         "fastest; MPI) (sets SLIMREDUCE_COMPRESSOR, and SLIMREDUCE_TOPK_RATIO or "
