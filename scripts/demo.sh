@@ -146,7 +146,8 @@ print()
 print(f"SlimReduce demo: train_mlp, {world} ranks, {rows[0]['steps']} steps, "
       f"{rows[0]['params']} params")
 hdr = ("compressor", "final loss", "vs none", "MB sent/rank", "savings", "wall (s)")
-fmt = "{:<18} {:>10} {:>9} {:>13} {:>8} {:>9}"
+width = max([18] + [len(r["label"]) for r in rows])  # the longest label sets the first column
+fmt = "{:<" + str(width) + "} {:>10} {:>9} {:>13} {:>8} {:>9}"
 print(fmt.format(*hdr))
 print(fmt.format(*("-" * len(h) for h in hdr)))
 for r in rows:
