@@ -39,11 +39,14 @@ enum class Decision { compress, over_residual_cap, warming_up };
 
 class CompressionDecision {
  public:
-  CompressionDecision(std::uint64_t ef_max_bytes, std::uint64_t warmup_steps)
-      : ef_max_bytes_(ef_max_bytes), warmup_(warmup_steps) {}
+  // `numbers_calls`: number each shape's calls (stochastic rounding draws from them).
+  CompressionDecision(std::uint64_t ef_max_bytes, std::uint64_t warmup_steps,
+                      bool numbers_calls = false)
+      : ef_max_bytes_(ef_max_bytes), warmup_(warmup_steps, numbers_calls) {}
 
   // Counts the call towards its shape's warm-up unless the cap decides first;
-  // *number (nullptr: not asked), then, the call's number among its shape's.
+  // *number (nullptr: not asked), then, the call's number among its shape's
+  // where calls are numbered.
   Decision decide(bool error_feedback, std::uint64_t comm_id, std::size_t count,
                   std::uint64_t datatype_tag, std::uint64_t* number = nullptr) {
     if (error_feedback && std::uint64_t{count} * sizeof(float) > ef_max_bytes_)

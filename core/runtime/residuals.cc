@@ -185,7 +185,7 @@ void ResidualStore::abandon_device_memory() {
 
 bool WarmupCounter::warming_up(std::uint64_t comm_id, std::size_t count, std::uint64_t datatype_tag,
                                std::uint64_t* number) {
-  if (steps_ == 0 && !number) return false;
+  if (steps_ == 0 && !numbers_calls_) return false;
   std::uint64_t& calls = calls_[Shape{comm_id, count, datatype_tag}];
   if (number) *number = calls;
   return calls++ < steps_;

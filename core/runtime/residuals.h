@@ -188,12 +188,16 @@ class ResidualStore {
 // count, datatype) go uncompressed. Counted by shape, not by buffer, so that
 // every rank ends its warm-up at the same call. The same count numbers each
 // shape's calls (0 first), from which stochastic rounding draws
-// (kernels/rounding.h): the same number on every rank.
+// (kernels/rounding.h): the same number on every rank. Nothing is counted
+// (no lookup on the hot path, no entry per shape) unless a warm-up is set or
+// `numbers_calls` asks for the numbers.
 class WarmupCounter {
  public:
-  explicit WarmupCounter(std::uint64_t steps) : steps_(steps) {}
+  explicit WarmupCounter(std::uint64_t steps, bool numbers_calls = false)
+      : steps_(steps), numbers_calls_(numbers_calls) {}
   // Counts the call; true while its shape is still warming up. `number`
-  // (nullptr: not asked): the call's number among its shape's calls.
+  // (nullptr: not asked): the call's number among its shape's calls, where
+  // calls are numbered (else left as it is).
   bool warming_up(std::uint64_t comm_id, std::size_t count, std::uint64_t datatype_tag,
                   std::uint64_t* number = nullptr);
   void forget_communicator(std::uint64_t comm_id);
@@ -206,6 +210,7 @@ class WarmupCounter {
     auto operator<=>(const Shape&) const = default;
   };
   std::uint64_t steps_;
+  bool numbers_calls_;
   std::map<Shape, std::uint64_t> calls_;
 };
 

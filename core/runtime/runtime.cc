@@ -97,6 +97,13 @@ std::optional<AutoChooser> chooser_for(const Policy& policy) {
   return chooser;
 }
 
+// The warm-up and residual-cap rule of the settings; each shape's calls
+// numbered only where stochastic rounding draws from them.
+CompressionDecision decision_for(const Settings& settings) {
+  return CompressionDecision(settings.ef_max_bytes, settings.warmup_steps,
+                             settings.quant_rounding == compressors::QuantRounding::stochastic);
+}
+
 }  // namespace
 
 Runtime::Runtime(Settings settings, std::unique_ptr<DeviceAllocator> device_memory,
@@ -104,7 +111,7 @@ Runtime::Runtime(Settings settings, std::unique_ptr<DeviceAllocator> device_memo
     : settings_(std::move(settings)),
       device_memory_(std::move(device_memory)),
       shared_{policy_for(settings_),
-              CompressionDecision(settings_.ef_max_bytes, settings_.warmup_steps),
+              decision_for(settings_),
               ResidualStore(settings_.ef_max_bytes, settings_.ef_evict_calls),
               1,
               std::nullopt,
@@ -183,7 +190,7 @@ bool Runtime::use_compressor(const std::string& name) {
     shared_.policy = std::move(policy);
     // What one compressor left behind means nothing to another.
     shared_.residuals.take_all(dropped);
-    shared_.decision = CompressionDecision(settings_.ef_max_bytes, settings_.warmup_steps);
+    shared_.decision = decision_for(settings_);
     shared_.chooser = chooser_for(shared_.policy);
     shared_.levels = levels_for(shared_.policy, settings_);
   }

@@ -274,6 +274,16 @@ TEST(Warmup, CountsCallsPerShape) {
   warmup.forget_communicator(1);
   EXPECT_TRUE(warmup.warming_up(1, 100, 7)) << "a freed communicator's counts go with it";
   EXPECT_FALSE(WarmupCounter(0).warming_up(1, 100, 7)) << "no warm-up by default";
+  // Numbered calls (stochastic rounding's), with or without a warm-up.
+  WarmupCounter numbered(0, true);
+  for (std::uint64_t call = 0; call < 3; ++call) {
+    std::uint64_t number = 99;
+    EXPECT_FALSE(numbered.warming_up(1, 100, 7, &number));
+    EXPECT_EQ(number, call);
+  }
+  std::uint64_t untouched = 99;
+  WarmupCounter(0).warming_up(1, 100, 7, &untouched);
+  EXPECT_EQ(untouched, 99u) << "calls are not numbered unless asked";
 }
 
 TEST(Residuals, CapRefusesNewResidualsAndFreeingMakesRoom) {
