@@ -8,6 +8,7 @@
 
 #include "kernels/blas_loader.h"
 #include "kernels/element_rules.h"
+#include "kernels/splitmix.h"
 
 namespace slimreduce::kernels {
 namespace {
@@ -157,13 +158,6 @@ std::size_t ceil_sqrt(std::size_t n) {
   while (root * root < n) ++root;
   while (root > 0 && (root - 1) * (root - 1) >= n) --root;
   return root;
-}
-
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
 }
 
 // A column that lost all but this fraction of its norm to the projections

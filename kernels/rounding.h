@@ -34,6 +34,7 @@
 #include <cstdint>
 
 #include "kernels/element_rules.h"
+#include "kernels/splitmix.h"
 
 namespace slimreduce::kernels {
 
@@ -85,14 +86,6 @@ SR_HD inline int stochastic_round(float r, std::uint32_t draw) {
   const bool up =
       frac > 1.0f - kRoundingSnap || (frac >= kRoundingSnap && threshold < frac * kRoundingScale);
   return static_cast<int>(f) + (up ? 1 : 0);
-}
-
-// splitmix64's finalizer: the key's mixing (host only, once per call).
-constexpr std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
 }
 
 // The stochastic rounding of one call's quantization: `seed`
