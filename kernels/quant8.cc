@@ -112,18 +112,8 @@ using simd::finite_mask8;
 using simd::lanes8;
 using simd::replace8;
 
-// quant8_finite_abs_bits for 8 lanes.
-SR_AVX2 __m256i finite_abs8(__m256 v) {
-  const __m256i abs = _mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(0x7fffffff));
-  return _mm256_and_si256(abs, _mm256_cmpgt_epi32(_mm256_set1_epi32(0x7f800000), abs));
-}
-
-SR_AVX2 std::uint32_t reduce_max8(__m256i v) {
-  __m128i m = _mm_max_epu32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  m = _mm_max_epu32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
-  m = _mm_max_epu32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
-  return static_cast<std::uint32_t>(_mm_cvtsi128_si32(m));
-}
+using simd::finite_abs8;
+using simd::reduce_max8;
 
 // quant8_code for 8 lanes, as 32-bit integers.
 SR_AVX2 __m256i code8(__m256 acc, __m256 scale, bool zero_scale, const Rounding& rounding,

@@ -92,12 +92,8 @@ using simd::load_ucodes8;
 using simd::replace8;
 using simd::store_ucodes8;
 
-SR_AVX2 std::uint32_t reduce_max8(__m256i v) {
-  __m128i m = _mm_max_epu32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  m = _mm_max_epu32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
-  m = _mm_max_epu32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
-  return static_cast<std::uint32_t>(_mm_cvtsi128_si32(m));
-}
+using simd::finite_abs8;
+using simd::reduce_max8;
 
 // fp8_code for 8 lanes, as 32-bit integers.
 SR_AVX2 __m256i code8(__m256 acc, __m256 inv) {
@@ -147,13 +143,11 @@ SR_AVX2 __m256 decode8(__m256i q, __m256 scale) {
 template <bool R>
 SR_AVX2_ENTRY std::uint8_t compress_bucket_avx2(const float* in, float* res, std::size_t len,
                                                 std::uint8_t* codes) {
-  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
   __m256i max = _mm256_setzero_si256();
   for (std::size_t i = 0; i < len; i += 8) {
     const std::size_t t = std::min<std::size_t>(8, len - i);
-    const __m256 acc = acc8<R>(in + i, R ? res + i : nullptr, lanes8(t), t == 8);
-    const __m256i abs = _mm256_and_si256(_mm256_castps_si256(acc), abs_mask);
-    max = _mm256_max_epu32(max, _mm256_and_si256(abs, _mm256_cmpgt_epi32(inf, abs)));
+    max = _mm256_max_epu32(max,
+                           finite_abs8(acc8<R>(in + i, R ? res + i : nullptr, lanes8(t), t == 8)));
   }
   const std::uint8_t exponent = fp8_exponent(reduce_max8(max));
   const __m256 inv = _mm256_set1_ps(fp8_inverse(exponent));

@@ -155,12 +155,9 @@ SR_AVX2_ENTRY float compress_bucket_avx2(const float* in, float* res, std::size_
     max = _mm256_max_epu32(max, _mm256_and_si256(abs, _mm256_cmpgt_epi32(inf, abs)));
     infs = _mm256_or_si256(infs, _mm256_cmpeq_epi32(abs, inf));
   }
-  __m128i m = _mm_max_epu32(_mm256_castsi256_si128(max), _mm256_extracti128_si256(max, 1));
-  m = _mm_max_epu32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
-  m = _mm_max_epu32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
   const bool marked = !_mm256_testz_si256(infs, infs);
   const int top = quant_packed_top(Bits, marked);
-  const float bucket_max = quant_packed_max(static_cast<std::uint32_t>(_mm_cvtsi128_si32(m)), top);
+  const float bucket_max = quant_packed_max(simd::reduce_max8(max), top);
   const float step = quant_packed_step(bucket_max, top);
   const __m256 vstep = _mm256_set1_ps(step);
   for (std::size_t i = 0; i < len; i += 8) {

@@ -88,6 +88,20 @@ SR_AVX2 __m256 replace8(__m256 v, __m256i q, int code, std::uint32_t bits) {
                           _mm256_castsi256_ps(where));
 }
 
+// quant8_finite_abs_bits for 8 lanes: |v|'s bits, 0 for an inf or a NaN.
+SR_AVX2 __m256i finite_abs8(__m256 v) {
+  const __m256i abs = _mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(0x7fffffff));
+  return _mm256_and_si256(abs, _mm256_cmpgt_epi32(_mm256_set1_epi32(0x7f800000), abs));
+}
+
+// The largest of 8 unsigned lanes (a bucket's largest finite |x| bits).
+SR_AVX2 std::uint32_t reduce_max8(__m256i v) {
+  __m128i m = _mm_max_epu32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  m = _mm_max_epu32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
+  m = _mm_max_epu32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
+  return static_cast<std::uint32_t>(_mm_cvtsi128_si32(m));
+}
+
 // 8 unsigned byte codes from memory (t < 8 of them through a zeroed
 // buffer), as 32-bit lanes; and back, the low byte of each lane (values in
 // [0, 255]: packus cannot saturate). The 8-bit min-max and fp8 codes'.
