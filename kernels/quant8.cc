@@ -233,25 +233,11 @@ SR_AVX2_ENTRY void accumulate_bucket_avx2(const std::int8_t* codes, std::size_t 
 
 SR_AVX512_WARNINGS_OFF
 
+using simd::acc16;
 using simd::add_nan_first16;
+using simd::finite_abs16;
 using simd::finite_mask16;
-
-// Lanes [0, t) of 16.
-inline __mmask16 lanes16(std::size_t t) {
-  return static_cast<__mmask16>(t >= 16 ? 0xffffu : (1u << t) - 1u);
-}
-
-template <bool R>
-SR_AVX512 __m512 acc16(const float* in, const float* res, __mmask16 mask) {
-  const __m512 x = _mm512_maskz_loadu_ps(mask, in);
-  if constexpr (!R) return x;
-  return add_nan_first16(x, _mm512_maskz_loadu_ps(mask, res));
-}
-
-SR_AVX512 __m512i finite_abs16(__m512 v) {
-  const __m512i abs = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff));
-  return _mm512_maskz_mov_epi32(_mm512_cmplt_epu32_mask(abs, _mm512_set1_epi32(0x7f800000)), abs);
-}
+using simd::lanes16;
 
 SR_AVX512 __m512i code16(__m512 acc, __m512 scale, bool zero_scale, const Rounding& rounding,
                          std::size_t i) {
@@ -310,7 +296,7 @@ SR_AVX512_ENTRY float compress_bucket_avx512(const float* in, float* res, std::s
     const __mmask16 mask = lanes16(len - i);
     const __m512 acc = acc16<R>(in + i, R ? res + i : nullptr, mask);
     const __m512i q = code16(acc, vscale, scale == 0.0f, rounding, i);
-    _mm_mask_storeu_epi8(codes + i, mask, _mm512_cvtepi32_epi8(q));
+    simd::store_bytes16(reinterpret_cast<std::uint8_t*>(codes + i), q, len - i);
     if constexpr (R) {
       const __m512 sent = decode16(q, vscale);
       _mm512_mask_storeu_ps(res + i, mask, _mm512_maskz_sub_ps(finite_mask16(sent), acc, sent));

@@ -220,19 +220,10 @@ SR_AVX2_ENTRY void decode_bucket_avx2(const std::uint8_t* codes, std::size_t len
 
 SR_AVX512_WARNINGS_OFF
 
+using simd::acc16;
 using simd::add_nan_first16;
 using simd::finite_mask16;
-
-inline __mmask16 lanes16(std::size_t t) {
-  return static_cast<__mmask16>(t >= 16 ? 0xffffu : (1u << t) - 1u);
-}
-
-template <bool R>
-SR_AVX512 __m512 acc16(const float* in, const float* res, __mmask16 mask) {
-  const __m512 x = _mm512_maskz_loadu_ps(mask, in);
-  if constexpr (!R) return x;
-  return add_nan_first16(x, _mm512_maskz_loadu_ps(mask, res));
-}
+using simd::lanes16;
 
 SR_AVX512 __m512i key16(__m512 v) {
   const __m512i u = _mm512_castps_si512(v);
@@ -293,7 +284,7 @@ SR_AVX512_ENTRY MinmaxParams compress_bucket_avx512(const float* in, float* res,
     const __mmask16 mask = lanes16(len - i);
     const __m512 acc = acc16<R>(in + i, R ? res + i : nullptr, mask);
     const __m512i q = code16(acc, inv, j0, rounding, i);
-    _mm_mask_storeu_epi8(codes + i, mask, _mm512_cvtepi32_epi8(q));
+    simd::store_bytes16(codes + i, q, len - i);
     if constexpr (R) {
       const __m512 sent = decode16(q, step, offset);
       _mm512_mask_storeu_ps(res + i, mask, _mm512_maskz_sub_ps(finite_mask16(sent), acc, sent));

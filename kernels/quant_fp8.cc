@@ -1,5 +1,5 @@
-// Block-scaled fp8 on the CPU: a scalar path built on quant_fp8_rules.h and
-// an AVX2 path that gives the same bits (an AVX-512 CPU runs AVX2's). Every
+// Block-scaled fp8 on the CPU: a scalar path built on quant_fp8_rules.h, and
+// AVX2 and AVX-512 paths that give the same bits. Every
 // path walks the block one bucket at a time: compress reads a bucket twice
 // (its largest finite |acc|, then its codes).
 #include "kernels/quant_fp8.h"
@@ -95,7 +95,9 @@ using simd::store_ucodes8;
 using simd::finite_abs8;
 using simd::reduce_max8;
 
-// fp8_code for 8 lanes, as 32-bit integers.
+// fp8_code for 8 lanes, as 32-bit integers (Special: whether the bucket
+// holds an inf or a NaN; else no lane needs the special codes).
+template <bool Special>
 SR_AVX2 __m256i code8(__m256 acc, __m256 inv) {
   const __m256i y = _mm256_castps_si256(_mm256_mul_ps(acc, inv));
   const __m256i abs = _mm256_and_si256(y, _mm256_set1_epi32(0x7fffffff));
@@ -116,6 +118,7 @@ SR_AVX2 __m256i code8(__m256 acc, __m256 inv) {
   const __m256i sign = _mm256_slli_epi32(_mm256_srli_epi32(y, 31), 7);
   const __m256i zero = _mm256_cmpeq_epi32(magnitude, _mm256_setzero_si256());
   const __m256i q = _mm256_or_si256(magnitude, _mm256_andnot_si256(zero, sign));
+  if constexpr (!Special) return q;
   return simd::with_special_codes8(q, acc, kFp8PlusInf, kFp8MinusInf, kFp8Nan);
 }
 
@@ -140,30 +143,86 @@ SR_AVX2 __m256 decode8(__m256i q, __m256 scale) {
   return replace8(fixed, q, kFp8Nan, kQuant8NanBits);
 }
 
+// A bucket's largest |acc| bits, at or above inf's where a value is not
+// finite (the lanes past len read as 0).
 template <bool R>
-SR_AVX2_ENTRY std::uint8_t compress_bucket_avx2(const float* in, float* res, std::size_t len,
-                                                std::uint8_t* codes) {
+SR_AVX2 std::uint32_t largest_abs8(const float* in, const float* res, std::size_t len) {
+  __m256i max = _mm256_setzero_si256();
+  for (std::size_t i = 0; i < len; i += 8) {
+    const std::size_t t = std::min<std::size_t>(8, len - i);
+    const __m256 acc = acc8<R>(in + i, R ? res + i : nullptr, lanes8(t), t == 8);
+    max = _mm256_max_epu32(
+        max, _mm256_and_si256(_mm256_castps_si256(acc), _mm256_set1_epi32(0x7fffffff)));
+  }
+  return reduce_max8(max);
+}
+
+// The largest finite |acc| bits (a second pass, only where one was not finite).
+template <bool R>
+SR_AVX2 std::uint32_t largest_finite_abs8(const float* in, const float* res, std::size_t len) {
   __m256i max = _mm256_setzero_si256();
   for (std::size_t i = 0; i < len; i += 8) {
     const std::size_t t = std::min<std::size_t>(8, len - i);
     max = _mm256_max_epu32(max,
                            finite_abs8(acc8<R>(in + i, R ? res + i : nullptr, lanes8(t), t == 8)));
   }
-  const std::uint8_t exponent = fp8_exponent(reduce_max8(max));
+  return reduce_max8(max);
+}
+
+// The codes (and residual) of values [i, i + t), t <= 8.
+template <bool R, bool Special>
+SR_AVX2 void code_step8(const float* in, float* res, std::size_t i, std::size_t t,
+                        std::uint8_t* codes, __m256 inv, __m256 scale) {
+  const __m256i mask = lanes8(t);
+  const __m256 acc = acc8<R>(in + i, R ? res + i : nullptr, mask, t == 8);
+  const __m256i q = code8<Special>(acc, inv);
+  store_ucodes8(codes + i, q, t);
+  if constexpr (R) {
+    const __m256 sent = decode8(q, scale);
+    const __m256 kept = _mm256_and_ps(_mm256_sub_ps(acc, sent), finite_mask8(sent));
+    t == 8 ? _mm256_storeu_ps(res + i, kept) : _mm256_maskstore_ps(res + i, mask, kept);
+  }
+}
+
+// A bucket's codes: 32 values at a time (their bytes packed and stored
+// together), then 8 at a time.
+template <bool R, bool Special>
+SR_AVX2_ENTRY void code_bucket8(const float* in, float* res, std::size_t len, std::uint8_t* codes,
+                                std::uint8_t exponent) {
   const __m256 inv = _mm256_set1_ps(fp8_inverse(exponent));
   const __m256 scale = _mm256_set1_ps(fp8_scale(exponent));
-  for (std::size_t i = 0; i < len; i += 8) {
-    const std::size_t t = std::min<std::size_t>(8, len - i);
-    const __m256i mask = lanes8(t);
-    const __m256 acc = acc8<R>(in + i, R ? res + i : nullptr, mask, t == 8);
-    const __m256i q = code8(acc, inv);
-    store_ucodes8(codes + i, q, t);
+  std::size_t i = 0;
+  for (; i + 32 <= len; i += 32) {
+    __m256 acc[4];
+    __m256i q[4];
+    for (int k = 0; k < 4; ++k) {
+      const std::size_t at = i + 8 * static_cast<std::size_t>(k);
+      acc[k] = acc8<R>(in + at, R ? res + at : nullptr, lanes8(8), true);
+      q[k] = code8<Special>(acc[k], inv);
+    }
+    simd::store_ucodes32(codes + i, q[0], q[1], q[2], q[3]);
     if constexpr (R) {
-      const __m256 sent = decode8(q, scale);
-      const __m256 kept = _mm256_and_ps(_mm256_sub_ps(acc, sent), finite_mask8(sent));
-      t == 8 ? _mm256_storeu_ps(res + i, kept) : _mm256_maskstore_ps(res + i, mask, kept);
+      for (int k = 0; k < 4; ++k) {
+        const __m256 sent = decode8(q[k], scale);
+        _mm256_storeu_ps(res + i + 8 * k,
+                         _mm256_and_ps(_mm256_sub_ps(acc[k], sent), finite_mask8(sent)));
+      }
     }
   }
+  for (; i < len; i += 8) {
+    code_step8<R, Special>(in, res, i, std::min<std::size_t>(8, len - i), codes, inv, scale);
+  }
+}
+
+template <bool R>
+SR_AVX2_ENTRY std::uint8_t compress_bucket_avx2(const float* in, float* res, std::size_t len,
+                                                std::uint8_t* codes) {
+  const std::uint32_t largest = largest_abs8<R>(in, res, len);
+  const bool special = largest >= 0x7f800000u;
+  const std::uint8_t exponent =
+      fp8_exponent(special ? largest_finite_abs8<R>(in, res, len) : largest);
+  special ? code_bucket8<R, true>(in, res, len, codes, exponent)
+          : code_bucket8<R, false>(in, res, len, codes, exponent);
   return exponent;
 }
 
@@ -191,6 +250,131 @@ SR_AVX2_ENTRY void decode_bucket_avx2(const std::uint8_t* codes, std::size_t len
   }
 }
 
+// --------------------------------------------------------------- AVX-512 ----
+
+SR_AVX512_WARNINGS_OFF
+
+using simd::acc16;
+using simd::finite_mask16;
+using simd::lanes16;
+
+// code8 for 16 lanes.
+template <bool Special>
+SR_AVX512 __m512i code16(__m512 acc, __m512 inv) {
+  const __m512i y = _mm512_castps_si512(_mm512_mul_ps(acc, inv));
+  const __m512i abs = _mm512_and_si512(y, _mm512_set1_epi32(0x7fffffff));
+  const __m512 scaled = _mm512_mul_ps(_mm512_castsi512_ps(abs), _mm512_set1_ps(512.0f));
+  const __m512i small =
+      _mm512_cvt_roundps_epi32(scaled, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512i t = _mm512_sub_epi32(abs, _mm512_set1_epi32(120 << 23));
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(t, 20), _mm512_set1_epi32(1));
+  const __m512i normal = _mm512_min_epu32(
+      _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(t, _mm512_set1_epi32(0x7ffff)), odd), 20),
+      _mm512_set1_epi32(kFp8MaxMagnitude));
+  const __mmask16 is_small =
+      _mm512_cmplt_epi32_mask(abs, _mm512_set1_epi32(static_cast<int>(kFp8NormalBits)));
+  const __m512i magnitude = _mm512_mask_mov_epi32(normal, is_small, small);
+  const __m512i sign = _mm512_slli_epi32(_mm512_srli_epi32(y, 31), 7);
+  const __mmask16 nonzero = _mm512_test_epi32_mask(magnitude, magnitude);
+  const __m512i q = _mm512_mask_or_epi32(magnitude, nonzero, magnitude, sign);
+  if constexpr (!Special) return q;
+  return simd::with_special_codes16(q, acc, kFp8PlusInf, kFp8MinusInf, kFp8Nan);
+}
+
+// decode8 for 16 lanes.
+SR_AVX512 __m512 decode16(__m512i q, __m512 scale) {
+  const __m512i magnitude = _mm512_and_si512(q, _mm512_set1_epi32(0x7f));
+  const __m512i e = _mm512_srli_epi32(magnitude, 3),
+                m = _mm512_and_si512(magnitude, _mm512_set1_epi32(7));
+  const __m512i normal = _mm512_or_si512(
+      _mm512_slli_epi32(_mm512_add_epi32(e, _mm512_set1_epi32(120)), 23), _mm512_slli_epi32(m, 20));
+  const __m512 small = _mm512_mul_ps(_mm512_cvtepi32_ps(m), _mm512_set1_ps(0.001953125f));
+  const __mmask16 is_small = _mm512_testn_epi32_mask(e, e);
+  __m512i v = _mm512_mask_mov_epi32(normal, is_small, _mm512_castps_si512(small));
+  v = _mm512_or_si512(v, _mm512_slli_epi32(_mm512_srli_epi32(q, 7), 31));
+  const __m512 out = _mm512_mul_ps(_mm512_castsi512_ps(v), scale);
+  // The specials: 0x7f, 0xff and 0x80 only.
+  const __mmask16 special = _mm512_cmpeq_epi32_mask(magnitude, _mm512_set1_epi32(0x7f)) |
+                            _mm512_cmpeq_epi32_mask(q, _mm512_set1_epi32(kFp8Nan));
+  if (__builtin_expect(special == 0, 1)) return out;
+  const __m512i inf = _mm512_or_si512(_mm512_set1_epi32(0x7f800000),
+                                      _mm512_slli_epi32(_mm512_srli_epi32(q, 7), 31));
+  const __mmask16 nan = _mm512_cmpeq_epi32_mask(q, _mm512_set1_epi32(kFp8Nan));
+  __m512i fixed = _mm512_mask_mov_epi32(_mm512_castps_si512(out), special, inf);
+  fixed = _mm512_mask_mov_epi32(fixed, nan, _mm512_set1_epi32(static_cast<int>(kQuant8NanBits)));
+  return _mm512_castsi512_ps(fixed);
+}
+
+// The codes (and residual) of values [i, i + t), t <= 16.
+template <bool R, bool Special>
+SR_AVX512 void code_step16(const float* in, float* res, std::size_t i, std::size_t t,
+                           std::uint8_t* codes, __m512 inv, __m512 scale) {
+  const __mmask16 mask = lanes16(t);
+  const __m512 acc = acc16<R>(in + i, R ? res + i : nullptr, mask);
+  const __m512i q = code16<Special>(acc, inv);
+  simd::store_bytes16(codes + i, q, t);
+  if constexpr (R) {
+    const __m512 sent = decode16(q, scale);
+    _mm512_mask_storeu_ps(res + i, mask, _mm512_maskz_sub_ps(finite_mask16(sent), acc, sent));
+  }
+}
+
+// A bucket's codes: its whole groups of 16 (no mask to make), then the rest.
+template <bool R, bool Special>
+SR_AVX512_ENTRY void code_bucket16(const float* in, float* res, std::size_t len,
+                                   std::uint8_t* codes, std::uint8_t exponent) {
+  const __m512 inv = _mm512_set1_ps(fp8_inverse(exponent));
+  const __m512 scale = _mm512_set1_ps(fp8_scale(exponent));
+  std::size_t i = 0;
+  for (; i + 16 <= len; i += 16) code_step16<R, Special>(in, res, i, 16, codes, inv, scale);
+  if (i < len) code_step16<R, Special>(in, res, i, len - i, codes, inv, scale);
+}
+
+template <bool R>
+SR_AVX512_ENTRY std::uint8_t compress_bucket_avx512(const float* in, float* res, std::size_t len,
+                                                    std::uint8_t* codes) {
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  __m512i max = _mm512_setzero_si512();
+  for (std::size_t i = 0; i < len; i += 16) {
+    const __m512 acc = acc16<R>(in + i, R ? res + i : nullptr, lanes16(len - i));
+    max = _mm512_max_epu32(max, _mm512_and_si512(_mm512_castps_si512(acc), abs_mask));
+  }
+  auto largest = static_cast<std::uint32_t>(_mm512_reduce_max_epu32(max));
+  const bool special = largest >= 0x7f800000u;
+  if (special) {  // rare: the largest finite |acc| needs a second pass
+    max = _mm512_setzero_si512();
+    for (std::size_t i = 0; i < len; i += 16) {
+      max = _mm512_max_epu32(
+          max, simd::finite_abs16(acc16<R>(in + i, R ? res + i : nullptr, lanes16(len - i))));
+    }
+    largest = static_cast<std::uint32_t>(_mm512_reduce_max_epu32(max));
+  }
+  const std::uint8_t exponent = fp8_exponent(largest);
+  special ? code_bucket16<R, true>(in, res, len, codes, exponent)
+          : code_bucket16<R, false>(in, res, len, codes, exponent);
+  return exponent;
+}
+
+std::uint8_t compress_bucket_avx512_any(const float* in, float* res, std::size_t len,
+                                        std::uint8_t* codes) {
+  return res ? compress_bucket_avx512<true>(in, res, len, codes)
+             : compress_bucket_avx512<false>(in, nullptr, len, codes);
+}
+
+template <bool Add>
+SR_AVX512_ENTRY void decode_bucket_avx512(const std::uint8_t* codes, std::size_t len,
+                                          std::uint8_t exponent, float* out) {
+  const __m512 scale = _mm512_set1_ps(fp8_scale(exponent));
+  for (std::size_t i = 0; i < len; i += 16) {
+    const __mmask16 mask = lanes16(len - i);
+    __m512 value = decode16(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(mask, codes + i)), scale);
+    if constexpr (Add) value = simd::add_nan_first16(_mm512_maskz_loadu_ps(mask, out + i), value);
+    _mm512_mask_storeu_ps(out + i, mask, value);
+  }
+}
+
+SR_AVX512_WARNINGS_ON
+
 }  // namespace
 
 std::size_t quant_fp8_buckets(std::size_t n, std::size_t bucket) {
@@ -203,19 +387,22 @@ std::size_t quant_fp8_bytes(std::size_t n, std::size_t bucket) {
 
 void quant_fp8_compress(const float* in, float* residual, std::size_t n, std::size_t bucket,
                         void* out, Isa isa) {
-  compress_with(pick_isa<CompressBucket>(isa, &compress_bucket_scalar, &compress_bucket_avx2_any),
+  compress_with(pick_isa<CompressBucket>(isa, &compress_bucket_scalar, &compress_bucket_avx2_any,
+                                         &compress_bucket_avx512_any),
                 in, residual, n, bucket, out);
 }
 
 void quant_fp8_decompress(const void* block, std::size_t n, std::size_t bucket, float* out,
                           Isa isa) {
-  decode_with(pick_isa<DecodeBucket>(isa, &decode_bucket_scalar<false>, &decode_bucket_avx2<false>),
+  decode_with(pick_isa<DecodeBucket>(isa, &decode_bucket_scalar<false>, &decode_bucket_avx2<false>,
+                                     &decode_bucket_avx512<false>),
               block, n, bucket, out);
 }
 
 void quant_fp8_accumulate(const void* block, std::size_t n, std::size_t bucket, float* dense,
                           Isa isa) {
-  decode_with(pick_isa<DecodeBucket>(isa, &decode_bucket_scalar<true>, &decode_bucket_avx2<true>),
+  decode_with(pick_isa<DecodeBucket>(isa, &decode_bucket_scalar<true>, &decode_bucket_avx2<true>,
+                                     &decode_bucket_avx512<true>),
               block, n, bucket, dense);
 }
 

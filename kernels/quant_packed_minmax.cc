@@ -1,8 +1,9 @@
 // 4- and 2-bit min-max codes on the CPU: a scalar path built on
-// quant_packed_minmax_rules.h and an AVX2 path that gives the same bits (an
-// AVX-512 CPU runs the AVX2 path, as quant_packed.cc). Every path walks the
-// block one bucket at a time; compress reads a bucket twice (its smallest
-// and largest finite acc and whether it holds an inf, then its codes).
+// quant_packed_minmax_rules.h, and AVX2 and AVX-512 paths that give the same
+// bits (decoding through a table of each bucket's values, as quant_packed.cc).
+// Every path walks the block one bucket at a time; compress reads a bucket
+// twice (its smallest and largest finite acc and whether it holds an inf,
+// then its codes).
 #include "kernels/quant_packed_minmax.h"
 
 #include <immintrin.h>
@@ -53,8 +54,6 @@ void for_each_bucket(std::size_t n, std::size_t bucket, int bits, Fn fn) {
 // `rounding`: the bucket's, from its first value.
 using CompressBucket = PackedMinmax (*)(const float* in, float* res, std::size_t len, int bits,
                                         std::uint8_t* codes, const Rounding& rounding);
-using DecodeBucket = void (*)(const std::uint8_t* codes, std::size_t len, int bits,
-                              const PackedMinmax& p, float* out);
 
 // ---------------------------------------------------------------- scalar ----
 
@@ -95,13 +94,20 @@ void decode_bucket_scalar(const std::uint8_t* codes, std::size_t len, int bits,
   }
 }
 
+// ------------------------------------------------------------------ SIMD ----
+
+using packed::DecodeTable;
+
+// A bucket's decoded values by field, from the scalar rule (packed_fields.h).
+DecodeTable table_of(const PackedMinmax& p, int bits) {
+  return packed::decode_table(bits, [&](int f) { return packed_minmax_decode(f, p, bits); });
+}
+
 // ------------------------------------------------------------------ AVX2 ----
 
 using simd::acc8;
-using simd::add_nan_first8;
 using simd::finite_mask8;
 using simd::lanes8;
-using simd::replace8;
 
 // min and max of 8 lanes of signed integers.
 SR_AVX2 std::int32_t lane_min(__m256i v) {
@@ -115,105 +121,292 @@ SR_AVX2 std::int32_t lane_max(__m256i v) {
   return _mm_cvtsi128_si32(_mm_max_epi32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1))));
 }
 
-// packed_minmax_code for 8 lanes, as 32-bit integers.
-template <int Bits>
-SR_AVX2 __m256i code8(__m256 acc, const PackedMinmax& p, const Rounding& rounding, std::size_t i) {
-  __m256i q = _mm256_setzero_si256();
-  if (p.step != 0.0f) {
-    __m256 r = _mm256_div_ps(_mm256_sub_ps(acc, _mm256_set1_ps(p.lo)), _mm256_set1_ps(p.step));
-    r = _mm256_min_ps(_mm256_max_ps(r, _mm256_setzero_ps()),
-                      _mm256_set1_ps(static_cast<float>(p.top)));
-    q = simd::round8(r, rounding, i);
-  }
+// packed_minmax_code for 8 lanes, as 32-bit integers; `divisor` is the
+// step, or +inf in a flat bucket (every finite value then codes 0: (x - lo) /
+// inf is +-0, which the clamp makes +0), so the loop takes no branch.
+// Special: whether the bucket holds an inf or a NaN (else no lane needs the
+// special codes).
+template <int Bits, bool Stochastic, bool Special>
+SR_AVX2 __m256i code8(__m256 acc, const PackedMinmax& p, __m256 divisor, const Rounding& rounding,
+                      std::size_t i) {
+  __m256 r = _mm256_div_ps(_mm256_sub_ps(acc, _mm256_set1_ps(p.lo)), divisor);
+  r = _mm256_min_ps(_mm256_max_ps(r, _mm256_setzero_ps()),
+                    _mm256_set1_ps(static_cast<float>(p.top)));
+  const __m256i q = simd::round8(r, Stochastic ? rounding : Rounding{}, i);
+  if constexpr (!Special) return q;
   return simd::with_special_codes8(q, acc, p.top + 2, p.top + 1, packed_minmax_nan_code(Bits));
 }
 
-// packed_minmax_decode for 8 lanes of codes in [0, 2^Bits).
-template <int Bits>
-SR_AVX2 __m256 decode8(__m256i q, const PackedMinmax& p) {
-  const __m256 scaled = _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(p.step));
-  __m256 out = _mm256_add_ps(_mm256_set1_ps(p.lo), scaled);
-  // top first, then 0: where they meet (top 0) code 0 is lo, as the scalar rule.
-  out = replace8(out, q, p.top, float_bits(p.hi));
-  out = replace8(out, q, 0, float_bits(p.lo));
-  const __m256i special = _mm256_cmpgt_epi32(q, _mm256_set1_epi32(p.top));
-  if (__builtin_expect(_mm256_testz_si256(special, special), 1)) return out;
-  out = replace8(out, q, p.top + 1, 0xff800000u);  // the NaN code where not marked: below
-  out = replace8(out, q, p.top + 2, 0x7f800000u);
-  return replace8(out, q, packed_minmax_nan_code(Bits), kQuant8NanBits);
+// A bucket's smallest and largest order keys (minmax_key) over its finite
+// values, whether it holds an inf, and its largest |x| bits (at or above
+// inf's where a value is not finite).
+struct Keys8 {
+  __m256i lo, hi, infs, abs_max;
+};
+SR_AVX2 Keys8 no_keys8() {
+  const __m256i zero = _mm256_setzero_si256();
+  return {_mm256_set1_epi32(kMinmaxNoLo), _mm256_set1_epi32(kMinmaxNoHi), zero, zero};
+}
+
+// minmax_key of 8 lanes.
+SR_AVX2 __m256i key8(__m256i u) {
+  return _mm256_xor_si256(u, _mm256_srli_epi32(_mm256_srai_epi32(u, 31), 1));
+}
+
+// Keys over values [first, len), each lane checked: the lanes past len (read
+// as 0) and those not finite take no part.
+template <bool R>
+SR_AVX2 void scan_checked8(const float* in, const float* res, std::size_t first, std::size_t len,
+                           Keys8& keys) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+  for (std::size_t i = first; i < len; i += 8) {
+    const std::size_t t = std::min<std::size_t>(8, len - i);
+    const __m256i mask = lanes8(t);
+    const __m256i u = _mm256_castps_si256(acc8<R>(in + i, R ? res + i : nullptr, mask, t == 8));
+    const __m256i abs = _mm256_and_si256(u, abs_mask);
+    const __m256i key = key8(u);
+    const __m256i use = _mm256_and_si256(_mm256_cmpgt_epi32(inf, abs), mask);
+    keys.lo = _mm256_min_epi32(keys.lo, _mm256_blendv_epi8(keys.lo, key, use));
+    keys.hi = _mm256_max_epi32(keys.hi, _mm256_blendv_epi8(keys.hi, key, use));
+    keys.infs = _mm256_or_si256(keys.infs, _mm256_cmpeq_epi32(abs, inf));
+    keys.abs_max = _mm256_max_epu32(keys.abs_max, abs);
+  }
+}
+
+// The bucket's keys: first over its whole groups of 8 with no check per lane
+// (the largest |x| bits show whether any value was not finite), then,
+// checked, over the rest, or over all of it again where one was.
+template <bool R>
+SR_AVX2 Keys8 scan8(const float* in, const float* res, std::size_t len) {
+  Keys8 keys = no_keys8();
+  const std::size_t whole = len - len % 8;
+  for (std::size_t i = 0; i < whole; i += 8) {
+    const __m256i u = _mm256_castps_si256(acc8<R>(in + i, R ? res + i : nullptr, lanes8(8), true));
+    const __m256i key = key8(u);
+    keys.lo = _mm256_min_epi32(keys.lo, key);
+    keys.hi = _mm256_max_epi32(keys.hi, key);
+    keys.abs_max =
+        _mm256_max_epu32(keys.abs_max, _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)));
+  }
+  const bool all_finite = simd::reduce_max8(keys.abs_max) < 0x7f800000u;
+  if (!all_finite) keys = no_keys8();  // rare: an inf or a NaN took part
+  scan_checked8<R>(in, res, all_finite ? whole : 0, len, keys);
+  return keys;
+}
+
+// The codes (and residual) of values [i, i + t), t <= 8.
+template <int Bits, bool R, bool Stochastic, bool Special>
+SR_AVX2 void code_step8(const float* in, float* res, std::size_t i, std::size_t t,
+                        std::uint8_t* codes, const PackedMinmax& p, __m256 divisor,
+                        const packed::Table8& table, const Rounding& rounding) {
+  const __m256i mask = lanes8(t);
+  const __m256 acc = acc8<R>(in + i, R ? res + i : nullptr, mask, t == 8);
+  const __m256i q = code8<Bits, Stochastic, Special>(acc, p, divisor, rounding, i);  // fields
+  packed::store_fields8<Bits>(codes + i * Bits / 8, q, t);
+  if constexpr (R) {
+    const __m256 sent = packed::lookup8<Bits>(q, table);
+    const __m256 kept = _mm256_and_ps(_mm256_sub_ps(acc, sent), finite_mask8(sent));
+    t == 8 ? _mm256_storeu_ps(res + i, kept) : _mm256_maskstore_ps(res + i, mask, kept);
+  }
+}
+
+// A bucket's codes: 32 values at a time (their fields packed and stored
+// together), then 8 at a time.
+template <int Bits, bool R, bool Stochastic, bool Special>
+SR_AVX2_ENTRY void code_bucket8(const float* in, float* res, std::size_t len, std::uint8_t* codes,
+                                const PackedMinmax& p, const Rounding& rounding) {
+  const __m256 divisor = _mm256_set1_ps(p.step != 0.0f ? p.step : bits_float(0x7f800000u));
+  packed::Table8 table{};
+  if constexpr (R) table = packed::table8(table_of(p, Bits));
+  std::size_t i = 0;
+  for (; i + 32 <= len; i += 32) {
+    __m256 acc[4];
+    __m256i q[4];
+    for (int k = 0; k < 4; ++k) {
+      const std::size_t at = i + 8 * static_cast<std::size_t>(k);
+      acc[k] = acc8<R>(in + at, R ? res + at : nullptr, lanes8(8), true);
+      q[k] = code8<Bits, Stochastic, Special>(acc[k], p, divisor, rounding, at);
+    }
+    packed::store_fields32<Bits>(codes + i * Bits / 8, q[0], q[1], q[2], q[3]);
+    if constexpr (R) {
+      for (int k = 0; k < 4; ++k) {
+        const __m256 sent = packed::lookup8<Bits>(q[k], table);
+        _mm256_storeu_ps(res + i + 8 * k,
+                         _mm256_and_ps(_mm256_sub_ps(acc[k], sent), finite_mask8(sent)));
+      }
+    }
+  }
+  for (; i < len; i += 8) {
+    code_step8<Bits, R, Stochastic, Special>(in, res, i, std::min<std::size_t>(8, len - i), codes,
+                                             p, divisor, table, rounding);
+  }
 }
 
 template <int Bits, bool R>
 SR_AVX2_ENTRY PackedMinmax compress_bucket_avx2(const float* in, float* res, std::size_t len,
                                                 std::uint8_t* codes, const Rounding& rounding) {
-  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
-  const __m256i no_lo = _mm256_set1_epi32(kMinmaxNoLo), no_hi = _mm256_set1_epi32(kMinmaxNoHi);
-  __m256i lo = no_lo, hi = no_hi, infs = _mm256_setzero_si256();
-  for (std::size_t i = 0; i < len; i += 8) {
-    const std::size_t t = std::min<std::size_t>(8, len - i);
-    const __m256i mask = lanes8(t);
-    const __m256i u = _mm256_castps_si256(acc8<R>(in + i, R ? res + i : nullptr, mask, t == 8));
-    const __m256i abs = _mm256_and_si256(u, abs_mask);
-    // minmax_key; the lanes past t (read as 0) and those not finite take no part.
-    const __m256i key = _mm256_xor_si256(u, _mm256_srli_epi32(_mm256_srai_epi32(u, 31), 1));
-    const __m256i use = _mm256_and_si256(_mm256_cmpgt_epi32(inf, abs), mask);
-    lo = _mm256_min_epi32(lo, _mm256_blendv_epi8(no_lo, key, use));
-    hi = _mm256_max_epi32(hi, _mm256_blendv_epi8(no_hi, key, use));
-    infs = _mm256_or_si256(infs, _mm256_cmpeq_epi32(abs, inf));
-  }
-  const PackedMinmax p =
-      packed_minmax_params(lane_min(lo), lane_max(hi), !_mm256_testz_si256(infs, infs), Bits);
-  for (std::size_t i = 0; i < len; i += 8) {
-    const std::size_t t = std::min<std::size_t>(8, len - i);
-    const __m256i mask = lanes8(t);
-    const __m256 acc = acc8<R>(in + i, R ? res + i : nullptr, mask, t == 8);
-    // The lanes past t code 0: the unused high bits of a bucket's last byte.
-    const __m256i q = _mm256_and_si256(code8<Bits>(acc, p, rounding, i), mask);
-    packed::store_codes8<Bits>(codes + i * Bits / 8, q, t);
-    if constexpr (R) {
-      const __m256 sent = decode8<Bits>(q, p);
-      const __m256 kept = _mm256_and_ps(_mm256_sub_ps(acc, sent), finite_mask8(sent));
-      t == 8 ? _mm256_storeu_ps(res + i, kept) : _mm256_maskstore_ps(res + i, mask, kept);
-    }
+  const Keys8 keys = scan8<R>(in, res, len);
+  const PackedMinmax p = packed_minmax_params(lane_min(keys.lo), lane_max(keys.hi),
+                                              !_mm256_testz_si256(keys.infs, keys.infs), Bits);
+  const bool special = simd::reduce_max8(keys.abs_max) >= 0x7f800000u;
+  // A copy of the key the loop can keep in registers (codes, being bytes,
+  // may alias the caller's), its flag taken out of the loop.
+  const Rounding key = rounding;
+  if (key.stochastic) {
+    special ? code_bucket8<Bits, R, true, true>(in, res, len, codes, p, key)
+            : code_bucket8<Bits, R, true, false>(in, res, len, codes, p, key);
+  } else {
+    special ? code_bucket8<Bits, R, false, true>(in, res, len, codes, p, key)
+            : code_bucket8<Bits, R, false, false>(in, res, len, codes, p, key);
   }
   return p;
 }
 
-PackedMinmax compress_bucket_avx2_any(const float* in, float* res, std::size_t len, int bits,
-                                      std::uint8_t* codes, const Rounding& rounding) {
-  if (bits == 4) {
-    return res ? compress_bucket_avx2<4, true>(in, res, len, codes, rounding)
-               : compress_bucket_avx2<4, false>(in, nullptr, len, codes, rounding);
-  }
-  return res ? compress_bucket_avx2<2, true>(in, res, len, codes, rounding)
-             : compress_bucket_avx2<2, false>(in, nullptr, len, codes, rounding);
+// --------------------------------------------------------------- AVX-512 ----
+
+SR_AVX512_WARNINGS_OFF
+
+using simd::acc16;
+using simd::finite_mask16;
+using simd::lanes16;
+
+// code8 for 16 lanes.
+template <int Bits, bool Stochastic, bool Special>
+SR_AVX512 __m512i code16(__m512 acc, const PackedMinmax& p, __m512 divisor,
+                         const Rounding& rounding, std::size_t i) {
+  __m512 r = _mm512_div_ps(_mm512_sub_ps(acc, _mm512_set1_ps(p.lo)), divisor);
+  r = _mm512_min_ps(_mm512_max_ps(r, _mm512_setzero_ps()),
+                    _mm512_set1_ps(static_cast<float>(p.top)));
+  const __m512i q = simd::round16(r, Stochastic ? rounding : Rounding{}, i);
+  if constexpr (!Special) return q;
+  return simd::with_special_codes16(q, acc, p.top + 2, p.top + 1, packed_minmax_nan_code(Bits));
 }
 
-template <int Bits, bool Add>
-SR_AVX2_ENTRY void decode_bucket_avx2(const std::uint8_t* codes, std::size_t len,
-                                      const PackedMinmax& p, float* out) {
-  for (std::size_t i = 0; i < len; i += 8) {
-    const std::size_t t = std::min<std::size_t>(8, len - i);
-    __m256 value = decode8<Bits>(packed::load_fields8<Bits>(codes + i * Bits / 8, t), p);
-    if (t == 8) {
-      if constexpr (Add) value = add_nan_first8(_mm256_loadu_ps(out + i), value);
-      _mm256_storeu_ps(out + i, value);
-    } else {
-      const __m256i mask = lanes8(t);
-      if constexpr (Add) value = add_nan_first8(_mm256_maskload_ps(out + i, mask), value);
-      _mm256_maskstore_ps(out + i, mask, value);
-    }
+// code_step8 for t <= 16 values.
+template <int Bits, bool R, bool Stochastic, bool Special>
+SR_AVX512 void code_step16(const float* in, float* res, std::size_t i, std::size_t t,
+                           std::uint8_t* codes, const PackedMinmax& p, __m512 divisor, __m512 table,
+                           const Rounding& rounding) {
+  const __mmask16 mask = lanes16(t);
+  const __m512 acc = acc16<R>(in + i, R ? res + i : nullptr, mask);
+  const __m512i q = code16<Bits, Stochastic, Special>(acc, p, divisor, rounding, i);  // fields
+  packed::store_fields16<Bits>(codes + i * Bits / 8, q, t);
+  if constexpr (R) {
+    const __m512 sent = _mm512_permutexvar_ps(q, table);
+    _mm512_mask_storeu_ps(res + i, mask, _mm512_maskz_sub_ps(finite_mask16(sent), acc, sent));
   }
 }
 
-template <bool Add>
-void decode_bucket_avx2_any(const std::uint8_t* codes, std::size_t len, int bits,
-                            const PackedMinmax& p, float* out) {
-  bits == 4 ? decode_bucket_avx2<4, Add>(codes, len, p, out)
-            : decode_bucket_avx2<2, Add>(codes, len, p, out);
+// code_bucket8 for 16 lanes at a time: whole groups of 16, then the rest.
+template <int Bits, bool R, bool Stochastic, bool Special>
+SR_AVX512_ENTRY void code_bucket16(const float* in, float* res, std::size_t len,
+                                   std::uint8_t* codes, const PackedMinmax& p,
+                                   const Rounding& rounding) {
+  const __m512 divisor = _mm512_set1_ps(p.step != 0.0f ? p.step : bits_float(0x7f800000u));
+  __m512 table = _mm512_setzero_ps();
+  if constexpr (R) table = _mm512_load_ps(table_of(p, Bits).value);
+  std::size_t i = 0;
+  for (; i + 16 <= len; i += 16) {
+    code_step16<Bits, R, Stochastic, Special>(in, res, i, 16, codes, p, divisor, table, rounding);
+  }
+  if (i < len) {
+    code_step16<Bits, R, Stochastic, Special>(in, res, i, len - i, codes, p, divisor, table,
+                                              rounding);
+  }
 }
+
+// Keys8 for 16 lanes (`special`: lanes that were not finite).
+struct Keys16 {
+  __m512i lo, hi;
+  __mmask16 infs, special;
+};
+
+// Keys over values [first, len), each lane checked (as scan_checked8).
+template <bool R>
+SR_AVX512 void scan_checked16(const float* in, const float* res, std::size_t first, std::size_t len,
+                              Keys16& keys) {
+  const __m512i inf = _mm512_set1_epi32(0x7f800000);
+  for (std::size_t i = first; i < len; i += 16) {
+    const __mmask16 mask = lanes16(len - i);
+    const __m512 acc = acc16<R>(in + i, R ? res + i : nullptr, mask);
+    const __m512i u = _mm512_castps_si512(acc);
+    const __m512i key = _mm512_xor_si512(u, _mm512_srli_epi32(_mm512_srai_epi32(u, 31), 1));
+    const __mmask16 finite = finite_mask16(acc), use = mask & finite;
+    keys.lo = _mm512_mask_min_epi32(keys.lo, use, keys.lo, key);
+    keys.hi = _mm512_mask_max_epi32(keys.hi, use, keys.hi, key);
+    keys.infs |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), inf);
+    keys.special |= static_cast<__mmask16>(mask & ~finite);
+  }
+}
+
+// scan8 for 16 lanes at a time.
+template <bool R>
+SR_AVX512 Keys16 scan16(const float* in, const float* res, std::size_t len) {
+  const Keys16 none{_mm512_set1_epi32(kMinmaxNoLo), _mm512_set1_epi32(kMinmaxNoHi), 0, 0};
+  Keys16 keys = none;
+  __m512i abs_max = _mm512_setzero_si512();
+  const std::size_t whole = len - len % 16;
+  for (std::size_t i = 0; i < whole; i += 16) {
+    const __m512i u = _mm512_castps_si512(acc16<R>(in + i, R ? res + i : nullptr, 0xffff));
+    const __m512i key = _mm512_xor_si512(u, _mm512_srli_epi32(_mm512_srai_epi32(u, 31), 1));
+    keys.lo = _mm512_min_epi32(keys.lo, key);
+    keys.hi = _mm512_max_epi32(keys.hi, key);
+    abs_max = _mm512_max_epu32(abs_max, _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)));
+  }
+  const bool all_finite =
+      static_cast<std::uint32_t>(_mm512_reduce_max_epu32(abs_max)) < 0x7f800000u;
+  if (!all_finite) keys = none;  // rare: an inf or a NaN took part
+  scan_checked16<R>(in, res, all_finite ? whole : 0, len, keys);
+  return keys;
+}
+
+template <int Bits, bool R>
+SR_AVX512_ENTRY PackedMinmax compress_bucket_avx512(const float* in, float* res, std::size_t len,
+                                                    std::uint8_t* codes, const Rounding& rounding) {
+  const Keys16 keys = scan16<R>(in, res, len);
+  const PackedMinmax p = packed_minmax_params(
+      _mm512_reduce_min_epi32(keys.lo), _mm512_reduce_max_epi32(keys.hi), keys.infs != 0, Bits);
+  const bool not_finite = keys.special != 0;
+  const Rounding key = rounding;  // as compress_bucket_avx2
+  if (key.stochastic) {
+    not_finite ? code_bucket16<Bits, R, true, true>(in, res, len, codes, p, key)
+               : code_bucket16<Bits, R, true, false>(in, res, len, codes, p, key);
+  } else {
+    not_finite ? code_bucket16<Bits, R, false, true>(in, res, len, codes, p, key)
+               : code_bucket16<Bits, R, false, false>(in, res, len, codes, p, key);
+  }
+  return p;
+}
+
+SR_AVX512_WARNINGS_ON
 
 // -------------------------------------------------------------- dispatch ----
+
+// Path<Bits, R> for bits and whether there is a residual.
+template <template <int, bool> class Path>
+PackedMinmax compress_bucket_any(const float* in, float* res, std::size_t len, int bits,
+                                 std::uint8_t* codes, const Rounding& rounding) {
+  if (bits == 4) {
+    return res ? Path<4, true>::run(in, res, len, codes, rounding)
+               : Path<4, false>::run(in, nullptr, len, codes, rounding);
+  }
+  return res ? Path<2, true>::run(in, res, len, codes, rounding)
+             : Path<2, false>::run(in, nullptr, len, codes, rounding);
+}
+template <int Bits, bool R>
+struct Avx2Path {
+  static PackedMinmax run(const float* in, float* res, std::size_t len, std::uint8_t* codes,
+                          const Rounding& rounding) {
+    return compress_bucket_avx2<Bits, R>(in, res, len, codes, rounding);
+  }
+};
+template <int Bits, bool R>
+struct Avx512Path {
+  static PackedMinmax run(const float* in, float* res, std::size_t len, std::uint8_t* codes,
+                          const Rounding& rounding) {
+    return compress_bucket_avx512<Bits, R>(in, res, len, codes, rounding);
+  }
+};
 
 void compress_with(CompressBucket fn, const float* in, float* res, std::size_t n,
                    std::size_t bucket, int bits, void* out, const Rounding& rounding) {
@@ -226,14 +419,28 @@ void compress_with(CompressBucket fn, const float* in, float* res, std::size_t n
                   });
 }
 
-void decode_with(DecodeBucket fn, const void* block, std::size_t n, std::size_t bucket, int bits,
-                 float* out) {
+// The scalar path decodes value by value (the rules); the SIMD paths through
+// each bucket's table.
+template <bool Add>
+void decode_any(const void* block, std::size_t n, std::size_t bucket, int bits, float* out,
+                Isa isa) {
+  using DecodeFields = void (*)(const std::uint8_t*, std::size_t, const DecodeTable&, float*);
+  const bool four = bits == 4;
+  const DecodeFields simd_path = pick_isa<DecodeFields>(
+      isa, nullptr,
+      four ? &packed::decode_bucket_avx2<4, Add> : &packed::decode_bucket_avx2<2, Add>,
+      four ? &packed::decode_bucket_avx512<4, Add> : &packed::decode_bucket_avx512<2, Add>);
   const auto* bytes = static_cast<const std::uint8_t*>(block);
-  for_each_bucket(
-      n, bucket, bits, [&](std::size_t j, std::size_t first, std::size_t len, std::size_t offset) {
-        const Pair pair = load_pair(block, j);
-        fn(bytes + offset, len, bits, packed_minmax_load(pair.a, pair.b, bits), out + first);
-      });
+  for_each_bucket(n, bucket, bits,
+                  [&](std::size_t j, std::size_t first, std::size_t len, std::size_t offset) {
+                    const Pair pair = load_pair(block, j);
+                    const PackedMinmax p = packed_minmax_load(pair.a, pair.b, bits);
+                    if (simd_path) {
+                      simd_path(bytes + offset, len, table_of(p, bits), out + first);
+                    } else {
+                      decode_bucket_scalar<Add>(bytes + offset, len, bits, p, out + first);
+                    }
+                  });
 }
 
 }  // namespace
@@ -246,22 +453,20 @@ std::size_t quant_packed_minmax_bytes(std::size_t n, std::size_t bucket, int bit
 void quant_packed_minmax_compress(const float* in, float* residual, std::size_t n,
                                   std::size_t bucket, int bits, void* out, Isa isa,
                                   const Rounding& rounding) {
-  compress_with(pick_isa<CompressBucket>(isa, &compress_bucket_scalar, &compress_bucket_avx2_any),
-                in, residual, n, bucket, bits, out, rounding);
+  compress_with(
+      pick_isa<CompressBucket>(isa, &compress_bucket_scalar, &compress_bucket_any<Avx2Path>,
+                               &compress_bucket_any<Avx512Path>),
+      in, residual, n, bucket, bits, out, rounding);
 }
 
 void quant_packed_minmax_decompress(const void* block, std::size_t n, std::size_t bucket, int bits,
                                     float* out, Isa isa) {
-  decode_with(
-      pick_isa<DecodeBucket>(isa, &decode_bucket_scalar<false>, &decode_bucket_avx2_any<false>),
-      block, n, bucket, bits, out);
+  decode_any<false>(block, n, bucket, bits, out, isa);
 }
 
 void quant_packed_minmax_accumulate(const void* block, std::size_t n, std::size_t bucket, int bits,
                                     float* dense, Isa isa) {
-  decode_with(
-      pick_isa<DecodeBucket>(isa, &decode_bucket_scalar<true>, &decode_bucket_avx2_any<true>),
-      block, n, bucket, bits, dense);
+  decode_any<true>(block, n, bucket, bits, dense, isa);
 }
 
 bool quant_packed_minmax_valid(const void* block, std::size_t n, std::size_t bucket, int bits) {

@@ -123,6 +123,16 @@ SR_AVX2 void store_ucodes8(std::uint8_t* codes, __m256i q, std::size_t t) {
   std::memcpy(codes, buffer, t);
 }
 
+// store_ucodes8 for 32 codes in four vectors: packed together, then one
+// permute puts the bytes in order (the packs work within 128-bit halves).
+SR_AVX2 void store_ucodes32(std::uint8_t* codes, __m256i q0, __m256i q1, __m256i q2, __m256i q3) {
+  const __m256i bytes =
+      _mm256_packus_epi16(_mm256_packus_epi32(q0, q1), _mm256_packus_epi32(q2, q3));
+  const __m256i ordered =
+      _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes), ordered);
+}
+
 // mix32 (kernels/rounding.h) of 8 lanes.
 SR_AVX2 __m256i mix32x8(__m256i x) {
   x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
@@ -231,6 +241,53 @@ SR_AVX512 __m512 add_nan_first16(__m512 a, __m512 b) {
 SR_AVX512 __mmask16 finite_mask16(__m512 v) {
   const __m512i abs = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff));
   return _mm512_cmplt_epi32_mask(abs, _mm512_set1_epi32(0x7f800000));
+}
+
+// Lanes [0, t) of 16.
+inline __mmask16 lanes16(std::size_t t) {
+  return static_cast<__mmask16>(t >= 16 ? 0xffffu : (1u << t) - 1u);
+}
+
+// acc8 for 16 lanes: the lanes outside `mask` read as 0.
+template <bool R>
+SR_AVX512 __m512 acc16(const float* in, const float* res, __mmask16 mask) {
+  const __m512 x = _mm512_maskz_loadu_ps(mask, in);
+  if constexpr (!R) return x;
+  return add_nan_first16(x, _mm512_maskz_loadu_ps(mask, res));
+}
+
+// finite_abs8 for 16 lanes.
+SR_AVX512 __m512i finite_abs16(__m512 v) {
+  const __m512i abs = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff));
+  return _mm512_maskz_mov_epi32(_mm512_cmplt_epu32_mask(abs, _mm512_set1_epi32(0x7f800000)), abs);
+}
+
+// with_special_codes8 for 16 lanes.
+SR_AVX512 __m512i with_special_codes16(__m512i q, __m512 acc, int plus_inf, int minus_inf,
+                                       int nan) {
+  const __mmask16 finite = finite_mask16(acc);
+  if (__builtin_expect(finite == 0xffff, 1)) return q;  // no inf, no NaN
+  const __mmask16 negative =
+      _mm512_cmplt_epi32_mask(_mm512_castps_si512(acc), _mm512_setzero_si512());
+  __m512i special =
+      _mm512_mask_mov_epi32(_mm512_set1_epi32(plus_inf), negative, _mm512_set1_epi32(minus_inf));
+  special = _mm512_mask_mov_epi32(special, _mm512_cmp_ps_mask(acc, acc, _CMP_UNORD_Q),
+                                  _mm512_set1_epi32(nan));
+  return _mm512_mask_mov_epi32(q, static_cast<__mmask16>(~finite), special);
+}
+
+// The low byte of each of 16 lanes stored at `codes`, lanes [0, t) of them.
+// The empty asm keeps the compiler from folding the truncation (vpmovdb)
+// into its store form, which ran the fp8 and int8 compressions at 0.7 times
+// this on AMD's Zen 4 (bench_quant_fewer, bench_quant8).
+SR_AVX512 void store_bytes16(std::uint8_t* codes, __m512i q, std::size_t t) {
+  __m128i bytes = _mm512_cvtepi32_epi8(q);
+  asm("" : "+v"(bytes));
+  if (t >= 16) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes), bytes);
+  } else {
+    _mm_mask_storeu_epi8(codes, lanes16(t), bytes);
+  }
 }
 
 SR_AVX512_WARNINGS_ON
