@@ -1,8 +1,11 @@
 // libFuzzer target: a 4- or 2-bit packed block as it may arrive from another
-// rank (kernels/quant_packed.h, docs/reliability.md). The first 9 bytes choose
-// the width (byte 0: odd 2 bits, even 4 bits), n (bytes 1-4, at most 4096
-// values) and the bucket (bytes 5-8, 1 to 4096); the rest is the block,
-// padded with zeros to quant_packed_bytes. kernels::quant_packed_valid must
+// rank (kernels/quant_packed.h and kernels/quant_packed_minmax.h,
+// docs/reliability.md). The first 9 bytes choose the width (byte 0's bit 0:
+// set 2 bits, clear 4 bits), the codes (byte 0's bit 1: clear absmax, set
+// min-max), n (bytes 1-4, at most 4096 values) and the bucket (bytes 5-8, 1
+// to 4096); the rest is the block, padded with zeros to its size.
+//
+// Absmax (quant_packed_bytes): kernels::quant_packed_valid must
 // accept it exactly when every bucket's fp32 is one compress can write
 // (restated here from the header's words); an accepted block is decoded on
 // every path this CPU has, which must agree bit for bit with each other and
@@ -15,6 +18,24 @@
 // residual residual_after promises (acc - decoded in fp32, 0 where the
 // decoded value is not finite). decoded + residual == acc is not promised
 // (acc - decoded may round), so it is not checked.
+//
+// Min-max (quant_packed_minmax_bytes): kernels::quant_packed_minmax_valid
+// must accept it exactly when every bucket's (a, b) is a pair the header
+// allows (restated here: a finite; (+0, +inf) or (v, +inf) with |v| >= 2^-100,
+// a marked flat bucket; else b finite and the pair not both below 2^-100 but
+// (+0, +0); a > b only at 4 bits with a - b finite and >= 2^-100; a <= b with
+// b - a finite). An accepted block is decoded on every path, the same bits
+// everywhere and as the independent reference
+// (tests/reference/independent_packed_minmax.h) decodes it, NaN's bits
+// included; accumulate into zeros gives decompress's values; every code up to
+// the bucket's top decodes finite within [lo, hi], code 0 to lo and top to hi.
+// The same bytes as n floats are compressed on every path: the same block
+// and residual everywhere, bit for bit the reference's (and without a
+// residual too), valid, NaN, +inf and -inf decoded exactly where the input
+// had them, the residual residual_after's, and each finite value within the
+// header's bound: (hi - lo) / (2 top) + (hi - lo + M) 2^-21 in a bucket with a
+// step, < 2^-100 in a flat one, 0 in a tiny one, (hi - lo) / 2 (plus the same
+// rounding) in a marked flat one; buckets clipped to +-2^126 are not bounded.
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -25,6 +46,8 @@
 #include <vector>
 
 #include "kernels/quant_packed.h"
+#include "kernels/quant_packed_minmax.h"
+#include "tests/reference/independent_packed_minmax.h"
 
 namespace {
 
@@ -155,17 +178,210 @@ void check_written(const std::vector<std::uint8_t>& block, const std::vector<flo
   }
 }
 
+// ----------------------------------------------------------- min-max codes ----
+// The header's words (quant_packed_minmax.h), restated: codes are unsigned
+// `bits`-bit fields; top is 2^bits - 2, or 2^bits - 4 in a marked bucket
+// (whose codes top + 1 and top + 2 are -inf and +inf); 2^bits - 1 is NaN.
+
+int minmax_top(int bits, bool marked) { return (1 << bits) - (marked ? 4 : 2); }
+int minmax_nan_code(int bits) { return (1 << bits) - 1; }
+bool tiny(float x) { return std::fabs(x) < kTiny; }  // false for NaN and inf
+
+std::size_t minmax_codes_offset(std::size_t n, std::size_t bucket, int bits, std::size_t j) {
+  return 8 * ((n + bucket - 1) / bucket) + j * code_bytes(bucket, bits);
+}
+
+int minmax_code_at(const std::uint8_t* codes, std::size_t i, int bits) {
+  const std::size_t bit = i * bits;
+  return (codes[bit / 8] >> (bit % 8)) & ((1 << bits) - 1);
+}
+
+void load_pair(const std::vector<std::uint8_t>& block, std::size_t j, float* a, float* b) {
+  std::memcpy(a, block.data() + 8 * j, 4);
+  std::memcpy(b, block.data() + 8 * j + 4, 4);
+}
+
+// A pair compress can write, as quant_packed_minmax_valid's header states it:
+// a finite; values all below 2^-100 send +0, so the only pairs with both
+// below (an +inf counting as below beside a tiny a) are (+0, +0) and
+// (+0, +inf); (v, +inf) is a marked flat bucket; (hi, lo), a > b, a marked
+// bucket with a step: 4 bits only (a marked 2-bit bucket's top is 0), its
+// range in fp32 finite and at least 2^-100; (lo, hi) otherwise, lo <= hi
+// (+0 before -0 refused, both tiny anyway) and hi - lo finite (a wider
+// bucket is clipped to +-2^126).
+bool minmax_pair_ok(float a, float b, int bits) {
+  if (!std::isfinite(a)) return false;
+  if (bits_of(b) == 0x7f800000u) return bits_of(a) == 0 || !tiny(a);
+  if (!std::isfinite(b)) return false;
+  if (tiny(a) && tiny(b)) return bits_of(a) == 0 && bits_of(b) == 0;
+  if (a > b) {
+    const float range = a - b;
+    return bits == 4 && std::isfinite(range) && range >= kTiny;
+  }
+  return std::isfinite(b - a);
+}
+
+// Decodes an accepted min-max block on every path: the same bits everywhere
+// and as the reference decodes it; codes up to top finite within [lo, hi]
+// (code 0 lo, top hi), the others -inf, +inf (marked) and NaN; accumulate
+// into zeros = decompress.
+void decode_minmax_everywhere(const std::vector<std::uint8_t>& block, std::size_t n,
+                              std::size_t bucket, int bits) {
+  const std::vector<float> want =
+      slimreduce::reference::quant_packed_minmax_decompress(block.data(), n, bucket, bits);
+  for (Isa isa : isas()) {
+    std::vector<float> out(n), sum(n, 0.0f);
+    quant_packed_minmax_decompress(block.data(), n, bucket, bits, out.data(), isa);
+    quant_packed_minmax_accumulate(block.data(), n, bucket, bits, sum.data(), isa);
+    // The reference writes NaN as 0x7fc00000, as the kernels do: all bits compared.
+    check(n == 0 || std::memcmp(want.data(), out.data(), 4 * n) == 0);
+    for (std::size_t j = 0, start = 0; start < n; ++j, start += bucket) {
+      float a, b;
+      load_pair(block, j, &a, &b);
+      const bool flat_marked = bits_of(b) == 0x7f800000u, marked = flat_marked || a > b;
+      const float lo = flat_marked ? a : marked ? b : a, hi = flat_marked ? a : marked ? a : b;
+      const int top = minmax_top(bits, marked);
+      const std::uint8_t* codes = block.data() + minmax_codes_offset(n, bucket, bits, j);
+      for (std::size_t i = start; i < std::min(n, start + bucket); ++i) {
+        const int c = minmax_code_at(codes, i - start, bits);
+        const float value = out[i];
+        if (c == minmax_nan_code(bits)) {
+          check(std::isnan(value));
+        } else if (c == top + 1) {
+          check(marked && value == -INFINITY);
+        } else if (c == top + 2) {
+          check(marked && value == INFINITY);
+        } else {
+          check(c <= top && std::isfinite(value) && value >= lo && value <= hi);
+          if (c == 0) check(bits_of(value) == bits_of(lo));
+          if (c == top) check(bits_of(value) == bits_of(hi));
+        }
+        // 0 + value: -0 comes back +0, a NaN with its quiet bit set.
+        const std::uint32_t want_sum = std::isnan(value) ? bits_of(value) | 0x400000u
+                                       : value == 0.0f   ? 0u
+                                                         : bits_of(value);
+        check(bits_of(sum[i]) == want_sum);
+      }
+    }
+  }
+}
+
+// Each finite value of the block compress wrote for acc, decoded as d, within
+// the header's bound for its bucket (lo, hi and the mark worked out here from
+// acc): a tiny bucket sends 0; one with a step errs by at most
+// (hi - lo) / (2 top) + (hi - lo + M) 2^-21 and sends lo and hi exactly; a
+// flat one (hi - lo < 2^-100) by less than 2^-100; a marked flat one by
+// (hi - lo) / 2 and the same rounding. A clipped bucket (hi - lo overflows
+// in fp32) is skipped.
+void check_minmax_bound(const std::vector<float>& acc, const std::vector<float>& decoded,
+                        std::size_t n, std::size_t bucket, int bits) {
+  for (std::size_t start = 0; start < n; start += bucket) {
+    const std::size_t end = std::min(n, start + bucket);
+    bool any = false, marked = false;
+    float lo = 0.0f, hi = 0.0f;
+    for (std::size_t i = start; i < end; ++i) {
+      marked = marked || std::isinf(acc[i]);
+      if (!std::isfinite(acc[i])) continue;
+      lo = any ? std::min(lo, acc[i]) : acc[i];
+      hi = any ? std::max(hi, acc[i]) : acc[i];
+      any = true;
+    }
+    if (!any) continue;
+    const float m = std::max(std::fabs(lo), std::fabs(hi)), range32 = hi - lo;
+    if (m >= kTiny && !std::isfinite(range32)) continue;  // clipped to +-2^126
+    const double range = double(hi) - double(lo), rounding = (range + double(m)) * 0x1p-21;
+    const int top = minmax_top(bits, marked);
+    const bool step = m >= kTiny && top != 0 && range32 >= kTiny;
+    for (std::size_t i = start; i < end; ++i) {
+      if (!std::isfinite(acc[i])) continue;
+      const double err = std::fabs(double(decoded[i]) - double(acc[i]));
+      if (m < kTiny) {
+        check(bits_of(decoded[i]) == 0);
+      } else if (step) {
+        check(err <= range / (2 * top) + rounding);
+        if (acc[i] == lo || acc[i] == hi) check(decoded[i] == acc[i]);
+      } else if (!marked || range32 < kTiny) {
+        check(err < double(kTiny));
+      } else {
+        check(err <= range / 2 + rounding);
+      }
+    }
+  }
+}
+
+// The min-max codes: validity, an accepted block decoded, the same bytes as
+// floats compressed.
+void check_minmax(const std::uint8_t* data, std::size_t size, std::size_t n, std::size_t bucket,
+                  int bits) {
+  const std::size_t buckets = (n + bucket - 1) / bucket;
+  check(quant_packed_minmax_bytes(n, bucket, bits) ==
+        (buckets == 0 ? 0
+                      : minmax_codes_offset(n, bucket, bits, buckets - 1) +
+                            code_bytes(n - (buckets - 1) * bucket, bits)));
+  std::vector<std::uint8_t> block(quant_packed_minmax_bytes(n, bucket, bits), 0);
+  if (!block.empty()) std::memcpy(block.data(), data + 9, std::min(block.size(), size - 9));
+
+  bool well_formed = true;
+  for (std::size_t j = 0; j < buckets; ++j) {
+    float a, b;
+    load_pair(block, j, &a, &b);
+    well_formed = well_formed && minmax_pair_ok(a, b, bits);
+  }
+  const bool valid = quant_packed_minmax_valid(block.data(), n, bucket, bits);
+  check(valid == well_formed);
+  if (valid) decode_minmax_everywhere(block, n, bucket, bits);
+
+  // The same bytes as n floats (zero-padded), through compress on every path,
+  // with a residual starting at 0 and without one.
+  std::vector<float> in(n, 0.0f), acc(n);
+  if (n > 0) std::memcpy(in.data(), data + 9, std::min(4 * n, size - 9));
+  for (std::size_t i = 0; i < n; ++i) acc[i] = std::isnan(in[i]) ? in[i] : in[i] + 0.0f;
+  std::vector<float> want_res(n, 0.0f);
+  const std::vector<std::uint8_t> want = slimreduce::reference::quant_packed_minmax_compress(
+      in.data(), want_res.data(), n, bucket, bits);
+  const std::vector<std::uint8_t> want_plain =
+      slimreduce::reference::quant_packed_minmax_compress(in.data(), nullptr, n, bucket, bits);
+  for (Isa isa : isas()) {
+    std::vector<std::uint8_t> out(quant_packed_minmax_bytes(n, bucket, bits)), plain(out.size());
+    std::vector<float> res(n, 0.0f), decoded(n);
+    quant_packed_minmax_compress(in.data(), res.data(), n, bucket, bits, out.data(), isa);
+    quant_packed_minmax_compress(in.data(), nullptr, n, bucket, bits, plain.data(), isa);
+    // The reference's blocks and residual, bit for bit: so the same on every path.
+    check(out == want);
+    check(plain == want_plain);  // acc is the input itself: -0 may be lo, a NaN unquieted
+    check(n == 0 || std::memcmp(want_res.data(), res.data(), 4 * n) == 0);
+    check(quant_packed_minmax_valid(out.data(), n, bucket, bits));
+    check(quant_packed_minmax_valid(plain.data(), n, bucket, bits));
+    quant_packed_minmax_decompress(out.data(), n, bucket, bits, decoded.data(), isa);
+    for (std::size_t i = 0; i < n; ++i) {
+      const float a = acc[i], d = decoded[i];
+      check(std::isnan(d) == std::isnan(a));
+      check(std::isinf(d) == std::isinf(a));
+      if (std::isinf(a)) check(d == a);
+      // residual_after: acc - decoded in fp32, +0 where decoded is not finite.
+      check(bits_of(res[i]) == (std::isfinite(d) ? bits_of(a - d) : 0u));
+    }
+    check_minmax_bound(acc, decoded, n, bucket, bits);
+  }
+  decode_minmax_everywhere(want, n, bucket, bits);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < 9) return 0;
-  const int bits = data[0] % 2 ? 2 : 4;
+  const int bits = data[0] & 1 ? 2 : 4;
+  const bool minmax = data[0] & 2;
   std::uint32_t n_bits, bucket_bits;
   std::memcpy(&n_bits, data + 1, 4);
   std::memcpy(&bucket_bits, data + 5, 4);
   const std::size_t n = n_bits % 4097, bucket = bucket_bits % 4096 + 1;
   const std::size_t buckets = quant_packed_buckets(n, bucket);
   check(buckets == (n + bucket - 1) / bucket);
+  if (minmax) {
+    check_minmax(data, size, n, bucket, bits);
+    return 0;
+  }
   check(quant_packed_bytes(n, bucket, bits) ==
         (buckets == 0 ? 0
                       : codes_offset(n, bucket, bits, buckets - 1) +
