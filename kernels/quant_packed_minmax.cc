@@ -478,10 +478,16 @@ bool quant_packed_minmax_valid(const void* block, std::size_t n, std::size_t buc
     const Pair pair = load_pair(block, j);
     const std::uint32_t b_bits = float_bits(pair.b);
     bool ok = is_finite_bits(float_bits(pair.a));
-    // Values all below 2^-100 are sent as +0 (a's alone in (v, +inf)).
+    // Values all below 2^-100 are sent as (+0, +0). A marked flat bucket's v
+    // (in (v, +inf)) may still be below it, a midpoint or a lo beside a hi
+    // above it, but is never -0 or subnormal (lo, hi and their difference
+    // are multiples of 2^-123 or more there).
     const std::uint32_t a_abs = float_bits(pair.a) & 0x7fffffffu, b_abs = b_bits & 0x7fffffffu;
-    if (a_abs < kQuant8TinyMaxBits && (b_abs < kQuant8TinyMaxBits || b_bits == 0x7f800000u))
-      ok = ok && float_bits(pair.a) == 0 && (b_bits == 0 || b_bits == 0x7f800000u);
+    if (b_bits == 0x7f800000u) {
+      ok = ok && (float_bits(pair.a) == 0 || (a_abs & 0x7f800000u) != 0);
+    } else if (a_abs < kQuant8TinyMaxBits && b_abs < kQuant8TinyMaxBits) {
+      ok = ok && float_bits(pair.a) == 0 && b_bits == 0;
+    }
     if (b_bits != 0x7f800000u) {  // (v, +inf): a marked flat bucket
       ok = ok && is_finite_bits(b_bits);
       if (pair.a > pair.b) {  // marked, with a step: at 4 bits only

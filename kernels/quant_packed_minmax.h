@@ -80,8 +80,10 @@ void quant_packed_minmax_accumulate(const void* block, std::size_t n, std::size_
 // per bucket a finite a, and b either +inf or finite with a - b finite in
 // fp32; a > b only at 4 bits with a - b >= 2^-100; a <= b with a's key no
 // more than b's (+0 before -0 is refused); no pair of values both below
-// 2^-100 in magnitude but (+0, +0) and (+0, +inf). Codes are any bits: every code of
-// a valid bucket decodes to a finite value or to its NaN or inf.
+// 2^-100 in magnitude but (+0, +0); in (v, +inf) v is +0 or a normal float
+// (a marked flat bucket's midpoint, or its lo, may lie below 2^-100). Codes
+// are any bits: every code of a valid bucket decodes to a finite value or to
+// its NaN or inf.
 bool quant_packed_minmax_valid(const void* block, std::size_t n, std::size_t bucket, int bits);
 
 }  // namespace slimreduce::kernels

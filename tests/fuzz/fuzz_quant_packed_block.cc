@@ -21,8 +21,8 @@
 //
 // Min-max (quant_packed_minmax_bytes): kernels::quant_packed_minmax_valid
 // must accept it exactly when every bucket's (a, b) is a pair the header
-// allows (restated here: a finite; (+0, +inf) or (v, +inf) with |v| >= 2^-100,
-// a marked flat bucket; else b finite and the pair not both below 2^-100 but
+// allows (restated here: a finite; (v, +inf), a marked flat bucket, with v +0
+// or a normal float; else b finite and the pair not both below 2^-100 but
 // (+0, +0); a > b only at 4 bits with a - b finite and >= 2^-100; a <= b with
 // b - a finite). An accepted block is decoded on every path, the same bits
 // everywhere and as the independent reference
@@ -202,16 +202,18 @@ void load_pair(const std::vector<std::uint8_t>& block, std::size_t j, float* a, 
 }
 
 // A pair compress can write, as quant_packed_minmax_valid's header states it:
-// a finite; values all below 2^-100 send +0, so the only pairs with both
-// below (an +inf counting as below beside a tiny a) are (+0, +0) and
-// (+0, +inf); (v, +inf) is a marked flat bucket; (hi, lo), a > b, a marked
+// a finite; values all below 2^-100 send +0, so the only pair with both
+// below is (+0, +0); (v, +inf) is a marked flat bucket, v +0 or a normal
+// float (its midpoint or lo may lie below 2^-100, but is never -0 nor
+// subnormal: the fuzzer found compress writing 0x1.20fep-101 there, which
+// the check once refused); (hi, lo), a > b, a marked
 // bucket with a step: 4 bits only (a marked 2-bit bucket's top is 0), its
 // range in fp32 finite and at least 2^-100; (lo, hi) otherwise, lo <= hi
 // (+0 before -0 refused, both tiny anyway) and hi - lo finite (a wider
 // bucket is clipped to +-2^126).
 bool minmax_pair_ok(float a, float b, int bits) {
   if (!std::isfinite(a)) return false;
-  if (bits_of(b) == 0x7f800000u) return bits_of(a) == 0 || !tiny(a);
+  if (bits_of(b) == 0x7f800000u) return bits_of(a) == 0 || std::fpclassify(a) == FP_NORMAL;
   if (!std::isfinite(b)) return false;
   if (tiny(a) && tiny(b)) return bits_of(a) == 0 && bits_of(b) == 0;
   if (a > b) {

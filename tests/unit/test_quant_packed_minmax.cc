@@ -285,7 +285,9 @@ TEST_P(QuantPackedMinmaxWidth, ValidRefusesImpossibleHeaders) {
       {0.0f, -0.0f},
       {std::ldexp(1.0f + 0x1p-23f, -100), std::ldexp(1.0f, -100)},
       {std::ldexp(1.0f, -101), std::ldexp(1.5f, -101)},
-      {-0.0f, -0.0f}};
+      {-0.0f, -0.0f},
+      {-0.0f, kInf},                    // no midpoint or lo is -0
+      {std::ldexp(1.0f, -130), kInf}};  // nor subnormal
   if (bits == 2) bad.emplace_back(2.0f, 1.0f);
   for (const auto& [a, b] : bad) {
     std::vector<std::uint8_t> broken = block;
@@ -300,6 +302,41 @@ TEST_P(QuantPackedMinmaxWidth, ValidRefusesImpossibleHeaders) {
     std::memcpy(&fine[8], &a, 4);
     std::memcpy(&fine[12], &b, 4);
     EXPECT_TRUE(quant_packed_minmax_valid(fine.data(), n, bucket, bits)) << a << ", " << b;
+  }
+}
+
+// A marked flat bucket's one value may lie below 2^-100 where its finite
+// values do not all do: the midpoint of lo = 0 and hi = 1.13 2^-100 (every
+// marked 2-bit bucket is flat), or lo itself in a range narrower than 2^-100
+// (lo = 1.5 2^-101, hi = 2^-100). Compress writes (v, +inf), and the check
+// must accept it: it refused it once (found by fuzz_quant_packed_block), so
+// a healthy rank's block failed the call. Each decodes to v, +inf and NaN.
+TEST_P(QuantPackedMinmaxWidth, MarkedBucketsWithATinyValueAreValid) {
+  const int bits = GetParam();
+  const std::vector<std::vector<float>> buckets = {{0x1.21fep-100f, kInf, 0.0f, 0.0f, 0.0f},
+                                                   {0x1.8p-101f, 0x1p-100f, kInf, kNan, 0x1p-100f}};
+  for (const std::vector<float>& in : buckets) {
+    const std::size_t n = in.size();
+    std::vector<std::uint8_t> block(quant_packed_minmax_bytes(n, n, bits));
+    quant_packed_minmax_compress(in.data(), nullptr, n, n, bits, block.data());
+    float a, b;
+    std::memcpy(&a, block.data(), 4);
+    std::memcpy(&b, block.data() + 4, 4);
+    if (bits == 4 && in[1] == kInf) continue;  // a step at 4 bits: not flat
+    ASSERT_EQ(bits_of(b), 0x7f800000u);
+    EXPECT_TRUE(a > 0.0f && a < 0x1p-100f) << a;
+    EXPECT_TRUE(quant_packed_minmax_valid(block.data(), n, n, bits)) << a;
+    std::vector<float> out(n);
+    quant_packed_minmax_decompress(block.data(), n, n, bits, out.data());
+    for (std::size_t i = 0; i < n; ++i) {
+      if (std::isnan(in[i])) {
+        EXPECT_TRUE(std::isnan(out[i]));
+      } else if (std::isinf(in[i])) {
+        EXPECT_EQ(out[i], in[i]);
+      } else {
+        EXPECT_EQ(bits_of(out[i]), bits_of(a)) << i;
+      }
+    }
   }
 }
 
