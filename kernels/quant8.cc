@@ -115,16 +115,17 @@ using simd::replace8;
 using simd::finite_abs8;
 using simd::reduce_max8;
 
-// quant8_code for 8 lanes, as 32-bit integers.
-SR_AVX2 __m256i code8(__m256 acc, __m256 scale, bool zero_scale, const Rounding& rounding,
-                      std::size_t i) {
-  __m256i q = _mm256_setzero_si256();
-  if (!zero_scale) {
-    const __m256 top = _mm256_set1_ps(static_cast<float>(kQuant8MaxCode));
-    __m256 r = _mm256_div_ps(acc, scale);
-    r = _mm256_min_ps(_mm256_max_ps(r, _mm256_sub_ps(_mm256_setzero_ps(), top)), top);
-    q = simd::round8(r, rounding, i);
-  }
+// quant8_code for 8 lanes, as 32-bit integers; `divisor` is the scale, or
+// +inf where it is 0 (every finite value then codes 0: x / inf is +-0), so
+// the loop takes no branch. Special: whether the bucket holds an inf or a
+// NaN (else no lane needs the special codes).
+template <bool Stochastic, bool Special>
+SR_AVX2 __m256i code8(__m256 acc, __m256 divisor, const Rounding& rounding, std::size_t i) {
+  const __m256 top = _mm256_set1_ps(static_cast<float>(kQuant8MaxCode));
+  __m256 r = _mm256_div_ps(acc, divisor);
+  r = _mm256_min_ps(_mm256_max_ps(r, _mm256_sub_ps(_mm256_setzero_ps(), top)), top);
+  const __m256i q = simd::round8(r, Stochastic ? rounding : Rounding{}, i);
+  if constexpr (!Special) return q;
   return simd::with_special_codes8(q, acc, kQuant8PlusInf, kQuant8MinusInf, kQuant8Nan);
 }
 
@@ -163,32 +164,73 @@ SR_AVX2 void store_codes8(std::int8_t* codes, __m256i q, std::size_t t) {
   std::memcpy(codes, buffer, t);
 }
 
+// The codes (and residual) of values [i, i + t), t <= 8.
+template <bool R, bool Stochastic, bool Special>
+SR_AVX2 void code_step8(const float* in, float* res, std::size_t i, std::size_t t,
+                        std::int8_t* codes, __m256 divisor, __m256 scale,
+                        const Rounding& rounding) {
+  const __m256i mask = lanes8(t);
+  const __m256 acc = acc8<R>(in + i, R ? res + i : nullptr, mask, t == 8);
+  const __m256i q = code8<Stochastic, Special>(acc, divisor, rounding, i);
+  store_codes8(codes + i, q, t);
+  if constexpr (R) {
+    const __m256 sent = decode8(q, scale);
+    const __m256 kept = _mm256_and_ps(_mm256_sub_ps(acc, sent), finite_mask8(sent));
+    t == 8 ? _mm256_storeu_ps(res + i, kept) : _mm256_maskstore_ps(res + i, mask, kept);
+  }
+}
+
+// A bucket's codes: 32 values at a time (their bytes packed and stored
+// together: packs within 128-bit halves, then one permute), then 8 at a time.
+template <bool R, bool Stochastic, bool Special>
+SR_AVX2_ENTRY void code_bucket8(const float* in, float* res, std::size_t len, std::int8_t* codes,
+                                float scale, const Rounding& rounding) {
+  const __m256 divisor = _mm256_set1_ps(scale != 0.0f ? scale : bits_float(0x7f800000u));
+  const __m256 vscale = _mm256_set1_ps(scale);
+  std::size_t i = 0;
+  for (; i + 32 <= len; i += 32) {
+    __m256 acc[4];
+    __m256i q[4];
+    for (int k = 0; k < 4; ++k) {
+      const std::size_t at = i + 8 * static_cast<std::size_t>(k);
+      acc[k] = acc8<R>(in + at, R ? res + at : nullptr, lanes8(8), true);
+      q[k] = code8<Stochastic, Special>(acc[k], divisor, rounding, at);
+    }
+    const __m256i bytes =
+        _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    _mm256_storeu_si256(
+        reinterpret_cast<__m256i*>(codes + i),
+        _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    if constexpr (R) {
+      for (int k = 0; k < 4; ++k) {
+        const __m256 sent = decode8(q[k], vscale);
+        _mm256_storeu_ps(res + i + 8 * k,
+                         _mm256_and_ps(_mm256_sub_ps(acc[k], sent), finite_mask8(sent)));
+      }
+    }
+  }
+  for (; i < len; i += 8) {
+    code_step8<R, Stochastic, Special>(in, res, i, std::min<std::size_t>(8, len - i), codes,
+                                       divisor, vscale, rounding);
+  }
+}
+
 template <bool R>
 SR_AVX2_ENTRY float compress_bucket_avx2(const float* in, float* res, std::size_t len,
                                          std::int8_t* codes, const Rounding& rounding) {
-  __m256i max = _mm256_setzero_si256();
-  for (std::size_t i = 0; i < len; i += 8) {
-    const std::size_t t = std::min<std::size_t>(8, len - i);
-    const __m256 acc = acc8<R>(in + i, R ? res + i : nullptr, lanes8(t), t == 8);
-    max = _mm256_max_epu32(max, finite_abs8(acc));
-  }
-  const float scale = quant8_scale(reduce_max8(max));
-  const __m256 vscale = _mm256_set1_ps(scale);
-  for (std::size_t i = 0; i < len; i += 8) {
-    const std::size_t t = std::min<std::size_t>(8, len - i);
-    const __m256i mask = lanes8(t);
-    const __m256 acc = acc8<R>(in + i, R ? res + i : nullptr, mask, t == 8);
-    const __m256i q = code8(acc, vscale, scale == 0.0f, rounding, i);
-    store_codes8(codes + i, q, t);
-    if constexpr (R) {
-      const __m256 sent = decode8(q, vscale);
-      const __m256 kept = _mm256_and_ps(_mm256_sub_ps(acc, sent), finite_mask8(sent));
-      if (t == 8) {
-        _mm256_storeu_ps(res + i, kept);
-      } else {
-        _mm256_maskstore_ps(res + i, mask, kept);
-      }
-    }
+  std::uint32_t largest = simd::largest_abs8<R>(in, res, len, false);
+  const bool special = largest >= 0x7f800000u;
+  if (special) largest = simd::largest_abs8<R>(in, res, len, true);
+  const float scale = quant8_scale(largest);
+  // A copy of the key the loop can keep in registers (codes may alias the
+  // caller's), its flag taken out of the loop.
+  const Rounding key = rounding;
+  if (key.stochastic) {
+    special ? code_bucket8<R, true, true>(in, res, len, codes, scale, key)
+            : code_bucket8<R, true, false>(in, res, len, codes, scale, key);
+  } else {
+    special ? code_bucket8<R, false, true>(in, res, len, codes, scale, key)
+            : code_bucket8<R, false, false>(in, res, len, codes, scale, key);
   }
   return scale;
 }

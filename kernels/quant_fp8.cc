@@ -143,32 +143,6 @@ SR_AVX2 __m256 decode8(__m256i q, __m256 scale) {
   return replace8(fixed, q, kFp8Nan, kQuant8NanBits);
 }
 
-// A bucket's largest |acc| bits, at or above inf's where a value is not
-// finite (the lanes past len read as 0).
-template <bool R>
-SR_AVX2 std::uint32_t largest_abs8(const float* in, const float* res, std::size_t len) {
-  __m256i max = _mm256_setzero_si256();
-  for (std::size_t i = 0; i < len; i += 8) {
-    const std::size_t t = std::min<std::size_t>(8, len - i);
-    const __m256 acc = acc8<R>(in + i, R ? res + i : nullptr, lanes8(t), t == 8);
-    max = _mm256_max_epu32(
-        max, _mm256_and_si256(_mm256_castps_si256(acc), _mm256_set1_epi32(0x7fffffff)));
-  }
-  return reduce_max8(max);
-}
-
-// The largest finite |acc| bits (a second pass, only where one was not finite).
-template <bool R>
-SR_AVX2 std::uint32_t largest_finite_abs8(const float* in, const float* res, std::size_t len) {
-  __m256i max = _mm256_setzero_si256();
-  for (std::size_t i = 0; i < len; i += 8) {
-    const std::size_t t = std::min<std::size_t>(8, len - i);
-    max = _mm256_max_epu32(max,
-                           finite_abs8(acc8<R>(in + i, R ? res + i : nullptr, lanes8(t), t == 8)));
-  }
-  return reduce_max8(max);
-}
-
 // The codes (and residual) of values [i, i + t), t <= 8.
 template <bool R, bool Special>
 SR_AVX2 void code_step8(const float* in, float* res, std::size_t i, std::size_t t,
@@ -217,10 +191,10 @@ SR_AVX2_ENTRY void code_bucket8(const float* in, float* res, std::size_t len, st
 template <bool R>
 SR_AVX2_ENTRY std::uint8_t compress_bucket_avx2(const float* in, float* res, std::size_t len,
                                                 std::uint8_t* codes) {
-  const std::uint32_t largest = largest_abs8<R>(in, res, len);
+  const std::uint32_t largest = simd::largest_abs8<R>(in, res, len, false);
   const bool special = largest >= 0x7f800000u;
   const std::uint8_t exponent =
-      fp8_exponent(special ? largest_finite_abs8<R>(in, res, len) : largest);
+      fp8_exponent(special ? simd::largest_abs8<R>(in, res, len, true) : largest);
   special ? code_bucket8<R, true>(in, res, len, codes, exponent)
           : code_bucket8<R, false>(in, res, len, codes, exponent);
   return exponent;

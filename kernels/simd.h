@@ -102,6 +102,24 @@ SR_AVX2 std::uint32_t reduce_max8(__m256i v) {
   return static_cast<std::uint32_t>(_mm_cvtsi128_si32(m));
 }
 
+// A bucket's largest |acc| bits (acc8's acc; the lanes past len read as
+// 0): at or above inf's where a value is not finite; with finite_only, over
+// the finite values only (the quantizers' rare second pass).
+template <bool R>
+SR_AVX2 std::uint32_t largest_abs8(const float* in, const float* res, std::size_t len,
+                                   bool finite_only) {
+  __m256i max = _mm256_setzero_si256();
+  for (std::size_t i = 0; i < len; i += 8) {
+    const std::size_t t = std::min<std::size_t>(8, len - i);
+    const __m256 acc = acc8<R>(in + i, R ? res + i : nullptr, lanes8(t), t == 8);
+    const __m256i abs =
+        finite_only ? finite_abs8(acc)
+                    : _mm256_and_si256(_mm256_castps_si256(acc), _mm256_set1_epi32(0x7fffffff));
+    max = _mm256_max_epu32(max, abs);
+  }
+  return reduce_max8(max);
+}
+
 // 8 unsigned byte codes from memory (t < 8 of them through a zeroed
 // buffer), as 32-bit lanes; and back, the low byte of each lane (values in
 // [0, 255]: packus cannot saturate). The 8-bit min-max and fp8 codes'.

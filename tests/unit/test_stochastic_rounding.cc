@@ -254,7 +254,9 @@ TEST_P(StochasticCodec, WithinOneStepAndSpecialsInPlace) {
   for (std::size_t i = 0; i < n(); ++i) {
     if (!std::isfinite(in[i])) {
       EXPECT_EQ(std::isnan(in[i]), std::isnan(out.decoded[i])) << i;
-      if (std::isinf(in[i])) EXPECT_EQ(in[i], out.decoded[i]) << i;
+      if (std::isinf(in[i])) {
+        EXPECT_EQ(in[i], out.decoded[i]) << i;
+      }
       continue;
     }
     ASSERT_LE(std::fabs(double(out.decoded[i]) - in[i]), step_bound(codec(), in, bucket(), i))
