@@ -41,6 +41,20 @@ DecodeTable decode_table(int bits, Decode decode) {
   return table;
 }
 
+// One bucket's compression for a width and whether there is a residual:
+// Path<Bits, R>::run (a codec's compress_bucket of one ISA, returning what
+// the bucket stores).
+template <class Stored, template <int, bool> class Path>
+Stored compress_bucket_any(const float* in, float* res, std::size_t len, int bits,
+                           std::uint8_t* codes, const Rounding& rounding) {
+  if (bits == 4) {
+    return res ? Path<4, true>::run(in, res, len, codes, rounding)
+               : Path<4, false>::run(in, nullptr, len, codes, rounding);
+  }
+  return res ? Path<2, true>::run(in, res, len, codes, rounding)
+             : Path<2, false>::run(in, nullptr, len, codes, rounding);
+}
+
 // ------------------------------------------------------------------ AVX2 ----
 
 // The fields of 8 codes at `codes` (code_bytes(t) bytes read), one per
@@ -59,25 +73,31 @@ SR_AVX2 __m256i load_fields8(const std::uint8_t* codes, std::size_t t) {
                           _mm256_set1_epi32((1 << Bits) - 1));
 }
 
+// Up to 16 fields, one per byte (their low Bits bits, higher bits 0), packed
+// into the low bytes: pairs (4 bits) or quads (2 bits) summed with weights
+// 1, 16 or 1, 4, 16, 64.
+template <int Bits>
+SR_AVX2 __m128i pack_fields(__m128i bytes) {
+  const __m128i zero = _mm_setzero_si128();
+  if constexpr (Bits == 4) {
+    return _mm_packus_epi16(_mm_maddubs_epi16(bytes, _mm_set1_epi16(0x1001)), zero);
+  } else {
+    const __m128i quads =
+        _mm_madd_epi16(_mm_maddubs_epi16(bytes, _mm_set1_epi16(0x0401)), _mm_set1_epi32(0x100001));
+    return _mm_packus_epi16(_mm_packus_epi32(quads, zero), zero);
+  }
+}
+
 // t <= 8 codes (32-bit lanes in [-128, 127]) stored as code_bytes(t) bytes of
 // their low Bits bits; the fields past t are 0 (a bucket's last byte's unused
-// bits). Bytes, then pairs (4 bits) or quads (2 bits) summed with weights.
+// bits).
 template <int Bits>
 SR_AVX2 void store_fields8(std::uint8_t* codes, __m256i q, std::size_t t) {
   if (t < 8) q = _mm256_and_si256(q, simd::lanes8(t));
   const __m128i words = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
   const __m128i bytes =
       _mm_and_si128(_mm_packs_epi16(words, words), _mm_set1_epi8((1 << Bits) - 1));
-  const __m128i zero = _mm_setzero_si128();
-  __m128i packed;
-  if constexpr (Bits == 4) {
-    packed = _mm_packus_epi16(_mm_maddubs_epi16(bytes, _mm_set1_epi16(0x1001)), zero);
-  } else {
-    const __m128i quads =
-        _mm_madd_epi16(_mm_maddubs_epi16(bytes, _mm_set1_epi16(0x0401)), _mm_set1_epi32(0x100001));
-    packed = _mm_packus_epi16(_mm_packus_epi32(quads, zero), zero);
-  }
-  const auto word = static_cast<std::uint32_t>(_mm_cvtsi128_si32(packed));
+  const auto word = static_cast<std::uint32_t>(_mm_cvtsi128_si32(pack_fields<Bits>(bytes)));
   // Little-endian: the low bytes.
   if (t == 8) {
     std::memcpy(codes, &word, Bits);
@@ -187,16 +207,7 @@ template <int Bits>
 SR_AVX512 void store_fields16(std::uint8_t* codes, __m512i q, std::size_t t) {
   __m128i bytes = _mm_and_si128(_mm512_cvtepi32_epi8(q), _mm_set1_epi8((1 << Bits) - 1));
   if (t < 16) bytes = _mm_maskz_mov_epi8(simd::lanes16(t), bytes);
-  const __m128i zero = _mm_setzero_si128();
-  __m128i packed;
-  if constexpr (Bits == 4) {
-    packed = _mm_packus_epi16(_mm_maddubs_epi16(bytes, _mm_set1_epi16(0x1001)), zero);
-  } else {
-    const __m128i quads =
-        _mm_madd_epi16(_mm_maddubs_epi16(bytes, _mm_set1_epi16(0x0401)), _mm_set1_epi32(0x100001));
-    packed = _mm_packus_epi16(_mm_packus_epi32(quads, zero), zero);
-  }
-  const auto word = static_cast<std::uint64_t>(_mm_cvtsi128_si64(packed));
+  const auto word = static_cast<std::uint64_t>(_mm_cvtsi128_si64(pack_fields<Bits>(bytes)));
   if (t == 16) {
     std::memcpy(codes, &word, 2 * Bits);
   } else {

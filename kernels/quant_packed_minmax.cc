@@ -382,17 +382,6 @@ SR_AVX512_WARNINGS_ON
 
 // -------------------------------------------------------------- dispatch ----
 
-// Path<Bits, R> for bits and whether there is a residual.
-template <template <int, bool> class Path>
-PackedMinmax compress_bucket_any(const float* in, float* res, std::size_t len, int bits,
-                                 std::uint8_t* codes, const Rounding& rounding) {
-  if (bits == 4) {
-    return res ? Path<4, true>::run(in, res, len, codes, rounding)
-               : Path<4, false>::run(in, nullptr, len, codes, rounding);
-  }
-  return res ? Path<2, true>::run(in, res, len, codes, rounding)
-             : Path<2, false>::run(in, nullptr, len, codes, rounding);
-}
 template <int Bits, bool R>
 struct Avx2Path {
   static PackedMinmax run(const float* in, float* res, std::size_t len, std::uint8_t* codes,
@@ -453,10 +442,10 @@ std::size_t quant_packed_minmax_bytes(std::size_t n, std::size_t bucket, int bit
 void quant_packed_minmax_compress(const float* in, float* residual, std::size_t n,
                                   std::size_t bucket, int bits, void* out, Isa isa,
                                   const Rounding& rounding) {
-  compress_with(
-      pick_isa<CompressBucket>(isa, &compress_bucket_scalar, &compress_bucket_any<Avx2Path>,
-                               &compress_bucket_any<Avx512Path>),
-      in, residual, n, bucket, bits, out, rounding);
+  compress_with(pick_isa<CompressBucket>(isa, &compress_bucket_scalar,
+                                         &packed::compress_bucket_any<PackedMinmax, Avx2Path>,
+                                         &packed::compress_bucket_any<PackedMinmax, Avx512Path>),
+                in, residual, n, bucket, bits, out, rounding);
 }
 
 void quant_packed_minmax_decompress(const void* block, std::size_t n, std::size_t bucket, int bits,
