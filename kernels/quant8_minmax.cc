@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "kernels/element_rules.h"
+#include "kernels/minmax_scan.h"
 #include "kernels/quant8.h"
 #include "kernels/quant8_minmax_rules.h"
 #include "kernels/simd.h"
@@ -112,33 +113,16 @@ using simd::finite_mask8;
 using simd::lanes8;
 using simd::replace8;
 
-// minmax_key for 8 lanes.
-SR_AVX2 __m256i key8(__m256 v) {
-  const __m256i u = _mm256_castps_si256(v);
-  return _mm256_xor_si256(u, _mm256_srli_epi32(_mm256_srai_epi32(u, 31), 1));
-}
-
-SR_AVX2 std::int32_t reduce_min8(__m256i v) {
-  __m128i m = _mm_min_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  m = _mm_min_epi32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
-  m = _mm_min_epi32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
-  return _mm_cvtsi128_si32(m);
-}
-
-SR_AVX2 std::int32_t reduce_max8(__m256i v) {
-  __m128i m = _mm_max_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  m = _mm_max_epi32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
-  m = _mm_max_epi32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
-  return _mm_cvtsi128_si32(m);
-}
-
-// minmax_code for 8 lanes, as 32-bit integers.
+// minmax_code for 8 lanes, as 32-bit integers (Special: whether the bucket
+// holds an inf or a NaN; else no lane needs the special codes).
+template <bool Stochastic, bool Special>
 SR_AVX2 __m256i code8(__m256 acc, __m256 inv, __m256i j0, const Rounding& rounding, std::size_t i) {
   const __m256 r = _mm256_mul_ps(acc, inv);
-  __m256i q = simd::round8(r, rounding, i);
+  __m256i q = simd::round8(r, Stochastic ? rounding : Rounding{}, i);
   q = _mm256_sub_epi32(q, j0);
   q = _mm256_min_epi32(_mm256_max_epi32(q, _mm256_setzero_si256()),
                        _mm256_set1_epi32(kMinmaxMaxCode));
+  if constexpr (!Special) return q;
   return simd::with_special_codes8(q, acc, kMinmaxPlusInf, kMinmaxMinusInf, kMinmaxNan);
 }
 
@@ -155,39 +139,71 @@ SR_AVX2 __m256 decode8(__m256i q, __m256 step, __m256 offset) {
 using simd::load_ucodes8;
 using simd::store_ucodes8;
 
+// What the code loops need of a bucket.
+struct Coder8 {
+  __m256 inv, step, offset;
+  __m256i j0;
+};
+
+// The codes (and residual) of values [i, i + t), t <= 8.
+template <bool R, bool Stochastic, bool Special>
+SR_AVX2 void code_step8(const float* in, float* res, std::size_t i, std::size_t t,
+                        std::uint8_t* codes, const Coder8& c, const Rounding& rounding) {
+  const __m256i mask = lanes8(t);
+  const __m256 acc = acc8<R>(in + i, R ? res + i : nullptr, mask, t == 8);
+  const __m256i q = code8<Stochastic, Special>(acc, c.inv, c.j0, rounding, i);
+  store_ucodes8(codes + i, q, t);
+  if constexpr (R) {
+    const __m256 sent = decode8(q, c.step, c.offset);
+    const __m256 kept = _mm256_and_ps(_mm256_sub_ps(acc, sent), finite_mask8(sent));
+    t == 8 ? _mm256_storeu_ps(res + i, kept) : _mm256_maskstore_ps(res + i, mask, kept);
+  }
+}
+
+// A bucket's codes: 32 values at a time (their bytes stored together), then 8 at a time.
+template <bool R, bool Stochastic, bool Special>
+SR_AVX2_ENTRY void code_bucket8(const float* in, float* res, std::size_t len, std::uint8_t* codes,
+                                const Coder8& c, const Rounding& rounding) {
+  std::size_t i = 0;
+  for (; i + 32 <= len; i += 32) {
+    __m256 acc[4];
+    __m256i q[4];
+    for (int k = 0; k < 4; ++k) {
+      const std::size_t at = i + 8 * static_cast<std::size_t>(k);
+      acc[k] = acc8<R>(in + at, R ? res + at : nullptr, lanes8(8), true);
+      q[k] = code8<Stochastic, Special>(acc[k], c.inv, c.j0, rounding, at);
+    }
+    simd::store_ucodes32(codes + i, q[0], q[1], q[2], q[3]);
+    if constexpr (R) {
+      for (int k = 0; k < 4; ++k) {
+        const __m256 sent = decode8(q[k], c.step, c.offset);
+        _mm256_storeu_ps(res + i + 8 * k,
+                         _mm256_and_ps(_mm256_sub_ps(acc[k], sent), finite_mask8(sent)));
+      }
+    }
+  }
+  for (; i < len; i += 8) {
+    code_step8<R, Stochastic, Special>(in, res, i, std::min<std::size_t>(8, len - i), codes, c,
+                                       rounding);
+  }
+}
+
 template <bool R>
 SR_AVX2_ENTRY MinmaxParams compress_bucket_avx2(const float* in, float* res, std::size_t len,
                                                 std::uint8_t* codes, const Rounding& rounding) {
-  __m256i lo = _mm256_set1_epi32(kMinmaxNoLo), hi = _mm256_set1_epi32(kMinmaxNoHi);
-  for (std::size_t i = 0; i < len; i += 8) {
-    const std::size_t t = std::min<std::size_t>(8, len - i);
-    const __m256i mask = lanes8(t);
-    const __m256 acc = acc8<R>(in + i, R ? res + i : nullptr, mask, t == 8);
-    // Lanes past the bucket and values that are not finite take no part.
-    const __m256i use = _mm256_and_si256(mask, _mm256_castps_si256(finite_mask8(acc)));
-    const __m256i key = key8(acc);
-    lo = _mm256_min_epi32(lo, _mm256_blendv_epi8(_mm256_set1_epi32(kMinmaxNoLo), key, use));
-    hi = _mm256_max_epi32(hi, _mm256_blendv_epi8(_mm256_set1_epi32(kMinmaxNoHi), key, use));
-  }
-  const MinmaxParams p = minmax_params(reduce_min8(lo), reduce_max8(hi), rounding.stochastic);
-  const __m256 inv = _mm256_set1_ps(p.inv), step = _mm256_set1_ps(p.step);
-  const __m256 offset = _mm256_set1_ps(p.offset);
-  const __m256i j0 = _mm256_set1_epi32(p.j0);
-  for (std::size_t i = 0; i < len; i += 8) {
-    const std::size_t t = std::min<std::size_t>(8, len - i);
-    const __m256i mask = lanes8(t);
-    const __m256 acc = acc8<R>(in + i, R ? res + i : nullptr, mask, t == 8);
-    const __m256i q = code8(acc, inv, j0, rounding, i);
-    store_ucodes8(codes + i, q, t);
-    if constexpr (R) {
-      const __m256 sent = decode8(q, step, offset);
-      const __m256 kept = _mm256_and_ps(_mm256_sub_ps(acc, sent), finite_mask8(sent));
-      if (t == 8) {
-        _mm256_storeu_ps(res + i, kept);
-      } else {
-        _mm256_maskstore_ps(res + i, mask, kept);
-      }
-    }
+  const minmax_scan::Scan scan = minmax_scan::scan8<R>(in, res, len);
+  const MinmaxParams p = minmax_params(scan.lo, scan.hi, rounding.stochastic);
+  const Coder8 c{_mm256_set1_ps(p.inv), _mm256_set1_ps(p.step), _mm256_set1_ps(p.offset),
+                 _mm256_set1_epi32(p.j0)};
+  // A copy of the key the loop can keep in registers (codes, being bytes,
+  // may alias the caller's), its flag taken out of the loop.
+  const Rounding key = rounding;
+  if (key.stochastic) {
+    scan.special ? code_bucket8<R, true, true>(in, res, len, codes, c, key)
+                 : code_bucket8<R, true, false>(in, res, len, codes, c, key);
+  } else {
+    scan.special ? code_bucket8<R, false, true>(in, res, len, codes, c, key)
+                 : code_bucket8<R, false, false>(in, res, len, codes, c, key);
   }
   return p;
 }
@@ -225,27 +241,17 @@ using simd::add_nan_first16;
 using simd::finite_mask16;
 using simd::lanes16;
 
-SR_AVX512 __m512i key16(__m512 v) {
-  const __m512i u = _mm512_castps_si512(v);
-  return _mm512_xor_si512(u, _mm512_srli_epi32(_mm512_srai_epi32(u, 31), 1));
-}
-
+// code8 for 16 lanes.
+template <bool Stochastic, bool Special>
 SR_AVX512 __m512i code16(__m512 acc, __m512 inv, __m512i j0, const Rounding& rounding,
                          std::size_t i) {
   const __m512 r = _mm512_mul_ps(acc, inv);
-  __m512i q = simd::round16(r, rounding, i);
+  __m512i q = simd::round16(r, Stochastic ? rounding : Rounding{}, i);
   q = _mm512_sub_epi32(q, j0);
   q = _mm512_min_epi32(_mm512_max_epi32(q, _mm512_setzero_si512()),
                        _mm512_set1_epi32(kMinmaxMaxCode));
-  const __mmask16 finite = finite_mask16(acc);
-  if (__builtin_expect(finite == 0xffff, 1)) return q;  // no inf, no NaN
-  const __mmask16 negative =
-      _mm512_cmplt_epi32_mask(_mm512_castps_si512(acc), _mm512_setzero_si512());
-  const __mmask16 nan = _mm512_cmp_ps_mask(acc, acc, _CMP_UNORD_Q);
-  __m512i special = _mm512_mask_mov_epi32(_mm512_set1_epi32(kMinmaxPlusInf), negative,
-                                          _mm512_set1_epi32(kMinmaxMinusInf));
-  special = _mm512_mask_mov_epi32(special, nan, _mm512_set1_epi32(kMinmaxNan));
-  return _mm512_mask_mov_epi32(q, static_cast<__mmask16>(~finite), special);
+  if constexpr (!Special) return q;
+  return simd::with_special_codes16(q, acc, kMinmaxPlusInf, kMinmaxMinusInf, kMinmaxNan);
 }
 
 SR_AVX512 __m512 replace16(__m512 v, __m512i q, int code, std::uint32_t bits) {
@@ -263,32 +269,44 @@ SR_AVX512 __m512 decode16(__m512i q, __m512 step, __m512 offset) {
   return replace16(out, q, kMinmaxNan, kMinmaxNanBits);
 }
 
+// The codes (and residual) of values [i, i + t), t <= 16.
+template <bool R, bool Stochastic, bool Special>
+SR_AVX512 void code_step16(const float* in, float* res, std::size_t i, std::size_t t,
+                           std::uint8_t* codes, const MinmaxParams& p, const Rounding& rounding) {
+  const __mmask16 mask = lanes16(t);
+  const __m512 acc = acc16<R>(in + i, R ? res + i : nullptr, mask);
+  const __m512i q =
+      code16<Stochastic, Special>(acc, _mm512_set1_ps(p.inv), _mm512_set1_epi32(p.j0), rounding, i);
+  simd::store_bytes16(codes + i, q, t);
+  if constexpr (R) {
+    const __m512 sent = decode16(q, _mm512_set1_ps(p.step), _mm512_set1_ps(p.offset));
+    _mm512_mask_storeu_ps(res + i, mask, _mm512_maskz_sub_ps(finite_mask16(sent), acc, sent));
+  }
+}
+
+// A bucket's codes: its whole groups of 16, then the rest.
+template <bool R, bool Stochastic, bool Special>
+SR_AVX512_ENTRY void code_bucket16(const float* in, float* res, std::size_t len,
+                                   std::uint8_t* codes, const MinmaxParams& p,
+                                   const Rounding& rounding) {
+  std::size_t i = 0;
+  for (; i + 16 <= len; i += 16)
+    code_step16<R, Stochastic, Special>(in, res, i, 16, codes, p, rounding);
+  if (i < len) code_step16<R, Stochastic, Special>(in, res, i, len - i, codes, p, rounding);
+}
+
 template <bool R>
 SR_AVX512_ENTRY MinmaxParams compress_bucket_avx512(const float* in, float* res, std::size_t len,
                                                     std::uint8_t* codes, const Rounding& rounding) {
-  __m512i lo = _mm512_set1_epi32(kMinmaxNoLo), hi = _mm512_set1_epi32(kMinmaxNoHi);
-  for (std::size_t i = 0; i < len; i += 16) {
-    const __mmask16 mask = lanes16(len - i);
-    const __m512 acc = acc16<R>(in + i, R ? res + i : nullptr, mask);
-    const __mmask16 use = mask & finite_mask16(acc);
-    const __m512i key = key16(acc);
-    lo = _mm512_mask_min_epi32(lo, use, lo, key);
-    hi = _mm512_mask_max_epi32(hi, use, hi, key);
-  }
-  const MinmaxParams p =
-      minmax_params(_mm512_reduce_min_epi32(lo), _mm512_reduce_max_epi32(hi), rounding.stochastic);
-  const __m512 inv = _mm512_set1_ps(p.inv), step = _mm512_set1_ps(p.step);
-  const __m512 offset = _mm512_set1_ps(p.offset);
-  const __m512i j0 = _mm512_set1_epi32(p.j0);
-  for (std::size_t i = 0; i < len; i += 16) {
-    const __mmask16 mask = lanes16(len - i);
-    const __m512 acc = acc16<R>(in + i, R ? res + i : nullptr, mask);
-    const __m512i q = code16(acc, inv, j0, rounding, i);
-    simd::store_bytes16(codes + i, q, len - i);
-    if constexpr (R) {
-      const __m512 sent = decode16(q, step, offset);
-      _mm512_mask_storeu_ps(res + i, mask, _mm512_maskz_sub_ps(finite_mask16(sent), acc, sent));
-    }
+  const minmax_scan::Scan scan = minmax_scan::scan16<R>(in, res, len);
+  const MinmaxParams p = minmax_params(scan.lo, scan.hi, rounding.stochastic);
+  const Rounding key = rounding;  // as compress_bucket_avx2
+  if (key.stochastic) {
+    scan.special ? code_bucket16<R, true, true>(in, res, len, codes, p, key)
+                 : code_bucket16<R, true, false>(in, res, len, codes, p, key);
+  } else {
+    scan.special ? code_bucket16<R, false, true>(in, res, len, codes, p, key)
+                 : code_bucket16<R, false, false>(in, res, len, codes, p, key);
   }
   return p;
 }

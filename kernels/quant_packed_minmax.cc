@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "kernels/element_rules.h"
+#include "kernels/minmax_scan.h"
 #include "kernels/packed_fields.h"
 #include "kernels/quant_packed.h"
 #include "kernels/quant_packed_minmax_rules.h"
@@ -109,18 +110,6 @@ using simd::acc8;
 using simd::finite_mask8;
 using simd::lanes8;
 
-// min and max of 8 lanes of signed integers.
-SR_AVX2 std::int32_t lane_min(__m256i v) {
-  __m128i m = _mm_min_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  m = _mm_min_epi32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
-  return _mm_cvtsi128_si32(_mm_min_epi32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1))));
-}
-SR_AVX2 std::int32_t lane_max(__m256i v) {
-  __m128i m = _mm_max_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  m = _mm_max_epi32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
-  return _mm_cvtsi128_si32(_mm_max_epi32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1))));
-}
-
 // packed_minmax_code for 8 lanes, as 32-bit integers; `divisor` is the
 // step, or +inf in a flat bucket (every finite value then codes 0: (x - lo) /
 // inf is +-0, which the clamp makes +0), so the loop takes no branch.
@@ -135,63 +124,6 @@ SR_AVX2 __m256i code8(__m256 acc, const PackedMinmax& p, __m256 divisor, const R
   const __m256i q = simd::round8(r, Stochastic ? rounding : Rounding{}, i);
   if constexpr (!Special) return q;
   return simd::with_special_codes8(q, acc, p.top + 2, p.top + 1, packed_minmax_nan_code(Bits));
-}
-
-// A bucket's smallest and largest order keys (minmax_key) over its finite
-// values, whether it holds an inf, and its largest |x| bits (at or above
-// inf's where a value is not finite).
-struct Keys8 {
-  __m256i lo, hi, infs, abs_max;
-};
-SR_AVX2 Keys8 no_keys8() {
-  const __m256i zero = _mm256_setzero_si256();
-  return {_mm256_set1_epi32(kMinmaxNoLo), _mm256_set1_epi32(kMinmaxNoHi), zero, zero};
-}
-
-// minmax_key of 8 lanes.
-SR_AVX2 __m256i key8(__m256i u) {
-  return _mm256_xor_si256(u, _mm256_srli_epi32(_mm256_srai_epi32(u, 31), 1));
-}
-
-// Keys over values [first, len), each lane checked: the lanes past len (read
-// as 0) and those not finite take no part.
-template <bool R>
-SR_AVX2 void scan_checked8(const float* in, const float* res, std::size_t first, std::size_t len,
-                           Keys8& keys) {
-  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
-  for (std::size_t i = first; i < len; i += 8) {
-    const std::size_t t = std::min<std::size_t>(8, len - i);
-    const __m256i mask = lanes8(t);
-    const __m256i u = _mm256_castps_si256(acc8<R>(in + i, R ? res + i : nullptr, mask, t == 8));
-    const __m256i abs = _mm256_and_si256(u, abs_mask);
-    const __m256i key = key8(u);
-    const __m256i use = _mm256_and_si256(_mm256_cmpgt_epi32(inf, abs), mask);
-    keys.lo = _mm256_min_epi32(keys.lo, _mm256_blendv_epi8(keys.lo, key, use));
-    keys.hi = _mm256_max_epi32(keys.hi, _mm256_blendv_epi8(keys.hi, key, use));
-    keys.infs = _mm256_or_si256(keys.infs, _mm256_cmpeq_epi32(abs, inf));
-    keys.abs_max = _mm256_max_epu32(keys.abs_max, abs);
-  }
-}
-
-// The bucket's keys: first over its whole groups of 8 with no check per lane
-// (the largest |x| bits show whether any value was not finite), then,
-// checked, over the rest, or over all of it again where one was.
-template <bool R>
-SR_AVX2 Keys8 scan8(const float* in, const float* res, std::size_t len) {
-  Keys8 keys = no_keys8();
-  const std::size_t whole = len - len % 8;
-  for (std::size_t i = 0; i < whole; i += 8) {
-    const __m256i u = _mm256_castps_si256(acc8<R>(in + i, R ? res + i : nullptr, lanes8(8), true));
-    const __m256i key = key8(u);
-    keys.lo = _mm256_min_epi32(keys.lo, key);
-    keys.hi = _mm256_max_epi32(keys.hi, key);
-    keys.abs_max =
-        _mm256_max_epu32(keys.abs_max, _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)));
-  }
-  const bool all_finite = simd::reduce_max8(keys.abs_max) < 0x7f800000u;
-  if (!all_finite) keys = no_keys8();  // rare: an inf or a NaN took part
-  scan_checked8<R>(in, res, all_finite ? whole : 0, len, keys);
-  return keys;
 }
 
 // The codes (and residual) of values [i, i + t), t <= 8.
@@ -245,10 +177,9 @@ SR_AVX2_ENTRY void code_bucket8(const float* in, float* res, std::size_t len, st
 template <int Bits, bool R>
 SR_AVX2_ENTRY PackedMinmax compress_bucket_avx2(const float* in, float* res, std::size_t len,
                                                 std::uint8_t* codes, const Rounding& rounding) {
-  const Keys8 keys = scan8<R>(in, res, len);
-  const PackedMinmax p = packed_minmax_params(lane_min(keys.lo), lane_max(keys.hi),
-                                              !_mm256_testz_si256(keys.infs, keys.infs), Bits);
-  const bool special = simd::reduce_max8(keys.abs_max) >= 0x7f800000u;
+  const minmax_scan::Scan scan = minmax_scan::scan8<R>(in, res, len);
+  const PackedMinmax p = packed_minmax_params(scan.lo, scan.hi, scan.marked, Bits);
+  const bool special = scan.special;
   // A copy of the key the loop can keep in registers (codes, being bytes,
   // may alias the caller's), its flag taken out of the loop.
   const Rounding key = rounding;
@@ -315,58 +246,12 @@ SR_AVX512_ENTRY void code_bucket16(const float* in, float* res, std::size_t len,
   }
 }
 
-// Keys8 for 16 lanes (`special`: lanes that were not finite).
-struct Keys16 {
-  __m512i lo, hi;
-  __mmask16 infs, special;
-};
-
-// Keys over values [first, len), each lane checked (as scan_checked8).
-template <bool R>
-SR_AVX512 void scan_checked16(const float* in, const float* res, std::size_t first, std::size_t len,
-                              Keys16& keys) {
-  const __m512i inf = _mm512_set1_epi32(0x7f800000);
-  for (std::size_t i = first; i < len; i += 16) {
-    const __mmask16 mask = lanes16(len - i);
-    const __m512 acc = acc16<R>(in + i, R ? res + i : nullptr, mask);
-    const __m512i u = _mm512_castps_si512(acc);
-    const __m512i key = _mm512_xor_si512(u, _mm512_srli_epi32(_mm512_srai_epi32(u, 31), 1));
-    const __mmask16 finite = finite_mask16(acc), use = mask & finite;
-    keys.lo = _mm512_mask_min_epi32(keys.lo, use, keys.lo, key);
-    keys.hi = _mm512_mask_max_epi32(keys.hi, use, keys.hi, key);
-    keys.infs |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), inf);
-    keys.special |= static_cast<__mmask16>(mask & ~finite);
-  }
-}
-
-// scan8 for 16 lanes at a time.
-template <bool R>
-SR_AVX512 Keys16 scan16(const float* in, const float* res, std::size_t len) {
-  const Keys16 none{_mm512_set1_epi32(kMinmaxNoLo), _mm512_set1_epi32(kMinmaxNoHi), 0, 0};
-  Keys16 keys = none;
-  __m512i abs_max = _mm512_setzero_si512();
-  const std::size_t whole = len - len % 16;
-  for (std::size_t i = 0; i < whole; i += 16) {
-    const __m512i u = _mm512_castps_si512(acc16<R>(in + i, R ? res + i : nullptr, 0xffff));
-    const __m512i key = _mm512_xor_si512(u, _mm512_srli_epi32(_mm512_srai_epi32(u, 31), 1));
-    keys.lo = _mm512_min_epi32(keys.lo, key);
-    keys.hi = _mm512_max_epi32(keys.hi, key);
-    abs_max = _mm512_max_epu32(abs_max, _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)));
-  }
-  const bool all_finite =
-      static_cast<std::uint32_t>(_mm512_reduce_max_epu32(abs_max)) < 0x7f800000u;
-  if (!all_finite) keys = none;  // rare: an inf or a NaN took part
-  scan_checked16<R>(in, res, all_finite ? whole : 0, len, keys);
-  return keys;
-}
-
 template <int Bits, bool R>
 SR_AVX512_ENTRY PackedMinmax compress_bucket_avx512(const float* in, float* res, std::size_t len,
                                                     std::uint8_t* codes, const Rounding& rounding) {
-  const Keys16 keys = scan16<R>(in, res, len);
-  const PackedMinmax p = packed_minmax_params(
-      _mm512_reduce_min_epi32(keys.lo), _mm512_reduce_max_epi32(keys.hi), keys.infs != 0, Bits);
-  const bool not_finite = keys.special != 0;
+  const minmax_scan::Scan scan = minmax_scan::scan16<R>(in, res, len);
+  const PackedMinmax p = packed_minmax_params(scan.lo, scan.hi, scan.marked, Bits);
+  const bool not_finite = scan.special;
   const Rounding key = rounding;  // as compress_bucket_avx2
   if (key.stochastic) {
     not_finite ? code_bucket16<Bits, R, true, true>(in, res, len, codes, p, key)
