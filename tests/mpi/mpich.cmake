@@ -40,6 +40,24 @@ foreach(compressor int8 powersgd)
 endforeach()
 add_mpi_test(mpich_edge_inputs_int8_minmax_np3 3 test_mpi_edge_inputs
              ENV SLIMREDUCE_COMPRESSOR=int8 SLIMREDUCE_QUANT_CODES=minmax SLIMREDUCE_MIN_BYTES=4)
+# The fewer bits: int4 and int2 (min-max codes), fp8, and stochastic rounding
+# under the preload (the runtime numbers each shape's calls by communicator).
+foreach(compressor int4 int2 fp8)
+  add_mpi_test(mpich_edge_inputs_${compressor}_np3 3 test_mpi_edge_inputs
+               ENV SLIMREDUCE_COMPRESSOR=${compressor} SLIMREDUCE_MIN_BYTES=4)
+endforeach()
+add_mpi_test(mpich_edge_inputs_int4_stochastic_np3 3 test_mpi_edge_inputs
+             ENV SLIMREDUCE_COMPRESSOR=int4 SLIMREDUCE_QUANT_ROUNDING=stochastic
+             SLIMREDUCE_QUANT_SEED=11 SLIMREDUCE_MIN_BYTES=4)
+
+# Stochastic rounding through the sharded algorithm over MPICH (linked, no
+# preload): alike on every rank, reproducible, unbiased without error feedback.
+add_executable(test_mpi_stochastic test_mpi_stochastic.cc)
+target_include_directories(test_mpi_stochastic PRIVATE ${PROJECT_SOURCE_DIR})
+target_link_libraries(test_mpi_stochastic PRIVATE slimreduce_internal GTest::gtest ${CMAKE_DL_LIBS})
+add_test(NAME mpich_stochastic_np3 COMMAND ${SLIMREDUCE_MPIRUN} -np 3
+                                           $<TARGET_FILE:test_mpi_stochastic>)
+set_tests_properties(mpich_stochastic_np3 PROPERTIES TIMEOUT 300 LABELS mpich)
 
 # MPI_Iallreduce queued and fused (generalized requests, every wait and test).
 add_preloaded_gtest(test_mpi_iallreduce)
