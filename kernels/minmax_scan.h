@@ -99,6 +99,11 @@ SR_AVX2 Scan scan8(const float* in, const float* res, std::size_t len) {
 
 SR_AVX512_WARNINGS_OFF
 
+// minmax_key of 16 lanes of fp32 bits.
+SR_AVX512 __m512i key16(__m512i u) {
+  return _mm512_xor_si512(u, _mm512_srli_epi32(_mm512_srai_epi32(u, 31), 1));
+}
+
 // Keys8 for 16 lanes (special: the lanes that were not finite).
 struct Keys16 {
   __m512i lo, hi;
@@ -114,7 +119,7 @@ SR_AVX512 void scan_checked16(const float* in, const float* res, std::size_t fir
     const __mmask16 mask = simd::lanes16(len - i);
     const __m512 acc = simd::acc16<R>(in + i, R ? res + i : nullptr, mask);
     const __m512i u = _mm512_castps_si512(acc);
-    const __m512i key = _mm512_xor_si512(u, _mm512_srli_epi32(_mm512_srai_epi32(u, 31), 1));
+    const __m512i key = key16(u);
     const __mmask16 finite = simd::finite_mask16(acc), use = mask & finite;
     keys.lo = _mm512_mask_min_epi32(keys.lo, use, keys.lo, key);
     keys.hi = _mm512_mask_max_epi32(keys.hi, use, keys.hi, key);
@@ -132,7 +137,7 @@ SR_AVX512 Scan scan16(const float* in, const float* res, std::size_t len) {
   const std::size_t whole = len - len % 16;
   for (std::size_t i = 0; i < whole; i += 16) {
     const __m512i u = _mm512_castps_si512(simd::acc16<R>(in + i, R ? res + i : nullptr, 0xffff));
-    const __m512i key = _mm512_xor_si512(u, _mm512_srli_epi32(_mm512_srai_epi32(u, 31), 1));
+    const __m512i key = key16(u);
     keys.lo = _mm512_min_epi32(keys.lo, key);
     keys.hi = _mm512_max_epi32(keys.hi, key);
     abs_max = _mm512_max_epu32(abs_max, _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)));

@@ -277,7 +277,6 @@ SR_AVX512_WARNINGS_OFF
 
 using simd::acc16;
 using simd::add_nan_first16;
-using simd::finite_abs16;
 using simd::finite_mask16;
 using simd::lanes16;
 
@@ -327,12 +326,7 @@ SR_AVX512 __m512i load_codes16(const std::int8_t* codes, __mmask16 mask) {
 template <bool R>
 SR_AVX512_ENTRY float compress_bucket_avx512(const float* in, float* res, std::size_t len,
                                              std::int8_t* codes, const Rounding& rounding) {
-  __m512i max = _mm512_setzero_si512();
-  for (std::size_t i = 0; i < len; i += 16) {
-    const __m512 acc = acc16<R>(in + i, R ? res + i : nullptr, lanes16(len - i));
-    max = _mm512_max_epu32(max, finite_abs16(acc));
-  }
-  const float scale = quant8_scale(_mm512_reduce_max_epu32(max));
+  const float scale = quant8_scale(simd::largest_abs16<R>(in, res, len, true));
   const __m512 vscale = _mm512_set1_ps(scale);
   for (std::size_t i = 0; i < len; i += 16) {
     const __mmask16 mask = lanes16(len - i);

@@ -307,22 +307,9 @@ SR_AVX512_ENTRY void code_bucket16(const float* in, float* res, std::size_t len,
 template <bool R>
 SR_AVX512_ENTRY std::uint8_t compress_bucket_avx512(const float* in, float* res, std::size_t len,
                                                     std::uint8_t* codes) {
-  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
-  __m512i max = _mm512_setzero_si512();
-  for (std::size_t i = 0; i < len; i += 16) {
-    const __m512 acc = acc16<R>(in + i, R ? res + i : nullptr, lanes16(len - i));
-    max = _mm512_max_epu32(max, _mm512_and_si512(_mm512_castps_si512(acc), abs_mask));
-  }
-  auto largest = static_cast<std::uint32_t>(_mm512_reduce_max_epu32(max));
+  std::uint32_t largest = simd::largest_abs16<R>(in, res, len, false);
   const bool special = largest >= 0x7f800000u;
-  if (special) {  // rare: the largest finite |acc| needs a second pass
-    max = _mm512_setzero_si512();
-    for (std::size_t i = 0; i < len; i += 16) {
-      max = _mm512_max_epu32(
-          max, simd::finite_abs16(acc16<R>(in + i, R ? res + i : nullptr, lanes16(len - i))));
-    }
-    largest = static_cast<std::uint32_t>(_mm512_reduce_max_epu32(max));
-  }
+  if (special) largest = simd::largest_abs16<R>(in, res, len, true);  // rare
   const std::uint8_t exponent = fp8_exponent(largest);
   special ? code_bucket16<R, true>(in, res, len, codes, exponent)
           : code_bucket16<R, false>(in, res, len, codes, exponent);

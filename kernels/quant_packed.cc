@@ -154,15 +154,9 @@ struct Scan {
 // finite (rare) a second pass that leaves infs and NaNs out.
 template <bool R>
 SR_AVX2 Scan scan8(const float* in, const float* res, std::size_t len) {
-  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
-  __m256i abs_max = _mm256_setzero_si256();
-  for (std::size_t i = 0; i < len; i += 8) {
-    const std::size_t t = std::min<std::size_t>(8, len - i);
-    const __m256 acc = acc8<R>(in + i, R ? res + i : nullptr, lanes8(t), t == 8);
-    abs_max = _mm256_max_epu32(abs_max, _mm256_and_si256(_mm256_castps_si256(acc), abs_mask));
-  }
-  const std::uint32_t largest = simd::reduce_max8(abs_max);
+  const std::uint32_t largest = simd::largest_abs8<R>(in, res, len, false);
   if (largest < 0x7f800000u) return {largest, false, false};
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
   __m256i max = _mm256_setzero_si256(), infs = _mm256_setzero_si256();
   for (std::size_t i = 0; i < len; i += 8) {
     const std::size_t t = std::min<std::size_t>(8, len - i);
@@ -270,14 +264,9 @@ SR_AVX512 __m512i code16(__m512 acc, __m512 divisor, int top, const Rounding& ro
 // scan8 for 16 lanes at a time.
 template <bool R>
 SR_AVX512 Scan scan16(const float* in, const float* res, std::size_t len) {
-  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
-  __m512i abs_max = _mm512_setzero_si512();
-  for (std::size_t i = 0; i < len; i += 16) {
-    const __m512 acc = acc16<R>(in + i, R ? res + i : nullptr, lanes16(len - i));
-    abs_max = _mm512_max_epu32(abs_max, _mm512_and_si512(_mm512_castps_si512(acc), abs_mask));
-  }
-  const auto largest = static_cast<std::uint32_t>(_mm512_reduce_max_epu32(abs_max));
+  const std::uint32_t largest = simd::largest_abs16<R>(in, res, len, false);
   if (largest < 0x7f800000u) return {largest, false, false};
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
   __m512i max = _mm512_setzero_si512();
   __mmask16 infs = 0;
   for (std::size_t i = 0; i < len; i += 16) {
