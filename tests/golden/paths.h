@@ -104,8 +104,14 @@ class DeviceMemory : public Path {
     blocks_.push_back(p);
     return p;
   }
+  // A cudaMemcpy from pageable memory may return before its data lands (on
+  // the legacy default stream). The NCCL path's stream is non-blocking, so
+  // not joined to that stream, and the MPI that reads device memory here
+  // stands in for a CUDA-aware one, which asks for the data to be ready:
+  // wait for it, as a job would.
   void put(void* to, const void* from, std::size_t bytes) override {
     CUDA_OK(cudaMemcpy(to, from, bytes, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaStreamSynchronize(cudaStreamLegacy));
   }
   void get(void* to, const void* from, std::size_t bytes) override {
     CUDA_OK(cudaDeviceSynchronize());

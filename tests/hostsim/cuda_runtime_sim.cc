@@ -2,8 +2,20 @@
 // path (tests/hostsim/CMakeLists.txt says what it is for and what it is not).
 // It implements the runtime calls SlimReduce and its test programs make, with
 // the rules that matter to them:
-//  - stream work runs in order, at once; under capture it is recorded and runs
-//    at each cudaGraphLaunch (so a captured plan must not depend on the host);
+//  - stream work runs in order, each stream on a thread of its own (at once
+//    with HOSTSIM_ASYNC=0); under capture it is recorded and runs at each
+//    cudaGraphLaunch (so a captured plan must not depend on the host);
+//  - the legacy default stream (0, cudaStreamLegacy) is a stream too, and
+//    synchronizes implicitly as on a GPU: its work starts after the work
+//    already queued on every blocking stream (made without
+//    cudaStreamNonBlocking), and their later work starts after it;
+//    non-blocking streams are not held. Each of its pieces of work starts
+//    HOSTSIM_LEGACY_LAG_US (default 2000) late, so that a stream that should
+//    have waited for it and did not reads what was there before;
+//  - cudaMemcpy and cudaMemset are calls on the legacy stream, and wait for
+//    it only where CUDA's synchronization rules say: a copy from pageable
+//    memory to the device may return before it lands, one device to device
+//    and a memset of device memory return at once;
 //  - on the capturing thread, calls that would synchronize or allocate
 //    (cudaMalloc, cudaFree, cudaDeviceSynchronize, cudaMemcpy, a synchronize
 //    of the capturing stream, a stream-ordered allocation on it) fail and
@@ -34,11 +46,11 @@ using Work = std::vector<std::function<void()>>;
 
 struct CUstream_st {
   std::atomic<std::size_t> enqueued{0};
+  bool blocking = true;  // made without cudaStreamNonBlocking: joins the legacy stream's work
   bool capturing = false;
   bool invalidated = false;
   Work captured;
-  // Unless HOSTSIM_ASYNC=0, the thread that runs its work (the
-  // default stream always runs work at once).
+  // Unless HOSTSIM_ASYNC=0, the thread that runs its work.
   std::unique_ptr<slimreduce::hostsim::StreamWorker> worker;
 };
 struct CUgraph_st {
@@ -70,12 +82,41 @@ struct Runtime {
   std::map<const void*, std::shared_ptr<CUstream_st>> streams;
   std::map<const void*, std::unique_ptr<CUgraph_st>> graphs;
   std::map<const void*, std::unique_ptr<CUgraphExec_st>> execs;
-  CUstream_st default_stream;
+  CUstream_st default_stream;  // the legacy default stream
+  // Held while work is put on the legacy stream or a blocking one, so that
+  // each blocking stream sees the legacy stream's joins in one order.
+  std::mutex legacy_mutex;
+  // Set once the legacy stream's latest work has run: a blocking stream made
+  // later starts after it.
+  std::shared_ptr<Signal> legacy_done;
 };
 
+// Each stream's work on a thread of its own, as on a GPU, unless
+// HOSTSIM_ASYNC=0 (at once, in the caller's thread: the extra, synchronous run).
+bool async_streams() {
+  static const bool on = [] {
+    const char* value = std::getenv("HOSTSIM_ASYNC");
+    return !(value && std::strcmp(value, "0") == 0);
+  }();
+  return on;
+}
+
 Runtime& runtime() {
-  static Runtime* r = std::make_unique<Runtime>().release();  // outlives every static user
+  static Runtime* r = [] {  // outlives every static user
+    auto made = std::make_unique<Runtime>();
+    if (async_streams()) made->default_stream.worker = std::make_unique<StreamWorker>();
+    return made.release();
+  }();
   return *r;
+}
+
+// How late each piece of the legacy stream's work starts.
+std::chrono::microseconds legacy_lag() {
+  static const std::chrono::microseconds lag{[] {
+    const char* value = std::getenv("HOSTSIM_LEGACY_LAG_US");
+    return value ? std::strtol(value, nullptr, 10) : 2000L;
+  }()};
+  return lag;
 }
 
 thread_local cudaError_t last_error = cudaSuccess;
@@ -88,16 +129,6 @@ cudaError_t fail(cudaError_t rc) {
   return rc;
 }
 
-// Each stream's work on a thread of its own, as on a GPU, unless
-// HOSTSIM_ASYNC=0 (at once, in the caller's thread: the extra, synchronous run).
-bool async_streams() {
-  static const bool on = [] {
-    const char* value = std::getenv("HOSTSIM_ASYNC");
-    return !(value && std::strcmp(value, "0") == 0);
-  }();
-  return on;
-}
-
 // Waits for the work of every stream (a device-wide wait).
 void drain_all() {
   std::vector<std::shared_ptr<CUstream_st>> streams;
@@ -105,6 +136,7 @@ void drain_all() {
     std::lock_guard lock(runtime().mutex);
     for (const auto& [handle, stream] : runtime().streams) streams.push_back(stream);
   }
+  if (runtime().default_stream.worker) runtime().default_stream.worker->drain();
   for (const auto& stream : streams) {
     if (stream->worker) stream->worker->drain();
   }
@@ -168,6 +200,59 @@ bool is_registered(const void* ptr) {
   return block_holding(reinterpret_cast<std::uintptr_t>(ptr)) != nullptr;
 }
 
+// The blocking streams that run work now (not capturing). A blocking stream
+// under capture would be joined to the legacy stream: CUDA refuses that
+// (cudaErrorStreamCaptureImplicit) and invalidates the capture, as here.
+std::vector<std::shared_ptr<CUstream_st>> blocking_streams_joined() {
+  std::vector<std::shared_ptr<CUstream_st>> joined;
+  std::lock_guard lock(runtime().mutex);
+  for (const auto& [handle, stream] : runtime().streams) {
+    if (!stream->blocking) continue;
+    if (stream->capturing) {
+      std::fprintf(stderr,
+                   "hostsim: legacy stream work beside a capturing blocking stream: the capture "
+                   "is invalidated\n");
+      stream->invalidated = true;
+    } else if (stream->worker) {
+      joined.push_back(stream);
+    }
+  }
+  return joined;
+}
+
+// Work on the legacy stream (caller holds legacy_mutex): after every blocking
+// stream's work so far, and before their work from now on.
+void enqueue_legacy(std::function<void()> work) {
+  std::vector<std::shared_ptr<CUstream_st>> joined = blocking_streams_joined();
+  std::vector<std::shared_ptr<Signal>> reached;
+  for (const auto& stream : joined) {
+    auto signal = std::make_shared<Signal>();
+    stream->worker->push([signal] { signal->set(); });
+    reached.push_back(std::move(signal));
+  }
+  auto done = std::make_shared<Signal>();
+  runtime().default_stream.worker->push([reached, work = std::move(work), done] {
+    std::this_thread::sleep_for(legacy_lag());
+    for (const auto& signal : reached) signal->wait();
+    work();
+    done->set();
+  });
+  for (const auto& stream : joined) stream->worker->push([done] { done->wait(); });
+  runtime().legacy_done = done;
+}
+
+// Waits until the legacy stream's work so far has run (and with it the work
+// queued before it on the blocking streams).
+void drain_legacy() {
+  CUstream_st& legacy = runtime().default_stream;
+  if (!legacy.worker) return;
+  {
+    std::lock_guard lock(runtime().legacy_mutex);
+    enqueue_legacy([] {});
+  }
+  legacy.worker->drain();
+}
+
 }  // namespace
 
 void enqueue(cudaStream_t stream, std::function<void()> work) {
@@ -175,10 +260,16 @@ void enqueue(cudaStream_t stream, std::function<void()> work) {
   ++s->enqueued;
   if (s->capturing) {
     s->captured.push_back(std::move(work));
-  } else if (s->worker) {
+  } else if (!s->worker) {
+    work();
+  } else if (s == &runtime().default_stream) {
+    std::lock_guard lock(runtime().legacy_mutex);
+    enqueue_legacy(std::move(work));
+  } else if (s->blocking) {
+    std::lock_guard lock(runtime().legacy_mutex);
     s->worker->push(std::move(work));
   } else {
-    work();
+    s->worker->push(std::move(work));
   }
 }
 
@@ -374,8 +465,8 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   if (bytes == 0) return cudaSuccess;  // an empty vector's data() may be null
   CUstream_st* s = sim::stream_of(stream);
   if (!s->capturing && !sim::is_registered(dst)) {
+    sim::enqueue(stream, [=] { std::memmove(dst, src, bytes); });
     if (s->worker) s->worker->drain();
-    std::memmove(dst, src, bytes);
     return cudaSuccess;
   }
   if (!s->capturing && !sim::is_registered(src)) {
@@ -399,32 +490,55 @@ cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t 
   });
   return cudaSuccess;
 }
+// A copy on the legacy stream, which returns as CUDA's "API synchronization
+// behavior" says: into host memory once it has landed; from pageable memory
+// to the device once the source is staged (after a wait for the legacy
+// stream), maybe before it lands; from pinned memory once it has landed;
+// device to device at once.
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
   ++sim::syncs;
   if (sim::unsafe_while_capturing("cudaMemcpy"))
     return sim::fail(cudaErrorStreamCaptureUnsupported);
-  sim::drain_all();  // more than the legacy stream waits for: enough for these tests
-  return cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
+  if (bytes == 0) return cudaSuccess;
+  const bool to_device = sim::is_device_range(dst, bytes);
+  const bool from_device = sim::is_device_range(src, bytes);
+  const bool from_pageable = !sim::is_registered(src);
+  if (to_device && from_pageable) sim::drain_legacy();
+  const cudaError_t rc = cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
+  if (!to_device || (!from_device && !from_pageable)) sim::drain_legacy();
+  return rc;
 }
 cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream) {
   sim::require_device("cudaMemsetAsync", ptr, bytes);
   sim::enqueue(stream, [=] { std::memset(ptr, value, bytes); });
   return cudaSuccess;
 }
+// On the legacy stream; it returns at once (device memory is all it sets here).
 cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
   ++sim::syncs;
   if (sim::unsafe_while_capturing("cudaMemset"))
     return sim::fail(cudaErrorStreamCaptureUnsupported);
-  sim::drain_all();
   return cudaMemsetAsync(ptr, value, bytes, nullptr);
 }
 
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) {
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
+  if (!stream || (flags & ~cudaStreamNonBlocking) != 0) return sim::fail(cudaErrorInvalidValue);
   auto s = std::make_shared<CUstream_st>();
+  s->blocking = (flags & cudaStreamNonBlocking) == 0;
   if (sim::async_streams()) s->worker = std::make_unique<sim::StreamWorker>();
   *stream = s.get();
+  std::lock_guard legacy_lock(sim::runtime().legacy_mutex);
+  // A blocking stream starts after the legacy stream's work so far.
+  if (s->blocking && s->worker && sim::runtime().legacy_done) {
+    s->worker->push([done = sim::runtime().legacy_done] { done->wait(); });
+  }
   std::lock_guard lock(sim::runtime().mutex);
   sim::runtime().streams.emplace(s.get(), std::move(s));
+  return cudaSuccess;
+}
+cudaError_t cudaStreamGetFlags(cudaStream_t stream, unsigned int* flags) {
+  if (!flags) return sim::fail(cudaErrorInvalidValue);
+  *flags = sim::stream_of(stream)->blocking ? cudaStreamDefault : cudaStreamNonBlocking;
   return cudaSuccess;
 }
 cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, 0); }
@@ -446,7 +560,12 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     sim::stream_of(stream)->invalidated = true;
     return sim::fail(cudaErrorStreamCaptureUnsupported);
   }
-  if (CUstream_st* s = sim::stream_of(stream); s->worker) s->worker->drain();
+  CUstream_st* s = sim::stream_of(stream);
+  if (s == &sim::runtime().default_stream) {
+    sim::drain_legacy();  // and with it the blocking streams' work before it
+  } else if (s->worker) {
+    s->worker->drain();
+  }
   return cudaSuccess;
 }
 

@@ -116,8 +116,7 @@ int main(int argc, char** argv) {
   const double threshold = std::atof(sim::env_or("SLIMREDUCE_ADAPTIVE_THRESHOLD", "0.5").c_str());
 
   Comm world = make_world_comm();
-  cudaStream_t stream = nullptr;
-  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaStream_t stream = make_job_stream();
   const std::size_t sizes[2] = {70001, 262144};
   const int jump_at[2] = {14, 22};  // each shape's inputs 50x larger from this step on
   float *send = nullptr, *recv = nullptr;

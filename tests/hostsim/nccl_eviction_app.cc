@@ -45,8 +45,7 @@ int main(int argc, char** argv) {
   const std::uint64_t limit =
       std::strtoull(sim::env_or("SLIMREDUCE_EF_EVICT_CALLS", "10000").c_str(), nullptr, 10);
   Comm world = make_world_comm();
-  cudaStream_t stream = nullptr;
-  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaStream_t stream = make_job_stream();
   const std::size_t n = 70001;
   float *send = nullptr, *recv = nullptr;
   CUDA_OK(cudaMalloc(&send, 4u << 20));

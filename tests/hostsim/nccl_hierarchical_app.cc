@@ -371,6 +371,29 @@ int count_of(const std::string& text, const std::string& what) {
   return n;
 }
 
+// Captured once its workspace exists: the replays reduce hierarchically too.
+void check_capture(Comm& world, const Shape& shape, float* send, float* recv, cudaStream_t stream) {
+  Call warm = prepare(world, send, recv, 70001, ncclFloat32, ncclSum, stream);
+  if (shape.hierarchical()) warm.model.local_size = kLocal;
+  issue(warm);
+  verify("before capture", warm);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  NCCL_OK(ncclAllReduce(send, recv, 70001, ncclFloat32, ncclSum, world.nccl, stream));
+  CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 2; ++replay) {
+    Call c = prepare(world, send, recv, 70001, ncclFloat32, ncclSum, stream);
+    c.model.captured = true;
+    if (shape.hierarchical()) c.model.local_size = kLocal;
+    CUDA_OK(cudaGraphLaunch(exec, stream));
+    verify("graph replay", c);
+  }
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  CUDA_OK(cudaGraphDestroy(graph));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -383,8 +406,7 @@ int main(int argc, char** argv) {
   if (world_rank == 0 && (level == "info" || level == "debug")) captured.start();
   Comm world = make_world_comm();
   const Shape shape = world_shape();
-  cudaStream_t stream = nullptr;
-  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaStream_t stream = make_job_stream();
   float *send = nullptr, *recv = nullptr;
   CUDA_OK(cudaMalloc(&send, 4u << 20));
   CUDA_OK(cudaMalloc(&recv, 4u << 20));
@@ -416,26 +438,7 @@ int main(int argc, char** argv) {
     verify("16-bit tensor: flat", c);
   }
 
-  // Captured once its workspace exists: the replays reduce hierarchically too.
-  Call warm = prepare(world, send, recv, 70001, ncclFloat32, ncclSum, stream);
-  if (shape.hierarchical()) warm.model.local_size = kLocal;
-  issue(warm);
-  verify("before capture", warm);
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  NCCL_OK(ncclAllReduce(send, recv, 70001, ncclFloat32, ncclSum, world.nccl, stream));
-  CUDA_OK(cudaStreamEndCapture(stream, &graph));
-  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-  for (int replay = 0; replay < 2; ++replay) {
-    Call c = prepare(world, send, recv, 70001, ncclFloat32, ncclSum, stream);
-    c.model.captured = true;
-    if (shape.hierarchical()) c.model.local_size = kLocal;
-    CUDA_OK(cudaGraphLaunch(exec, stream));
-    verify("graph replay", c);
-  }
-  CUDA_OK(cudaGraphExecDestroy(exec));
-  CUDA_OK(cudaGraphDestroy(graph));
+  if (!on_legacy_stream()) check_capture(world, shape, send, recv, stream);
 
   flat_communicators(world, send, recv, stream);
   first_call_in_group(shape, send, recv, stream);

@@ -7,7 +7,8 @@
 // destroyed and made again. Every rank can make every rank's inputs (seeded
 // by call and rank), so each checks its result bit for bit against the model
 // of reference_model.h. The helpers and the other checks are in
-// nccl_ranks_job.cc and nccl_ranks_checks.cc.
+// nccl_ranks_job.cc and nccl_ranks_checks.cc. With HOSTSIM_APP_STREAM=legacy
+// every call goes on the legacy default stream, and the captures are left out.
 // Exit 0: all passed; 1: a check failed.
 #include <cstdio>
 #include <cstdlib>
@@ -18,13 +19,58 @@
 
 using namespace ranks_job;
 
+namespace {
+
+// Graph capture: of a call whose workspace exists, and of one whose receive
+// buffer is new in the capture; each replayed with fresh inputs.
+void check_captures(Comm& world, float* send, float* recv, float* bucket_send, float* bucket_recv,
+                    std::size_t n, cudaStream_t stream) {
+  // Graph capture of a call whose workspace exists: replays, each with fresh inputs.
+  Call warm = prepare(world, bucket_send, bucket_recv, n, ncclFloat32, ncclSum, stream);
+  issue(warm);
+  verify("before capture", warm);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  NCCL_OK(ncclAllReduce(bucket_send, bucket_recv, n, ncclFloat32, ncclSum, world.nccl, stream));
+  CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 2; ++replay) {
+    Call c = prepare(world, bucket_send, bucket_recv, n, ncclFloat32, ncclSum, stream);
+    c.model.captured = true;
+    CUDA_OK(cudaGraphLaunch(exec, stream));
+    verify("graph replay", c);
+  }
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  CUDA_OK(cudaGraphDestroy(graph));
+
+  // A receive buffer never reduced before, captured: no residual can be made
+  // during capture, so the graph reduces it compressed without error feedback
+  // (the same path on every rank, whatever each rank's buffers held before).
+  float* new_send = send + 700000;
+  float* new_recv = recv + 700000;
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  NCCL_OK(ncclAllReduce(new_send, new_recv, n, ncclFloat32, ncclSum, world.nccl, stream));
+  CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 2; ++replay) {
+    Call c = prepare(world, new_send, new_recv, n, ncclFloat32, ncclSum, stream);
+    c.model.captured = true;
+    CUDA_OK(cudaGraphLaunch(exec, stream));
+    verify("graph replay, receive buffer new in capture", c);
+  }
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  CUDA_OK(cudaGraphDestroy(graph));
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   // Threads: unless HOSTSIM_ASYNC=0 the simulated NCCL's collectives run on the
   // streams' threads while this one makes communicators.
   start_job(&argc, &argv);
   Comm world = make_world_comm();
-  cudaStream_t stream = nullptr;
-  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaStream_t stream = make_job_stream();
   const std::size_t sizes[3] = {70001, 262144, 1000};  // the last passes through (MIN_BYTES)
   float *send = nullptr, *recv = nullptr;
   CUDA_OK(cudaMalloc(&send, 4u << 20));
@@ -32,8 +78,9 @@ int main(int argc, char** argv) {
   float* bucket_send[3] = {send, send + 80000, send + 400000};
   float* bucket_recv[3] = {recv, recv + 80000, recv + 400000};
   if (world_rank == 0)
-    std::printf("compressor %s, error feedback %d, warm-up %u, %d ranks\n", mode.compressor.c_str(),
-                mode.ef, mode.warmup, world.size);
+    std::printf("compressor %s, error feedback %d, warm-up %u, %d ranks, stream %s\n",
+                mode.compressor.c_str(), mode.ef, mode.warmup, world.size,
+                on_legacy_stream() ? "legacy" : "non-blocking");
 
   // Steps of three buckets in one group, sum then average: residuals carry over.
   for (int step = 0; step < 4; ++step) {
@@ -101,44 +148,8 @@ int main(int argc, char** argv) {
   NCCL_OK(ncclCommDestroy(half.nccl));
   model.forget(half.id);
 
-  // Graph capture of a call whose workspace exists: replays, each with fresh inputs.
-  Call warm =
-      prepare(world, bucket_send[1], bucket_recv[1], sizes[1], ncclFloat32, ncclSum, stream);
-  issue(warm);
-  verify("before capture", warm);
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  NCCL_OK(ncclAllReduce(bucket_send[1], bucket_recv[1], sizes[1], ncclFloat32, ncclSum, world.nccl,
-                        stream));
-  CUDA_OK(cudaStreamEndCapture(stream, &graph));
-  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-  for (int replay = 0; replay < 2; ++replay) {
-    Call c = prepare(world, bucket_send[1], bucket_recv[1], sizes[1], ncclFloat32, ncclSum, stream);
-    c.model.captured = true;
-    CUDA_OK(cudaGraphLaunch(exec, stream));
-    verify("graph replay", c);
-  }
-  CUDA_OK(cudaGraphExecDestroy(exec));
-  CUDA_OK(cudaGraphDestroy(graph));
-
-  // A receive buffer never reduced before, captured: no residual can be made
-  // during capture, so the graph reduces it compressed without error feedback
-  // (the same path on every rank, whatever each rank's buffers held before).
-  float* new_send = send + 700000;
-  float* new_recv = recv + 700000;
-  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  NCCL_OK(ncclAllReduce(new_send, new_recv, sizes[1], ncclFloat32, ncclSum, world.nccl, stream));
-  CUDA_OK(cudaStreamEndCapture(stream, &graph));
-  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-  for (int replay = 0; replay < 2; ++replay) {
-    Call c = prepare(world, new_send, new_recv, sizes[1], ncclFloat32, ncclSum, stream);
-    c.model.captured = true;
-    CUDA_OK(cudaGraphLaunch(exec, stream));
-    verify("graph replay, receive buffer new in capture", c);
-  }
-  CUDA_OK(cudaGraphExecDestroy(exec));
-  CUDA_OK(cudaGraphDestroy(graph));
+  if (!on_legacy_stream())
+    check_captures(world, send, recv, bucket_send[1], bucket_recv[1], sizes[1], stream);
 
   check_non_blocking(world, bucket_send, bucket_recv, sizes, stream);
 

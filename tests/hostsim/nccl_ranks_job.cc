@@ -134,11 +134,20 @@ void expect_no_device_bytes_left() {
   expect(live == 0, "device bytes left after every communicator went: " + std::to_string(live));
 }
 
+bool on_legacy_stream() { return sim::env_or("HOSTSIM_APP_STREAM", "") == "legacy"; }
+
+cudaStream_t make_job_stream() {
+  if (on_legacy_stream()) return cudaStreamLegacy;
+  cudaStream_t stream = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  return stream;
+}
+
 int end_job(Comm& world, float* send, float* recv, cudaStream_t stream) {
   NCCL_OK(ncclCommDestroy(world.nccl));
   CUDA_OK(cudaFree(send));
   CUDA_OK(cudaFree(recv));
-  CUDA_OK(cudaStreamDestroy(stream));
+  if (!on_legacy_stream()) CUDA_OK(cudaStreamDestroy(stream));
   expect_no_device_bytes_left();
   return finish_job();
 }

@@ -72,6 +72,12 @@ void wait_ready(ncclComm_t comm);
 // A call that may answer ncclInProgress (a non-blocking communicator's).
 void may_progress(ncclResult_t rc, const char* what);
 Comm make_world_comm(bool blocking = true);
+// The job's stream: one of its own, non-blocking; or, with
+// HOSTSIM_APP_STREAM=legacy, the legacy default stream, as a framework that
+// works on stream 0 (its work then joins every blocking stream's, and it
+// cannot be captured: the jobs leave their capture checks out).
+cudaStream_t make_job_stream();
+bool on_legacy_stream();
 // MPI started with every thread allowed (the streams' threads, unless
 // HOSTSIM_ASYNC=0, and a job's own), and world_rank set.
 void start_job(int* argc, char*** argv);

@@ -1,9 +1,10 @@
 // The host simulation's own interface (tests only): what the simulated CUDA
 // runtime (cuda_runtime_sim.cc) offers the simulated kernels and the simulated
-// NCCL. Streams run their work on the host, in order, at once; while a stream
-// is being captured its work is recorded instead and runs at each graph
-// launch, as on a GPU. Device memory is host memory the runtime tracks, so a
-// kernel can insist that every pointer it is given is "device" memory.
+// NCCL. Streams run their work on the host, in order, each on a thread of its
+// own (at once with HOSTSIM_ASYNC=0), the legacy default stream joined to the
+// blocking streams as on a GPU; while a stream is being captured its work is
+// recorded instead and runs at each graph launch. Device memory is host memory the runtime tracks,
+// so a kernel can insist that every pointer it is given is "device" memory.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -14,6 +14,28 @@
 
 namespace slimreduce::hostsim {
 
+// A one-way flag that threads can wait for without spinning: the legacy
+// default stream's joins with the blocking streams (cuda_runtime_sim.cc).
+class Signal {
+ public:
+  void set() {
+    {
+      std::lock_guard lock(mutex_);
+      set_ = true;
+    }
+    changed_.notify_all();
+  }
+  void wait() {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return set_; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool set_ = false;
+};
+
 class StreamWorker {
  public:
   StreamWorker() : thread_([this] { loop(); }) {}
