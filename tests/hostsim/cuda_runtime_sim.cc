@@ -273,6 +273,32 @@ void enqueue(cudaStream_t stream, std::function<void()> work) {
   }
 }
 
+void enqueue_joined(const std::vector<cudaStream_t>& streams, std::function<void()> work) {
+  bool each_on_a_thread = streams.size() > 1;
+  for (cudaStream_t stream : streams) {
+    const CUstream_st* s = stream_of(stream);
+    // The legacy stream's own joins would wait on these (a cycle): a group
+    // on it runs there alone, the blocking streams joined to it anyway.
+    each_on_a_thread =
+        each_on_a_thread && s->worker && !s->capturing && s != &runtime().default_stream;
+  }
+  if (!each_on_a_thread) return enqueue(streams.front(), std::move(work));
+  auto done = std::make_shared<Signal>();
+  std::vector<std::shared_ptr<Signal>> reached;
+  for (std::size_t i = 1; i < streams.size(); ++i) {
+    auto signal = reached.emplace_back(std::make_shared<Signal>());
+    enqueue(streams[i], [signal, done] {
+      signal->set();
+      done->wait();
+    });
+  }
+  enqueue(streams.front(), [reached, work = std::move(work), done] {
+    for (const auto& signal : reached) signal->wait();
+    work();
+    done->set();
+  });
+}
+
 std::size_t work_enqueued(cudaStream_t stream) { return stream_of(stream)->enqueued; }
 std::size_t host_syncs() { return syncs; }
 

@@ -21,46 +21,39 @@ using namespace ranks_job;
 
 namespace {
 
-// Graph capture: of a call whose workspace exists, and of one whose receive
-// buffer is new in the capture; each replayed with fresh inputs.
-void check_captures(Comm& world, float* send, float* recv, float* bucket_send, float* bucket_recv,
-                    std::size_t n, cudaStream_t stream) {
-  // Graph capture of a call whose workspace exists: replays, each with fresh inputs.
-  Call warm = prepare(world, bucket_send, bucket_recv, n, ncclFloat32, ncclSum, stream);
-  issue(warm);
-  verify("before capture", warm);
+// One fp32 sum on (send, recv) captured, and the graph replayed twice, each
+// time with fresh inputs, checked as `what`.
+void capture_and_replay(Comm& world, float* send, float* recv, std::size_t n, cudaStream_t stream,
+                        const char* what) {
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  NCCL_OK(ncclAllReduce(bucket_send, bucket_recv, n, ncclFloat32, ncclSum, world.nccl, stream));
+  NCCL_OK(ncclAllReduce(send, recv, n, ncclFloat32, ncclSum, world.nccl, stream));
   CUDA_OK(cudaStreamEndCapture(stream, &graph));
   CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
   for (int replay = 0; replay < 2; ++replay) {
-    Call c = prepare(world, bucket_send, bucket_recv, n, ncclFloat32, ncclSum, stream);
+    Call c = prepare(world, send, recv, n, ncclFloat32, ncclSum, stream);
     c.model.captured = true;
     CUDA_OK(cudaGraphLaunch(exec, stream));
-    verify("graph replay", c);
+    verify(what, c);
   }
   CUDA_OK(cudaGraphExecDestroy(exec));
   CUDA_OK(cudaGraphDestroy(graph));
+}
 
+// Graph capture: of a call whose workspace exists, and of one whose receive
+// buffer is new in the capture.
+void check_captures(Comm& world, float* send, float* recv, float* bucket_send, float* bucket_recv,
+                    std::size_t n, cudaStream_t stream) {
+  Call warm = prepare(world, bucket_send, bucket_recv, n, ncclFloat32, ncclSum, stream);
+  issue(warm);
+  verify("before capture", warm);
+  capture_and_replay(world, bucket_send, bucket_recv, n, stream, "graph replay");
   // A receive buffer never reduced before, captured: no residual can be made
   // during capture, so the graph reduces it compressed without error feedback
   // (the same path on every rank, whatever each rank's buffers held before).
-  float* new_send = send + 700000;
-  float* new_recv = recv + 700000;
-  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  NCCL_OK(ncclAllReduce(new_send, new_recv, n, ncclFloat32, ncclSum, world.nccl, stream));
-  CUDA_OK(cudaStreamEndCapture(stream, &graph));
-  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-  for (int replay = 0; replay < 2; ++replay) {
-    Call c = prepare(world, new_send, new_recv, n, ncclFloat32, ncclSum, stream);
-    c.model.captured = true;
-    CUDA_OK(cudaGraphLaunch(exec, stream));
-    verify("graph replay, receive buffer new in capture", c);
-  }
-  CUDA_OK(cudaGraphExecDestroy(exec));
-  CUDA_OK(cudaGraphDestroy(graph));
+  capture_and_replay(world, send + 700000, recv + 700000, n, stream,
+                     "graph replay, receive buffer new in capture");
 }
 
 }  // namespace
@@ -127,13 +120,10 @@ int main(int argc, char** argv) {
   NCCL_OK(ncclRedOpDestroy(half_sum, world.nccl));
 
   check_simulated_group(world, send, recv, stream);
+  check_opposite_orders(world, bucket_send, bucket_recv, sizes[0], stream);
 
   // A split communicator (even and odd world ranks) and the world in one group.
-  Comm half;
-  NCCL_OK(ncclCommSplit(world.nccl, world.rank % 2, world.rank, &half.nccl, nullptr));
-  NCCL_OK(ncclCommCount(half.nccl, &half.size));
-  NCCL_OK(ncclCommUserRank(half.nccl, &half.rank));
-  half.id = next_comm_id++ + 100 * (world.rank % 2);  // the two halves are different communicators
+  Comm half = split_comm(world, world.rank % 2);
   for (int step = 0; step < 2; ++step) {
     // Both halves make the same number of calls, so the inputs' seeds stay aligned.
     Call a = prepare(half, bucket_send[0], bucket_recv[0], sizes[0], ncclFloat32, ncclAvg, stream);

@@ -134,6 +134,15 @@ void expect_no_device_bytes_left() {
   expect(live == 0, "device bytes left after every communicator went: " + std::to_string(live));
 }
 
+Comm split_comm(const Comm& parent, int color) {
+  Comm made;
+  NCCL_OK(ncclCommSplit(parent.nccl, color, parent.rank, &made.nccl, nullptr));
+  NCCL_OK(ncclCommCount(made.nccl, &made.size));
+  NCCL_OK(ncclCommUserRank(made.nccl, &made.rank));
+  made.id = next_comm_id++ + 100 * color;
+  return made;
+}
+
 bool on_legacy_stream() { return sim::env_or("HOSTSIM_APP_STREAM", "") == "legacy"; }
 
 cudaStream_t make_job_stream() {

@@ -72,6 +72,9 @@ void wait_ready(ncclComm_t comm);
 // A call that may answer ncclInProgress (a non-blocking communicator's).
 void may_progress(ncclResult_t rc, const char* what);
 Comm make_world_comm(bool blocking = true);
+// A communicator split from `parent` (ncclCommSplit, keyed by rank): a new one
+// for the model, each color's its own.
+Comm split_comm(const Comm& parent, int color);
 // The job's stream: one of its own, non-blocking; or, with
 // HOSTSIM_APP_STREAM=legacy, the legacy default stream, as a framework that
 // works on stream 0 (its work then joins every blocking stream's, and it
@@ -97,6 +100,8 @@ void reduce_on(Comm& comm, const std::string& what, float* send, float* recv, st
 
 // The checks beyond the buckets (nccl_ranks_checks.cc).
 void check_simulated_group(Comm& world, float* send, float* recv, cudaStream_t stream);
+void check_opposite_orders(Comm& world, float* const send[2], float* const recv[2], std::size_t n,
+                           cudaStream_t stream);
 void check_switch_in_group(Comm& world, float* send, float* recv, std::size_t n,
                            cudaStream_t stream);
 void check_switch(Comm& world, float* const send[3], float* const recv[3],

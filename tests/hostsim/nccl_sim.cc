@@ -5,7 +5,8 @@
 // lifecycle, carried by MPI between processes (one process per rank, under
 // mpirun) and by nothing at all for one rank. Collectives run
 // on the simulated runtime's streams, so they are recorded under capture and
-// held until the outermost ncclGroupEnd inside a group, as NCCL holds them.
+// held until the outermost ncclGroupEnd inside a group, as NCCL holds them,
+// then launched together (launch_together).
 // Reductions add in rank order, rounding each step to the element type, so
 // every rank gets the same bits (a real NCCL's order differs; the tests that
 // run here check sums that do not depend on it, or with a tolerance).
@@ -229,6 +230,29 @@ void run_p2p(const ncclComm& comm, const std::vector<P2p>& calls) {
   }
 }
 
+// A group's calls, launched as NCCL launches them: one launch after every
+// stream they name has reached the group's end, which holds each of those
+// streams until it is done. NCCL's one kernel progresses every call at once,
+// so the ranks may order calls on different communicators differently; here
+// each communicator's calls run in their order, communicator by communicator
+// in the order their ranks agreed on (ncclComm::order), which has the same
+// outcome without threads inside MPI.
+void launch_together(std::vector<Pending> group) {
+  std::vector<cudaStream_t> streams;
+  for (const Pending& p : group) {
+    if (std::find(streams.begin(), streams.end(), p.stream) == streams.end())
+      streams.push_back(p.stream);
+  }
+  std::stable_sort(group.begin(), group.end(), [](const Pending& a, const Pending& b) {
+    return a.comm->order < b.comm->order;
+  });
+  std::vector<std::function<void()>> works;
+  for (Pending& p : group) works.push_back(std::move(p.work));
+  enqueue_joined(streams, [works = std::move(works)] {
+    for (const auto& work : works) work();
+  });
+}
+
 // ncclSend and ncclRecv: at once outside a group; inside one, joined to the
 // group's other point-to-point calls on the same communicator and stream.
 ncclResult_t submit_p2p(ncclComm_t handle, cudaStream_t stream, P2p call) {
@@ -407,13 +431,19 @@ ncclResult_t ncclGroupStart() {
 ncclResult_t ncclGroupEnd() {
   if (sim::group_depth == 0) return ncclInvalidUsage;
   if (--sim::group_depth > 0) return ncclSuccess;
-  ncclResult_t rc = ncclSuccess;
-  for (sim::Pending& p : std::exchange(sim::pending, {})) {
+  std::vector<sim::Pending> group = std::exchange(sim::pending, {});
+  if (group.empty()) return ncclSuccess;
+  std::vector<std::shared_ptr<ncclComm>> comms;
+  for (sim::Pending& p : group) {
     if (!p.p2p.empty()) {
       p.work = [comm = p.comm, calls = std::move(p.p2p)] { sim::run_p2p(*comm, calls); };
     }
-    sim::enqueue(p.stream, std::move(p.work));
-    if (const ncclResult_t answer = sim::taken(p.comm.get());
+    comms.push_back(p.comm);
+  }
+  sim::launch_together(std::move(group));  // HOSTSIM_ASYNC=0: run by now
+  ncclResult_t rc = ncclSuccess;
+  for (const auto& comm : comms) {
+    if (const ncclResult_t answer = sim::taken(comm.get());
         answer != ncclSuccess && rc == ncclSuccess)
       rc = answer;
   }

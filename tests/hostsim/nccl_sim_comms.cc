@@ -43,7 +43,23 @@ std::map<const ncclComm*, std::shared_ptr<ncclComm>>& registry() {
   return *comms;
 }
 
+// Communicators made here so far, or more: each new one's order is the
+// largest of its ranks' counts, so two communicators that share ranks come in
+// one order on all of them.
+std::atomic<std::uint64_t> communicators_made{0};
+
+void agree_on_order(ncclComm& comm) {
+  std::uint64_t order = communicators_made.load();
+  if (comm.mpi != MPI_COMM_NULL)
+    MPI_Allreduce(MPI_IN_PLACE, &order, 1, MPI_UINT64_T, MPI_MAX, comm.mpi);
+  comm.order = order;
+  std::uint64_t seen = communicators_made.load();
+  while (seen < order + 1 && !communicators_made.compare_exchange_weak(seen, order + 1)) {
+  }
+}
+
 ncclComm_t keep(std::unique_ptr<ncclComm> comm) {
+  agree_on_order(*comm);
   ncclComm* raw = comm.get();
   std::lock_guard lock(registry_mutex);
   registry().emplace(raw, std::move(comm));

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -21,6 +22,10 @@ struct ncclComm {
   std::atomic<int> busy_polls{0};
   const ncclComm* parent = nullptr;  // the communicator ncclCommSplit made it from
   std::atomic<bool> aborted{false};  // by ncclCommAbort: its waiting collectives end
+  // Its place in an order of communicators that its ranks agree on (the
+  // largest of their counts of communicators made before it): a group's
+  // calls run communicator by communicator in this order (launch_together).
+  std::uint64_t order = 0;
 };
 
 namespace slimreduce::hostsim {

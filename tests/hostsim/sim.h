@@ -12,11 +12,20 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 namespace slimreduce::hostsim {
 
 // Runs `work` on `stream` (now, or at each launch of the graph being captured).
 void enqueue(cudaStream_t stream, std::function<void()> work);
+
+// Runs `work` once every one of `streams` has reached this point, and holds
+// each stream's later work until it has run: one launch on several streams,
+// as NCCL launches a group whose calls name several streams ("a global
+// synchronization point between the streams"). Under capture, at once
+// (HOSTSIM_ASYNC=0), or with the legacy stream among them, it is put on the
+// first stream alone.
+void enqueue_joined(const std::vector<cudaStream_t>& streams, std::function<void()> work);
 
 // How many pieces of work have been put on `stream` so far (run or recorded):
 // a test can check that nothing was enqueued between two points.
