@@ -1,5 +1,7 @@
 #include "core/nccl/plan.h"
 
+#include <algorithm>
+
 #include "algorithms/cast_ring.h"
 #include "algorithms/gathered.h"
 #include "backends/nccl_backend.h"
@@ -409,11 +411,28 @@ double GroupPlan::wire_sent(const CallPlan& p) const {
   return ring_allreduce_wire_bytes(p.call.count * sizeof(std::uint16_t), p.comm->size);
 }
 
+// The calls communicator by communicator (CommShape::id, the order every rank
+// made them), each communicator's in call order. The ranks may issue a group's
+// calls on different communicators in different orders (NCCL launches a group
+// together), but the steps that run collectives after the group ends
+// (PowerSGD, the quantizers, sharded top-k) run them step by step outside any
+// group: every rank must take the steps in one order, or two of them wait on
+// each other.
+std::vector<const CallPlan*> GroupPlan::in_communicator_order() const {
+  std::vector<const CallPlan*> ordered;
+  for (const CallPlan& p : calls) ordered.push_back(&p);
+  std::stable_sort(ordered.begin(), ordered.end(), [](const CallPlan* a, const CallPlan* b) {
+    return (a->comm ? a->comm->id : 0) < (b->comm ? b->comm->id : 0);
+  });
+  return ordered;
+}
+
 scheduler::Plan GroupPlan::steps() const {
   scheduler::Plan steps;
   std::vector<bool> batch_added(batches_.size(), false);
   std::vector<bool> topk_added(topk_batches_.size(), false);
-  for (const CallPlan& p : calls) {
+  for (const CallPlan* in_order : in_communicator_order()) {
+    const CallPlan& p = *in_order;
     if (!p.compressed) {
       steps.add(std::make_unique<PassedStep>(p.call));
     } else if (p.hierarchical) {

@@ -187,14 +187,16 @@ class GroupPlan {
   // The bytes this rank hands to the transport for calls[i] (compressed).
   double wire_sent(const CallPlan& plan) const;
 
-  // The plan's steps in call order (after assign()): a cast batch where its
-  // first call was, each top-k call, and each call passed through in its
-  // place. They point into this plan, which outlives them; run phase by
+  // The plan's steps (after assign()), communicator by communicator in the
+  // order every rank made them, each communicator's in call order: a cast
+  // batch where its first call was, each top-k call, and each call passed
+  // through in its place. They point into this plan, which outlives them; run phase by
   // phase (scheduler::run_phase), each failure in the domain it came from
   // (the runner turns it into the ncclResult_t the caller gets: backends::nccl_code).
   scheduler::Plan steps() const;
 
  private:
+  std::vector<const CallPlan*> in_communicator_order() const;
   // The region of a compressed call whose step is its own and needs all of
   // its workspace for itself (hierarchical, low rank, sharded); 0 for the others.
   std::size_t own_region_bytes(const CallPlan& plan) const;
