@@ -285,14 +285,23 @@ void enqueue_joined(const std::vector<cudaStream_t>& streams, std::function<void
   if (!each_on_a_thread) return enqueue(streams.front(), std::move(work));
   auto done = std::make_shared<Signal>();
   std::vector<std::shared_ptr<Signal>> reached;
+  // All pushed under the legacy lock: legacy work put on from another thread
+  // comes before the whole join on every stream or after it, never between
+  // (where its wait on one stream and the join's on another would meet).
+  std::lock_guard lock(runtime().legacy_mutex);
+  auto push = [](cudaStream_t stream, std::function<void()> piece) {
+    CUstream_st* s = stream_of(stream);
+    ++s->enqueued;
+    s->worker->push(std::move(piece));
+  };
   for (std::size_t i = 1; i < streams.size(); ++i) {
     auto signal = reached.emplace_back(std::make_shared<Signal>());
-    enqueue(streams[i], [signal, done] {
+    push(streams[i], [signal, done] {
       signal->set();
       done->wait();
     });
   }
-  enqueue(streams.front(), [reached, work = std::move(work), done] {
+  push(streams.front(), [reached, work = std::move(work), done] {
     for (const auto& signal : reached) signal->wait();
     work();
     done->set();
