@@ -337,7 +337,7 @@ Status Engine::run_compressed(const Started& started, CommState& state, MPI_Comm
   if (runtime_.timeline().on()) {
     phases.emplace(runtime_.timeline(), span_args(compressor, started.call.count, 1) +
                                             (device ? ", \"memory\": \"device\"" : "") +
-                                            auto_span_args(started.decision) +
+                                            auto_span_args(started.decision.auto_step) +
                                             level_span_args(started.decision));
   }
   if (!device) {

@@ -23,9 +23,6 @@
 
 namespace slimreduce {
 
-// SLIMREDUCE_COMPRESSOR=auto: what a call's timeline spans add (`"auto":
-// "probe"`, "check" or "chosen"); nothing for a call outside its schedule.
-std::string auto_span_args(const CallDecision& decision);
 // SLIMREDUCE_ADAPTIVE: the level a call was sent at (`"level": "hard"`), for its spans.
 std::string level_span_args(const CallDecision& decision);
 
@@ -163,9 +160,6 @@ class Engine : public RuntimeSide {
   // could not be read fails the call (its rank's schedule would part from
   // the others').
   int note_reduced(const CallShape& shape, const CallDecision& decision, const float* output);
-  void log_choice(const CommState& state, const AutoChoiceRow& row) const;
-  void log_window(const CommState& state, const AutoStep& step,
-                  const std::vector<double>& times) const;
   int passed_through_staged(const AllreduceCall& call, MPI_Datatype datatype, MPI_Op op,
                             MPI_Comm comm);
   Status run_compressed(const Started& started, CommState& state, MPI_Comm wire_comm, bool device,

@@ -31,12 +31,24 @@ AutoStep AutoChooser::next(std::uint64_t comm_id, std::uint64_t bytes) {
   ClassState& state = classes_[{comm_id, size_class}];
   if (state.summary.calls == 0) state.reprobe_after = schedule_.first_reprobe;
   ++state.summary.calls;
+  if (state.awaiting) return awaiting_step(state, size_class);
   if (!state.probing && state.step >= state.reprobe_after) {
     state.probing = true;  // the interval is over: measure again
     state.step = 0;
     state.times.clear();
   }
-  return state.probing ? probe_step(state, size_class) : chosen_step(state, size_class);
+  const AutoStep step =
+      state.probing ? probe_step(state, size_class) : chosen_step(state, size_class);
+  state.awaiting = step.agree_after;  // cleared by agreed(): at once on MPI, later on NCCL
+  return step;
+}
+
+AutoStep AutoChooser::awaiting_step(const ClassState& state, std::uint32_t size_class) const {
+  AutoStep step;
+  step.size_class = size_class;
+  step.candidate = state.summary.chosen < 0 ? 0 : state.summary.chosen;
+  step.awaiting = true;
+  return step;
 }
 
 AutoStep AutoChooser::probe_step(ClassState& state, std::uint32_t size_class) const {
@@ -70,6 +82,7 @@ int AutoChooser::current(std::uint64_t comm_id, std::uint64_t bytes) const {
 
 void AutoChooser::record(const AutoStep& step, std::uint64_t comm_id, double seconds,
                          std::uint64_t resets) {
+  if (step.awaiting) return;  // no call of any window
   ClassState& state = classes_[{comm_id, step.size_class}];
   ++state.calls_since;
   state.resets_since += resets;
@@ -90,6 +103,7 @@ bool AutoChooser::agreed(const AutoStep& step, std::uint64_t comm_id, std::vecto
   const double resets = window.empty() ? 0.0 : window.back();
   if (!window.empty()) window.pop_back();
   const bool resetting = state.calls_since > 0 && 2 * resets >= double(state.calls_since);
+  state.awaiting = false;
   state.times.clear();
   state.calls_since = 0;
   state.resets_since = 0;

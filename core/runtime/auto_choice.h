@@ -30,6 +30,11 @@
 // "resetting": its round's winner is the fastest candidate that keeps no
 // residual (when there is one: set_keeps_residual()), and a check of a
 // choice that keeps one starts a probe round at the next call.
+// A side may agree later than the window's last call (NCCL reads its times
+// from CUDA events a few calls on, core/nccl/auto_timing.h): until agreed(),
+// the class's calls are untimed, take the class's choice (or the first
+// candidate before any round was agreed) and advance no step, so every rank
+// that agrees at the same call stays at the same step.
 // Pure logic: the side times the calls and runs the exchange.
 #pragma once
 
@@ -47,6 +52,7 @@ struct AutoStep {
   bool timed = false;        // the side records its time (record())
   bool agree_after = false;  // after it, the side exchanges window() and calls agreed()
   bool probe = false;        // part of a probe round (the timeline marks it)
+  bool awaiting = false;     // the class awaits an agreement: an untimed call of its choice
 };
 
 class AutoChooser {
@@ -85,7 +91,8 @@ class AutoChooser {
   // Which candidates keep a residual (their calls feed back error); none by default.
   void set_keeps_residual(std::vector<bool> keeps) { keeps_residual_ = std::move(keeps); }
   // After each call of the schedule: its time (kept where next() said to
-  // time it) and the residual resets it caused on this rank.
+  // time it) and the residual resets it caused on this rank. An awaiting
+  // call counts in no window.
   void record(const AutoStep& step, std::uint64_t comm_id, double seconds,
               std::uint64_t resets = 0);
   // What to exchange after a call with agree_after: this rank's times, in
@@ -108,6 +115,7 @@ class AutoChooser {
     std::uint64_t reprobe_after = 0;  // chosen calls before the next round
     double chosen_median = 0;         // the choice's median at its first check (0: none yet)
     bool drifted = false;             // the round was started by a drifted check
+    bool awaiting = false;            // the window ended; agreed() not called yet
     std::vector<double> times;        // this rank's timed calls since the last exchange
     std::uint64_t calls_since = 0;    // calls since the last exchange
     std::uint64_t resets_since = 0;   // this rank's residual resets in them
@@ -117,6 +125,7 @@ class AutoChooser {
 
   AutoStep probe_step(ClassState& state, std::uint32_t size_class) const;
   AutoStep chosen_step(ClassState& state, std::uint32_t size_class) const;
+  AutoStep awaiting_step(const ClassState& state, std::uint32_t size_class) const;
   bool agree_round(ClassState& state, const std::vector<double>& times, bool resetting) const;
   void agree_check(ClassState& state, const std::vector<double>& times, bool resetting) const;
   bool keeps_residual(int candidate) const {

@@ -74,6 +74,7 @@ Counters& Counters::operator+=(const Counters& other) {
   intra_node_sent += other.intra_node_sent;
   auto_probe_calls += other.auto_probe_calls;
   auto_switches += other.auto_switches;
+  auto_waits += other.auto_waits;
   adaptive_gentle += other.adaptive_gentle;
   adaptive_hard += other.adaptive_hard;
   adaptive_switches += other.adaptive_switches;
@@ -90,7 +91,8 @@ constexpr void for_each_field(Fields& c, Visit&& visit) {
         &c.ef_cap_fallback, &c.input_bytes,     &c.ef_resets,      &c.overflow_rescued,
         &c.iallreduce,      &c.fused_batches,   &c.fused_tensors,  &c.partitions,
         &c.topk_gathered,   &c.topk_sharded,    &c.ef_evicted,     &c.auto_probe_calls,
-        &c.auto_switches,   &c.adaptive_gentle, &c.adaptive_hard,  &c.adaptive_switches})
+        &c.auto_switches,   &c.adaptive_gentle, &c.adaptive_hard,  &c.adaptive_switches,
+        &c.auto_waits})
     visit(*field);
   for (auto* field :
        {&c.wire_baseline, &c.wire_sent, &c.inter_node_baseline, &c.inter_node_sent,
@@ -137,7 +139,7 @@ struct CounterBoard::Slot {
       input_bytes{0}, ef_resets{0}, overflow_rescued{0}, iallreduce{0}, fused_batches{0},
       fused_tensors{0}, partitions{0}, topk_gathered{0}, topk_sharded{0}, ef_evicted{0},
       auto_probe_calls{0}, auto_switches{0}, adaptive_gentle{0}, adaptive_hard{0},
-      adaptive_switches{0};
+      adaptive_switches{0}, auto_waits{0};
   std::atomic<double> wire_baseline{0}, wire_sent{0}, topk_gathered_sent{0}, topk_sharded_sent{0};
   std::atomic<double> inter_node_baseline{0}, inter_node_sent{0}, intra_node_baseline{0},
       intra_node_sent{0};
@@ -195,6 +197,7 @@ void CounterBoard::add(const Counters& delta) {
   bump(slot.intra_node_sent, delta.intra_node_sent);
   bump(slot.auto_probe_calls, delta.auto_probe_calls);
   bump(slot.auto_switches, delta.auto_switches);
+  bump(slot.auto_waits, delta.auto_waits);
   bump(slot.adaptive_gentle, delta.adaptive_gentle);
   bump(slot.adaptive_hard, delta.adaptive_hard);
   bump(slot.adaptive_switches, delta.adaptive_switches);
@@ -218,6 +221,7 @@ Counters CounterBoard::total() const {
     part.ef_evicted = slot->ef_evicted.load(relaxed);
     part.auto_probe_calls = slot->auto_probe_calls.load(relaxed);
     part.auto_switches = slot->auto_switches.load(relaxed);
+    part.auto_waits = slot->auto_waits.load(relaxed);
     part.adaptive_gentle = slot->adaptive_gentle.load(relaxed);
     part.adaptive_hard = slot->adaptive_hard.load(relaxed);
     part.adaptive_switches = slot->adaptive_switches.load(relaxed);
@@ -295,6 +299,7 @@ std::optional<double> report_value(const Counters& c, std::string_view key) {
       {"calls.ef_evicted", double(c.ef_evicted)},
       {"auto.probe_calls", double(c.auto_probe_calls)},
       {"auto.switches", double(c.auto_switches)},
+      {"auto.waits", double(c.auto_waits)},
       {"adaptive.calls_gentle", double(c.adaptive_gentle)},
       {"adaptive.calls_hard", double(c.adaptive_hard)},
       {"adaptive.switches", double(c.adaptive_switches)},

@@ -67,6 +67,10 @@ struct Counters {
   // whose winner differed from the class's choice before (core/runtime/auto_choice.h).
   std::uint64_t auto_probe_calls = 0;
   std::uint64_t auto_switches = 0;
+  // Host waits for auto's timings or exchange that the device had not
+  // reached when they were due (the NCCL side reads them a call later,
+  // core/nccl/auto_timing.h; a wait is counted, never hidden).
+  std::uint64_t auto_waits = 0;
   // SLIMREDUCE_ADAPTIVE: compressed calls sent at the gentle and the hard
   // level, and the shapes' level changes (core/runtime/adaptive_levels.h).
   std::uint64_t adaptive_gentle = 0;
@@ -92,7 +96,7 @@ struct Counters {
   Counters& operator+=(const Counters& other);
 
   // Every field as a number, in a fixed order (to sum over ranks), and back.
-  static constexpr int kValues = 28;
+  static constexpr int kValues = 29;
   void to_values(double (&values)[kValues]) const;
   static Counters from_values(const double (&values)[kValues]);
 };

@@ -33,6 +33,16 @@ CallDecision decide_auto(const Policy& policy, CompressionDecision& rule, AutoCh
   return call;
 }
 
+std::string auto_span_args(const std::optional<AutoStep>& auto_step) {
+  if (!auto_step) return {};
+  const AutoStep& step = *auto_step;
+  return std::string(", \"auto\": \"") +
+         (step.probe   ? "probe"
+          : step.timed ? "check"
+                       : "chosen") +
+         "\"";
+}
+
 AutoChoiceRow auto_choice_row(const Policy& policy, std::uint64_t comm_id, std::uint32_t size_class,
                               const AutoChooser::ClassSummary& summary) {
   AutoChoiceRow row{comm_id,          size_class,   "", {}, summary.probe_rounds,

@@ -157,10 +157,15 @@ inline void settle(CompressionDecision& rule, CallDecision& decision, const Call
 // SLIMREDUCE_COMPRESSOR=auto: warm-up and the cap first (with error feedback
 // if any candidate keeps one), then the candidate: the schedule's next step
 // (`timed_path`: a call whose time the side measures and whose ranks can
-// exchange right after it) or the class's choice (a queued call). The route
+// exchange after it) or the class's choice (a queued call, a call in a
+// group or a CUDA graph). The route
 // is the candidate's (none: pass_through, passes_because unset).
 CallDecision decide_auto(const Policy& policy, CompressionDecision& rule, AutoChooser& chooser,
                          const CallShape& shape, bool timed_path);
+
+// A call's place in auto's schedule, as its timeline spans' args
+// (`, "auto": "probe"`, "check" or "chosen"); empty outside the schedule.
+std::string auto_span_args(const std::optional<AutoStep>& auto_step);
 
 // One size class's agreed choice with the candidates' names, as the report
 // and the log give it.

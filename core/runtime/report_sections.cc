@@ -18,7 +18,8 @@ double hard_share(const Counters& c) {
 std::string auto_json(const Counters& c, const ReportContext& context) {
   if (!context.chooses) return {};
   std::string json = ",\n \"auto\": {\"probe_calls\": " + std::to_string(c.auto_probe_calls) +
-                     ", \"switches\": " + std::to_string(c.auto_switches) + ", \"classes\": [";
+                     ", \"switches\": " + std::to_string(c.auto_switches) +
+                     ", \"waits\": " + std::to_string(c.auto_waits) + ", \"classes\": [";
   for (std::size_t i = 0; i < context.auto_choices.size(); ++i) {
     const AutoChoiceRow& row = context.auto_choices[i];
     char head[256];
@@ -57,8 +58,9 @@ std::string auto_medians_text(const AutoChoiceRow& row) {
 std::string auto_table(const Counters& t, const ReportContext& context) {
   char text[512];
   std::snprintf(text, sizeof text,
-                "  auto       %" PRIu64 " probe calls, %" PRIu64 " switches; choices (agreed):\n",
-                t.auto_probe_calls, t.auto_switches);
+                "  auto       %" PRIu64 " probe calls, %" PRIu64 " switches, %" PRIu64
+                " waits; choices (agreed):\n",
+                t.auto_probe_calls, t.auto_switches, t.auto_waits);
   std::string table = text;
   for (const AutoChoiceRow& row : context.auto_choices) {
     const std::string medians = auto_medians_text(row);

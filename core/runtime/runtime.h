@@ -139,6 +139,19 @@ class Runtime {
   // the same on every rank); a level change is counted on `side`, marked and
   // logged (as `rank`). True when the shape's level changed.
   bool record_norm(Side side, const CallShape& shape, int level, double norm, int rank);
+  // SLIMREDUCE_COMPRESSOR=auto (core/runtime/runtime_auto.cc), one code for
+  // both sides. After a call of the schedule on communicator `comm_id`: its
+  // time and this rank's residual resets (a probe counted on `side`); where
+  // the step ends a window, this rank's window to exchange.
+  std::optional<std::vector<double>> auto_recorded(Side side, std::uint64_t comm_id,
+                                                   const AutoStep& step, double seconds,
+                                                   std::uint64_t resets);
+  // The exchanged window (each element the ranks' largest) of the window
+  // `step` ended, taken at the same call on every rank; a switch is counted
+  // on `side`, logged by the communicator's rank 0 and marked on the
+  // timeline (the exchange from `exchange_begin_us`).
+  void auto_agreed(Side side, std::uint64_t comm_id, int comm_rank, const AutoStep& step,
+                   const std::vector<double>& agreed, double exchange_begin_us);
   // Forgets a communicator's warm-up counts and residuals; its device blocks
   // go to `out` (free them once nothing queued can use them).
   void forget_communicator(std::uint64_t comm_id, std::vector<DeviceBlock>& out);

@@ -160,11 +160,13 @@ def table(run):
 
 
 def auto_lines(run):
-    """SLIMREDUCE_COMPRESSOR=auto: probe calls and switches summed over ranks,
+    """SLIMREDUCE_COMPRESSOR=auto: probe calls, switches and waits summed over ranks,
     then the choice table, which every rank agreed on (rank 0's)."""
     probes = sum(r.get("auto", {}).get("probe_calls", 0) for r in run.ranks)
     switches = sum(r.get("auto", {}).get("switches", 0) for r in run.ranks)
-    lines = ["  auto       %d probe calls, %d switches; choices (agreed):" % (probes, switches)]
+    waits = sum(r.get("auto", {}).get("waits", 0) for r in run.ranks)
+    lines = ["  auto       %d probe calls, %d switches, %d waits; choices (agreed):"
+             % (probes, switches, waits)]
     for row in run.ranks[0]["auto"].get("classes", []):
         medians = ", ".join("%s %.3f ms" % (name, seconds * 1e3)
                             for name, seconds in row.get("median_seconds", {}).items())

@@ -336,8 +336,10 @@ def case_job(args):
     _, table, _ = run([os.path.join(args.prefix, "bin", "slimreduce-report"), chosen], check=0)
     probes = sum(r["auto"]["probe_calls"] for r in reports)
     switches = sum(r["auto"]["switches"] for r in reports)
+    waits = sum(r["auto"]["waits"] for r in reports)
     lines = table.splitlines()
-    at = lines.index(f"  auto       {probes} probe calls, {switches} switches; choices (agreed):")
+    at = lines.index(f"  auto       {probes} probe calls, {switches} switches, {waits} waits; "
+                     "choices (agreed):")
     for offset, row in enumerate(classes[0], start=1):
         expect(f"calls of {row['min_bytes']} B and up: {row['chosen'] or '-'}" in lines[at + offset],
                f"slimreduce-report's row {offset}: {lines[at + offset]} for {row}")

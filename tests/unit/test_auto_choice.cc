@@ -241,6 +241,46 @@ TEST(AutoChooser, ASwitchIsCountedAndEachClassAndCommunicatorHasItsOwn) {
   EXPECT_TRUE(chooser.next(kComm, kBytes).probe) << "a forgotten communicator measures again";
 }
 
+// A side that agrees some calls after the window's last (NCCL): the calls
+// between are untimed, take the class's choice and move the schedule on by
+// nothing, so the round after the agreement is the one it would have been.
+TEST(AutoChooser, CallsAwaitingAnAgreementTakeTheChoiceAndAdvanceNothing) {
+  AutoChooser chooser(2, small_schedule());
+  AutoStep last;
+  for (int i = 0; i < 2 * small_schedule().probes; ++i) {
+    last = chooser.next(kComm, kBytes);
+    chooser.record(last, kComm, last.candidate == 1 ? 1e-3 : 2e-3);
+  }
+  ASSERT_TRUE(last.agree_after);
+  for (int i = 0; i < 3; ++i) {
+    const AutoStep waiting = chooser.next(kComm, kBytes);
+    EXPECT_TRUE(waiting.awaiting);
+    EXPECT_FALSE(waiting.timed || waiting.probe || waiting.agree_after);
+    EXPECT_EQ(waiting.candidate, 0) << "no round agreed yet: the first candidate";
+    chooser.record(waiting, kComm, 9.0, 5);  // counts in no window
+  }
+  const std::vector<double> window = chooser.window(last, kComm);
+  EXPECT_EQ(window.size(), 7u) << "the round's six times and its resets";
+  EXPECT_EQ(window.back(), 0.0) << "the awaiting calls' resets are in no window";
+  EXPECT_TRUE(chooser.agreed(last, kComm, window));
+  EXPECT_EQ(chooser.summary(kComm, AutoChooser::size_class(kBytes)).chosen, 1);
+  const AutoStep chosen = chooser.next(kComm, kBytes);
+  EXPECT_FALSE(chosen.awaiting);
+  EXPECT_EQ(chosen.candidate, 1);
+  // The first check comes check_every - check_window chosen calls in, as without the wait.
+  int untimed = 1;
+  while (!chooser.next(kComm, kBytes).timed) ++untimed;
+  EXPECT_EQ(untimed,
+            static_cast<int>(small_schedule().check_every - small_schedule().check_window));
+  // A check's window awaits too, with the choice.
+  AutoStep check;
+  do check = chooser.next(kComm, kBytes);
+  while (!check.agree_after);
+  const AutoStep after_check = chooser.next(kComm, kBytes);
+  EXPECT_TRUE(after_check.awaiting);
+  EXPECT_EQ(after_check.candidate, 1);
+}
+
 TEST(AutoChooser, RefusesASchedulethatNeverAgrees) {
   AutoChooser::Schedule bad = small_schedule();
   bad.check_window = bad.check_every + 1;

@@ -393,6 +393,7 @@ Counters counters_with_every_field() {
   counters.count_topk(true, 40);
   counters.auto_probe_calls = 11;
   counters.auto_switches = 2;
+  counters.auto_waits = 5;
   return counters;
 }
 
@@ -441,6 +442,7 @@ TEST(Report, EveryJsonKeyIsReadableByName) {
                                                  {"bytes.topk_sharded_sent", 70},
                                                  {"auto.probe_calls", 11},
                                                  {"auto.switches", 2},
+                                                 {"auto.waits", 5},
                                                  {"savings", 0.4}};
   for (const auto& [key, value] : keys) {
     const std::optional<double> read = report_value(counters, key);
@@ -460,6 +462,7 @@ TEST(Report, AutoCarriesItsChoiceTable) {
   counters.count_compressed(400, 4, 300);
   counters.auto_probe_calls = 9;
   counters.auto_switches = 1;
+  counters.auto_waits = 3;
   EXPECT_EQ(report_json(counters, {0, 4, "fp16"}).find("auto"), std::string::npos);
   ReportContext context{0, 4, "auto"};
   context.chooses = true;
@@ -469,7 +472,7 @@ TEST(Report, AutoCarriesItsChoiceTable) {
   context.auto_choices.push_back({1, 19, "fp16", {{"int8", 0.001}}, 1, 0, 45, true, 1});
   const std::string json = report_json(counters, context);
   for (const char* expected :
-       {"\"auto\": {\"probe_calls\": 9, \"switches\": 1, \"classes\": [",
+       {"\"auto\": {\"probe_calls\": 9, \"switches\": 1, \"waits\": 3, \"classes\": [",
         "{\"comm\": 1, \"min_bytes\": 262144, \"chosen\": \"int8\", \"probe_rounds\": 2, "
         "\"switches\": 1, \"calls\": 600, \"resetting\": false, \"reset_rounds\": 0, "
         "\"median_seconds\": {\"none\": 0.002000000, \"fp16\": 0.001500000, \"int8\": "
@@ -484,7 +487,7 @@ TEST(Report, AutoCarriesItsChoiceTable) {
   }
   const std::string table = report_table(counters, context);
   for (const char* expected :
-       {"  auto       9 probe calls, 1 switches; choices (agreed):\n",
+       {"  auto       9 probe calls, 1 switches, 3 waits; choices (agreed):\n",
         "comm 1, calls of 262144 B and up: int8   (none 2.000 ms, fp16 1.500 ms, int8 1.000 ms; "
         "2 rounds, 1 switches, 600 calls)",
         "comm 1, calls of 1048576 B and up: -      (; 0 rounds",
