@@ -16,16 +16,22 @@
 
 #include "tests/hostsim/sim.h"
 
+// Where the stream got to a record of an event: set by the stream (its
+// worker's thread unless HOSTSIM_ASYNC=0) once it ran the work before it;
+// `at` is read only after `done` is. The stream's work holds it, not the
+// event: as in CUDA, an event may be destroyed while a record of it is
+// still queued (its resources go once the stream gets there).
+struct Reached {
+  std::atomic<bool> done{false};
+  std::chrono::steady_clock::time_point at{};
+};
+
 struct CUevent_st {
-  std::chrono::steady_clock::time_point reached{};
   cudaStream_t stream = nullptr;
   bool recorded = false;
-  // Set by the stream (its worker's thread unless HOSTSIM_ASYNC=0) once it got
-  // here; `reached` is read only after it is.
-  std::atomic<bool> done{false};
-  // Set once the stream ran the work before the latest record: a wait
-  // copies it, so a later record does not change what an earlier wait waits for.
-  std::shared_ptr<std::atomic<bool>> reached_latest;
+  // The latest record's: a wait copies it, so a later record does not change
+  // what an earlier wait waits for.
+  std::shared_ptr<Reached> latest;
 };
 
 namespace {
@@ -66,13 +72,11 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (!event) return cudaErrorInvalidResourceHandle;
   event->stream = stream;
   event->recorded = true;
-  event->done.store(false, std::memory_order_relaxed);
-  auto reached = std::make_shared<std::atomic<bool>>(false);
-  event->reached_latest = reached;
-  sim::enqueue(stream, [event, reached] {
-    event->reached = std::chrono::steady_clock::now();
-    event->done.store(true, std::memory_order_release);
-    reached->store(true, std::memory_order_release);
+  auto reached = std::make_shared<Reached>();
+  event->latest = reached;
+  sim::enqueue(stream, [reached] {
+    reached->at = std::chrono::steady_clock::now();
+    reached->done.store(true, std::memory_order_release);
   });
   return cudaSuccess;
 }
@@ -85,17 +89,18 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   if (!event) return cudaErrorInvalidResourceHandle;
   ++stream_waits_made;
   if (!event->recorded) return cudaSuccess;  // as CUDA: nothing to wait for
-  std::shared_ptr<std::atomic<bool>> reached = event->reached_latest;
+  std::shared_ptr<Reached> reached = event->latest;
   sim::enqueue(stream, [reached] {
-    while (!reached->load(std::memory_order_acquire)) std::this_thread::yield();
+    while (!reached->done.load(std::memory_order_acquire)) std::this_thread::yield();
   });
   return cudaSuccess;
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (!event) return cudaErrorInvalidResourceHandle;
-  return !event->recorded || event->done.load(std::memory_order_acquire) ? cudaSuccess
-                                                                         : cudaErrorNotReady;
+  return !event->recorded || event->latest->done.load(std::memory_order_acquire)
+             ? cudaSuccess
+             : cudaErrorNotReady;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
@@ -106,9 +111,10 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   if (!ms || !start || !end) return cudaErrorInvalidResourceHandle;
   if (!start->recorded || !end->recorded) return cudaErrorInvalidResourceHandle;
-  if (!start->done.load(std::memory_order_acquire) || !end->done.load(std::memory_order_acquire))
+  if (!start->latest->done.load(std::memory_order_acquire) ||
+      !end->latest->done.load(std::memory_order_acquire))
     return cudaErrorNotReady;
-  *ms = std::chrono::duration<float, std::milli>(end->reached - start->reached).count();
+  *ms = std::chrono::duration<float, std::milli>(end->latest->at - start->latest->at).count();
   return cudaSuccess;
 }
 
