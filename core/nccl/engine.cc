@@ -75,12 +75,13 @@ class NcclEngine::PlanRunner : public PlanActions {
     for (const Reduction& c : held) plan_.calls.emplace_back().call = c;
     if (const ncclResult_t rc = engine_.plan(plan_, alone_); rc != ncclSuccess) return rc;
     steps_ = plan_.steps();
-    return ncclSuccess;
+    return engine_.time_auto_call(plan_, false);  // a timed call alone: before its work
   }
   // A pipelined call (core/nccl/pipeline.h), outside any group.
   bool runs_whole() const override { return plan_.side != nullptr; }
   int run_whole(std::vector<Reduction>&) override {
-    const int rc = run_pipelined();
+    int rc = run_pipelined();
+    if (rc == ncclSuccess) rc = engine_.time_auto_call(plan_, true);
     return rc == ncclSuccess ? engine_.measure_norms(plan_) : rc;
   }
   int begin(std::vector<Reduction>&) override {
@@ -96,6 +97,7 @@ class NcclEngine::PlanRunner : public PlanActions {
     mark();  // the real group has ended: its collectives are on the streams
     int rc = run(scheduler::Phase::finish);
     engine_.count_after_run(plan_);
+    if (rc == ncclSuccess) rc = engine_.time_auto_call(plan_, true);  // after its work
     if (rc == ncclSuccess) rc = engine_.measure_norms(plan_);
     mark();  // after the finishing kernels
     submit_timing();
@@ -248,6 +250,7 @@ void NcclEngine::comm_gone(ncclComm_t comm, bool aborted) {
     // Its residuals stay with it: a plan on another thread may still use them.
     runtime_.forget_communicator(gone->id, gone->orphaned_residuals);
     norms_.forget_communicator(gone->id);
+    auto_timing_.forget_communicator(gone->id);
     hierarchy = std::move(gone->hierarchy);
   }
   // Ended before the real call (comm_ending) unless the shim could not: then now.

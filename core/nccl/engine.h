@@ -16,6 +16,7 @@
 
 #include "backends/nccl_backend.h"
 #include "core/gpu/cuda_support.h"
+#include "core/nccl/auto_timing.h"
 #include "core/nccl/eligibility.h"
 #include "core/nccl/hierarchy.h"
 #include "core/nccl/memory.h"
@@ -109,8 +110,28 @@ class NcclEngine : public RuntimeSide {
   void pipeline(GroupPlan& plan);
   ncclResult_t plan_memory(GroupPlan& plan);
   enum class Planned { ok, out_of_memory };
-  Planned decide(CallPlan& p, const compressors::Compressor& planned, bool capturing,
+  // planned: the policy's compressor, or nullptr under auto. timed: the
+  // call may be a timed step of auto's schedule (a call alone, not captured).
+  Planned decide(CallPlan& p, const compressors::Compressor* planned, bool capturing, bool timed,
                  SharedState& shared, Counters& counted);
+  std::optional<CallDecision> fixed_decision(const CallPlan& p,
+                                             const compressors::Compressor& planned,
+                                             const CallShape& shape, bool capturing,
+                                             SharedState& shared, Counters& counted);
+  Planned with_residual(CallPlan& p, const CallDecision& decision, bool capturing,
+                        SharedState& shared);
+  // SLIMREDUCE_COMPRESSOR=auto (core/nccl/engine_auto.cc).
+  std::optional<CallDecision> auto_decision(CallPlan& p, const CallShape& shape, bool capturing,
+                                            bool timed, SharedState& shared, Counters& counted);
+  static std::size_t auto_key_floats(const CallPlan& p,
+                                     const std::vector<scheduler::Partition>& pieces,
+                                     const Policy& policy);
+  static bool owner_side_kept(ResidualSlot& slot, int candidate, float* tail,
+                              std::size_t tail_floats, void* stream);
+  void record_auto_steps(const GroupPlan& plan);
+  ncclResult_t absorb_auto(const GroupPlan& plan);
+  // A plan of one timed call: its start event (stop: its stop event) on its stream.
+  ncclResult_t time_auto_call(const GroupPlan& plan, bool stop);
   void count_pass_through(const Reduction& call);
   void warn_no_residual_in_graph();  // under mutex_
   static bool topk_shards(const CallPlan& p, const compressors::Compressor& compressor);
@@ -138,6 +159,7 @@ class NcclEngine : public RuntimeSide {
   bool noted_topk_gathered_in_graph_ = false;
   std::unique_ptr<NcclTimeline> timeline_;  // made at the first timed group
   NcclNorms norms_;                         // SLIMREDUCE_ADAPTIVE's, pending (own lock)
+  NcclAutoTiming auto_timing_;              // SLIMREDUCE_COMPRESSOR=auto's (own lock)
 };
 
 }  // namespace slimreduce

@@ -21,28 +21,54 @@ namespace slimreduce {
 // store's keys are this rank's buffer addresses, so a missing residual (no
 // room under the cap, or none can be made during graph capture) only turns
 // error feedback off, never the path.
-NcclEngine::Planned NcclEngine::decide(CallPlan& p, const compressors::Compressor& planned,
-                                       bool capturing, SharedState& shared, Counters& counted) {
-  p.compressed = false;
-  if (!p.comm || !p.comm->blocking || p.comm->size < 1) return Planned::ok;
+// The decision of a call under the policy's compressor (planned: the one
+// the calls were classified for): nullopt where it passes through.
+std::optional<CallDecision> NcclEngine::fixed_decision(const CallPlan& p,
+                                                       const compressors::Compressor& planned,
+                                                       const CallShape& shape, bool capturing,
+                                                       SharedState& shared, Counters& counted) {
   const Reduction& c = p.call;
-  const CallShape shape{p.comm->id, c.count, static_cast<std::uint64_t>(c.datatype)};
   CallDecision decision = shared.choose(shape, c.verdict.path);
   // A compressor switched while the call was held (not supported, but never a
   // wrong cast): the call passes through, as NCCL would run it. A level of
   // SLIMREDUCE_ADAPTIVE is a compressor of the planned one's kind.
   if (!decision.compressed() || !carries_path(*decision.compressor, c.verdict.path) ||
       decision.compressor->device_kernels() != planned.device_kernels())
-    return Planned::ok;
-  const compressors::Compressor& compressor = *decision.compressor;
+    return std::nullopt;
   const bool low_rank = decision.route == ReductionPath::low_rank;
-  if (low_rank && !low_rank_compresses(compressor, c.count, capturing))
-    return Planned::ok;  // NCCL sums it
+  if (low_rank && !low_rank_compresses(*decision.compressor, c.count, capturing))
+    return std::nullopt;  // NCCL sums it
   shared.settle(decision, shape);
   if (!decision.compressed()) {
     ++(counted.*decision.passes_because);
-    return Planned::ok;
+    return std::nullopt;
   }
+  return decision;
+}
+
+NcclEngine::Planned NcclEngine::decide(CallPlan& p, const compressors::Compressor* planned,
+                                       bool capturing, bool timed, SharedState& shared,
+                                       Counters& counted) {
+  p.compressed = false;
+  if (!p.comm || !p.comm->blocking || p.comm->size < 1) return Planned::ok;
+  const Reduction& c = p.call;
+  const CallShape shape{p.comm->id, c.count, static_cast<std::uint64_t>(c.datatype)};
+  const std::uint64_t changes_before = shared.residuals.shape_changes();
+  const std::optional<CallDecision> decided =
+      planned ? fixed_decision(p, *planned, shape, capturing, shared, counted)
+              : auto_decision(p, shape, capturing, timed, shared, counted);
+  if (!decided) return Planned::ok;
+  const Planned planned_call = with_residual(p, *decided, capturing, shared);
+  p.auto_resets = shared.residuals.shape_changes() - changes_before;
+  return planned_call;
+}
+
+// A compressed call's residual (and a low-rank call's Q), found or made.
+NcclEngine::Planned NcclEngine::with_residual(CallPlan& p, const CallDecision& decision,
+                                              bool capturing, SharedState& shared) {
+  const Reduction& c = p.call;
+  const compressors::Compressor& compressor = *decision.compressor;
+  const bool low_rank = decision.route == ReductionPath::low_rank;
   const bool error_feedback = decision.error_feedback;
   // Top-k that its cost model shards: sharded, but gathered in a graph (the
   // sharded exchange reads its part sizes on the host), with the same key.
@@ -53,12 +79,15 @@ NcclEngine::Planned NcclEngine::decide(CallPlan& p, const compressors::Compresso
   DeviceGuard device(p.comm->device);
   // A sharded call's key also holds this rank's owner-side residual.
   // Cut, its pieces' owner-side residuals back to back (GroupPlan::cut).
+  // Under auto the key is sized for every candidate's, so that a switch
+  // keeps it (auto_key_floats).
+  const std::vector<scheduler::Partition> pieces =
+      nccl_pieces(c, false, runtime_.settings().partition_bytes);
+  const bool owner_side = c.verdict.path == ReductionPath::sharded || shards;
   const std::size_t key_floats =
-      c.verdict.path == ReductionPath::sharded || shards
-          ? sharded_key_floats(compressor,
-                               nccl_pieces(c, false, runtime_.settings().partition_bytes),
-                               p.comm->size, p.comm->rank)
-          : c.count;
+      shared.chooser ? auto_key_floats(p, pieces, shared.policy)
+      : owner_side   ? sharded_key_floats(compressor, pieces, p.comm->size, p.comm->rank)
+                     : c.count;
   const auto found = shared.residuals.find_on_device(
       {p.comm->id, c.recvbuff}, key_floats, static_cast<std::uint64_t>(c.datatype), error_feedback,
       !capturing, c.stream, device_memory_, &slot);
@@ -78,6 +107,10 @@ NcclEngine::Planned NcclEngine::decide(CallPlan& p, const compressors::Compresso
     case ResidualStore::Found::ok:
       p.residual = static_cast<float*>(slot->device.get());
       if (capturing && p.residual) slot->captured = true;
+      if (p.residual && owner_side && shared.chooser &&
+          !owner_side_kept(*slot, decision.candidate, p.residual + c.count, key_floats - c.count,
+                           c.stream))
+        return Planned::out_of_memory;
       if (low_rank)
         p.q_state = key_q_on_device(*slot, compressor, c.count, c.stream, device_memory_);
       break;
@@ -91,6 +124,9 @@ NcclEngine::Planned NcclEngine::decide(CallPlan& p, const compressors::Compresso
 
 ncclResult_t NcclEngine::plan(GroupPlan& plan, bool alone) {
   if (const ncclResult_t rc = absorb_norms(plan); rc != ncclSuccess) return rc;
+  if (alone) {
+    if (const ncclResult_t rc = absorb_auto(plan); rc != ncclSuccess) return rc;
+  }
   std::lock_guard lock(mutex_);
   Counters passed;  // warm-up and cap counts, added however the planning ends
   struct AddOnExit {
@@ -106,17 +142,21 @@ ncclResult_t NcclEngine::plan(GroupPlan& plan, bool alone) {
       p.comm = found == comms_.end() ? nullptr : found->second;
       if (p.comm) p.nodes = p.comm->hierarchy;
       // A compressor switched while the call was held: as in decide().
-      if (!plan.carries(p.call.verdict.path)) {
+      // (auto: no policy compressor; each call's is its candidate.)
+      if (plan.planned() && !plan.carries(p.call.verdict.path)) {
         p.compressed = false;
         continue;
       }
       const bool capturing = is_capturing(static_cast<cudaStream_t>(p.call.stream));
-      if (decide(p, plan.compressor(), capturing, *shared, passed) == Planned::out_of_memory)
+      // auto times and counts a call alone only (its events bracket it alone).
+      const bool timed = alone && !capturing;
+      if (decide(p, plan.planned(), capturing, timed, *shared, passed) == Planned::out_of_memory)
         return ncclSystemError;
       p.hierarchical = runs_hierarchically(p);
     }
     passed.ef_evicted += shared->residuals.evicted() - evicted_before;
   }
+  record_auto_steps(plan);
   plan.cut(runtime_.settings().partition_bytes);
   if (const ncclResult_t rc = plan_memory(plan); rc != ncclSuccess) return rc;
   if (alone) pipeline(plan);

@@ -31,9 +31,9 @@ NcclEngine::NcclEngine(Runtime& runtime)
            runtime_.settings().compressor.c_str(), policy.error_feedback ? "on" : "off",
            real::api().origin);
   if (runtime_.settings().chooses_compressor()) {
-    log_line(runtime_.settings().log_level, LogLevel::warn, runtime_.report_context().rank,
-             "nccl: SLIMREDUCE_COMPRESSOR=auto chooses on the MPI side only so far: "
-             "ncclAllReduce calls pass through uncompressed");
+    log_line(runtime_.settings().log_level, LogLevel::info, runtime_.report_context().rank,
+             "nccl: SLIMREDUCE_COMPRESSOR=auto times fp32 calls made outside any group and "
+             "capture; calls in a group or a CUDA graph take their size class's choice");
   }
   if (runtime_.settings().hierarchical) {
     log_line(runtime_.settings().log_level, LogLevel::info, runtime_.report_context().rank,

@@ -169,6 +169,7 @@ NcclCommState::~NcclCommState() {
   std::vector<DeviceBlock> blocks = std::move(orphaned_residuals);
   for (auto& [stream, workspace] : workspaces) workspace.take_blocks(blocks);
   for (auto& [stream, workspace] : norm_workspaces) workspace.take_blocks(blocks);
+  for (auto& [stream, workspace] : auto_workspaces) workspace.take_blocks(blocks);
   if (allocator) release_after_device_wait(blocks, {device}, *allocator);
 }
 

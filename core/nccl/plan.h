@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "backends/status.h"
@@ -23,6 +24,7 @@
 #include "core/nccl/hierarchy.h"
 #include "core/nccl/memory.h"
 #include "core/nccl/pipeline.h"
+#include "core/runtime/auto_choice.h"
 #include "core/runtime/comm_shape.h"
 #include "kernels/pack.h"
 #include "scheduler/group_deferral.h"
@@ -56,6 +58,9 @@ struct NcclCommState : CommShape {
   // SLIMREDUCE_ADAPTIVE: per stream, the scratch of its calls' norms
   // (core/nccl/norms.h); under the engine's lock.
   std::map<cudaStream_t, Workspace> norm_workspaces;
+  // SLIMREDUCE_COMPRESSOR=auto: per stream, the device side of its exchanges
+  // (core/nccl/auto_timing.h); under the engine's lock.
+  std::map<cudaStream_t, Workspace> auto_workspaces;
   std::vector<DeviceBlock> orphaned_residuals;  // its residuals, once it is gone
   // SLIMREDUCE_HIERARCHICAL=1: its nodes and sub-communicators, once made
   // (core/nccl/hierarchy.h); under the engine's lock. Shared with the plans
@@ -107,6 +112,11 @@ struct CallPlan {
   // The call's number among its shape's, this rank, and the piece's first
   // value: a stochastic quantizer's draw (compressors::CallDraw).
   compressors::CallDraw draw;
+  // SLIMREDUCE_COMPRESSOR=auto: the call's step of its size class's schedule
+  // (core/nccl/auto_timing.h; compressed or passed through), and the residual
+  // resets its decision caused on this rank.
+  std::optional<AutoStep> auto_step;
+  std::uint64_t auto_resets = 0;
 };
 
 // Top-k calls on one communicator and stream: each selects into its slot of
@@ -168,8 +178,9 @@ class GroupPlan {
   // The pieces' compress and finish kernels go on `side` (after layout()).
   void run_kernels_on(cudaStream_t side);
 
-  // The policy's compressor when the plan was made.
-  const compressors::Compressor& compressor() const { return *compressor_; }
+  // The policy's compressor when the plan was made (nullptr under auto,
+  // whose calls each take their candidate's).
+  const compressors::Compressor* planned() const { return compressor_.get(); }
   // Whether the plan's compressor has the device entry points of `path`.
   bool carries(ReductionPath path) const { return compressor_ && carries_path(*compressor_, path); }
 

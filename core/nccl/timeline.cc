@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "core/gpu/cuda_support.h"
+#include "core/runtime/decision.h"
 
 namespace slimreduce {
 namespace {
@@ -49,14 +50,15 @@ std::vector<TimedStream> timed_streams(const GroupPlan& plan) {
     streams.push_back({t.stream, t.device,
                        span_args(*t.first->compressor, t.count, t.calls, t.bytes) +
                            ", \"memory\": \"device\", \"path\": \"nccl\"" +
+                           auto_span_args(t.first->auto_step) +
                            (t.after_group ? ", \"after_group\": true" : "")});
   }
   return streams;
 }
 
 std::string piece_args(const GroupPlan& plan, std::size_t piece) {
-  const CallPlan& p = plan.calls[piece];
-  return span_args(p.compressed ? *p.compressor : plan.compressor(), p.call.count, 1,
+  const CallPlan& p = plan.calls[piece];  // compressed: only such calls are pipelined
+  return span_args(*p.compressor, p.call.count, 1,
                    p.call.count * nccl_type_bytes(p.call.datatype)) +
          ", \"memory\": \"device\", \"path\": \"nccl\", \"partition\": " + std::to_string(p.piece) +
          ", \"partitions\": " + std::to_string(p.pieces) + ", \"pipelined\": true";

@@ -38,10 +38,16 @@ EligibilityRule eligibility_rule(const Settings& settings,
   EligibilityRule rule;
   rule.min_bytes = settings.min_bytes;
   // auto: eligible calls get their route from the candidate each is sent
-  // with (core/runtime/decision.h). Its measured choice runs on the MPI side
-  // only so far: a backend that needs GPU kernels passes every call through.
+  // with (core/runtime/decision.h): fp32 sums (and averages where the
+  // backend takes them) of any size above the floor. Where GPU kernels are
+  // needed, each candidate's (and its size cap) are asked at its decision:
+  // one that has none passes the call through as `none` would.
   if (!compressor) {
-    rule.compressing = settings.chooses_compressor() && !backend.needs_device_kernels;
+    rule.compressing = settings.chooses_compressor();
+    if (backend.needs_device_kernels) {
+      rule.route = ReductionPath::cast;  // the classifier's fp32-only route
+      rule.kernels = compressors::DeviceKernels::cast16;
+    }
     return rule;
   }
   rule.compressing = true;

@@ -60,6 +60,10 @@ struct ResidualSlot {
   // key feeds back error, what the algorithm made, once the call that made it
   // is over (ResidualStore::count_state); without error feedback, nothing.
   std::size_t state_floats_counted = 0;
+  // SLIMREDUCE_COMPRESSOR=auto on the NCCL side: the candidate whose
+  // owner-side residual the device residual's tail holds (-1: none yet, the
+  // tail zero). Another sharded candidate's layout differs: it starts from zero.
+  int owner_side_of = -1;
 
   // The host residual, or nullptr when error feedback is off.
   float* host_residual() {

@@ -141,7 +141,8 @@ const std::vector<SettingSpec>& specs() {
       {"SLIMREDUCE_COMPRESSOR", "none", [] { return compressor_choices() + ", auto"; },
        "What eligible float allreduces are compressed with; `none` passes every call through and "
        "only counts it; `auto` measures the candidates of SLIMREDUCE_AUTO_CANDIDATES on real "
-       "calls and sends each size class with the fastest (MPI; on NCCL it passes through for now).",
+       "calls and sends each size class with the fastest (MPI; NCCL: fp32 calls outside a group "
+       "are measured, calls in a group or a CUDA graph take their class's choice).",
        [](const std::string& v, Settings& s) {
          if (v != "auto" && !names_compressor(v)) throw std::invalid_argument("");
          s.compressor = v;

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <map>
@@ -165,6 +166,20 @@ bool wait_unless_aborted(const ncclComm& comm, InFlight& in_flight) {
   return true;
 }
 
+// HOSTSIM_WIRE_NS_PER_BYTE (default 0): a link of that speed under the
+// ranks, so that what a compressor saves shows in a collective's time (the
+// test of SLIMREDUCE_COMPRESSOR=auto's choice). Each rank's stream holds its
+// collective that long per byte it sent, after the data arrived.
+void wire_time(std::size_t bytes) {
+  static const double ns_per_byte = [] {
+    const char* value = std::getenv("HOSTSIM_WIRE_NS_PER_BYTE");
+    return value ? std::atof(value) : 0.0;
+  }();
+  if (ns_per_byte > 0)
+    std::this_thread::sleep_for(std::chrono::nanoseconds(
+        static_cast<std::int64_t>(ns_per_byte * static_cast<double>(bytes))));
+}
+
 bool gather_all(const ncclComm& comm, const void* send, std::size_t bytes,
                 std::vector<std::byte>& all) {
   if (comm.size == 1) {
@@ -180,6 +195,7 @@ bool gather_all(const ncclComm& comm, const void* send, std::size_t bytes,
                  gather.buffers[1].data(), static_cast<int>(bytes), MPI_BYTE, comm.mpi, &request);
   if (!wait_unless_aborted(comm, gather)) return false;
   all = std::move(gather.buffers[1]);
+  wire_time(bytes);
   return true;
 }
 

@@ -122,6 +122,33 @@ TEST(SharedEligibility, TheMpiRuleNeverAsksForGpuKernels) {
   EXPECT_EQ(nccl.device_max_count, 10u);
 }
 
+// auto: no compressor of the policy's; each side classifies fp32 calls as
+// eligible (the candidate's route comes with each call's decision), and the
+// NCCL side keeps 16-bit calls out (only top-k takes them, and no candidate
+// is chosen yet when a call is classified).
+TEST(SharedEligibility, AutoTakesFp32CallsOnBothSides) {
+  Settings settings;
+  settings.compressor = "auto";
+  settings.min_bytes = 65536;
+  auto reason = [](const CallFacts& facts, const EligibilityRule& rule,
+                   const BackendRules& backend) {
+    return std::string(classify(facts, rule, backend).reason);
+  };
+  for (const BackendRules* backend : {&kMpiRules, &kNcclRules}) {
+    const EligibilityRule rule = eligibility_rule(settings, nullptr, *backend);
+    EXPECT_TRUE(rule.compressing);
+    EXPECT_EQ(reason(eligible(), rule, *backend), "");
+    CallFacts half = eligible();
+    half.elem = ElemType::fp16;
+    EXPECT_EQ(reason(half, rule, *backend), "datatype");
+    CallFacts small = eligible();
+    small.count = 1024;
+    EXPECT_EQ(reason(small, rule, *backend), "size");
+  }
+  settings.compressor = "none";
+  EXPECT_FALSE(eligibility_rule(settings, nullptr, kNcclRules).compressing);
+}
+
 // A change of the eligible call, and whether each side then still compresses it.
 struct Difference {
   const char* name;
