@@ -184,14 +184,19 @@ AutoChooser::ClassSummary AutoChooser::summary(std::uint64_t comm_id,
 
 std::vector<std::pair<std::pair<std::uint64_t, std::uint32_t>, AutoChooser::ClassSummary>>
 AutoChooser::summaries() const {
-  std::vector<std::pair<Key, ClassSummary>> all;
-  for (const auto& [key, state] : classes_) all.emplace_back(key, state.summary);
-  return all;
+  std::map<Key, ClassSummary> all = gone_;
+  for (const auto& [key, state] : classes_) all[key] = state.summary;
+  return {all.begin(), all.end()};
 }
 
 void AutoChooser::forget_communicator(std::uint64_t comm_id) {
   for (auto it = classes_.begin(); it != classes_.end();) {
-    it = it->first.first == comm_id ? classes_.erase(it) : std::next(it);
+    if (it->first.first != comm_id) {
+      ++it;
+      continue;
+    }
+    gone_[it->first] = it->second.summary;
+    it = classes_.erase(it);
   }
 }
 

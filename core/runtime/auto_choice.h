@@ -103,8 +103,12 @@ class AutoChooser {
   bool agreed(const AutoStep& step, std::uint64_t comm_id, std::vector<double> window);
 
   ClassSummary summary(std::uint64_t comm_id, std::uint32_t size_class) const;
-  // Every (communicator, class) with a summary, in key order.
+  // Every (communicator, class) with a summary, in key order, those of
+  // communicators already gone included (the report's choice table: a job
+  // may free its communicators before it ends, as Horovod does).
   std::vector<std::pair<std::pair<std::uint64_t, std::uint32_t>, ClassSummary>> summaries() const;
+  // The communicator's schedules end; their summaries stay for summaries()
+  // (communicator ids are never reused).
   void forget_communicator(std::uint64_t comm_id);
   int candidates() const { return candidates_; }
 
@@ -137,6 +141,7 @@ class AutoChooser {
   Schedule schedule_;
   std::vector<bool> keeps_residual_;
   std::map<Key, ClassState> classes_;
+  std::map<Key, ClassSummary> gone_;  // of forgotten communicators
 };
 
 // The median of `values` (the mean of the middle two for an even count); 0 when empty.

@@ -238,6 +238,11 @@ TEST(AutoChooser, ASwitchIsCountedAndEachClassAndCommunicatorHasItsOwn) {
   EXPECT_EQ(chooser.summary(kComm, 20).switches, 1u);
   chooser.forget_communicator(kComm);
   EXPECT_EQ(chooser.summary(kComm, 20).probe_rounds, 0u);
+  // The report still lists what the gone communicator chose.
+  bool listed = false;
+  for (const auto& [key, summary] : chooser.summaries())
+    listed = listed || (key == std::make_pair(kComm, 20u) && summary.probe_rounds == 2);
+  EXPECT_TRUE(listed) << "a freed communicator's choices stay in the report";
   EXPECT_TRUE(chooser.next(kComm, kBytes).probe) << "a forgotten communicator measures again";
 }
 
