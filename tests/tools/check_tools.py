@@ -76,6 +76,7 @@ def case_install(args):
     shutil.rmtree(args.prefix, ignore_errors=True)
     run([args.cmake, "--install", args.build, "--prefix", args.prefix], check=0)
     wanted = ["lib/libslimreduce.so", "include/slimreduce.h", "bin/slimreduce-settings",
+              "bin/slimreduce-model",
               "bin/slimreduce-run", "bin/slimreduce-report",
               "lib/cmake/SlimReduce/SlimReduceConfig.cmake",
               "lib/cmake/SlimReduce/SlimReduceConfigVersion.cmake", "lib/pkgconfig/slimreduce.pc",
