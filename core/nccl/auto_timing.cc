@@ -18,6 +18,19 @@ bool reached(cudaEvent_t event) {
   return rc != cudaErrorNotReady;
 }
 
+// Moves the entries of communicator `comm_id` out of `keyed` to the back of `out`.
+template <typename Keyed, typename Out>
+void move_communicator(Keyed& keyed, std::uint64_t comm_id, Out& out) {
+  for (auto it = keyed.begin(); it != keyed.end();) {
+    if (it->first.first != comm_id) {
+      ++it;
+      continue;
+    }
+    out.push_back(std::move(it->second));
+    it = keyed.erase(it);
+  }
+}
+
 // Waits for `event` where the device has not reached it yet, counting the wait.
 Status wait_for(cudaEvent_t event, std::uint64_t* waits) {
   if (reached(event)) return {};
@@ -174,22 +187,8 @@ Status NcclAutoTiming::agreement(const Key& key, Agreed* agreed, std::uint64_t* 
 
 void NcclAutoTiming::forget_communicator(std::uint64_t comm_id) {
   std::lock_guard lock(mutex_);
-  for (auto it = windows_.begin(); it != windows_.end();) {
-    if (it->first.first != comm_id) {
-      ++it;
-      continue;
-    }
-    retired_.push_back(std::move(it->second));
-    it = windows_.erase(it);
-  }
-  for (auto it = pinned_.begin(); it != pinned_.end();) {
-    if (it->first.first != comm_id) {
-      ++it;
-      continue;
-    }
-    retired_pinned_.push_back(std::move(it->second));
-    it = pinned_.erase(it);
-  }
+  move_communicator(windows_, comm_id, retired_);
+  move_communicator(pinned_, comm_id, retired_pinned_);
   // Windows whose copies are done go now (their pinned memory stays: freeing
   // it would wait for the whole device).
   std::erase_if(retired_, [](const Window& w) { return !w.done || reached(w.done->event); });

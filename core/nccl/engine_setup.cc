@@ -28,7 +28,10 @@ NcclEngine::NcclEngine(Runtime& runtime)
   const Policy policy = runtime_.policy();
   log_line(runtime_.settings().log_level, LogLevel::info, runtime_.report_context().rank,
            "nccl: compressor %s, error feedback %s, real NCCL: %s",
-           runtime_.settings().compressor.c_str(), policy.error_feedback ? "on" : "off",
+           runtime_.settings().compressor.c_str(),
+           policy.chooses()        ? "per candidate"
+           : policy.error_feedback ? "on"
+                                   : "off",
            real::api().origin);
   if (runtime_.settings().chooses_compressor()) {
     log_line(runtime_.settings().log_level, LogLevel::info, runtime_.report_context().rank,

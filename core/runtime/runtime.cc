@@ -154,7 +154,9 @@ void Runtime::log_settings(int rank) const {
     log_line(settings_.log_level, LogLevel::info, rank, "setting %s", line.c_str());
   }
   log_line(settings_.log_level, LogLevel::info, rank, "error feedback %s",
-           shared_.policy.error_feedback ? "on" : "off");
+           shared_.policy.chooses()        ? "per candidate (auto)"
+           : shared_.policy.error_feedback ? "on"
+                                           : "off");
 }
 
 void Runtime::log_products(int rank) {
