@@ -18,7 +18,8 @@ AutoChooser::AutoChooser(int candidates, Schedule schedule)
     : candidates_(candidates), schedule_(schedule) {
   if (candidates < 1 || schedule.probes < 1 || schedule.check_window < 1 ||
       schedule.check_every < schedule.check_window || schedule.first_reprobe < 1 ||
-      schedule.longest_reprobe < schedule.first_reprobe)
+      schedule.longest_reprobe < schedule.first_reprobe || schedule.full_round_every < 1 ||
+      !(schedule.hopeless >= 1))
     throw std::invalid_argument("AutoChooser: a schedule that never agrees");
 }
 
@@ -51,11 +52,31 @@ AutoStep AutoChooser::awaiting_step(const ClassState& state, std::uint32_t size_
   return step;
 }
 
+// The candidates a round starting now takes: every one in the first round,
+// every full_round_every-th round, and after a drift; otherwise those whose
+// last agreed median is within `hopeless` times the choice's (the choice
+// always). Read from agreed medians alone, so the same on every rank.
+std::vector<int> AutoChooser::round_candidates(const ClassState& state) const {
+  const ClassSummary& summary = state.summary;
+  const bool all = summary.chosen < 0 || state.drifted ||
+                   summary.probe_rounds % schedule_.full_round_every == 0 ||
+                   summary.medians.size() != static_cast<std::size_t>(candidates_);
+  std::vector<int> round;
+  for (int c = 0; c < candidates_; ++c) {
+    if (all || c == summary.chosen ||
+        summary.medians[c] <= schedule_.hopeless * summary.medians[summary.chosen])
+      round.push_back(c);
+  }
+  return round;
+}
+
 AutoStep AutoChooser::probe_step(ClassState& state, std::uint32_t size_class) const {
-  const std::uint64_t round = std::uint64_t(candidates_) * std::uint64_t(schedule_.probes);
+  if (state.step == 0) state.round = round_candidates(state);
+  const auto in_round = static_cast<std::uint64_t>(state.round.size());
+  const std::uint64_t round = in_round * std::uint64_t(schedule_.probes);
   AutoStep step;
   step.size_class = size_class;
-  step.candidate = static_cast<int>(state.step % std::uint64_t(candidates_));
+  step.candidate = state.round[state.step % in_round];
   step.timed = true;
   step.probe = true;
   step.agree_after = state.step + 1 == round;
@@ -118,19 +139,23 @@ bool AutoChooser::agreed(const AutoStep& step, std::uint64_t comm_id, std::vecto
 // no residual, where there is one.
 bool AutoChooser::agree_round(ClassState& state, const std::vector<double>& times,
                               bool resetting) const {
-  std::vector<double> medians(candidates_);
-  for (int c = 0; c < candidates_; ++c) {
+  // The round's times in turn over state.round; a candidate left out keeps
+  // its last agreed median (the report's), and cannot win.
+  std::vector<double> medians = state.summary.medians;
+  medians.resize(candidates_, 0.0);
+  const std::size_t in_round = state.round.size();
+  for (std::size_t k = 0; k < in_round; ++k) {
     std::vector<double> own;
-    for (std::size_t i = c; i < times.size(); i += candidates_) own.push_back(times[i]);
-    medians[c] = median_of(std::move(own));
+    for (std::size_t i = k; i < times.size(); i += in_round) own.push_back(times[i]);
+    medians[state.round[k]] = median_of(std::move(own));
   }
   bool any_without = false;
-  for (int c = 0; c < candidates_; ++c) any_without = any_without || !keeps_residual(c);
+  for (int c : state.round) any_without = any_without || !keeps_residual(c);
   const bool exclude = resetting && any_without;
   int winner = -1;
-  for (int c = 0; c < candidates_; ++c) {
+  for (int c : state.round) {
     if (exclude && keeps_residual(c)) continue;
-    if (winner < 0 || medians[c] < medians[winner]) winner = c;
+    if (winner < 0 || medians[c] < medians[winner]) winner = c;  // ties: the earlier
   }
   ClassSummary& summary = state.summary;
   if (exclude) ++summary.reset_rounds;

@@ -20,7 +20,8 @@
 //    the next call;
 //  - a probe round again after `first_reprobe` chosen calls, the interval
 //    doubling (up to `longest_reprobe`) while the same candidate keeps
-//    winning, back to the first when another wins.
+//    winning, back to the first when another wins. Such a round leaves out
+//    the hopeless candidates (Schedule::hopeless), from agreed medians alone.
 // Residuals that keep resetting (a framework's fusion buffer whose make-up
 // changes from call to call, Horovod's time-driven fusion): a candidate that
 // keeps a residual then feeds back nothing and loses what it drops. The side
@@ -64,6 +65,12 @@ class AutoChooser {
     std::uint64_t first_reprobe = 256;
     std::uint64_t longest_reprobe = 8192;
     double drift = 0.25;
+    // A later round leaves out the candidates whose last agreed median was
+    // more than `hopeless` times the choice's (they cost the most to probe:
+    // plain fp32 over a slow link), except every `full_round_every`-th round
+    // and a round a drifted check started (the link changed), which probe all.
+    double hopeless = 3.0;
+    std::uint64_t full_round_every = 4;
   };
   // What a size class did, for the log and the report.
   struct ClassSummary {
@@ -120,6 +127,7 @@ class AutoChooser {
     double chosen_median = 0;         // the choice's median at its first check (0: none yet)
     bool drifted = false;             // the round was started by a drifted check
     bool awaiting = false;            // the window ended; agreed() not called yet
+    std::vector<int> round;           // the candidates the current probe round takes in turn
     std::vector<double> times;        // this rank's timed calls since the last exchange
     std::uint64_t calls_since = 0;    // calls since the last exchange
     std::uint64_t resets_since = 0;   // this rank's residual resets in them
@@ -130,6 +138,7 @@ class AutoChooser {
   AutoStep probe_step(ClassState& state, std::uint32_t size_class) const;
   AutoStep chosen_step(ClassState& state, std::uint32_t size_class) const;
   AutoStep awaiting_step(const ClassState& state, std::uint32_t size_class) const;
+  std::vector<int> round_candidates(const ClassState& state) const;
   bool agree_round(ClassState& state, const std::vector<double>& times, bool resetting) const;
   void agree_check(ClassState& state, const std::vector<double>& times, bool resetting) const;
   bool keeps_residual(int candidate) const {

@@ -286,11 +286,65 @@ TEST(AutoChooser, CallsAwaitingAnAgreementTakeTheChoiceAndAdvanceNothing) {
   EXPECT_EQ(after_check.candidate, 1);
 }
 
+// Runs the class's next probe round (however many candidates it takes), candidate c's calls
+// taking seconds[c]; returns the candidates it probed, in call order.
+std::vector<int> next_round(AutoChooser& chooser, const std::vector<double>& seconds) {
+  std::vector<int> probed;
+  for (;;) {
+    const AutoStep step = chooser.next(kComm, kBytes);
+    if (!step.probe) {
+      chooser.record(step, kComm, seconds.at(step.candidate));
+      if (step.agree_after) chooser.agreed(step, kComm, chooser.window(step, kComm));
+      continue;  // chosen calls up to the round
+    }
+    probed.push_back(step.candidate);
+    chooser.record(step, kComm, seconds.at(step.candidate));
+    if (!step.agree_after) continue;
+    chooser.agreed(step, kComm, chooser.window(step, kComm));
+    return probed;
+  }
+}
+
+// A later round leaves out a candidate whose agreed median was more than
+// `hopeless` times the choice's (plain fp32 over a slow link), except every
+// full_round_every-th round; it keeps its last median in the summary.
+TEST(AutoChooser, LaterRoundsLeaveOutHopelessCandidates) {
+  AutoChooser::Schedule schedule = small_schedule();
+  schedule.full_round_every = 3;
+  AutoChooser chooser(3, schedule);
+  const std::vector<double> seconds = {8e-3, 2e-3, 1e-3};  // none 8x int8's, fp16 2x
+  EXPECT_EQ(next_round(chooser, seconds), (std::vector<int>{0, 1, 2, 0, 1, 2, 0, 1, 2}));
+  EXPECT_EQ(next_round(chooser, seconds), (std::vector<int>{1, 2, 1, 2, 1, 2}))
+      << "round 2: candidate 0 left out (8x the choice's median)";
+  const auto summary = chooser.summary(kComm, AutoChooser::size_class(kBytes));
+  EXPECT_EQ(summary.chosen, 2);
+  EXPECT_EQ(summary.medians, (std::vector<double>{8e-3, 2e-3, 1e-3})) << "its last median kept";
+  EXPECT_EQ(next_round(chooser, seconds), (std::vector<int>{1, 2, 1, 2, 1, 2}));
+  EXPECT_EQ(next_round(chooser, seconds).size(), 9u)
+      << "round 4 (every third after the first): all";
+}
+
+// A drifted check starts a round of every candidate: the link changed, and a
+// candidate hopeless before may win now.
+TEST(AutoChooser, ARoundADriftStartsProbesEveryCandidate) {
+  AutoChooser chooser(3, small_schedule());
+  next_round(chooser, {8e-3, 2e-3, 1e-3});
+  chosen_period(chooser, 1e-3);  // the choice's own median
+  chosen_period(chooser, 5e-3);  // drifted: a round follows
+  const std::vector<int> probed = next_round(chooser, {0.5e-3, 2e-3, 5e-3});
+  EXPECT_EQ(probed.size(), 9u);
+  EXPECT_EQ(chooser.summary(kComm, AutoChooser::size_class(kBytes)).chosen, 0)
+      << "the once hopeless candidate wins on the changed link";
+}
+
 TEST(AutoChooser, RefusesASchedulethatNeverAgrees) {
   AutoChooser::Schedule bad = small_schedule();
   bad.check_window = bad.check_every + 1;
   EXPECT_THROW(AutoChooser(2, bad), std::invalid_argument);
   EXPECT_THROW(AutoChooser(0, small_schedule()), std::invalid_argument);
+  bad = small_schedule();
+  bad.hopeless = 0.5;  // would leave out the choice itself
+  EXPECT_THROW(AutoChooser(2, bad), std::invalid_argument);
 }
 
 Policy auto_policy() {
