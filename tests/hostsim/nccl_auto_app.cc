@@ -18,7 +18,8 @@
 // swamp it. A rank that chose apart from the others would send other
 // bytes: its collectives would not match. After the first exchanges the
 // library makes no host wait: none counted (auto.waits) and none seen by
-// the simulation (host_syncs) across any call.
+// the simulation (host_syncs) across any call. Then groups of both buckets:
+// calls in a group take their class's choice, untimed, and add no probe.
 // With other candidates (fp16 and int8: residuals carried across switches,
 // int8's owner-side one kept beside fp16's), results are not identified by
 // their bits: each must be finite and the same on every rank, and the
@@ -129,6 +130,27 @@ int main(int argc, char** argv) {
   }
   if (world.rank == 0)
     std::printf("candidates by call: %s | %s\n", seen[0].c_str(), seen[1].c_str());
+  // Calls in a group are no steps of the schedule: each takes its class's
+  // choice (the bits of the candidate its class settled on), and no probe
+  // follows.
+  if (by_bits) {
+    for (int group = 0; group < 4; ++group) {
+      std::vector<Call> calls;
+      for (int b = 0; b < 2; ++b)
+        calls.push_back(
+            prepare(world, bucket_send[b], bucket_recv[b], sizes[b], ncclFloat32, ncclSum, stream));
+      NCCL_OK(ncclGroupStart());
+      for (const Call& c : calls) issue(c);
+      NCCL_OK(ncclGroupEnd());
+      for (int b = 0; b < 2; ++b) {
+        const char got = candidate_of(read_back(calls[b]), none_model.expected(calls[b].model),
+                                      fp16_model.expected(calls[b].model));
+        expect(got == seen[b][7], "group " + std::to_string(group) + ", bucket " +
+                                      std::to_string(b) + ": sent with '" + got +
+                                      "', its class's choice '" + seen[b][7] + "'");
+      }
+    }
+  }
   double probes = 0, waits = -1, switches = -1;
   CHECK(slimreduce_get_counter("auto.probe_calls", &probes) == 0, "auto.probe_calls");
   CHECK(slimreduce_get_counter("auto.waits", &waits) == 0, "auto.waits");
