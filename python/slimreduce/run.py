@@ -59,7 +59,8 @@ def _parser():
         help="none, fp16, bf16, int8, int4, int2, quant, fp8, topk, topk:RATIO, powersgd, "
         "powersgd:RANK, or auto "
         "(measures the candidates on the job's own calls and sends each size class with the "
-        "fastest; MPI) (sets SLIMREDUCE_COMPRESSOR, and SLIMREDUCE_TOPK_RATIO or "
+        "fastest; MPI, and NCCL calls made outside a group) (sets SLIMREDUCE_COMPRESSOR, and "
+        "SLIMREDUCE_TOPK_RATIO or "
         "SLIMREDUCE_POWERSGD_RANK)",
     )
     parser.add_argument(
