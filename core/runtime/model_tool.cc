@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -66,19 +67,13 @@ std::optional<double> parse_rate(const std::string& text) {
   return value * bits / 8;
 }
 
-// "64K", "1M", "1G", "65536": bytes (powers of 1024).
+// "64K", "1MiB", "65536": bytes, as the settings read them (parse_byte_size).
 std::optional<std::uint64_t> parse_bytes(const std::string& text) {
-  char* end = nullptr;
-  const unsigned long long value = std::strtoull(text.c_str(), &end, 10);
-  if (end == text.c_str()) return std::nullopt;
-  const std::string unit = end;
-  const std::uint64_t scale = unit.empty()  ? 1
-                              : unit == "K" ? 1 << 10
-                              : unit == "M" ? 1 << 20
-                              : unit == "G" ? 1ull << 30
-                                            : 0;
-  if (scale == 0) return std::nullopt;
-  return value * scale;
+  try {
+    return slimreduce::parse_byte_size(text);
+  } catch (const std::invalid_argument&) {
+    return std::nullopt;
+  }
 }
 
 // The median of three timings of `work`, in seconds.
