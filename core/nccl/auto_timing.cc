@@ -59,24 +59,29 @@ NcclAutoTiming::~NcclAutoTiming() {
 }
 
 std::size_t NcclAutoTiming::exchange_bytes(const Key& key) const {
-  std::lock_guard lock(const_cast<std::mutex&>(mutex_));
+  std::lock_guard lock(mutex_);
   const auto found = windows_.find(key);
   return ((found == windows_.end() ? 0 : found->second.calls.size()) + 1) * sizeof(double);
 }
 
+// A timing event recorded on `stream` now.
+Status NcclAutoTiming::recorded(cudaStream_t stream, std::unique_ptr<Event>* event) {
+  *event = std::make_unique<Event>();
+  SLIMREDUCE_TRY(Status::cuda(cudaEventCreate(&(*event)->event)));
+  return Status::cuda(cudaEventRecord((*event)->event, stream));
+}
+
 Status NcclAutoTiming::start(const Key& key, cudaStream_t stream) {
-  auto event = std::make_unique<Event>();
-  SLIMREDUCE_TRY(Status::cuda(cudaEventCreate(&event->event)));
-  SLIMREDUCE_TRY(Status::cuda(cudaEventRecord(event->event, stream)));
+  std::unique_ptr<Event> event;
+  SLIMREDUCE_TRY(recorded(stream, &event));
   std::lock_guard lock(mutex_);
   windows_[key].calls.push_back({std::move(event), nullptr});
   return {};
 }
 
 Status NcclAutoTiming::stop(const Key& key, cudaStream_t stream) {
-  auto event = std::make_unique<Event>();
-  SLIMREDUCE_TRY(Status::cuda(cudaEventCreate(&event->event)));
-  SLIMREDUCE_TRY(Status::cuda(cudaEventRecord(event->event, stream)));
+  std::unique_ptr<Event> event;
+  SLIMREDUCE_TRY(recorded(stream, &event));
   std::lock_guard lock(mutex_);
   std::vector<Timed>& calls = windows_[key].calls;
   if (!calls.empty() && !calls.back().stop) calls.back().stop = std::move(event);
@@ -92,7 +97,7 @@ void NcclAutoTiming::close(const Key& key, const AutoStep& step, double resets) 
 }
 
 NcclAutoTiming::Due NcclAutoTiming::due(const Key& key) const {
-  std::lock_guard lock(const_cast<std::mutex&>(mutex_));
+  std::lock_guard lock(mutex_);
   const auto found = windows_.find(key);
   if (found == windows_.end() || !found->second.closed) return Due::nothing;
   return found->second.done ? Due::agreement : Due::exchange;

@@ -110,11 +110,12 @@ class NcclAutoTiming {
     double exchange_begin_us = 0;
   };
 
+  static Status recorded(cudaStream_t stream, std::unique_ptr<Event>* event);
   // The class's pinned memory for its exchanges, kept for the next
   // (cudaFreeHost waits for the whole device); nullptr when none can be made.
   Pinned* pinned_for(const Key& key, std::size_t values);
 
-  std::mutex mutex_;  // guards everything below; never held across a wait
+  mutable std::mutex mutex_;  // guards everything below; never held across a wait
   std::map<Key, Window> windows_;
   std::map<Key, std::unique_ptr<Pinned>> pinned_;
   // A gone communicator's, maybe still in flight; freed with the engine.

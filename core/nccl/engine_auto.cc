@@ -12,11 +12,10 @@
 namespace slimreduce {
 namespace {
 
-// count: the whole call's (a cut call's pieces together).
-NcclAutoTiming::Key timing_key(const CallPlan& p, std::uint64_t count) {
-  return {p.comm->id, AutoChooser::size_class(count * sizeof(float))};
+// count: the whole call's (a cut call's pieces together), fp32.
+NcclAutoTiming::Key timing_key(std::uint64_t comm_id, std::uint64_t count) {
+  return {comm_id, AutoChooser::size_class(count * sizeof(float))};
 }
-NcclAutoTiming::Key timing_key(const CallPlan& p) { return timing_key(p, p.call.count); }
 
 // Whether the candidate's GPU kernels can carry the call (its route's entry
 // points, under its size cap).
@@ -88,7 +87,8 @@ void NcclEngine::record_auto_steps(const GroupPlan& plan) {
     if (!p.auto_step || !p.comm) continue;
     const std::optional<std::vector<double>> window =
         runtime_.auto_recorded(Side::nccl, p.comm->id, *p.auto_step, 0.0, p.auto_resets);
-    if (window) auto_timing_.close(timing_key(p), *p.auto_step, window->back());
+    if (window)
+      auto_timing_.close(timing_key(p.comm->id, p.call.count), *p.auto_step, window->back());
   }
 }
 
@@ -98,36 +98,39 @@ void NcclEngine::record_auto_steps(const GroupPlan& plan) {
 // so every rank does the same here at the same call.
 ncclResult_t NcclEngine::absorb_auto(const GroupPlan& plan) {
   if (!runtime_.settings().chooses_compressor() || plan.calls.size() != 1) return ncclSuccess;
-  CallPlan p = plan.calls.front();
-  const auto stream = static_cast<cudaStream_t>(p.call.stream);
+  const Reduction& call = plan.calls.front().call;
+  const auto stream = static_cast<cudaStream_t>(call.stream);
   if (is_capturing(stream)) return ncclSuccess;  // nothing of auto goes into a graph
-  void* buffer = nullptr;
+  std::shared_ptr<NcclCommState> comm;
   NcclAutoTiming::Key key;
+  NcclAutoTiming::Due due = NcclAutoTiming::Due::nothing;
+  void* buffer = nullptr;
   {
     std::lock_guard lock(mutex_);
-    const auto found = comms_.find(static_cast<ncclComm_t>(p.call.comm));
+    const auto found = comms_.find(static_cast<ncclComm_t>(call.comm));
     if (found == comms_.end() || !found->second->blocking || found->second->size < 1)
       return ncclSuccess;
-    p.comm = found->second;
-    key = timing_key(p);
-    if (auto_timing_.due(key) == NcclAutoTiming::Due::exchange) {
-      DeviceGuard device(p.comm->device);
-      buffer = device.ok() ? p.comm->auto_workspaces[stream].ensure(
-                                 auto_timing_.exchange_bytes(key), stream, device_memory_)
+    comm = found->second;
+    key = timing_key(comm->id, call.count);
+    due = auto_timing_.due(key);
+    if (due == NcclAutoTiming::Due::exchange) {
+      DeviceGuard device(comm->device);
+      buffer = device.ok() ? comm->auto_workspaces[stream].ensure(auto_timing_.exchange_bytes(key),
+                                                                  stream, device_memory_)
                            : nullptr;
       if (!buffer) return ncclSystemError;
     }
   }
   Counters waited;
   Status status;
-  if (buffer) {
-    DeviceGuard device(p.comm->device);
-    status = auto_timing_.exchange(key, p.comm->comm, stream, buffer, &waited.auto_waits);
-  } else if (auto_timing_.due(key) == NcclAutoTiming::Due::agreement) {
+  if (due == NcclAutoTiming::Due::exchange) {
+    DeviceGuard device(comm->device);
+    status = auto_timing_.exchange(key, comm->comm, stream, buffer, &waited.auto_waits);
+  } else if (due == NcclAutoTiming::Due::agreement) {
     NcclAutoTiming::Agreed agreed;
     status = auto_timing_.agreement(key, &agreed, &waited.auto_waits);
     if (status.ok()) {
-      runtime_.auto_agreed(Side::nccl, key.first, p.comm->rank, agreed.step, agreed.window,
+      runtime_.auto_agreed(Side::nccl, key.first, comm->rank, agreed.step, agreed.window,
                            agreed.exchange_begin_us);
     }
   }
@@ -144,8 +147,8 @@ ncclResult_t NcclEngine::time_auto_call(const GroupPlan& plan, bool stop) {
   std::uint64_t count = 0;  // the plan is the call's pieces
   for (const CallPlan& piece : plan.calls) count += piece.call.count;
   DeviceGuard device(p.comm->device);
-  const Status status = stop ? auto_timing_.stop(timing_key(p, count), stream)
-                             : auto_timing_.start(timing_key(p, count), stream);
+  const NcclAutoTiming::Key key = timing_key(p.comm->id, count);
+  const Status status = stop ? auto_timing_.stop(key, stream) : auto_timing_.start(key, stream);
   return status.ok() ? ncclSuccess : backends::nccl_code(status);
 }
 
