@@ -77,6 +77,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   sim::enqueue(stream, [reached] {
     reached->at = std::chrono::steady_clock::now();
     reached->done.store(true, std::memory_order_release);
+    reached->done.notify_all();
   });
   return cudaSuccess;
 }
@@ -91,7 +92,9 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   if (!event->recorded) return cudaSuccess;  // as CUDA: nothing to wait for
   std::shared_ptr<Reached> reached = event->latest;
   sim::enqueue(stream, [reached] {
-    while (!reached->done.load(std::memory_order_acquire)) std::this_thread::yield();
+    // Blocks, not spins: a spinning stream thread takes the CPU from the
+    // threads (of this rank and the others) that it waits for.
+    reached->done.wait(false, std::memory_order_acquire);
   });
   return cudaSuccess;
 }

@@ -15,6 +15,7 @@
 #include <nccl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -144,6 +145,11 @@ ncclResult_t taken(ncclComm* comm) {
 
 bool wait_unless_aborted(const ncclComm& comm, InFlight& in_flight) {
   ++waiting;
+  // Polls (MPI has no blocking wait that an abort can cut short), yielding
+  // at first, then sleeping a little longer each time up to 100 us: ranks
+  // oversubscribe the cores, and a stream thread that spins on yield takes
+  // them from the ranks it waits for.
+  auto pause = std::chrono::microseconds(0);
   for (int done = 0;;) {
     MPI_Testall(static_cast<int>(in_flight.requests.size()), in_flight.requests.data(), &done,
                 MPI_STATUSES_IGNORE);
@@ -160,7 +166,13 @@ bool wait_unless_aborted(const ncclComm& comm, InFlight& in_flight) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       return false;
     }
-    std::this_thread::yield();
+    if (pause.count() == 0) {
+      std::this_thread::yield();
+      pause = std::chrono::microseconds(1);
+    } else {
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(100));
+    }
   }
   --waiting;
   return true;
