@@ -152,8 +152,8 @@ enum { ROW_TILE = 32 };
 // of a, each row of w is read once and applied to every row of the tile: the
 // tile of out stays in cache and the inner loop streams a row of w and
 // vectorizes. Every out element still sums over k in ascending order.
-CLONED static void matmul_bias(const float* a, const float* w, const float* bias, float* out, int b, int m,
-                        int n) {
+CLONED static void matmul_bias(const float* a, const float* w, const float* bias, float* out, int b,
+                               int m, int n) {
   for (int i0 = 0; i0 < b; i0 += ROW_TILE) {
     const int i1 = i0 + ROW_TILE < b ? i0 + ROW_TILE : b;
     for (int i = i0; i < i1; ++i) memcpy(out + (size_t)i * n, bias, sizeof(float) * n);
@@ -196,8 +196,8 @@ static double forward(const Params* p, const float* x, const int* y, int b, floa
 
 // Backward pass: gradients of the loss whose dlogits were given, written
 // (overwritten) into g. w2t is scratch for W2 transposed (N_OUT x N_HID).
-CLONED static void backward(const Params* p, const float* x, const float* hid, const float* dlogits, int b,
-                     float* dhid, float* w2t, Params* g) {
+CLONED static void backward(const Params* p, const float* x, const float* hid, const float* dlogits,
+                            int b, float* dhid, float* w2t, Params* g) {
   memset(g->w1, 0, sizeof(float) * N_IN * N_HID);
   memset(g->b1, 0, sizeof(float) * N_HID);
   memset(g->w2, 0, sizeof(float) * N_HID * N_OUT);
@@ -299,8 +299,8 @@ typedef struct {
   int steps, batch, log_every;
   float lr, momentum;
   Sync sync;
-  long seed;     // 0: the default run
-  int lr_drop;   // the step from which the learning rate is a tenth; 0: never
+  long seed;    // 0: the default run
+  int lr_drop;  // the step from which the learning rate is a tenth; 0: never
 } Options;
 
 static void usage(void) {
@@ -366,8 +366,7 @@ static int parse_options(int argc, char** argv, Options* o) {
     if (end == v || *end != '\0') return -1;
   }
   if (o->steps < 1 || o->batch < 1 || o->log_every < 1 || !(o->lr > 0.0f) || o->seed < 0 ||
-      o->lr_drop < 0 ||
-      !(o->momentum >= 0.0f && o->momentum < 1.0f))
+      o->lr_drop < 0 || !(o->momentum >= 0.0f && o->momentum < 1.0f))
     return -1;
   return 0;
 }
