@@ -29,7 +29,7 @@ run_case() {
   while [ "$1" != -- ]; do exports+=(-x "$1"); shift; done
   shift
   launch() {
-    timeout 600 "$mpiexec" --allow-run-as-root --oversubscribe --mca btl_vader_single_copy_mechanism none \
+    timeout 600 "$mpiexec" --allow-run-as-root --oversubscribe --mca btl_vader_single_copy_mechanism none --mca pml ob1 \
       -np "$ranks" -x LD_PRELOAD="$dir/interpose/libslimreduce.so" -x TSAN_OPTIONS="$options" \
       "${exports[@]}" "${tsan_wrap[@]}" "$@"
   }

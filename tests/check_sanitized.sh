@@ -62,7 +62,7 @@ leaks_of() {  # COMPRESSOR RANKS [SETTING=VALUE ...]: the job's log in leaks_COM
   local log=leaks_$compressor.log rc=0
   # Open MPI's leaks end each rank with the sanitizers' exit code, 86 here; any
   # other failure (a signal, the job's own 1) has another.
-  timeout 900 mpiexec --allow-run-as-root --oversubscribe --mca btl_vader_single_copy_mechanism none \
+  timeout 900 mpiexec --allow-run-as-root --oversubscribe --mca btl_vader_single_copy_mechanism none --mca pml ob1 \
     -np "$ranks" -x LD_PRELOAD="$asan_runtime:$dir/interpose/libslimreduce.so" \
     -x ASAN_OPTIONS=detect_leaks=1:exitcode=86 -x SLIMREDUCE_COMPRESSOR="$compressor" \
     "${exports[@]}" tests/mpi/memory_job 1000000000 100 1000 >"$log" 2>&1 || rc=$?

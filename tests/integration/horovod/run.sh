@@ -55,7 +55,7 @@ done < <(env)
 unset LD_PRELOAD PYTHONPATH PYTHONHOME
 
 MPIRUN=(mpirun --oversubscribe --bind-to none -np 4
-        --mca btl_vader_single_copy_mechanism none --mca mpi_yield_when_idle 1
+        --mca btl_vader_single_copy_mechanism none --mca pml ob1 --mca mpi_yield_when_idle 1
         -x HOROVOD_CPU_OPERATIONS=MPI -x HOROVOD_CONTROLLER=MPI)
 [ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
 # Horovod's defaults, stated; a configuration line may override them.
