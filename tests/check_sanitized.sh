@@ -53,7 +53,8 @@ no_reports_in mpi.log "the multi-rank tests"
 # leaked block was allocated on a stack through SlimReduce. Its resident-set limit is off
 # (ASan's quarantine), and so it runs 100 communicator cycles and 1,000 calls of changing
 # sizes, not 1,000 and 10,000: a leak is reported however few times its path ran, and these
-# take every path (the residual cap of 8 MiB is reached within 40 calls), in a tenth of the time.
+# take every path (the top-k run still warns that its 8 MiB residual cap was reached), in a
+# tenth of the time.
 asan_runtime=$(c++ -print-file-name=libasan.so)
 leaks_of() {  # COMPRESSOR RANKS [SETTING=VALUE ...]: the job's log in leaks_COMPRESSOR.log
   local compressor=$1 ranks=$2 exports=()
