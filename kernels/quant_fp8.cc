@@ -95,12 +95,10 @@ using simd::store_ucodes8;
 using simd::finite_abs8;
 using simd::reduce_max8;
 
-// fp8_code for 8 lanes, as 32-bit integers (Special: whether the bucket
-// holds an inf or a NaN; else no lane needs the special codes).
-template <bool Special>
-SR_AVX2 __m256i code8(__m256 acc, __m256 inv) {
-  const __m256i y = _mm256_castps_si256(_mm256_mul_ps(acc, inv));
-  const __m256i abs = _mm256_and_si256(y, _mm256_set1_epi32(0x7fffffff));
+// fp8_magnitude for 8 lanes of |y|'s bits, but unsaturated: exact for
+// |y| <= 448, which every bucket's values meet but for a bucket scaled at
+// 2^119 (code8 saturates those).
+SR_AVX2 __m256i magnitude8(__m256i abs) {
   // Subnormal e4m3: rint(|y| 2^9), ties to even (|y| 2^9 < 8: exact in fp32).
   const __m256 scaled = _mm256_mul_ps(_mm256_castsi256_ps(abs), _mm256_set1_ps(512.0f));
   const __m256i small =
@@ -108,18 +106,51 @@ SR_AVX2 __m256i code8(__m256 acc, __m256 inv) {
   // Normal: rebiased, rounded from 23 significand bits to 3.
   const __m256i t = _mm256_sub_epi32(abs, _mm256_set1_epi32(120 << 23));
   const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(t, 20), _mm256_set1_epi32(1));
-  const __m256i normal = _mm256_min_epu32(
-      _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(t, _mm256_set1_epi32(0x7ffff)), odd), 20),
-      _mm256_set1_epi32(kFp8MaxMagnitude));
-  const __m256i is_small =
-      _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(kFp8NormalBits)), abs);
-  const __m256i magnitude = _mm256_blendv_epi8(normal, small, is_small);
+  const __m256i normal =
+      _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(t, _mm256_set1_epi32(0x7ffff)), odd), 20);
+  const __m256i is_normal =
+      _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(static_cast<int>(kFp8NormalBits - 1)));
+  return _mm256_blendv_epi8(small, normal, is_normal);
+}
+
+// fp8_code for 8 lanes, as 32-bit integers (Special: whether the bucket
+// holds an inf or a NaN, or is scaled at 2^119; else no lane needs the
+// special codes or the saturation).
+template <bool Special>
+SR_AVX2 __m256i code8(__m256 acc, __m256 inv) {
+  const __m256i y = _mm256_castps_si256(_mm256_mul_ps(acc, inv));
+  __m256i magnitude = magnitude8(_mm256_and_si256(y, _mm256_set1_epi32(0x7fffffff)));
+  if constexpr (Special)
+    magnitude = _mm256_min_epu32(magnitude, _mm256_set1_epi32(kFp8MaxMagnitude));
   // The sign only where the magnitude is not 0.
   const __m256i sign = _mm256_slli_epi32(_mm256_srli_epi32(y, 31), 7);
   const __m256i zero = _mm256_cmpeq_epi32(magnitude, _mm256_setzero_si256());
   const __m256i q = _mm256_or_si256(magnitude, _mm256_andnot_si256(zero, sign));
   if constexpr (!Special) return q;
   return simd::with_special_codes8(q, acc, kFp8PlusInf, kFp8MinusInf, kFp8Nan);
+}
+
+// The codes of 32 finite values of a bucket that needs neither special
+// codes nor saturation, stored: the magnitudes packed to bytes, and the
+// signs packed beside them by signed saturation (a negative float's bits
+// saturate to 0x80, a positive's to at most 0x7f), kept where the magnitude
+// is not 0 (vpsignb zeroes a byte where the magnitude's is 0).
+SR_AVX2 void store_codes32(const float* in, __m256 inv, std::uint8_t* codes) {
+  __m256i y[4], magnitude[4];
+  for (int k = 0; k < 4; ++k) {
+    y[k] = _mm256_castps_si256(_mm256_mul_ps(_mm256_loadu_ps(in + 8 * k), inv));
+    magnitude[k] = magnitude8(_mm256_and_si256(y[k], _mm256_set1_epi32(0x7fffffff)));
+  }
+  const __m256i magnitudes = _mm256_packus_epi16(_mm256_packus_epi32(magnitude[0], magnitude[1]),
+                                                 _mm256_packus_epi32(magnitude[2], magnitude[3]));
+  const __m256i signs =
+      _mm256_packs_epi16(_mm256_packs_epi32(y[0], y[1]), _mm256_packs_epi32(y[2], y[3]));
+  const __m256i kept =
+      _mm256_and_si256(_mm256_sign_epi8(signs, magnitudes), _mm256_set1_epi8(-128));
+  const __m256i bytes = _mm256_or_si256(magnitudes, kept);
+  _mm256_storeu_si256(
+      reinterpret_cast<__m256i*>(codes),
+      _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
 }
 
 // fp8_decode for 8 lanes of codes 0..255.
@@ -166,6 +197,9 @@ SR_AVX2_ENTRY void code_bucket8(const float* in, float* res, std::size_t len, st
   const __m256 inv = _mm256_set1_ps(fp8_inverse(exponent));
   const __m256 scale = _mm256_set1_ps(fp8_scale(exponent));
   std::size_t i = 0;
+  if constexpr (!R && !Special) {
+    for (; i + 32 <= len; i += 32) store_codes32(in + i, inv, codes + i);
+  }
   for (; i + 32 <= len; i += 32) {
     __m256 acc[4];
     __m256i q[4];
@@ -192,9 +226,10 @@ template <bool R>
 SR_AVX2_ENTRY std::uint8_t compress_bucket_avx2(const float* in, float* res, std::size_t len,
                                                 std::uint8_t* codes) {
   const std::uint32_t largest = simd::largest_abs8<R>(in, res, len, false);
-  const bool special = largest >= 0x7f800000u;
+  const bool finite = largest < 0x7f800000u;
   const std::uint8_t exponent =
-      fp8_exponent(special ? simd::largest_abs8<R>(in, res, len, true) : largest);
+      fp8_exponent(finite ? largest : simd::largest_abs8<R>(in, res, len, true));
+  const bool special = !finite || exponent == 127 + kFp8MaxScaleExponent;
   special ? code_bucket8<R, true>(in, res, len, codes, exponent)
           : code_bucket8<R, false>(in, res, len, codes, exponent);
   return exponent;
@@ -232,27 +267,54 @@ using simd::acc16;
 using simd::finite_mask16;
 using simd::lanes16;
 
-// code8 for 16 lanes.
-template <bool Special>
-SR_AVX512 __m512i code16(__m512 acc, __m512 inv) {
-  const __m512i y = _mm512_castps_si512(_mm512_mul_ps(acc, inv));
-  const __m512i abs = _mm512_and_si512(y, _mm512_set1_epi32(0x7fffffff));
+// magnitude8 for 16 lanes.
+SR_AVX512 __m512i magnitude16(__m512i abs) {
   const __m512 scaled = _mm512_mul_ps(_mm512_castsi512_ps(abs), _mm512_set1_ps(512.0f));
   const __m512i small =
       _mm512_cvt_roundps_epi32(scaled, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m512i t = _mm512_sub_epi32(abs, _mm512_set1_epi32(120 << 23));
   const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(t, 20), _mm512_set1_epi32(1));
-  const __m512i normal = _mm512_min_epu32(
-      _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(t, _mm512_set1_epi32(0x7ffff)), odd), 20),
-      _mm512_set1_epi32(kFp8MaxMagnitude));
+  const __m512i normal =
+      _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(t, _mm512_set1_epi32(0x7ffff)), odd), 20);
   const __mmask16 is_small =
       _mm512_cmplt_epi32_mask(abs, _mm512_set1_epi32(static_cast<int>(kFp8NormalBits)));
-  const __m512i magnitude = _mm512_mask_mov_epi32(normal, is_small, small);
+  return _mm512_mask_mov_epi32(normal, is_small, small);
+}
+
+// code8 for 16 lanes.
+template <bool Special>
+SR_AVX512 __m512i code16(__m512 acc, __m512 inv) {
+  const __m512i y = _mm512_castps_si512(_mm512_mul_ps(acc, inv));
+  __m512i magnitude = magnitude16(_mm512_and_si512(y, _mm512_set1_epi32(0x7fffffff)));
+  if constexpr (Special)
+    magnitude = _mm512_min_epu32(magnitude, _mm512_set1_epi32(kFp8MaxMagnitude));
   const __m512i sign = _mm512_slli_epi32(_mm512_srli_epi32(y, 31), 7);
   const __mmask16 nonzero = _mm512_test_epi32_mask(magnitude, magnitude);
   const __m512i q = _mm512_mask_or_epi32(magnitude, nonzero, magnitude, sign);
   if constexpr (!Special) return q;
   return simd::with_special_codes16(q, acc, kFp8PlusInf, kFp8MinusInf, kFp8Nan);
+}
+
+// store_codes32 for 64 values: the sign bytes set by mask where the value
+// is negative and its magnitude not 0.
+SR_AVX512 void store_codes64(const float* in, __m512 inv, std::uint8_t* codes) {
+  __m512i y[4], magnitude[4];
+  for (int k = 0; k < 4; ++k) {
+    y[k] = _mm512_castps_si512(_mm512_mul_ps(_mm512_loadu_ps(in + 16 * k), inv));
+    magnitude[k] = magnitude16(_mm512_and_si512(y[k], _mm512_set1_epi32(0x7fffffff)));
+  }
+  const __m512i magnitudes = _mm512_packus_epi16(_mm512_packus_epi32(magnitude[0], magnitude[1]),
+                                                 _mm512_packus_epi32(magnitude[2], magnitude[3]));
+  const __m512i signs =
+      _mm512_packs_epi16(_mm512_packs_epi32(y[0], y[1]), _mm512_packs_epi32(y[2], y[3]));
+  const __mmask64 negative =
+      _mm512_movepi8_mask(signs) & _mm512_test_epi8_mask(magnitudes, magnitudes);
+  // A magnitude is below 0x80, so adding 0x80 sets its sign bit.
+  const __m512i coded =
+      _mm512_mask_add_epi8(magnitudes, negative, magnitudes, _mm512_set1_epi8(-128));
+  _mm512_storeu_si512(
+      codes, _mm512_permutexvar_epi32(
+                 _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), coded));
 }
 
 // decode8 for 16 lanes.
@@ -300,6 +362,9 @@ SR_AVX512_ENTRY void code_bucket16(const float* in, float* res, std::size_t len,
   const __m512 inv = _mm512_set1_ps(fp8_inverse(exponent));
   const __m512 scale = _mm512_set1_ps(fp8_scale(exponent));
   std::size_t i = 0;
+  if constexpr (!R && !Special) {
+    for (; i + 64 <= len; i += 64) store_codes64(in + i, inv, codes + i);
+  }
   for (; i + 16 <= len; i += 16) code_step16<R, Special>(in, res, i, 16, codes, inv, scale);
   if (i < len) code_step16<R, Special>(in, res, i, len - i, codes, inv, scale);
 }
@@ -308,9 +373,10 @@ template <bool R>
 SR_AVX512_ENTRY std::uint8_t compress_bucket_avx512(const float* in, float* res, std::size_t len,
                                                     std::uint8_t* codes) {
   std::uint32_t largest = simd::largest_abs16<R>(in, res, len, false);
-  const bool special = largest >= 0x7f800000u;
-  if (special) largest = simd::largest_abs16<R>(in, res, len, true);  // rare
+  const bool finite = largest < 0x7f800000u;
+  if (!finite) largest = simd::largest_abs16<R>(in, res, len, true);  // rare
   const std::uint8_t exponent = fp8_exponent(largest);
+  const bool special = !finite || exponent == 127 + kFp8MaxScaleExponent;
   special ? code_bucket16<R, true>(in, res, len, codes, exponent)
           : code_bucket16<R, false>(in, res, len, codes, exponent);
   return exponent;

@@ -104,20 +104,32 @@ SR_AVX2 std::uint32_t reduce_max8(__m256i v) {
 
 // A bucket's largest |acc| bits (acc8's acc; the lanes past len read as
 // 0): at or above inf's where a value is not finite; with finite_only, over
-// the finite values only (the quantizers' rare second pass).
+// the finite values only (the quantizers' rare second pass). Whole groups of
+// 32 first, with no lane mask to make and two chains of max: the scan was a
+// third of fp8's compression on AVX2 when it took 8 values a step.
+template <bool R>
+SR_AVX2 __m256i abs_at8(const float* in, const float* res, std::size_t i, std::size_t t,
+                        bool finite_only) {
+  const __m256 acc = acc8<R>(in + i, R ? res + i : nullptr, lanes8(t), t == 8);
+  return finite_only ? finite_abs8(acc)
+                     : _mm256_and_si256(_mm256_castps_si256(acc), _mm256_set1_epi32(0x7fffffff));
+}
 template <bool R>
 SR_AVX2 std::uint32_t largest_abs8(const float* in, const float* res, std::size_t len,
                                    bool finite_only) {
-  __m256i max = _mm256_setzero_si256();
-  for (std::size_t i = 0; i < len; i += 8) {
-    const std::size_t t = std::min<std::size_t>(8, len - i);
-    const __m256 acc = acc8<R>(in + i, R ? res + i : nullptr, lanes8(t), t == 8);
-    const __m256i abs =
-        finite_only ? finite_abs8(acc)
-                    : _mm256_and_si256(_mm256_castps_si256(acc), _mm256_set1_epi32(0x7fffffff));
-    max = _mm256_max_epu32(max, abs);
+  __m256i max0 = _mm256_setzero_si256(), max1 = _mm256_setzero_si256();
+  std::size_t i = 0;
+  for (; i + 32 <= len; i += 32) {
+    max0 = _mm256_max_epu32(max0, _mm256_max_epu32(abs_at8<R>(in, res, i, 8, finite_only),
+                                                   abs_at8<R>(in, res, i + 8, 8, finite_only)));
+    max1 = _mm256_max_epu32(max1, _mm256_max_epu32(abs_at8<R>(in, res, i + 16, 8, finite_only),
+                                                   abs_at8<R>(in, res, i + 24, 8, finite_only)));
   }
-  return reduce_max8(max);
+  for (; i < len; i += 8) {
+    const std::size_t t = std::min<std::size_t>(8, len - i);
+    max0 = _mm256_max_epu32(max0, abs_at8<R>(in, res, i, t, finite_only));
+  }
+  return reduce_max8(_mm256_max_epu32(max0, max1));
 }
 
 // 8 unsigned byte codes from memory (t < 8 of them through a zeroed
@@ -280,19 +292,28 @@ SR_AVX512 __m512i finite_abs16(__m512 v) {
   return _mm512_maskz_mov_epi32(_mm512_cmplt_epu32_mask(abs, _mm512_set1_epi32(0x7f800000)), abs);
 }
 
-// largest_abs8 for 16 lanes at a time.
+// largest_abs8 for 16 lanes at a time (whole groups of 64 first).
+template <bool R>
+SR_AVX512 __m512i abs_at16(const float* in, const float* res, std::size_t i, std::size_t t,
+                           bool finite_only) {
+  const __m512 acc = acc16<R>(in + i, R ? res + i : nullptr, lanes16(t));
+  return finite_only ? finite_abs16(acc)
+                     : _mm512_and_si512(_mm512_castps_si512(acc), _mm512_set1_epi32(0x7fffffff));
+}
 template <bool R>
 SR_AVX512 std::uint32_t largest_abs16(const float* in, const float* res, std::size_t len,
                                       bool finite_only) {
-  __m512i max = _mm512_setzero_si512();
-  for (std::size_t i = 0; i < len; i += 16) {
-    const __m512 acc = acc16<R>(in + i, R ? res + i : nullptr, lanes16(len - i));
-    const __m512i abs =
-        finite_only ? finite_abs16(acc)
-                    : _mm512_and_si512(_mm512_castps_si512(acc), _mm512_set1_epi32(0x7fffffff));
-    max = _mm512_max_epu32(max, abs);
+  __m512i max0 = _mm512_setzero_si512(), max1 = _mm512_setzero_si512();
+  std::size_t i = 0;
+  for (; i + 64 <= len; i += 64) {
+    max0 = _mm512_max_epu32(max0, _mm512_max_epu32(abs_at16<R>(in, res, i, 16, finite_only),
+                                                   abs_at16<R>(in, res, i + 16, 16, finite_only)));
+    max1 = _mm512_max_epu32(max1, _mm512_max_epu32(abs_at16<R>(in, res, i + 32, 16, finite_only),
+                                                   abs_at16<R>(in, res, i + 48, 16, finite_only)));
   }
-  return static_cast<std::uint32_t>(_mm512_reduce_max_epu32(max));
+  for (; i < len; i += 16)
+    max0 = _mm512_max_epu32(max0, abs_at16<R>(in, res, i, len - i, finite_only));
+  return static_cast<std::uint32_t>(_mm512_reduce_max_epu32(_mm512_max_epu32(max0, max1)));
 }
 
 // with_special_codes8 for 16 lanes.
