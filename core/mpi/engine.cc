@@ -193,7 +193,7 @@ void Engine::count_pass_through(std::uint64_t bytes, const CommState& state,
 }
 
 void Engine::count_compressed(std::uint64_t bytes, const CommState& state, double wire_sent,
-                              Counters& delta) const {
+                              bool two_level, Counters& delta) const {
   // This call alone, then added: the node split reads the call's own baseline
   // (delta may hold a fused batch's earlier calls).
   CallOutcome call;
@@ -201,7 +201,7 @@ void Engine::count_compressed(std::uint64_t bytes, const CommState& state, doubl
   call.count = bytes / sizeof(float);
   call.compressed = true;
   call.wire_sent = wire_sent;
-  call.ran_hierarchically = state.reduces_hierarchically();
+  call.ran_hierarchically = two_level && state.reduces_hierarchically();
   delta += counted_call(state.size(), state.nodes(), call);
 }
 
@@ -283,7 +283,8 @@ Engine::Started Engine::start_call(const AllreduceCall& call, MPI_Datatype datat
   Runtime::Locked shared = runtime_.shared();
   const auto datatype_tag = backends::mpi::handle_tag(datatype);
   started.shape = {state.id(), call.count, datatype_tag};
-  started.decision = shared->decide(started.shape, rule_.route);
+  started.decision =
+      shared->decide(started.shape, rule_.route, /*timed_path=*/true, two_level_on(state));
   started.call.draw = {started.decision.shape_call, state.rank()};
   const std::uint64_t changes_before = shared->residuals.shape_changes();
   if (!started.decision.compressed()) {
@@ -310,8 +311,9 @@ Engine::Started Engine::start_call(const AllreduceCall& call, MPI_Datatype datat
   started.evicted = residuals.evicted() - evicted_before;
   started.shape_changes = residuals.shape_changes() - changes_before;
   if (!started.slot) return started;
+  started.slot->keep_state_for(state.reduces_hierarchically() && !started.decision.flat);
   const bool residual_on_device =
-      device && !state.reduces_hierarchically() &&
+      device && !(state.reduces_hierarchically() && !started.decision.flat) &&
       device_staging::keeps_residual_on_device(call, *started.decision.compressor, state.size());
   if (!residual_on_device) started.call.residual = started.slot->host_residual();
   started.call.state = &started.slot->compressor_state;  // kept per key (PowerSGD's Q)
@@ -341,10 +343,11 @@ Status Engine::run_compressed(const Started& started, CommState& state, MPI_Comm
                                             level_span_args(started.decision));
   }
   if (!device) {
-    return host_allreduce(started.call, compressor, transport, state, run_options(phases), reduced);
+    return host_allreduce(started.call, compressor, transport, state,
+                          run_options(phases, started.decision.flat), reduced);
   }
   return device_staging::allreduce(started.call, compressor, state, transport, started.slot,
-                                   *staging_, reduced, run_options(phases));
+                                   *staging_, reduced, run_options(phases, started.decision.flat));
 }
 
 // What the call made for its key (an owner-side residual) counts against the
@@ -354,7 +357,7 @@ void Engine::finish_call(const Started& started, const CommState& state, const R
     runtime_.shared()->residuals.count_state({state.id(), started.call.output});
   Counters delta;
   count_compressed(std::uint64_t(started.call.count) * sizeof(float), state, reduced.wire_sent,
-                   delta);
+                   !started.decision.flat, delta);
   delta.overflow_rescued = reduced.overflow_rescued ? 1 : 0;
   delta.partitions = reduced.partitions > 1 ? reduced.partitions : 0;
   if (started.decision.route == ReductionPath::topk)
@@ -367,9 +370,9 @@ void Engine::finish_call(const Started& started, const CommState& state, const R
   runtime_.note_compressed(1, started.resets);
 }
 
-RunOptions Engine::run_options(std::optional<TimelinePhases>& phases) {
+RunOptions Engine::run_options(std::optional<TimelinePhases>& phases, bool flat) {
   return {runtime_.settings().partition_bytes, pipelined_ ? &runtime_.helpers() : nullptr,
-          phases ? &*phases : nullptr};
+          phases ? &*phases : nullptr, flat};
 }
 
 namespace {

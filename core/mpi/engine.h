@@ -166,16 +166,24 @@ class Engine : public RuntimeSide {
                         Reduced* reduced);
   void finish_call(const Started& started, const CommState& state, const Reduced& reduced);
   // How this process cuts and runs a host call (the settings'), observed by
-  // `phases` (the timeline's) where it holds one.
-  RunOptions run_options(std::optional<TimelinePhases>& phases);
+  // `phases` (the timeline's) where it holds one; `flat`: the decision's.
+  RunOptions run_options(std::optional<TimelinePhases>& phases, bool flat);
+  // SLIMREDUCE_HIERARCHICAL=auto: whether the communicator runs a two-level
+  // candidate two-level (it spans nodes; the host algorithm takes every
+  // aggregation two-level, device buffers through the host).
+  static std::function<bool(const Policy::Candidate&)> two_level_on(const CommState& state) {
+    return [&state](const Policy::Candidate&) { return state.reduces_hierarchically(); };
+  }
   bool pipelining_wanted() const;
   // Counts a call that reached the real library as given; reason, if any, says why it
   // was not compressed (Counters::warmup or Counters::ef_cap_fallback).
   void count_pass_through(std::uint64_t bytes, const CommState& state,
                           std::uint64_t Counters::*reason = nullptr);
   // Counts a compressed call into delta, split by node where the nodes are known.
+  // `two_level`: not a flat decision (CallDecision::flat), so two-level where
+  // the communicator spans nodes.
   void count_compressed(std::uint64_t bytes, const CommState& state, double wire_sent,
-                        Counters& delta) const;
+                        bool two_level, Counters& delta) const;
 
   // What a queued call carries besides MPI's arguments: its residual key (the
   // receive buffer, or a tensor name's stand-in), the native API's priority

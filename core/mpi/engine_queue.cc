@@ -113,8 +113,8 @@ Status run_batch(compressors::Compressor& compressor, backends::Transport& trans
   const bool lone_low_rank =
       tensors.size() == 1 && compressor.aggregation() == compressors::Aggregation::low_rank;
   const bool one_by_one =
-      (hierarchy && !hierarchy->flat()) || cut || !compressors::fusable(compressor) ||
-      lone_low_rank ||
+      (hierarchy && !hierarchy->flat() && !options.flat) || cut ||
+      !compressors::fusable(compressor) || lone_low_rank ||
       (tensors.size() == 1 && reduces_sharded(compressor, tensors.front().count, transport.size()));
   if (one_by_one) {
     for (const algorithms::BatchTensor& t : tensors) {
@@ -178,7 +178,7 @@ int Engine::enqueue(const void* sendbuf, void* recvbuf, int count, MPI_Datatype 
   const auto datatype_tag = backends::mpi::handle_tag(datatype);
   const CallDecision decision =
       runtime_.shared()->decide({state.id(), std::uint64_t(count), datatype_tag}, rule_.route,
-                                /*timed_path=*/false);
+                                /*timed_path=*/false, two_level_on(state));
   if (!decision.compressed()) {
     count_pass_through(std::uint64_t(count) * sizeof(float), state, decision.passes_because);
     return backends::mpi::iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
@@ -305,6 +305,7 @@ int Engine::reduce_queued(CommState& state, MPI_Comm wire_comm,
       delta.ef_evicted += shared->residuals.evicted() - evicted_before;
       delta.ef_cap_fallback += slot ? 0 : 1;
       if (slot) slots.emplace_back(ResidualKey{state.id(), r.residual_key}, slot);
+      if (slot) slot->keep_state_for(state.reduces_hierarchically() && !r.decision.flat);
       tensors.push_back({r.input, slot ? slot->host_residual() : nullptr, r.output, r.count,
                          slot ? &slot->compressor_state : nullptr, r.rows,
                          compressors::CallDraw{r.decision.shape_call, state.rank()}});
@@ -321,8 +322,8 @@ int Engine::reduce_queued(CommState& state, MPI_Comm wire_comm,
                                             level_span_args(batch.front().decision));
   }
   BatchReduced reduced;
-  const Status status =
-      run_batch(compressor, transport, std::move(tensors), state, run_options(phases), &reduced);
+  const Status status = run_batch(compressor, transport, std::move(tensors), state,
+                                  run_options(phases, batch.front().decision.flat), &reduced);
   if (!status.ok()) return backends::mpi_code(status);
   // What the batch made for its keys (owner-side residuals) counts against the cap from now.
   if (std::any_of(slots.begin(), slots.end(),
@@ -356,7 +357,7 @@ void Engine::count_batch(const std::vector<QueuedReduction>& batch, const CommSt
   for (const QueuedReduction& r : batch) bytes += r.bytes();
   for (const QueuedReduction& r : batch) {
     const double share = bytes ? wire_sent * double(r.bytes()) / double(bytes) : 0.0;
-    count_compressed(r.bytes(), state, share, delta);
+    count_compressed(r.bytes(), state, share, !r.decision.flat, delta);
     if (r.decision.levels_adapt) delta.count_level(r.decision.level);
   }
   if (batch.size() >= 2) {

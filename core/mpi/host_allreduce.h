@@ -47,6 +47,8 @@ struct RunOptions {
   std::uint64_t partition_bytes = 0;             // 0: never cut
   scheduler::HelperPool* helpers = nullptr;      // nullptr: partitions one after another
   scheduler::PhaseObserver* observer = nullptr;  // the timeline's, or nullptr
+  // Flat even on a communicator that spans nodes (CallDecision::flat).
+  bool flat = false;
 };
 
 // Whether a flat call of count values over `ranks` goes sharded

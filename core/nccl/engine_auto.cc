@@ -34,8 +34,16 @@ std::optional<CallDecision> NcclEngine::auto_decision(CallPlan& p, const CallSha
                                                       bool capturing, bool timed,
                                                       SharedState& shared, Counters& counted) {
   if (!shared.chooser) return std::nullopt;  // switched away from auto while held
-  CallDecision decision = shared.decide(shape, ReductionPath::pass_through, timed);
+  // SLIMREDUCE_HIERARCHICAL=auto: a twin runs two-level where the
+  // communicator's nodes are known and NCCL runs its route so (runs_hierarchically).
+  const auto two_level = [&p](const Policy::Candidate& candidate) {
+    const ReductionPath route = route_of(candidate.compressor->aggregation());
+    return p.nodes && !p.nodes->flat() &&
+           (route == ReductionPath::cast || route == ReductionPath::topk);
+  };
+  CallDecision decision = shared.decide(shape, ReductionPath::pass_through, timed, two_level);
   p.auto_step = decision.auto_step;
+  p.flat = decision.flat;
   if (decision.passes_because) {
     ++(counted.*decision.passes_because);
     return std::nullopt;

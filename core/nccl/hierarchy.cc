@@ -330,7 +330,7 @@ ncclResult_t make_nccl_hierarchy(ncclComm_t comm, int rank, int size, int device
 
 bool runs_hierarchically(const CallPlan& p) {
   // PowerSGD and the sharded algorithm (int8) reduce flat on NCCL.
-  return p.compressed && p.nodes && !p.nodes->flat() && p.call.datatype == ncclFloat32 &&
+  return p.compressed && !p.flat && p.nodes && !p.nodes->flat() && p.call.datatype == ncclFloat32 &&
          (p.call.verdict.path == ReductionPath::cast || p.call.verdict.path == ReductionPath::topk);
 }
 

@@ -52,8 +52,9 @@ ncclResult_t make_nccl_hierarchy(ncclComm_t comm, int rank, int size, int device
                                  std::optional<int> local_size, DeviceAllocator& allocator,
                                  NcclHierarchy* out);
 
-// Whether this planned call runs hierarchically: compressed, fp32, on a
-// communicator whose nodes allow it.
+// Whether this planned call runs hierarchically: compressed, fp32, not flat
+// by its decision (SLIMREDUCE_HIERARCHICAL=auto), on a communicator whose
+// nodes allow it.
 bool runs_hierarchically(const CallPlan& p);
 
 // The workspace bytes of one hierarchical call (its region).

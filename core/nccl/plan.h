@@ -92,6 +92,7 @@ struct CallPlan {
   // whether the call runs hierarchically over them (core/nccl/hierarchy.h).
   std::shared_ptr<NcclHierarchy> nodes;
   bool hierarchical = false;
+  bool flat = false;       // its decision's CallDecision::flat: flat even over nodes
   int batch = -1;          // its fusion batch (a CastBatch, or a TopkBatch)
   std::size_t offset = 0;  // cast: elements into the fused buffer; top-k: bytes into the slot
   std::size_t stride = 0;  // top-k: the payload's own slot (device_slot_bytes)

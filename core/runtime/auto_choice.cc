@@ -27,9 +27,11 @@ std::uint32_t AutoChooser::size_class(std::uint64_t bytes) {
   return bytes < 2 ? 0u : static_cast<std::uint32_t>(std::bit_width(bytes) - 1);
 }
 
-AutoStep AutoChooser::next(std::uint64_t comm_id, std::uint64_t bytes) {
+AutoStep AutoChooser::next(std::uint64_t comm_id, std::uint64_t bytes,
+                           std::vector<bool> available) {
   const std::uint32_t size_class = AutoChooser::size_class(bytes);
   ClassState& state = classes_[{comm_id, size_class}];
+  state.available = std::move(available);
   if (state.summary.calls == 0) state.reprobe_after = schedule_.first_reprobe;
   ++state.summary.calls;
   if (state.awaiting) return awaiting_step(state, size_class);
@@ -55,7 +57,8 @@ AutoStep AutoChooser::awaiting_step(const ClassState& state, std::uint32_t size_
 // The candidates a round starting now takes: every one in the first round,
 // every full_round_every-th round, and after a drift; otherwise those whose
 // last agreed median is within `hopeless` times the choice's (the choice
-// always). Read from agreed medians alone, so the same on every rank.
+// always). Read from agreed medians alone, so the same on every rank. Never
+// a candidate the communicator cannot run (next()'s `available`).
 std::vector<int> AutoChooser::round_candidates(const ClassState& state) const {
   const ClassSummary& summary = state.summary;
   const bool all = summary.chosen < 0 || state.drifted ||
@@ -63,10 +66,12 @@ std::vector<int> AutoChooser::round_candidates(const ClassState& state) const {
                    summary.medians.size() != static_cast<std::size_t>(candidates_);
   std::vector<int> round;
   for (int c = 0; c < candidates_; ++c) {
+    if (static_cast<std::size_t>(c) < state.available.size() && !state.available[c]) continue;
     if (all || c == summary.chosen ||
         summary.medians[c] <= schedule_.hopeless * summary.medians[summary.chosen])
       round.push_back(c);
   }
+  if (round.empty()) round.push_back(0);  // next() asks that the first be available
   return round;
 }
 

@@ -90,7 +90,10 @@ class AutoChooser {
   static std::uint32_t size_class(std::uint64_t bytes);
 
   // The next call of (comm_id, size class of `bytes`): advances the schedule.
-  AutoStep next(std::uint64_t comm_id, std::uint64_t bytes);
+  // `available`: which candidates the communicator can run (empty: all); a
+  // round takes only those, as they stand at its first call. The first
+  // candidate must be available.
+  AutoStep next(std::uint64_t comm_id, std::uint64_t bytes, std::vector<bool> available = {});
   // The candidate a call that is not timed takes (queued calls, whose flush
   // is not a point the schedule counts): the class's choice, or the first
   // candidate before any round was agreed. Advances nothing.
@@ -128,6 +131,7 @@ class AutoChooser {
     bool drifted = false;             // the round was started by a drifted check
     bool awaiting = false;            // the window ended; agreed() not called yet
     std::vector<int> round;           // the candidates the current probe round takes in turn
+    std::vector<bool> available;      // next()'s, from the class's last call (empty: all)
     std::vector<double> times;        // this rank's timed calls since the last exchange
     std::uint64_t calls_since = 0;    // calls since the last exchange
     std::uint64_t resets_since = 0;   // this rank's residual resets in them

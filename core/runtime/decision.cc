@@ -11,8 +11,33 @@ bool Policy::any_error_feedback() const {
   return error_feedback;
 }
 
+void add_two_level_twins(
+    Policy& policy,
+    const std::function<std::shared_ptr<compressors::Compressor>(const std::string&)>& make) {
+  policy.chooses_hierarchy = true;
+  const std::size_t flat = policy.candidates.size();
+  for (std::size_t c = 0; c < flat; ++c) {
+    const Policy::Candidate& candidate = policy.candidates[c];
+    if (!candidate.compressor ||
+        candidate.compressor->aggregation() == compressors::Aggregation::low_rank)
+      continue;
+    Policy::Candidate twin{candidate.name + "/two-level", make(candidate.name),
+                           candidate.error_feedback, true};
+    policy.candidates.push_back(std::move(twin));
+  }
+}
+
+std::vector<bool> available_candidates(
+    const Policy& policy, const std::function<bool(const Policy::Candidate&)>& two_level) {
+  std::vector<bool> available;
+  for (const Policy::Candidate& candidate : policy.candidates)
+    available.push_back(!candidate.two_level || (two_level && two_level(candidate)));
+  return available;
+}
+
 CallDecision decide_auto(const Policy& policy, CompressionDecision& rule, AutoChooser& chooser,
-                         const CallShape& shape, bool timed_path) {
+                         const CallShape& shape, bool timed_path,
+                         const std::function<bool(const Policy::Candidate&)>& two_level) {
   CallDecision call;
   call.error_feedback = policy.any_error_feedback();
   call.passes_because = passed_by(rule, call.error_feedback, shape, &call.shape_call);
@@ -20,7 +45,9 @@ CallDecision decide_auto(const Policy& policy, CompressionDecision& rule, AutoCh
   // float32 calls only (the MPI side's): a size class is a power of two of their bytes.
   const std::uint64_t bytes = shape.count * sizeof(float);
   if (timed_path) {
-    call.auto_step = chooser.next(shape.comm_id, bytes);
+    call.auto_step = chooser.next(
+        shape.comm_id, bytes,
+        policy.chooses_hierarchy ? available_candidates(policy, two_level) : std::vector<bool>{});
     call.candidate = call.auto_step->candidate;
   } else {
     call.candidate = chooser.current(shape.comm_id, bytes);
@@ -28,6 +55,7 @@ CallDecision decide_auto(const Policy& policy, CompressionDecision& rule, AutoCh
   const Policy::Candidate& chosen = policy.candidates.at(call.candidate);
   call.compressor = chosen.compressor;
   call.error_feedback = chosen.error_feedback;
+  call.flat = policy.chooses_hierarchy && !chosen.two_level;
   call.route =
       chosen.compressor ? route_of(chosen.compressor->aggregation()) : ReductionPath::pass_through;
   return call;
@@ -50,8 +78,11 @@ AutoChoiceRow auto_choice_row(const Policy& policy, std::uint64_t comm_id, std::
   if (summary.chosen >= 0) row.chosen = policy.candidates.at(summary.chosen).name;
   row.resetting = summary.resetting;
   row.reset_rounds = summary.reset_rounds;
-  for (std::size_t c = 0; c < summary.medians.size(); ++c)
+  for (std::size_t c = 0; c < summary.medians.size(); ++c) {
+    // A twin never probed: the communicator runs nothing two-level.
+    if (policy.candidates.at(c).two_level && summary.medians[c] == 0) continue;
     row.medians.emplace_back(policy.candidates.at(c).name, summary.medians[c]);
+  }
   return row;
 }
 

@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -85,8 +86,13 @@ struct Policy {
     std::string name;
     std::shared_ptr<compressors::Compressor> compressor;
     bool error_feedback = false;
+    bool two_level = false;  // SLIMREDUCE_HIERARCHICAL=auto's twin: "<name>/two-level"
   };
   std::vector<Candidate> candidates;
+  // SLIMREDUCE_HIERARCHICAL=auto: the candidates after the flat ones are
+  // their two-level twins; a flat candidate then runs flat on a communicator
+  // that spans nodes.
+  bool chooses_hierarchy = false;
   // SLIMREDUCE_ADAPTIVE=accordion: the compressor at each level (gentle,
   // hard: LevelSchedule's), made alike but for the level, `compressor` being
   // the gentle one; else empty.
@@ -113,6 +119,9 @@ struct CallDecision {
   bool levels_adapt = false;
   // Set when the call passes through: the report's counter of the reason.
   std::uint64_t Counters::*passes_because = nullptr;
+  // Runs flat even on a communicator that spans nodes: a flat candidate of
+  // SLIMREDUCE_HIERARCHICAL=auto.
+  bool flat = false;
   // SLIMREDUCE_COMPRESSOR=auto: the candidate (its index) and the schedule's
   // step for this call (unset for a queued call, which only follows the choice).
   int candidate = -1;
@@ -160,8 +169,26 @@ inline void settle(CompressionDecision& rule, CallDecision& decision, const Call
 // exchange after it) or the class's choice (a queued call, a call in a
 // group or a CUDA graph). The route
 // is the candidate's (none: pass_through, passes_because unset).
+// `two_level`: whether the communicator runs a two-level candidate two-level
+// (it spans nodes, and the side runs that candidate's aggregation so); a
+// round leaves out the twins it cannot run. The same on every rank.
 CallDecision decide_auto(const Policy& policy, CompressionDecision& rule, AutoChooser& chooser,
-                         const CallShape& shape, bool timed_path);
+                         const CallShape& shape, bool timed_path,
+                         const std::function<bool(const Policy::Candidate&)>& two_level = {});
+
+// SLIMREDUCE_HIERARCHICAL=auto: appends each compressing candidate's
+// two-level twin ("<name>/two-level", a compressor of its own made alike by
+// `make`). Not none's (the real library's allreduce has no two levels of
+// ours) nor a low-rank one's (its Q is a factor of the whole tensor flat and
+// of a shard two-level: one key's Q cannot serve both).
+void add_two_level_twins(
+    Policy& policy,
+    const std::function<std::shared_ptr<compressors::Compressor>(const std::string&)>& make);
+
+// Which candidates a communicator can run (AutoChooser::next's `available`):
+// every flat one, and a two-level twin where `two_level` says so.
+std::vector<bool> available_candidates(
+    const Policy& policy, const std::function<bool(const Policy::Candidate&)>& two_level);
 
 // A call's place in auto's schedule, as its timeline spans' args
 // (`, "auto": "probe"`, "check" or "chosen"); empty outside the schedule.

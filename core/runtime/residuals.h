@@ -64,6 +64,19 @@ struct ResidualSlot {
   // owner-side residual the device residual's tail holds (-1: none yet, the
   // tail zero). Another sharded candidate's layout differs: it starts from zero.
   int owner_side_of = -1;
+  // SLIMREDUCE_HIERARCHICAL=auto on the MPI side: whether compressor_state
+  // was last laid out for a two-level call (-1: not yet). A sharded call's
+  // owner-side residual covers other values flat (the tensor's 1/ranks) than
+  // two-level (a shard's 1/nodes), even where the sizes match: a call of the
+  // other layout zeroes it (its size kept, as counted against the cap).
+  // PowerSGD has no two-level twin, so its Q never meets another layout.
+  int state_two_level = -1;
+  void keep_state_for(bool two_level) {
+    const int now = two_level ? 1 : 0;
+    if (state_two_level >= 0 && state_two_level != now)
+      compressor_state.assign(compressor_state.size(), 0.0f);
+    state_two_level = now;
+  }
 
   // The host residual, or nullptr when error feedback is off.
   float* host_residual() {

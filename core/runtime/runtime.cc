@@ -54,6 +54,11 @@ Policy policy_for(const Settings& settings) {
       const bool feedback = error_feedback_on(made.get(), settings);
       policy.candidates.push_back({name, std::move(made), feedback});
     }
+    if (settings.chooses_hierarchy) {
+      add_two_level_twins(policy, [&settings](const std::string& name) {
+        return compressor_named(name, settings);
+      });
+    }
     return policy;
   }
   policy.compressor = compressor_named(settings.compressor, settings);

@@ -75,9 +75,10 @@ struct SharedState {
   void settle(CallDecision& call, const CallShape& shape) {
     slimreduce::settle(decision, call, shape);
   }
-  // `timed_path`: see decide_auto (a policy that chooses).
-  CallDecision decide(const CallShape& shape, ReductionPath route, bool timed_path = true) {
-    if (chooser) return decide_auto(policy, decision, *chooser, shape, timed_path);
+  // `timed_path`, `two_level`: see decide_auto (a policy that chooses).
+  CallDecision decide(const CallShape& shape, ReductionPath route, bool timed_path = true,
+                      const std::function<bool(const Policy::Candidate&)>& two_level = {}) {
+    if (chooser) return decide_auto(policy, decision, *chooser, shape, timed_path, two_level);
     CallDecision call = choose(shape, route);
     settle(call, shape);
     return call;

@@ -330,11 +330,20 @@ const std::vector<SettingSpec>& specs() {
        "handed over first: in backprop, the first layers); the native API's priorities first.",
        [](const std::string& v, Settings& s) { s.priority = parse_choice(v, kPriorities); },
        [](const Settings& s) { return show_choice(s.priority, kPriorities); }, true},
-      {"SLIMREDUCE_HIERARCHICAL", "0", fixed("0, 1"),
+      {"SLIMREDUCE_HIERARCHICAL", "0", fixed("0, 1, auto"),
        "Full precision inside a node, compressed across nodes (MPI host buffers; device "
-       "buffers staged through the host; NCCL fp32 calls).",
-       [](const std::string& v, Settings& s) { s.hierarchical = parse_flag(v); },
-       [](const Settings& s) { return std::to_string(s.hierarchical); }, true},
+       "buffers staged through the host; NCCL fp32 calls). auto (with "
+       "SLIMREDUCE_COMPRESSOR=auto): where a communicator spans nodes, each compressing "
+       "candidate is also measured two-level, and flat or two-level is chosen as the "
+       "compressor is.",
+       [](const std::string& v, Settings& s) {
+         s.chooses_hierarchy = v == "auto";
+         s.hierarchical = s.chooses_hierarchy || parse_flag(v);
+       },
+       [](const Settings& s) {
+         return s.chooses_hierarchy ? std::string("auto") : std::to_string(s.hierarchical);
+       },
+       true},
       {"SLIMREDUCE_LOCAL_SIZE", "from the node", fixed("a whole number >= 1"),
        "Ranks per node: consecutive blocks of MPI_COMM_WORLD, to emulate nodes on one "
        "machine; must divide the world size.",
@@ -418,6 +427,11 @@ Settings parse_settings(const Environment& env) {
     }
   }
   check_together(settings);
+  if (settings.chooses_hierarchy && !settings.chooses_compressor()) {
+    throw SettingsError("SLIMREDUCE_HIERARCHICAL", "auto",
+                        "0 or 1 unless SLIMREDUCE_COMPRESSOR=auto (SLIMREDUCE_COMPRESSOR=" +
+                            settings.compressor + ")");
+  }
   if (settings.auto_candidates && !settings.chooses_compressor()) {
     throw SettingsError("SLIMREDUCE_AUTO_CANDIDATES", join(*settings.auto_candidates, ","),
                         "unset unless SLIMREDUCE_COMPRESSOR=auto (SLIMREDUCE_COMPRESSOR=" +

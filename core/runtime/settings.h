@@ -63,7 +63,9 @@ struct Settings {
   std::uint64_t partition_bytes = std::uint64_t{4} << 20;
   Pipelining pipeline = Pipelining::automatic;
   Priority priority = Priority::fifo;
-  bool hierarchical = false;
+  bool hierarchical = false;  // node sub-communicators are made (1 or auto)
+  // SLIMREDUCE_HIERARCHICAL=auto: flat or two-level is a measured choice.
+  bool chooses_hierarchy = false;
   std::optional<int> local_size;  // unset: ranks per node as the MPI library sees them
   std::string report;             // "", "stderr" or a path prefix
   std::string timeline;           // "" (off) or a path prefix (core/runtime/timeline.h)

@@ -24,8 +24,13 @@
 // int8's owner-side one kept beside fp16's), results are not identified by
 // their bits: each must be finite and the same on every rank, and the
 // simulation's device-range checks hold every kernel to its buffers (a
-// residual sized for one candidate and used by another would fault).
+// residual sized for one candidate and used by another would fault). Under
+// SLIMREDUCE_HIERARCHICAL=auto over emulated nodes the probe round also
+// takes the two-level twins NCCL runs (of fp16 and other casts, and of
+// top-k), so it has more calls, and some went two-level: bytes inside and
+// across nodes.
 // Exit 0: all passed.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -89,7 +94,20 @@ int main(int argc, char** argv) {
   CUDA_OK(cudaMalloc(&recv, 2u << 20));
   float* bucket_send[2] = {send, send + sizes[0]};
   float* bucket_recv[2] = {recv, recv + sizes[0]};
-  constexpr int kSteps = 48, kSettled = 8;  // host waits are checked from this step on
+  // One round of 3 calls per candidate the communicator runs, per class.
+  int run = 0, listed_count = 0;
+  const bool levels = sim::env_or("SLIMREDUCE_HIERARCHICAL", "0") == "auto";
+  const std::string listed = sim::env_or("SLIMREDUCE_AUTO_CANDIDATES", "none,fp16,int8");
+  for (std::size_t at = 0; at <= listed.size();) {
+    const std::size_t comma = std::min(listed.find(',', at), listed.size());
+    const std::string name = listed.substr(at, comma - at);
+    run += 1 + (levels && (name == "fp16" || name == "bf16" || name == "topk"));
+    ++listed_count;
+    at = comma + 1;
+  }
+  // Host waits are checked from kSettled on: after the round (3 calls a
+  // candidate) and the calls of its first exchange.
+  const int kSteps = 48, kSettled = 3 * run + 2;
   std::string seen[2];
   for (int step = 0; step < kSteps; ++step) {
     for (int b = 0; b < 2; ++b) {
@@ -99,6 +117,11 @@ int main(int argc, char** argv) {
       if (world.rank == 1 && late_ms > 0)
         std::this_thread::sleep_for(std::chrono::milliseconds(late_ms));
       const std::size_t syncs_before = sim::host_syncs();
+      double inter_before = 0, intra_before = 0;
+      if (levels) {
+        slimreduce_get_counter("bytes.inter_node_sent", &inter_before);
+        slimreduce_get_counter("bytes.intra_node_sent", &intra_before);
+      }
       issue(c);
       const std::size_t library_syncs = sim::host_syncs() - syncs_before;
       if (step >= kSettled)
@@ -106,6 +129,17 @@ int main(int argc, char** argv) {
                                        std::to_string(b) + ": no host wait in the call (" +
                                        std::to_string(library_syncs) + ")");
       const std::vector<float> result = read_back(c);
+      if (levels && step < 3 * run) {
+        // A probe: two-level (bytes inside and across nodes) only for a twin,
+        // which the round takes after the flat candidates.
+        double inter = 0, intra = 0;
+        slimreduce_get_counter("bytes.inter_node_sent", &inter);
+        slimreduce_get_counter("bytes.intra_node_sent", &intra);
+        const bool two_level = inter > inter_before && intra > intra_before;
+        expect(two_level == (step % run >= listed_count),
+               "step " + std::to_string(step) + ", bucket " + std::to_string(b) + ": " +
+                   (two_level ? "two-level" : "flat") + " as its candidate says");
+      }
       if (!by_bits) {
         bool finite = false;
         double sums[2] = {checksum(result, &finite), 0};
@@ -155,7 +189,16 @@ int main(int argc, char** argv) {
   CHECK(slimreduce_get_counter("auto.probe_calls", &probes) == 0, "auto.probe_calls");
   CHECK(slimreduce_get_counter("auto.waits", &waits) == 0, "auto.waits");
   CHECK(slimreduce_get_counter("auto.switches", &switches) == 0, "auto.switches");
-  expect(probes == 12, "probe calls: " + std::to_string(probes) + " (one round of 6 per class)");
+  expect(probes == 6 * run, "probe calls: " + std::to_string(probes) + " (one round of " +
+                                std::to_string(3 * run) + " per class)");
+  if (levels) {
+    double inter = 0, intra = 0;
+    CHECK(slimreduce_get_counter("bytes.inter_node_sent", &inter) == 0, "inter_node_sent");
+    CHECK(slimreduce_get_counter("bytes.intra_node_sent", &intra) == 0, "intra_node_sent");
+    double both[2] = {inter, intra};
+    MPI_Allreduce(MPI_IN_PLACE, both, 2, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    expect(both[0] > 0 && both[1] > 0, "every rank sent inside and across nodes: two-level probes");
+  }
   expect(waits == 0, "host waits for auto's times: " + std::to_string(waits));
   if (by_bits) expect(switches == 0, "switches after a first choice: " + std::to_string(switches));
   return end_job(world, send, recv, stream);

@@ -7,6 +7,10 @@
 //
 // Environment: SLIMREDUCE_AUTO_CANDIDATES and SLIMREDUCE_HIERARCHICAL (the
 // library's), and AUTO_TEST_SLOW_RANK=r: rank r sleeps 3 ms before each call.
+// Under SLIMREDUCE_HIERARCHICAL=auto the candidates are followed by the
+// two-level twins of the compressing ones; a call went two-level where it
+// sent bytes both inside and across nodes (a flat call's bytes are counted
+// on one side: where this rank's ring hop goes).
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,11 +23,24 @@
 namespace slimreduce::testing {
 namespace {
 
+const bool kChoosesLevels = env_or("SLIMREDUCE_HIERARCHICAL", "0") == "auto";
+
 std::vector<std::string> candidates() {
   std::vector<std::string> names;
   std::stringstream list(env_or("SLIMREDUCE_AUTO_CANDIDATES", "none,fp16,int8"));
   for (std::string name; std::getline(list, name, ',');) names.push_back(name);
+  const std::size_t flat = names.size();
+  for (std::size_t c = 0; kChoosesLevels && c < flat; ++c) {
+    if (names[c] != "none") names.push_back(names[c] + "/two-level");
+  }
   return names;
+}
+
+constexpr const char* kTwoLevel = "/two-level";
+
+// The compressor a candidate's name names (its twin's, without the suffix).
+std::string compressor_of(const std::string& candidate) {
+  return candidate.substr(0, candidate.find('/'));
 }
 
 const int kSlowRank = std::stoi(env_or("AUTO_TEST_SLOW_RANK", "-1"));
@@ -47,11 +64,12 @@ std::string sent_as(double ratio) {
                                            const std::vector<float>& out, std::uint64_t seed) {
   const int ranks = world_size();
   const ExactSum exact = exact_sum_of(seed, out.size(), ranks);
-  const double unit = candidate == "none" ? 0x1p-23 : candidate == "fp16" ? 0x1p-10 : 0x1p-6;
+  const std::string compressor = compressor_of(candidate);
+  const double unit = compressor == "none" ? 0x1p-23 : compressor == "fp16" ? 0x1p-10 : 0x1p-6;
   for (std::size_t i = 0; i < out.size(); ++i) {
-    if (candidate == "fp16" && static_cast<float>(static_cast<_Float16>(out[i])) != out[i])
+    if (compressor == "fp16" && static_cast<float>(static_cast<_Float16>(out[i])) != out[i])
       return ::testing::AssertionFailure() << "value " << i << " did not travel as fp16";
-    const double bound = 2 * ranks * unit * exact.magnitude[i] + (candidate == "int8" ? 0.05 : 0);
+    const double bound = 2 * ranks * unit * exact.magnitude[i] + (compressor == "int8" ? 0.05 : 0);
     if (std::fabs(out[i] - exact.sum[i]) > bound)
       return ::testing::AssertionFailure()
              << candidate << ": value " << i << " is " << out[i] << ", the sum " << exact.sum[i];
@@ -71,12 +89,17 @@ std::string one_call(std::uint64_t seed, std::vector<float>& out) {
   out.assign(kCount, 0.0f);
   slimreduce_counters before{}, after{};
   EXPECT_TRUE(read_counters(&before));
+  const double inter_before = counter("bytes.inter_node_sent"),
+               intra_before = counter("bytes.intra_node_sent");
   if (world_rank() == kSlowRank) usleep(3000);
   EXPECT_EQ(MPI_Allreduce(in.data(), out.data(), kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
             MPI_SUCCESS);
   EXPECT_TRUE(read_counters(&after));
   EXPECT_EQ(after.intercepted - before.intercepted, 1u);
   if (kHierarchical) return result_of(out, seed);
+  if (kChoosesLevels && counter("bytes.inter_node_sent") > inter_before &&
+      counter("bytes.intra_node_sent") > intra_before)
+    return result_of(out, seed) + kTwoLevel;
   return sent_as((after.wire_sent - before.wire_sent) /
                  (after.wire_baseline - before.wire_baseline));
 }
@@ -162,8 +185,11 @@ TEST(Auto, ACompressorSetThroughTheApiEndsTheChoice) {
   ASSERT_EQ(set("fp16"), 0);
   EXPECT_STREQ(get(), "fp16");
   std::vector<float> out;
+  // Under SLIMREDUCE_HIERARCHICAL=auto the fixed compressor runs two-level,
+  // as under SLIMREDUCE_HIERARCHICAL=1: the choice of levels ends with it.
+  const std::string expected = kChoosesLevels ? std::string("fp16") + kTwoLevel : "fp16";
   for (int call = 0; call < 8; ++call) {
-    EXPECT_EQ(one_call(2000 + call, out), "fp16") << "call " << call;
+    EXPECT_EQ(one_call(2000 + call, out), expected) << "call " << call;
     EXPECT_TRUE(has_the_bits_of("fp16", out, 2000 + call));
   }
 }

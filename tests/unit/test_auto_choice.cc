@@ -337,6 +337,38 @@ TEST(AutoChooser, ARoundADriftStartsProbesEveryCandidate) {
       << "the once hopeless candidate wins on the changed link";
 }
 
+// A round takes only the candidates the communicator can run, as they stand
+// at its first call; one never probed joins the next round (no median yet).
+TEST(AutoChooser, ARoundTakesOnlyTheCandidatesTheCommunicatorRuns) {
+  AutoChooser chooser(4, small_schedule());
+  const std::vector<bool> flat_only = {true, true, false, false};
+  std::vector<int> probed;
+  for (int call = 0; call < 6; ++call) {
+    const AutoStep step = chooser.next(kComm, kBytes, flat_only);
+    probed.push_back(step.candidate);
+    chooser.record(step, kComm, step.candidate == 0 ? 2e-3 : 1e-3);
+    EXPECT_EQ(step.agree_after, call == 5);
+    if (step.agree_after) chooser.agreed(step, kComm, chooser.window(step, kComm));
+  }
+  EXPECT_EQ(probed, (std::vector<int>{0, 1, 0, 1, 0, 1}));
+  EXPECT_EQ(chooser.summary(kComm, AutoChooser::size_class(kBytes)).chosen, 1);
+  // The next round, once all can run (the communicator's nodes now known).
+  chosen_period(chooser, 1e-3);
+  chosen_period(chooser, 1e-3);
+  probed.clear();
+  for (;;) {
+    const AutoStep step = chooser.next(kComm, kBytes, {true, true, true, true});
+    ASSERT_TRUE(step.probe);
+    probed.push_back(step.candidate);
+    chooser.record(step, kComm, step.candidate == 3 ? 0.5e-3 : 1e-3);
+    if (!step.agree_after) continue;
+    chooser.agreed(step, kComm, chooser.window(step, kComm));
+    break;
+  }
+  EXPECT_EQ(probed, (std::vector<int>{0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3}));
+  EXPECT_EQ(chooser.summary(kComm, AutoChooser::size_class(kBytes)).chosen, 3);
+}
+
 TEST(AutoChooser, RefusesASchedulethatNeverAgrees) {
   AutoChooser::Schedule bad = small_schedule();
   bad.check_window = bad.check_every + 1;
@@ -392,6 +424,43 @@ TEST(DecideAuto, WarmupAndTheCapComeFirstAndAdvanceNoSchedule) {
   const CallDecision first = decide_auto(policy, rule, chooser, {kComm, 200, 0}, true);
   ASSERT_TRUE(first.auto_step);
   EXPECT_EQ(first.candidate, 0) << "the schedule's first call, after warm-up";
+}
+
+// SLIMREDUCE_HIERARCHICAL=auto: twins of the compressing candidates, probed
+// only where the communicator runs them two-level; a flat candidate's calls
+// are flat, a twin's not.
+TEST(DecideAuto, TwoLevelTwinsRunOnlyWhereTheCommunicatorSpansNodes) {
+  Settings settings;
+  settings.compressor = "auto";
+  Policy policy = auto_policy();
+  int made = 0;
+  add_two_level_twins(policy, [&](const std::string& name) {
+    ++made;
+    return compressor_named(name, settings);
+  });
+  ASSERT_EQ(policy.candidates.size(), 5u);
+  EXPECT_TRUE(policy.chooses_hierarchy);
+  EXPECT_EQ(made, 2) << "none has no twin";
+  EXPECT_EQ(policy.candidates[3].name, "fp16/two-level");
+  EXPECT_EQ(policy.candidates[4].name, "int8/two-level");
+  EXPECT_TRUE(policy.candidates[4].two_level && policy.candidates[4].error_feedback);
+  EXPECT_NE(policy.candidates[4].compressor, policy.candidates[2].compressor) << "its own";
+  CompressionDecision rule(1 << 30, 0);
+  AutoChooser one_node(5), nodes(5);
+  const CallShape shape{kComm, kBytes / 4, 0};
+  const auto never = [](const Policy::Candidate&) { return false; };
+  const auto always = [](const Policy::Candidate&) { return true; };
+  for (int i = 0; i < 6; ++i) {
+    const CallDecision call = decide_auto(policy, rule, one_node, shape, true, never);
+    EXPECT_EQ(call.candidate, i % 3) << "one node: the flat candidates only";
+    EXPECT_TRUE(call.flat);
+  }
+  for (int i = 0; i < 10; ++i) {
+    const CallDecision call = decide_auto(policy, rule, nodes, shape, true, always);
+    EXPECT_EQ(call.candidate, i % 5);
+    EXPECT_EQ(call.flat, i % 5 < 3) << "call " << i;
+    EXPECT_EQ(call.compressor, policy.candidates[i % 5].compressor);
+  }
 }
 
 }  // namespace

@@ -89,6 +89,24 @@ TEST(Residuals, SameKeySameSlotNewShapeResets) {
 
 // A key whose residual lives on the GPU (device buffers) holds its bytes
 // against the cap but never makes the host copy.
+// SLIMREDUCE_HIERARCHICAL=auto: a sharded call's owner-side residual made
+// flat is zeroed by a two-level call of its key (other values, even at the
+// same size), and back; the same layout again keeps it.
+TEST(Residuals, StateOfTheOtherLevelsStartsFromZero) {
+  ResidualSlot slot;
+  slot.keep_state_for(false);
+  slot.compressor_state = {1.0f, 2.0f};
+  slot.keep_state_for(false);
+  EXPECT_EQ(slot.compressor_state, (std::vector<float>{1.0f, 2.0f}));
+  slot.keep_state_for(true);
+  EXPECT_EQ(slot.compressor_state, (std::vector<float>{0.0f, 0.0f})) << "its size kept";
+  slot.compressor_state = {3.0f, 4.0f};
+  slot.keep_state_for(true);
+  EXPECT_EQ(slot.compressor_state, (std::vector<float>{3.0f, 4.0f}));
+  slot.keep_state_for(false);
+  EXPECT_EQ(slot.compressor_state, (std::vector<float>{0.0f, 0.0f}));
+}
+
 TEST(Residuals, HostMemoryIsMadeOnlyWhenAsked) {
   ResidualStore store(1000);
   int a = 0, b = 0;

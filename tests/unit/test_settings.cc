@@ -340,7 +340,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"SLIMREDUCE_PRIORITY", "lifo", "fifo, reverse"},
         BadCase{"SLIMREDUCE_PRIORITY", "loud", "fifo, reverse"},
         BadCase{"SLIMREDUCE_PIPELINE", "yes", "auto, 0, 1"},
-        BadCase{"SLIMREDUCE_HIERARCHICAL", "true", kFlag},
+        BadCase{"SLIMREDUCE_HIERARCHICAL", "true", "0, 1, auto"},
         BadCase{"SLIMREDUCE_LOCAL_SIZE", "0", "a whole number >= 1"},
         BadCase{"SLIMREDUCE_PARTITION_BYTES", "0", kSizes},
         BadCase{"SLIMREDUCE_LOG_LEVEL", "verbose", "error, warn, info, debug"},
@@ -389,6 +389,30 @@ TEST(Settings, AutoTakesItsCandidatesOrTheDefaultList) {
       {{"SLIMREDUCE_COMPRESSOR", "auto"}, {"SLIMREDUCE_AUTO_CANDIDATES", "topk,none,powersgd"}});
   EXPECT_EQ(listed.candidates(), (std::vector<std::string>{"topk", "none", "powersgd"}));
   EXPECT_FALSE(parse({{"SLIMREDUCE_COMPRESSOR", "fp16"}}).chooses_compressor());
+}
+
+// SLIMREDUCE_HIERARCHICAL=auto makes the node sub-communicators and chooses
+// flat or two-level with the compressor: only under SLIMREDUCE_COMPRESSOR=auto.
+TEST(Settings, HierarchicalAutoChoosesWithTheCompressor) {
+  const Settings chosen =
+      parse({{"SLIMREDUCE_COMPRESSOR", "auto"}, {"SLIMREDUCE_HIERARCHICAL", "auto"}});
+  EXPECT_TRUE(chosen.hierarchical);
+  EXPECT_TRUE(chosen.chooses_hierarchy);
+  const std::vector<std::string> lines = describe_settings(chosen);
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "SLIMREDUCE_HIERARCHICAL=auto"), lines.end());
+  const Settings fixed = parse({{"SLIMREDUCE_HIERARCHICAL", "1"}});
+  EXPECT_TRUE(fixed.hierarchical);
+  EXPECT_FALSE(fixed.chooses_hierarchy);
+  try {
+    parse({{"SLIMREDUCE_COMPRESSOR", "int8"}, {"SLIMREDUCE_HIERARCHICAL", "auto"}});
+    FAIL() << "auto accepted with a fixed compressor";
+  } catch (const SettingsError& error) {
+    EXPECT_EQ(error.variable(), "SLIMREDUCE_HIERARCHICAL");
+    EXPECT_EQ(std::string(error.what()),
+              "SLIMREDUCE_HIERARCHICAL='auto' is not accepted; expected 0 or 1 unless "
+              "SLIMREDUCE_COMPRESSOR=auto (SLIMREDUCE_COMPRESSOR=int8)");
+  }
+  EXPECT_THROW(parse({{"SLIMREDUCE_HIERARCHICAL", "two"}}), SettingsError);
 }
 
 TEST(BadSettings, CandidatesWithoutAutoAreRefusedNamingTheVariable) {
