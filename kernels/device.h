@@ -58,6 +58,9 @@ constexpr std::size_t fixed_order_norm_scratch_bytes(std::size_t n) {
   return round256(blocks * kNormLanes * sizeof(double)) + round256(blocks * sizeof(double));
 }
 int fixed_order_norm(const float* v, std::size_t n, double* norm, void* scratch, void* stream);
+// The same of 16-bit floats (NCCL's fp16 and bf16 calls), the same scratch.
+int fixed_order_norm(HalfFormat format, const std::uint16_t* v, std::size_t n, double* norm,
+                     void* scratch, void* stream);
 
 // 8-bit min-max codes, twins of kernels::quant8_minmax_compress, of
 // quant8_minmax_decompress with a divisor and of quant8_minmax_accumulate

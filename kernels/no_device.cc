@@ -22,6 +22,9 @@ int quant8_decompress(const void*, std::size_t, std::size_t, float*, int, void*)
 }
 int quant8_accumulate(const void*, std::size_t, std::size_t, float*, void*) { return kNoDevice; }
 int fixed_order_norm(const float*, std::size_t, double*, void*, void*) { return kNoDevice; }
+int fixed_order_norm(HalfFormat, const std::uint16_t*, std::size_t, double*, void*, void*) {
+  return kNoDevice;
+}
 int quant8_minmax_compress(const float*, float*, std::size_t, std::size_t, void*, void*,
                            const Rounding&) {
   return kNoDevice;

@@ -5,6 +5,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+
+#include "kernels/cast.h"
 
 namespace slimreduce::kernels {
 
@@ -18,5 +21,8 @@ inline constexpr std::size_t kNormLanes = 8;
 // build turns contraction off). NaN or inf where a value is not finite or
 // the sum overflows.
 double fixed_order_norm(const float* v, std::size_t n);
+// The same of 16-bit floats (NCCL's fp16 and bf16 calls), each value widened
+// to fp32 (exact) and then taken as above: the norm of the widened tensor.
+double fixed_order_norm(HalfFormat format, const std::uint16_t* v, std::size_t n);
 
 }  // namespace slimreduce::kernels

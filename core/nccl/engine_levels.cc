@@ -2,9 +2,11 @@
 // adapt have their reduced norms measured on their streams once their work is
 // enqueued, and read kLag calls of their shape later (core/nccl/norms.h) into
 // the runtime's schedule (Runtime::record_norm), which later decisions read.
-// 16-bit calls and calls in a CUDA graph are not measured: their shapes keep
-// the level they have.
+// fp16 and bf16 calls (top-k's) are measured on their values widened to fp32,
+// exactly. Calls in a CUDA graph are not measured: their shapes keep the
+// level they have.
 #include <algorithm>
+#include <optional>
 
 #include "backends/nccl_backend.h"
 #include "core/nccl/engine.h"
@@ -37,10 +39,24 @@ ncclResult_t NcclEngine::absorb_norms(const GroupPlan& plan) {
   return ncclSuccess;
 }
 
+namespace {
+
+// The element type of a call's values, or nullopt for one no norm is taken of.
+std::optional<kernels::device::Elem> elem_of(int datatype) {
+  using kernels::device::Elem;
+  if (datatype == ncclFloat32) return Elem::fp32;
+  if (datatype == ncclFloat16) return Elem::fp16;
+  if (datatype == ncclBfloat16) return Elem::bf16;
+  return std::nullopt;
+}
+
+}  // namespace
+
 ncclResult_t NcclEngine::measure_norms(const GroupPlan& plan) {
   for (std::size_t first = 0; first < plan.calls.size(); first += plan.calls[first].pieces) {
     const CallPlan& p = plan.calls[first];
-    if (!p.compressed || p.level < 0 || p.call.datatype != ncclFloat32) continue;
+    const std::optional<kernels::device::Elem> elem = elem_of(p.call.datatype);
+    if (!p.compressed || p.level < 0 || !elem) continue;
     const auto stream = static_cast<cudaStream_t>(p.call.stream);
     if (is_capturing(stream)) continue;
     std::uint64_t count = 0;  // a cut call's norm is the whole call's
@@ -52,8 +68,8 @@ ncclResult_t NcclEngine::measure_norms(const GroupPlan& plan) {
                                       NcclNorms::scratch_bytes(count), stream, device_memory_)
                                 : nullptr;
     if (!scratch) return ncclSystemError;
-    const Status status = norms_.measure(shape, p.level, static_cast<const float*>(p.call.recvbuff),
-                                         scratch, stream, p.comm->device);
+    const Status status =
+        norms_.measure(shape, p.level, p.call.recvbuff, *elem, scratch, stream, p.comm->device);
     if (!status.ok()) return backends::nccl_code(status);
   }
   return ncclSuccess;

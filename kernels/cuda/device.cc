@@ -55,6 +55,10 @@ int quant8_accumulate(const void* block, std::size_t n, std::size_t bucket, floa
 int fixed_order_norm(const float* v, std::size_t n, double* norm, void* scratch, void* stream) {
   return cuda::fixed_order_norm(v, n, norm, scratch, as_stream(stream));
 }
+int fixed_order_norm(HalfFormat format, const std::uint16_t* v, std::size_t n, double* norm,
+                     void* scratch, void* stream) {
+  return cuda::fixed_order_norm(format, v, n, norm, scratch, as_stream(stream));
+}
 int quant8_minmax_compress(const float* in, float* residual, std::size_t n, std::size_t bucket,
                            void* out, void* stream, const Rounding& rounding) {
   return cuda::quant8_minmax_compress(in, residual, n, bucket, out, as_stream(stream), rounding);

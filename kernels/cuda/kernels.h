@@ -70,6 +70,9 @@ cudaError_t quant8_accumulate(const void* block, std::size_t n, std::size_t buck
 // scratch: device::fixed_order_norm_scratch_bytes(n).
 cudaError_t fixed_order_norm(const float* v, std::size_t n, double* norm, void* scratch,
                              cudaStream_t stream);
+// The same of 16-bit floats, widened (kernels::fixed_order_norm's 16-bit twin).
+cudaError_t fixed_order_norm(HalfFormat format, const std::uint16_t* v, std::size_t n, double* norm,
+                             void* scratch, cudaStream_t stream);
 
 // ---- 8-bit min-max codes (twins of kernels::quant8_minmax_*), as the three above ----
 

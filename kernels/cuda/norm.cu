@@ -7,20 +7,36 @@
 // Every product and sum is rounded on its own (__dmul_rn, __dadd_rn; the
 // build also passes --fmad=false), as the CPU twin's are.
 #include "kernels/cuda/device_util.cuh"
+#include "kernels/element_rules.h"
 #include "kernels/norm.h"
 
 namespace slimreduce::kernels::cuda {
 namespace {
 
+// Value i as fp32: the tensor's own, or a 16-bit float widened (exact).
+struct Fp32 {
+  const float* v;
+  __device__ float operator()(std::size_t i) const { return v[i]; }
+};
+struct Fp16 {
+  const std::uint16_t* v;
+  __device__ float operator()(std::size_t i) const { return fp16_bits_to_float(v[i]); }
+};
+struct Bf16 {
+  const std::uint16_t* v;
+  __device__ float operator()(std::size_t i) const { return bf16_bits_to_float(v[i]); }
+};
+
+template <class Load>
 __global__ void __launch_bounds__(detail::kBlock)
-    lane_sums(const float* v, std::size_t n, std::size_t blocks, double* lanes) {
+    lane_sums(Load v, std::size_t n, std::size_t blocks, double* lanes) {
   const std::size_t t = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
   if (t >= blocks * kNormLanes) return;
   const std::size_t begin = t / kNormLanes * kNormBlock;
   const std::size_t end = n - begin < kNormBlock ? n : begin + kNormBlock;
   double sum = 0.0;
   for (std::size_t i = begin + t % kNormLanes; i < end; i += kNormLanes) {
-    const double x = v[i];
+    const double x = v(i);
     sum = __dadd_rn(sum, __dmul_rn(x, x));
   }
   lanes[t] = sum;
@@ -47,10 +63,8 @@ unsigned grid_of(std::size_t threads) {
   return static_cast<unsigned>((threads + detail::kBlock - 1) / detail::kBlock);
 }
 
-}  // namespace
-
-cudaError_t fixed_order_norm(const float* v, std::size_t n, double* norm, void* scratch,
-                             cudaStream_t stream) {
+template <class Load>
+cudaError_t norm_of(Load v, std::size_t n, double* norm, void* scratch, cudaStream_t stream) {
   const std::size_t blocks = (n + kNormBlock - 1) / kNormBlock;
   auto* lanes = static_cast<double*>(scratch);
   double* sums = lanes + device::round256(blocks * kNormLanes * sizeof(double)) / sizeof(double);
@@ -60,6 +74,19 @@ cudaError_t fixed_order_norm(const float* v, std::size_t n, double* norm, void* 
   }
   total_root<<<1, 1, 0, stream>>>(sums, blocks, norm);
   return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t fixed_order_norm(const float* v, std::size_t n, double* norm, void* scratch,
+                             cudaStream_t stream) {
+  return norm_of(Fp32{v}, n, norm, scratch, stream);
+}
+
+cudaError_t fixed_order_norm(HalfFormat format, const std::uint16_t* v, std::size_t n, double* norm,
+                             void* scratch, cudaStream_t stream) {
+  return format == HalfFormat::fp16 ? norm_of(Fp16{v}, n, norm, scratch, stream)
+                                    : norm_of(Bf16{v}, n, norm, scratch, stream);
 }
 
 }  // namespace slimreduce::kernels::cuda

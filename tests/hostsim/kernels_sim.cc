@@ -138,11 +138,13 @@ cudaError_t quant8_accumulate(const void* block, std::size_t n, std::size_t buck
 // (block, lane) its squares; each block its lanes; the blocks, then the
 // root), on their scratch: not a call of the CPU twin, so the host twins
 // that compare with kernels::fixed_order_norm check that this order is its.
-cudaError_t fixed_order_norm(const float* v, std::size_t n, double* norm, void* scratch,
-                             cudaStream_t stream) {
+// `width`: the values' bytes (4, or 2 for 16-bit floats); load(i): value i as fp32.
+template <class Load>
+cudaError_t norm_steps(const void* v, std::size_t width, Load load, std::size_t n, double* norm,
+                       void* scratch, cudaStream_t stream) {
   sim::enqueue(stream, [=] {
     const std::size_t blocks = (n + kNormBlock - 1) / kNormBlock;
-    if (n) sim::require_device("fixed_order_norm v", v, n * 4);
+    if (n) sim::require_device("fixed_order_norm v", v, n * width);
     sim::require_device("fixed_order_norm norm", norm, sizeof(double));
     sim::require_device("fixed_order_norm scratch", scratch,
                         device::fixed_order_norm_scratch_bytes(n));
@@ -153,7 +155,7 @@ cudaError_t fixed_order_norm(const float* v, std::size_t n, double* norm, void* 
       const std::size_t end = std::min(n, begin + kNormBlock);
       double sum = 0.0;
       for (std::size_t i = begin + t % kNormLanes; i < end; i += kNormLanes)
-        sum += static_cast<double>(v[i]) * static_cast<double>(v[i]);
+        sum += static_cast<double>(load(i)) * static_cast<double>(load(i));
       lanes[t] = sum;
     }
     for (std::size_t b = 0; b < blocks; ++b) {
@@ -166,6 +168,21 @@ cudaError_t fixed_order_norm(const float* v, std::size_t n, double* norm, void* 
     *norm = std::sqrt(total);
   });
   return cudaSuccess;
+}
+
+cudaError_t fixed_order_norm(const float* v, std::size_t n, double* norm, void* scratch,
+                             cudaStream_t stream) {
+  return norm_steps(
+      v, 4, [v](std::size_t i) { return v[i]; }, n, norm, scratch, stream);
+}
+
+cudaError_t fixed_order_norm(HalfFormat format, const std::uint16_t* v, std::size_t n, double* norm,
+                             void* scratch, cudaStream_t stream) {
+  if (format == HalfFormat::fp16)
+    return norm_steps(
+        v, 2, [v](std::size_t i) { return fp16_bits_to_float(v[i]); }, n, norm, scratch, stream);
+  return norm_steps(
+      v, 2, [v](std::size_t i) { return bf16_bits_to_float(v[i]); }, n, norm, scratch, stream);
 }
 
 cudaError_t quant8_minmax_compress(const float* in, float* residual, std::size_t n,

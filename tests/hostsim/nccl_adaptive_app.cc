@@ -14,7 +14,9 @@
 // or quant's width, SLIMREDUCE_QUANT_BITS's: its owner residuals kept).
 // A level the library did not follow, or followed a call early or late,
 // changes a result's bits. The run must see both switches and a group whose
-// calls' levels differ, or it fails.
+// calls' levels differ, or it fails. HOSTSIM_ADAPTIVE_TYPE=fp16 or bf16
+// (top-k) sends 16-bit calls, whose norms are taken of their values widened
+// (their jump 64x, a power of two, so that the scaled inputs stay exact).
 // Exit 0: all passed; 1: a check failed.
 #include <cmath>
 #include <cstdio>
@@ -25,9 +27,11 @@
 #include <string>
 #include <vector>
 
+#include "kernels/element_rules.h"
 #include "tests/hostsim/nccl_ranks_job.h"
 
 using namespace ranks_job;
+namespace k = slimreduce::kernels;
 
 namespace {
 
@@ -83,13 +87,30 @@ double norm_of(const std::vector<float>& v) {
   return std::sqrt(squares);
 }
 
-// The call's inputs times `factor`, this rank's written again.
+// The call's inputs times `factor`, this rank's written again (as the call's type).
 void scale(Call& c, float factor) {
   for (auto& input : c.model.inputs) {
     for (float& x : input) x *= factor;
   }
   const std::vector<float>& mine = c.model.inputs[c.comm->rank];
-  CUDA_OK(cudaMemcpyAsync(c.send, mine.data(), mine.size() * 4, cudaMemcpyHostToDevice, c.stream));
+  if (c.model.type == ncclFloat32) {
+    CUDA_OK(
+        cudaMemcpyAsync(c.send, mine.data(), mine.size() * 4, cudaMemcpyHostToDevice, c.stream));
+    return;
+  }
+  std::vector<std::uint16_t> half(mine.size());
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    half[i] = c.model.type == ncclFloat16 ? k::float_to_fp16_bits(mine[i])
+                                          : k::float_to_bf16_bits(mine[i]);
+  }
+  CUDA_OK(cudaMemcpyAsync(c.send, half.data(), half.size() * 2, cudaMemcpyHostToDevice, c.stream));
+}
+
+ncclDataType_t type_of(const std::string& name) {
+  if (name == "fp16") return ncclFloat16;
+  if (name == "bf16") return ncclBfloat16;
+  CHECK(name == "fp32", "HOSTSIM_ADAPTIVE_TYPE is fp32, fp16 or bf16");
+  return ncclFloat32;
 }
 
 }  // namespace
@@ -114,6 +135,9 @@ int main(int argc, char** argv) {
   const std::size_t window =
       std::strtoull(sim::env_or("SLIMREDUCE_ADAPTIVE_WINDOW", "10").c_str(), nullptr, 10);
   const double threshold = std::atof(sim::env_or("SLIMREDUCE_ADAPTIVE_THRESHOLD", "0.5").c_str());
+  const ncclDataType_t type = type_of(sim::env_or("HOSTSIM_ADAPTIVE_TYPE", "fp32"));
+  CHECK(type == ncclFloat32 || mode.topk, "16-bit calls with top-k (NCCL compresses no other)");
+  const float jump = type == ncclFloat32 ? 50.0f : 64.0f;
 
   Comm world = make_world_comm();
   cudaStream_t stream = make_job_stream();
@@ -131,8 +155,8 @@ int main(int argc, char** argv) {
     int level[2];
     for (int b = 0; b < 2; ++b) {
       calls.push_back(
-          prepare(world, bucket_send[b], bucket_recv[b], sizes[b], ncclFloat32, ncclSum, stream));
-      if (step >= jump_at[b]) scale(calls.back(), 50.0f);
+          prepare(world, bucket_send[b], bucket_recv[b], sizes[b], type, ncclSum, stream));
+      if (step >= jump_at[b]) scale(calls.back(), jump);
       const int before = predicted[b].level;
       level[b] = predicted[b].next();
       hard_calls += level[b] == kHard;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -55,6 +56,42 @@ TEST_P(NormSizes, GivesTheDocumentedOrdersBitsAtAnyAlignment) {
   long double reference = 0;
   for (float x : v) reference += static_cast<long double>(x) * x;
   EXPECT_NEAR(expected, std::sqrt(static_cast<double>(reference)), 1e-12 * (1 + expected));
+}
+
+// 16-bit floats (NCCL's fp16 and bf16 calls): the documented order over the
+// values widened to fp32, from a widening written here (not element_rules').
+float widened(std::uint16_t bits, bool bf16) {
+  if (bf16) {
+    const std::uint32_t wide = std::uint32_t{bits} << 16;
+    float f;
+    std::memcpy(&f, &wide, 4);
+    return f;
+  }
+  const int exponent = (bits >> 10) & 31, mantissa = bits & 1023;
+  const float sign = bits >> 15 ? -1.0f : 1.0f;
+  if (exponent == 31)
+    return mantissa ? std::numeric_limits<float>::quiet_NaN()
+                    : sign * std::numeric_limits<float>::infinity();
+  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -24);
+  return sign * std::ldexp(static_cast<float>(1024 + mantissa), exponent - 25);
+}
+
+TEST_P(NormSizes, SixteenBitValuesGiveTheOrdersBitsOfTheirWidenedValues) {
+  const std::size_t n = GetParam();
+  std::mt19937 generator(static_cast<unsigned>(n) + 7);
+  for (const bool bf16 : {false, true}) {
+    std::vector<std::uint16_t> bits(n);
+    std::vector<float> wide(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      do {
+        bits[i] = static_cast<std::uint16_t>(generator());
+        wide[i] = widened(bits[i], bf16);
+      } while (!std::isfinite(wide[i]) || std::fabs(wide[i]) > 1e4f);  // finite, squares summable
+    }
+    const kernels::HalfFormat format = bf16 ? kernels::HalfFormat::bf16 : kernels::HalfFormat::fp16;
+    EXPECT_EQ(kernels::fixed_order_norm(format, bits.data(), n), norm_as_documented(wide))
+        << (bf16 ? "bf16" : "fp16");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Counts, NormSizes,
