@@ -59,6 +59,33 @@ add_test(NAME mpich_stochastic_np3 COMMAND ${SLIMREDUCE_MPIRUN} -np 3
                                            $<TARGET_FILE:test_mpi_stochastic>)
 set_tests_properties(mpich_stochastic_np3 PROPERTIES TIMEOUT 300 LABELS mpich)
 
+# Hierarchical reduction over the sub-communicators MPICH splits (2 emulated
+# nodes of 2), fp16: what depends on the MPI family is the split, which every
+# compressor shares (the other compressors run hierarchically in the Open MPI build).
+add_preloaded_gtest(test_mpi_hierarchical)
+add_mpi_test(mpich_hierarchical_fp16_np4_l2 4 test_mpi_hierarchical
+             ENV SLIMREDUCE_COMPRESSOR=fp16 SLIMREDUCE_MIN_BYTES=4 SLIMREDUCE_HIERARCHICAL=1
+                 SLIMREDUCE_LOCAL_SIZE=2
+             ARGS --gtest_filter=-Hierarchical.ErrorFeedback*)
+
+# PowerSGD through core's host_allreduce over MPICH (linked, no preload):
+# recovery, bits on every rank, the residual, warm start, inf and NaN.
+add_executable(test_mpi_powersgd test_mpi_powersgd.cc)
+target_include_directories(test_mpi_powersgd PRIVATE ${PROJECT_SOURCE_DIR})
+target_link_libraries(test_mpi_powersgd PRIVATE slimreduce_internal GTest::gtest ${CMAKE_DL_LIBS})
+add_test(NAME mpich_powersgd_np3 COMMAND ${SLIMREDUCE_MPIRUN} -np 3 $<TARGET_FILE:test_mpi_powersgd>)
+set_tests_properties(mpich_powersgd_np3 PROPERTIES TIMEOUT 300 LABELS mpich)
+
+# SLIMREDUCE_COMPRESSOR=auto: the same candidate on every rank at every call,
+# probes in turn, each call with its candidate's bits; and over 2 emulated
+# nodes, flat or two-level chosen with it (SLIMREDUCE_HIERARCHICAL=auto).
+add_preloaded_gtest(test_mpi_auto)
+add_mpi_test(mpich_auto_np2 2 test_mpi_auto ENV SLIMREDUCE_COMPRESSOR=auto
+             ARGS --gtest_filter=-Auto.NoneSends*)
+add_mpi_test(mpich_auto_two_level_choice_np4 4 test_mpi_auto
+             ENV SLIMREDUCE_COMPRESSOR=auto SLIMREDUCE_HIERARCHICAL=auto SLIMREDUCE_LOCAL_SIZE=2
+             ARGS --gtest_filter=-Auto.NoneSends*)
+
 # MPI_Iallreduce queued and fused (generalized requests, every wait and test).
 add_preloaded_gtest(test_mpi_iallreduce)
 foreach(compressor fp16 topk)
