@@ -258,7 +258,8 @@ const std::vector<SettingSpec>& specs() {
        "windows (the norm of the reduced result changed by more than "
        "SLIMREDUCE_ADAPTIVE_THRESHOLD since the last window at that level; the first windows) "
        "and at the hard level otherwise, alike on every rank (MPI host and device buffers; NCCL "
-       "fp32 calls, whose norms count from the second call of their shape after them).",
+       "calls, fp16 and bf16 top-k ones too, whose norms count from the second call of their "
+       "shape after them).",
        [](const std::string& v, Settings& s) { s.adaptive = parse_choice(v, kAdaptive); },
        [](const Settings& s) { return show_choice(s.adaptive, kAdaptive); }, true},
       {"SLIMREDUCE_ADAPTIVE_WINDOW", "10", fixed("a whole number >= 1 (set only with accordion)"),
