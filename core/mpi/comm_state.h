@@ -35,6 +35,9 @@ class CommState {
   const NodeSplit* nodes() const { return hierarchy_ ? &hierarchy_->split : nullptr; }
   // Whether a compressed call runs the node steps (nodes known, and not flat).
   bool reduces_hierarchically() const { return hierarchy_ && !hierarchy_->flat(); }
+  // Whether a call decided `flat` (CallDecision::flat: a flat candidate of
+  // SLIMREDUCE_HIERARCHICAL=auto) runs the node steps: every path asks this.
+  bool runs_two_level(bool flat) const { return reduces_hierarchically() && !flat; }
 
   // The private duplicate, made on first use: the first compressed call on a
   // communicator is the same call on every rank, so the collective dup matches.

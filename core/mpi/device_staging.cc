@@ -407,7 +407,7 @@ Status allreduce(const AllreduceCall& call, compressors::Compressor& compressor,
     StagedCall job{call, compressor, state, transport, workspace, nullptr, options};
     // A hierarchical communicator reduces fp32 inside the node: through the
     // host algorithm, as a host-buffer rank of it does.
-    if (kernels == DeviceKernels::none || (state.reduces_hierarchically() && !options.flat))
+    if (kernels == DeviceKernels::none || state.runs_two_level(options.flat))
       return staged_host(job, reduced);
     if (residual && residual->feeds_back) {
       if (!pool.residual_memory()) return Status::no_memory();

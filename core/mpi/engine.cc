@@ -193,7 +193,7 @@ void Engine::count_pass_through(std::uint64_t bytes, const CommState& state,
 }
 
 void Engine::count_compressed(std::uint64_t bytes, const CommState& state, double wire_sent,
-                              bool two_level, Counters& delta) const {
+                              bool flat, Counters& delta) const {
   // This call alone, then added: the node split reads the call's own baseline
   // (delta may hold a fused batch's earlier calls).
   CallOutcome call;
@@ -201,7 +201,7 @@ void Engine::count_compressed(std::uint64_t bytes, const CommState& state, doubl
   call.count = bytes / sizeof(float);
   call.compressed = true;
   call.wire_sent = wire_sent;
-  call.ran_hierarchically = two_level && state.reduces_hierarchically();
+  call.ran_hierarchically = state.runs_two_level(flat);
   delta += counted_call(state.size(), state.nodes(), call);
 }
 
@@ -311,9 +311,10 @@ Engine::Started Engine::start_call(const AllreduceCall& call, MPI_Datatype datat
   started.evicted = residuals.evicted() - evicted_before;
   started.shape_changes = residuals.shape_changes() - changes_before;
   if (!started.slot) return started;
-  started.slot->keep_state_for(state.reduces_hierarchically() && !started.decision.flat);
+  const bool two_level = state.runs_two_level(started.decision.flat);
+  started.slot->keep_state_for(two_level);
   const bool residual_on_device =
-      device && !(state.reduces_hierarchically() && !started.decision.flat) &&
+      device && !two_level &&
       device_staging::keeps_residual_on_device(call, *started.decision.compressor, state.size());
   if (!residual_on_device) started.call.residual = started.slot->host_residual();
   started.call.state = &started.slot->compressor_state;  // kept per key (PowerSGD's Q)
@@ -357,7 +358,7 @@ void Engine::finish_call(const Started& started, const CommState& state, const R
     runtime_.shared()->residuals.count_state({state.id(), started.call.output});
   Counters delta;
   count_compressed(std::uint64_t(started.call.count) * sizeof(float), state, reduced.wire_sent,
-                   !started.decision.flat, delta);
+                   started.decision.flat, delta);
   delta.overflow_rescued = reduced.overflow_rescued ? 1 : 0;
   delta.partitions = reduced.partitions > 1 ? reduced.partitions : 0;
   if (started.decision.route == ReductionPath::topk)

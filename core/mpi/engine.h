@@ -172,18 +172,17 @@ class Engine : public RuntimeSide {
   // candidate two-level (it spans nodes; the host algorithm takes every
   // aggregation two-level, device buffers through the host).
   static std::function<bool(const Policy::Candidate&)> two_level_on(const CommState& state) {
-    return [&state](const Policy::Candidate&) { return state.reduces_hierarchically(); };
+    return [&state](const Policy::Candidate&) { return state.runs_two_level(false); };
   }
   bool pipelining_wanted() const;
   // Counts a call that reached the real library as given; reason, if any, says why it
   // was not compressed (Counters::warmup or Counters::ef_cap_fallback).
   void count_pass_through(std::uint64_t bytes, const CommState& state,
                           std::uint64_t Counters::*reason = nullptr);
-  // Counts a compressed call into delta, split by node where the nodes are known.
-  // `two_level`: not a flat decision (CallDecision::flat), so two-level where
-  // the communicator spans nodes.
-  void count_compressed(std::uint64_t bytes, const CommState& state, double wire_sent,
-                        bool two_level, Counters& delta) const;
+  // Counts a compressed call into delta, split by node where the nodes are known;
+  // `flat`: its decision's (CommState::runs_two_level).
+  void count_compressed(std::uint64_t bytes, const CommState& state, double wire_sent, bool flat,
+                        Counters& delta) const;
 
   // What a queued call carries besides MPI's arguments: its residual key (the
   // receive buffer, or a tensor name's stand-in), the native API's priority

@@ -105,7 +105,6 @@ struct BatchReduced {
 Status run_batch(compressors::Compressor& compressor, backends::Transport& transport,
                  std::vector<algorithms::BatchTensor> tensors, CommState& state,
                  const RunOptions& options, BatchReduced* reduced) {
-  const Hierarchy* hierarchy = state.hierarchy();
   const bool cut =
       tensors.size() == 1 && tensors.front().count * sizeof(float) > options.partition_bytes;
   // A lone low-rank call as a blocking one: its sums then pad P and Q to
@@ -113,8 +112,8 @@ Status run_batch(compressors::Compressor& compressor, backends::Transport& trans
   const bool lone_low_rank =
       tensors.size() == 1 && compressor.aggregation() == compressors::Aggregation::low_rank;
   const bool one_by_one =
-      (hierarchy && !hierarchy->flat() && !options.flat) || cut ||
-      !compressors::fusable(compressor) || lone_low_rank ||
+      state.runs_two_level(options.flat) || cut || !compressors::fusable(compressor) ||
+      lone_low_rank ||
       (tensors.size() == 1 && reduces_sharded(compressor, tensors.front().count, transport.size()));
   if (one_by_one) {
     for (const algorithms::BatchTensor& t : tensors) {
@@ -305,7 +304,7 @@ int Engine::reduce_queued(CommState& state, MPI_Comm wire_comm,
       delta.ef_evicted += shared->residuals.evicted() - evicted_before;
       delta.ef_cap_fallback += slot ? 0 : 1;
       if (slot) slots.emplace_back(ResidualKey{state.id(), r.residual_key}, slot);
-      if (slot) slot->keep_state_for(state.reduces_hierarchically() && !r.decision.flat);
+      if (slot) slot->keep_state_for(state.runs_two_level(r.decision.flat));
       tensors.push_back({r.input, slot ? slot->host_residual() : nullptr, r.output, r.count,
                          slot ? &slot->compressor_state : nullptr, r.rows,
                          compressors::CallDraw{r.decision.shape_call, state.rank()}});
@@ -357,7 +356,7 @@ void Engine::count_batch(const std::vector<QueuedReduction>& batch, const CommSt
   for (const QueuedReduction& r : batch) bytes += r.bytes();
   for (const QueuedReduction& r : batch) {
     const double share = bytes ? wire_sent * double(r.bytes()) / double(bytes) : 0.0;
-    count_compressed(r.bytes(), state, share, !r.decision.flat, delta);
+    count_compressed(r.bytes(), state, share, r.decision.flat, delta);
     if (r.decision.levels_adapt) delta.count_level(r.decision.level);
   }
   if (batch.size() >= 2) {

@@ -222,7 +222,7 @@ Status host_allreduce(const AllreduceCall& call, compressors::Compressor& compre
   const Hierarchy* hierarchy = state.hierarchy();
   // Decided once for the whole call, so that its partitions and the report agree.
   bool sharded = false;
-  if (hierarchy && !hierarchy->flat() && !options.flat) {
+  if (state.runs_two_level(options.flat)) {
     const std::size_t shard =
         algorithms::Hierarchical::shard_count(call.count, hierarchy->node->size());
     sharded = reduces_sharded(compressor, shard, hierarchy->cross->size());

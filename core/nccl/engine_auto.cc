@@ -35,11 +35,9 @@ std::optional<CallDecision> NcclEngine::auto_decision(CallPlan& p, const CallSha
                                                       SharedState& shared, Counters& counted) {
   if (!shared.chooser) return std::nullopt;  // switched away from auto while held
   // SLIMREDUCE_HIERARCHICAL=auto: a twin runs two-level where the
-  // communicator's nodes are known and NCCL runs its route so (runs_hierarchically).
+  // communicator's nodes take its route (runs_hierarchically's rule).
   const auto two_level = [&p](const Policy::Candidate& candidate) {
-    const ReductionPath route = route_of(candidate.compressor->aggregation());
-    return p.nodes && !p.nodes->flat() &&
-           (route == ReductionPath::cast || route == ReductionPath::topk);
+    return nodes_take(p.nodes.get(), route_of(candidate.compressor->aggregation()));
   };
   CallDecision decision = shared.decide(shape, ReductionPath::pass_through, timed, two_level);
   p.auto_step = decision.auto_step;

@@ -6,7 +6,6 @@
 // exactly. Calls in a CUDA graph are not measured: their shapes keep the
 // level they have.
 #include <algorithm>
-#include <optional>
 
 #include "backends/nccl_backend.h"
 #include "core/nccl/engine.h"
@@ -39,24 +38,11 @@ ncclResult_t NcclEngine::absorb_norms(const GroupPlan& plan) {
   return ncclSuccess;
 }
 
-namespace {
-
-// The element type of a call's values, or nullopt for one no norm is taken of.
-std::optional<kernels::device::Elem> elem_of(int datatype) {
-  using kernels::device::Elem;
-  if (datatype == ncclFloat32) return Elem::fp32;
-  if (datatype == ncclFloat16) return Elem::fp16;
-  if (datatype == ncclBfloat16) return Elem::bf16;
-  return std::nullopt;
-}
-
-}  // namespace
-
 ncclResult_t NcclEngine::measure_norms(const GroupPlan& plan) {
   for (std::size_t first = 0; first < plan.calls.size(); first += plan.calls[first].pieces) {
     const CallPlan& p = plan.calls[first];
-    const std::optional<kernels::device::Elem> elem = elem_of(p.call.datatype);
-    if (!p.compressed || p.level < 0 || !elem) continue;
+    const ElemType type = nccl_elem(p.call.datatype);
+    if (!p.compressed || p.level < 0 || type == ElemType::other) continue;
     const auto stream = static_cast<cudaStream_t>(p.call.stream);
     if (is_capturing(stream)) continue;
     std::uint64_t count = 0;  // a cut call's norm is the whole call's
@@ -69,7 +55,7 @@ ncclResult_t NcclEngine::measure_norms(const GroupPlan& plan) {
                                 : nullptr;
     if (!scratch) return ncclSystemError;
     const Status status =
-        norms_.measure(shape, p.level, p.call.recvbuff, *elem, scratch, stream, p.comm->device);
+        norms_.measure(shape, p.level, p.call.recvbuff, type, scratch, stream, p.comm->device);
     if (!status.ok()) return backends::nccl_code(status);
   }
   return ncclSuccess;

@@ -328,10 +328,14 @@ ncclResult_t make_nccl_hierarchy(ncclComm_t comm, int rank, int size, int device
   return ncclSuccess;
 }
 
-bool runs_hierarchically(const CallPlan& p) {
+bool nodes_take(const NcclHierarchy* nodes, ReductionPath route) {
   // PowerSGD and the sharded algorithm (int8) reduce flat on NCCL.
-  return p.compressed && !p.flat && p.nodes && !p.nodes->flat() && p.call.datatype == ncclFloat32 &&
-         (p.call.verdict.path == ReductionPath::cast || p.call.verdict.path == ReductionPath::topk);
+  return nodes && !nodes->flat() && (route == ReductionPath::cast || route == ReductionPath::topk);
+}
+
+bool runs_hierarchically(const CallPlan& p) {
+  return p.compressed && !p.flat && p.call.datatype == ncclFloat32 &&
+         nodes_take(p.nodes.get(), p.call.verdict.path);
 }
 
 std::size_t hierarchical_region_bytes(const CallPlan& p,

@@ -19,6 +19,7 @@
 #include "core/runtime/counters.h"
 #include "core/runtime/node_split.h"
 #include "scheduler/plan.h"
+#include "scheduler/route.h"
 
 namespace slimreduce {
 
@@ -52,9 +53,11 @@ ncclResult_t make_nccl_hierarchy(ncclComm_t comm, int rank, int size, int device
                                  std::optional<int> local_size, DeviceAllocator& allocator,
                                  NcclHierarchy* out);
 
+// Whether a communicator with `nodes` (nullptr: not known yet) reduces a
+// call of `route` hierarchically: nodes known and not flat, a cast or top-k.
+bool nodes_take(const NcclHierarchy* nodes, ReductionPath route);
 // Whether this planned call runs hierarchically: compressed, fp32, not flat
-// by its decision (SLIMREDUCE_HIERARCHICAL=auto), on a communicator whose
-// nodes allow it.
+// by its decision (SLIMREDUCE_HIERARCHICAL=auto), and nodes_take its route.
 bool runs_hierarchically(const CallPlan& p);
 
 // The workspace bytes of one hierarchical call (its region).

@@ -62,24 +62,21 @@ std::unique_ptr<NcclNorms::Slot> NcclNorms::take_slot(int device) {
   return std::make_unique<Slot>(event, static_cast<double*>(pinned), device);
 }
 
-Status NcclNorms::measure(const CallShape& shape, int level, const void* output,
-                          kernels::device::Elem elem, void* scratch, cudaStream_t stream,
-                          int device) {
+Status NcclNorms::measure(const CallShape& shape, int level, const void* output, ElemType type,
+                          void* scratch, cudaStream_t stream, int device) {
   DeviceGuard guard(device);
   if (!guard.ok()) return Status::cuda(cudaErrorInvalidDevice);
   std::unique_ptr<Slot> slot = take_slot(device);
   if (!slot) return Status::cuda(cudaErrorMemoryAllocation);
   auto* result =
       reinterpret_cast<double*>(static_cast<std::byte*>(scratch) + result_offset(shape.count));
-  using kernels::device::Elem;
-  const auto* half = static_cast<const std::uint16_t*>(output);
   const int launched =
-      elem == Elem::fp32
+      type == ElemType::fp32
           ? kernels::device::fixed_order_norm(static_cast<const float*>(output), shape.count,
                                               result, scratch, stream)
           : kernels::device::fixed_order_norm(
-                elem == Elem::fp16 ? kernels::HalfFormat::fp16 : kernels::HalfFormat::bf16, half,
-                shape.count, result, scratch, stream);
+                type == ElemType::fp16 ? kernels::HalfFormat::fp16 : kernels::HalfFormat::bf16,
+                static_cast<const std::uint16_t*>(output), shape.count, result, scratch, stream);
   SLIMREDUCE_TRY(Status::cuda(static_cast<cudaError_t>(launched)));
   SLIMREDUCE_TRY(Status::cuda(
       cudaMemcpyAsync(slot->pinned, result, sizeof(double), cudaMemcpyDeviceToHost, stream)));

@@ -24,7 +24,7 @@
 
 #include "backends/status.h"
 #include "core/runtime/call_shape.h"
-#include "kernels/device.h"
+#include "core/runtime/eligibility.h"
 
 namespace slimreduce {
 
@@ -45,8 +45,8 @@ class NcclNorms {
   // After a compressed call's work was enqueued on `stream` (on `device`):
   // the norm of output[0..count) sent at `level`, in `scratch` (device
   // memory no later work on the stream uses before this call's finishes).
-  // `elem`: the output's type (fp16 and bf16 values widened to fp32).
-  Status measure(const CallShape& shape, int level, const void* output, kernels::device::Elem elem,
+  // `type`: the output's (fp32, fp16 or bf16; 16-bit values widened to fp32).
+  Status measure(const CallShape& shape, int level, const void* output, ElemType type,
                  void* scratch, cudaStream_t stream, int device);
 
   struct Measured {
