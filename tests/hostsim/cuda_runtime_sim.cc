@@ -20,10 +20,14 @@
 //    (cudaMalloc, cudaFree, cudaDeviceSynchronize, cudaMemcpy, a synchronize
 //    of the capturing stream, a stream-ordered allocation on it) fail and
 //    invalidate the capture, as SlimReduce promises never to make them there;
-//  - device memory is tracked host memory, filled with 0xff bytes (NaN) when
-//    allocated, so reads of bytes nothing wrote show in the results;
+//  - device memory is filled with 0xff bytes (NaN) when allocated, so reads
+//    of bytes nothing wrote show in the results; the host cannot touch it (its
+//    address faults, as on a GPU): the simulated device reaches its bytes
+//    through a second mapping (device_view, sim.h);
 //  - errors are kept as the thread's last error, as the real runtime does.
 #include <cuda_runtime_api.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -64,15 +68,43 @@ namespace slimreduce::hostsim {
 namespace {
 
 enum class Kind { device, pinned };
-struct FreeBytes {
-  void operator()(std::byte* p) const { std::free(p); }
+
+// One mmap'd range, unmapped when it goes.
+struct Region {
+  std::byte* at = nullptr;
+  std::size_t length = 0;
+  Region() = default;
+  Region(std::byte* start, std::size_t bytes) : at(start), length(bytes) {}
+  Region(Region&& other) noexcept
+      : at(std::exchange(other.at, nullptr)), length(std::exchange(other.length, 0)) {}
+  Region& operator=(Region&&) = delete;
+  ~Region() {
+    if (at) munmap(at, length);
+  }
 };
+
+Region map_region(std::size_t length, int protection) {
+  void* at = mmap(nullptr, length, protection, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return at == MAP_FAILED ? Region{} : Region{static_cast<std::byte*>(at), length};
+}
+
+// A block's bytes. Device memory (not managed) is two ranges: the address the
+// program holds is a reservation with no access, so host code that touches
+// device memory faults as it would on a GPU; the bytes live in a second
+// mapping that only the simulated device (kernels, copies, collectives)
+// reaches, through device_view. Each range ends one page past the block, the
+// block's 256-byte rounded end against it, so a kernel that runs past its
+// buffer faults too. Pinned and managed memory is one range anyone may touch.
 struct Block {
-  std::unique_ptr<std::byte, FreeBytes> bytes;
+  Region program;          // the program's addresses
+  Region device;           // device memory only: where its bytes are
+  std::size_t offset = 0;  // of the block in each range
   std::size_t size = 0;
   Kind kind = Kind::device;
   bool pooled = false;   // from cudaMallocAsync: cudaFree of it does not wait for the device
   bool managed = false;  // from cudaMallocManaged: device memory the host may touch too
+  std::byte* start() const { return program.at + offset; }
+  std::byte* bytes() const { return (device.at ? device.at : program.at) + offset; }
 };
 
 struct Runtime {
@@ -163,17 +195,35 @@ const Block* block_holding(std::uintptr_t p) {
   return p < it->first + it->second.size ? &it->second : nullptr;
 }
 
-cudaError_t allocate(void** ptr, std::size_t bytes, Kind kind, bool pooled = false) {
+// A range of `rounded` bytes (a multiple of 256) at the end of `length`
+// readable bytes, and a page with no access after them.
+Region map_with_guard(std::size_t length, int protection) {
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  Region region = map_region(length + page, PROT_NONE);
+  if (region.at && protection != PROT_NONE && mprotect(region.at, length, protection) != 0)
+    return {};
+  return region;
+}
+
+cudaError_t allocate(void** ptr, std::size_t bytes, Kind kind, bool pooled = false,
+                     bool managed = false) {
   if (!ptr) return fail(cudaErrorInvalidValue);
   *ptr = nullptr;
   if (bytes == 0) return cudaSuccess;
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   const std::size_t rounded = (bytes + 255) / 256 * 256;
-  Block block{std::unique_ptr<std::byte, FreeBytes>(
-                  static_cast<std::byte*>(std::aligned_alloc(256, rounded))),
-              bytes, kind, pooled};
-  if (!block.bytes) return fail(cudaErrorMemoryAllocation);
-  std::memset(block.bytes.get(), 0xff, rounded);
-  *ptr = block.bytes.get();
+  const std::size_t length = (rounded + page - 1) / page * page;
+  const bool split = kind == Kind::device && !managed;
+  Block block{map_with_guard(length, split ? PROT_NONE : PROT_READ | PROT_WRITE),
+              split ? map_with_guard(length, PROT_READ | PROT_WRITE) : Region{},
+              length - rounded,
+              bytes,
+              kind,
+              pooled,
+              managed};
+  if (!block.program.at || (split && !block.device.at)) return fail(cudaErrorMemoryAllocation);
+  std::memset(block.bytes(), 0xff, rounded);
+  *ptr = block.start();
   std::lock_guard lock(runtime().mutex);
   runtime().blocks.emplace(reinterpret_cast<std::uintptr_t>(*ptr), std::move(block));
   return cudaSuccess;
@@ -322,8 +372,15 @@ bool is_device_range(const void* ptr, std::size_t bytes) {
   std::lock_guard lock(runtime().mutex);
   const Block* b = block_holding(p);
   if (!b || b->kind != Kind::device) return false;
-  const auto start = reinterpret_cast<std::uintptr_t>(b->bytes.get());
-  return p + bytes <= start + b->size;
+  return p + bytes <= reinterpret_cast<std::uintptr_t>(b->start()) + b->size;
+}
+
+void* device_view(const void* ptr) {
+  const auto p = reinterpret_cast<std::uintptr_t>(ptr);
+  std::lock_guard lock(runtime().mutex);
+  const Block* b = block_holding(p);
+  if (!b) return const_cast<void*>(ptr);
+  return b->bytes() + (p - reinterpret_cast<std::uintptr_t>(b->start()));
 }
 
 std::size_t device_bytes_live() {
@@ -419,17 +476,11 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
     return sim::fail(cudaErrorStreamCaptureUnsupported);
   return sim::allocate(ptr, bytes, sim::Kind::device);
 }
-// Managed memory: device memory that host code may touch as well (here all
-// device memory is host memory; what differs is what the pointer reports).
+// Managed memory: device memory that host code may touch as well.
 cudaError_t cudaMallocManaged(void** ptr, size_t bytes, unsigned int) {
   if (sim::unsafe_while_capturing("cudaMallocManaged"))
     return sim::fail(cudaErrorStreamCaptureUnsupported);
-  const cudaError_t rc = sim::allocate(ptr, bytes, sim::Kind::device);
-  if (rc == cudaSuccess && *ptr) {
-    std::lock_guard lock(sim::runtime().mutex);
-    sim::runtime().blocks.at(reinterpret_cast<std::uintptr_t>(*ptr)).managed = true;
-  }
-  return rc;
+  return sim::allocate(ptr, bytes, sim::Kind::device, false, true);
 }
 cudaError_t cudaMallocAsync(void** ptr, size_t bytes, cudaStream_t stream) {
   if (sim::stream_of(stream)->capturing) {
@@ -500,17 +551,18 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   if (bytes == 0) return cudaSuccess;  // an empty vector's data() may be null
   CUstream_st* s = sim::stream_of(stream);
   if (!s->capturing && !sim::is_registered(dst)) {
-    sim::enqueue(stream, [=] { std::memmove(dst, src, bytes); });
+    sim::enqueue(stream,
+                 [=] { std::memmove(sim::device_view(dst), sim::device_view(src), bytes); });
     if (s->worker) s->worker->drain();
     return cudaSuccess;
   }
   if (!s->capturing && !sim::is_registered(src)) {
     auto staged = std::make_shared<std::vector<std::byte>>(
         static_cast<const std::byte*>(src), static_cast<const std::byte*>(src) + bytes);
-    sim::enqueue(stream, [=] { std::memmove(dst, staged->data(), bytes); });
+    sim::enqueue(stream, [=] { std::memmove(sim::device_view(dst), staged->data(), bytes); });
     return cudaSuccess;
   }
-  sim::enqueue(stream, [=] { std::memmove(dst, src, bytes); });
+  sim::enqueue(stream, [=] { std::memmove(sim::device_view(dst), sim::device_view(src), bytes); });
   return cudaSuccess;
 }
 // Rows of `width` bytes, `height` of them, at their pitches (each >= width).
@@ -519,8 +571,8 @@ cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t 
   if (width > dpitch || width > spitch) return sim::fail(cudaErrorInvalidPitchValue);
   sim::enqueue(stream, [=] {
     for (size_t row = 0; row < height; ++row) {
-      std::memmove(static_cast<std::byte*>(dst) + row * dpitch,
-                   static_cast<const std::byte*>(src) + row * spitch, width);
+      std::memmove(sim::device_view(static_cast<std::byte*>(dst) + row * dpitch),
+                   sim::device_view(static_cast<const std::byte*>(src) + row * spitch), width);
     }
   });
   return cudaSuccess;
@@ -545,7 +597,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
 }
 cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream) {
   sim::require_device("cudaMemsetAsync", ptr, bytes);
-  sim::enqueue(stream, [=] { std::memset(ptr, value, bytes); });
+  sim::enqueue(stream, [=] { std::memset(sim::device_view(ptr), value, bytes); });
   return cudaSuccess;
 }
 // On the legacy stream; it returns at once (device memory is all it sets here).

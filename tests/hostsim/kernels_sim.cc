@@ -64,10 +64,10 @@ std::size_t payload_bytes(std::size_t k, bool fp16_values) {
 cudaError_t cast_compress(Elem format, const float* in, float* residual, std::uint16_t* out,
                           std::size_t n, cudaStream_t stream) {
   if (format == Elem::fp32) return cudaErrorInvalidValue;
-  sim::enqueue(stream, [=] {
-    sim::require_device("cast_compress in", in, n * 4);
-    if (residual) sim::require_device("cast_compress residual", residual, n * 4);
-    sim::require_device("cast_compress out", out, n * 2);
+  sim::enqueue(stream, [=]() mutable {
+    in = sim::on_device("cast_compress in", in, n * 4);
+    if (residual) residual = sim::on_device("cast_compress residual", residual, n * 4);
+    out = sim::on_device("cast_compress out", out, n * 2);
     compress(half_of(format), in, residual, out, n, Isa::scalar);
   });
   return cudaSuccess;
@@ -76,9 +76,9 @@ cudaError_t cast_compress(Elem format, const float* in, float* residual, std::ui
 cudaError_t cast_decompress(Elem format, const std::uint16_t* in, float* out, std::size_t n,
                             int divisor, cudaStream_t stream) {
   if (format == Elem::fp32 || divisor < 1) return cudaErrorInvalidValue;
-  sim::enqueue(stream, [=] {
-    sim::require_device("cast_decompress in", in, n * 2);
-    sim::require_device("cast_decompress out", out, n * 4);
+  sim::enqueue(stream, [=]() mutable {
+    in = sim::on_device("cast_decompress in", in, n * 2);
+    out = sim::on_device("cast_decompress out", out, n * 4);
     decompress(half_of(format), in, out, n, Isa::scalar);
     for (std::size_t i = 0; divisor > 1 && i < n; ++i) out[i] = divide_keeping_nan(out[i], divisor);
   });
@@ -88,9 +88,9 @@ cudaError_t cast_decompress(Elem format, const std::uint16_t* in, float* out, st
 cudaError_t cast_accumulate(Elem format, const std::uint16_t* in, std::uint16_t* inout,
                             std::size_t n, cudaStream_t stream) {
   if (format == Elem::fp32) return cudaErrorInvalidValue;
-  sim::enqueue(stream, [=] {
-    sim::require_device("cast_accumulate in", in, n * 2);
-    sim::require_device("cast_accumulate inout", inout, n * 2);
+  sim::enqueue(stream, [=]() mutable {
+    in = sim::on_device("cast_accumulate in", in, n * 2);
+    inout = sim::on_device("cast_accumulate inout", inout, n * 2);
     accumulate(half_of(format), in, inout, n, Isa::scalar);
   });
   return cudaSuccess;
@@ -100,10 +100,10 @@ cudaError_t quant8_compress(const float* in, float* residual, std::size_t n, std
                             void* out, cudaStream_t stream, const Rounding& rounding) {
   if (bucket == 0) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=] {
-    sim::require_device("quant8_compress in", in, n * 4);
-    if (residual) sim::require_device("quant8_compress residual", residual, n * 4);
-    sim::require_device("quant8_compress out", out, kernels::quant8_bytes(n, bucket));
+  sim::enqueue(stream, [=]() mutable {
+    in = sim::on_device("quant8_compress in", in, n * 4);
+    if (residual) residual = sim::on_device("quant8_compress residual", residual, n * 4);
+    out = sim::on_device("quant8_compress out", out, kernels::quant8_bytes(n, bucket));
     kernels::quant8_compress(in, residual, n, bucket, out, Isa::scalar, rounding);
   });
   return cudaSuccess;
@@ -113,9 +113,9 @@ cudaError_t quant8_decompress(const void* block, std::size_t n, std::size_t buck
                               int divisor, cudaStream_t stream) {
   if (bucket == 0 || divisor < 1) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=] {
-    sim::require_device("quant8_decompress block", block, kernels::quant8_bytes(n, bucket));
-    sim::require_device("quant8_decompress out", out, n * 4);
+  sim::enqueue(stream, [=]() mutable {
+    block = sim::on_device("quant8_decompress block", block, kernels::quant8_bytes(n, bucket));
+    out = sim::on_device("quant8_decompress out", out, n * 4);
     kernels::quant8_decompress(block, n, bucket, out, Isa::scalar);
     for (std::size_t i = 0; divisor > 1 && i < n; ++i) out[i] = divide_keeping_nan(out[i], divisor);
   });
@@ -126,9 +126,9 @@ cudaError_t quant8_accumulate(const void* block, std::size_t n, std::size_t buck
                               cudaStream_t stream) {
   if (bucket == 0) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=] {
-    sim::require_device("quant8_accumulate block", block, kernels::quant8_bytes(n, bucket));
-    sim::require_device("quant8_accumulate dense", dense, n * 4);
+  sim::enqueue(stream, [=]() mutable {
+    block = sim::on_device("quant8_accumulate block", block, kernels::quant8_bytes(n, bucket));
+    dense = sim::on_device("quant8_accumulate dense", dense, n * 4);
     kernels::quant8_accumulate(block, n, bucket, dense, Isa::scalar);
   });
   return cudaSuccess;
@@ -138,16 +138,16 @@ cudaError_t quant8_accumulate(const void* block, std::size_t n, std::size_t buck
 // (block, lane) its squares; each block its lanes; the blocks, then the
 // root), on their scratch: not a call of the CPU twin, so the host twins
 // that compare with kernels::fixed_order_norm check that this order is its.
-// `width`: the values' bytes (4, or 2 for 16-bit floats); load(i): value i as fp32.
+// `width`: the values' bytes (4, or 2 for 16-bit floats); load(values, i): value i as fp32.
 template <class Load>
 cudaError_t norm_steps(const void* v, std::size_t width, Load load, std::size_t n, double* norm,
                        void* scratch, cudaStream_t stream) {
-  sim::enqueue(stream, [=] {
+  sim::enqueue(stream, [=]() mutable {
     const std::size_t blocks = (n + kNormBlock - 1) / kNormBlock;
-    if (n) sim::require_device("fixed_order_norm v", v, n * width);
-    sim::require_device("fixed_order_norm norm", norm, sizeof(double));
-    sim::require_device("fixed_order_norm scratch", scratch,
-                        device::fixed_order_norm_scratch_bytes(n));
+    if (n) v = sim::on_device("fixed_order_norm v", v, n * width);
+    norm = sim::on_device("fixed_order_norm norm", norm, sizeof(double));
+    scratch = sim::on_device("fixed_order_norm scratch", scratch,
+                             device::fixed_order_norm_scratch_bytes(n));
     auto* lanes = static_cast<double*>(scratch);
     double* sums = lanes + round256(blocks * kNormLanes * sizeof(double)) / sizeof(double);
     for (std::size_t t = 0; t < blocks * kNormLanes; ++t) {
@@ -155,7 +155,7 @@ cudaError_t norm_steps(const void* v, std::size_t width, Load load, std::size_t 
       const std::size_t end = std::min(n, begin + kNormBlock);
       double sum = 0.0;
       for (std::size_t i = begin + t % kNormLanes; i < end; i += kNormLanes)
-        sum += static_cast<double>(load(i)) * static_cast<double>(load(i));
+        sum += static_cast<double>(load(v, i)) * static_cast<double>(load(v, i));
       lanes[t] = sum;
     }
     for (std::size_t b = 0; b < blocks; ++b) {
@@ -173,16 +173,25 @@ cudaError_t norm_steps(const void* v, std::size_t width, Load load, std::size_t 
 cudaError_t fixed_order_norm(const float* v, std::size_t n, double* norm, void* scratch,
                              cudaStream_t stream) {
   return norm_steps(
-      v, 4, [v](std::size_t i) { return v[i]; }, n, norm, scratch, stream);
+      v, 4, [](const void* at, std::size_t i) { return static_cast<const float*>(at)[i]; }, n, norm,
+      scratch, stream);
 }
 
 cudaError_t fixed_order_norm(HalfFormat format, const std::uint16_t* v, std::size_t n, double* norm,
                              void* scratch, cudaStream_t stream) {
   if (format == HalfFormat::fp16)
     return norm_steps(
-        v, 2, [v](std::size_t i) { return fp16_bits_to_float(v[i]); }, n, norm, scratch, stream);
+        v, 2,
+        [](const void* at, std::size_t i) {
+          return fp16_bits_to_float(static_cast<const std::uint16_t*>(at)[i]);
+        },
+        n, norm, scratch, stream);
   return norm_steps(
-      v, 2, [v](std::size_t i) { return bf16_bits_to_float(v[i]); }, n, norm, scratch, stream);
+      v, 2,
+      [](const void* at, std::size_t i) {
+        return bf16_bits_to_float(static_cast<const std::uint16_t*>(at)[i]);
+      },
+      n, norm, scratch, stream);
 }
 
 cudaError_t quant8_minmax_compress(const float* in, float* residual, std::size_t n,
@@ -190,10 +199,11 @@ cudaError_t quant8_minmax_compress(const float* in, float* residual, std::size_t
                                    const Rounding& rounding) {
   if (bucket == 0) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=] {
-    sim::require_device("quant8_minmax_compress in", in, n * 4);
-    if (residual) sim::require_device("quant8_minmax_compress residual", residual, n * 4);
-    sim::require_device("quant8_minmax_compress out", out, kernels::quant8_minmax_bytes(n, bucket));
+  sim::enqueue(stream, [=]() mutable {
+    in = sim::on_device("quant8_minmax_compress in", in, n * 4);
+    if (residual) residual = sim::on_device("quant8_minmax_compress residual", residual, n * 4);
+    out =
+        sim::on_device("quant8_minmax_compress out", out, kernels::quant8_minmax_bytes(n, bucket));
     kernels::quant8_minmax_compress(in, residual, n, bucket, out, Isa::scalar, rounding);
   });
   return cudaSuccess;
@@ -203,10 +213,10 @@ cudaError_t quant8_minmax_decompress(const void* block, std::size_t n, std::size
                                      float* out, int divisor, cudaStream_t stream) {
   if (bucket == 0 || divisor < 1) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=] {
-    sim::require_device("quant8_minmax_decompress block", block,
-                        kernels::quant8_minmax_bytes(n, bucket));
-    sim::require_device("quant8_minmax_decompress out", out, n * 4);
+  sim::enqueue(stream, [=]() mutable {
+    block = sim::on_device("quant8_minmax_decompress block", block,
+                           kernels::quant8_minmax_bytes(n, bucket));
+    out = sim::on_device("quant8_minmax_decompress out", out, n * 4);
     kernels::quant8_minmax_decompress(block, n, bucket, out, Isa::scalar);
     for (std::size_t i = 0; divisor > 1 && i < n; ++i) out[i] = divide_keeping_nan(out[i], divisor);
   });
@@ -217,10 +227,10 @@ cudaError_t quant8_minmax_accumulate(const void* block, std::size_t n, std::size
                                      float* dense, cudaStream_t stream) {
   if (bucket == 0) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=] {
-    sim::require_device("quant8_minmax_accumulate block", block,
-                        kernels::quant8_minmax_bytes(n, bucket));
-    sim::require_device("quant8_minmax_accumulate dense", dense, n * 4);
+  sim::enqueue(stream, [=]() mutable {
+    block = sim::on_device("quant8_minmax_accumulate block", block,
+                           kernels::quant8_minmax_bytes(n, bucket));
+    dense = sim::on_device("quant8_minmax_accumulate dense", dense, n * 4);
     kernels::quant8_minmax_accumulate(block, n, bucket, dense, Isa::scalar);
   });
   return cudaSuccess;
@@ -295,10 +305,10 @@ cudaError_t quant_packed_compress(const float* in, float* residual, std::size_t 
                                   const Rounding& rounding) {
   if (bucket == 0 || !packed_width(bits)) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=] {
-    sim::require_device("quant_packed_compress in", in, n * 4);
-    if (residual) sim::require_device("quant_packed_compress residual", residual, n * 4);
-    sim::require_device("quant_packed_compress out", out, quant_packed_bytes(n, bucket, bits));
+  sim::enqueue(stream, [=]() mutable {
+    in = sim::on_device("quant_packed_compress in", in, n * 4);
+    if (residual) residual = sim::on_device("quant_packed_compress residual", residual, n * 4);
+    out = sim::on_device("quant_packed_compress out", out, quant_packed_bytes(n, bucket, bits));
     packed_compress_sim(in, residual, n, bucket, bits, static_cast<unsigned char*>(out), rounding);
   });
   return cudaSuccess;
@@ -308,10 +318,10 @@ cudaError_t quant_packed_decompress(const void* block, std::size_t n, std::size_
                                     float* out, int divisor, cudaStream_t stream) {
   if (bucket == 0 || !packed_width(bits) || divisor < 1) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=] {
-    sim::require_device("quant_packed_decompress block", block,
-                        quant_packed_bytes(n, bucket, bits));
-    sim::require_device("quant_packed_decompress out", out, n * 4);
+  sim::enqueue(stream, [=]() mutable {
+    block =
+        sim::on_device("quant_packed_decompress block", block, quant_packed_bytes(n, bucket, bits));
+    out = sim::on_device("quant_packed_decompress out", out, n * 4);
     packed_decode_sim(static_cast<const unsigned char*>(block), n, bucket, bits,
                       [&](std::size_t i, float v) { out[i] = divide_keeping_nan(v, divisor); });
   });
@@ -322,10 +332,10 @@ cudaError_t quant_packed_accumulate(const void* block, std::size_t n, std::size_
                                     float* dense, cudaStream_t stream) {
   if (bucket == 0 || !packed_width(bits)) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=] {
-    sim::require_device("quant_packed_accumulate block", block,
-                        quant_packed_bytes(n, bucket, bits));
-    sim::require_device("quant_packed_accumulate dense", dense, n * 4);
+  sim::enqueue(stream, [=]() mutable {
+    block =
+        sim::on_device("quant_packed_accumulate block", block, quant_packed_bytes(n, bucket, bits));
+    dense = sim::on_device("quant_packed_accumulate dense", dense, n * 4);
     packed_decode_sim(static_cast<const unsigned char*>(block), n, bucket, bits,
                       [&](std::size_t i, float v) { dense[i] = add_nan_first(dense[i], v); });
   });
@@ -336,14 +346,16 @@ cudaError_t pack_batch(Elem fused_type, const PackItem* items, int count, void* 
                        cudaStream_t stream) {
   if (count < 0) return cudaErrorInvalidValue;
   std::vector<PackItem> copied(items, items + count);  // kernel parameters: copied at launch
-  sim::enqueue(stream, [=] {
-    for (const PackItem& item : copied) {
-      sim::require_device("pack_batch in", item.in, item.count * 4);
-      if (item.residual) sim::require_device("pack_batch residual", item.residual, item.count * 4);
-      sim::require_device("pack_batch fused", static_cast<std::byte*>(fused),
+  sim::enqueue(stream, [=]() mutable {
+    for (PackItem& item : copied) {
+      item.in = sim::on_device("pack_batch in", item.in, item.count * 4);
+      if (item.residual)
+        item.residual = sim::on_device("pack_batch residual", item.residual, item.count * 4);
+      sim::require_device("pack_batch fused", fused,
                           (item.offset + item.count + item.pad) * elem_bytes(fused_type));
     }
-    kernels::pack_batch(fused_of(fused_type), copied.data(), copied.size(), fused, Isa::scalar);
+    kernels::pack_batch(fused_of(fused_type), copied.data(), copied.size(), sim::device_view(fused),
+                        Isa::scalar);
   });
   return cudaSuccess;
 }
@@ -352,14 +364,14 @@ cudaError_t unpack_batch(Elem fused_type, const void* fused, const UnpackItem* i
                          int divisor, cudaStream_t stream) {
   if (count < 0 || divisor < 1) return cudaErrorInvalidValue;
   std::vector<UnpackItem> copied(items, items + count);
-  sim::enqueue(stream, [=] {
-    for (const UnpackItem& item : copied) {
-      sim::require_device("unpack_batch out", item.out, item.count * 4);
+  sim::enqueue(stream, [=]() mutable {
+    for (UnpackItem& item : copied) {
+      item.out = sim::on_device("unpack_batch out", item.out, item.count * 4);
       sim::require_device("unpack_batch fused", fused,
                           (item.offset + item.count) * elem_bytes(fused_type));
     }
-    kernels::unpack_batch(fused_of(fused_type), fused, copied.data(), copied.size(), divisor,
-                          Isa::scalar);
+    kernels::unpack_batch(fused_of(fused_type), sim::device_view(fused), copied.data(),
+                          copied.size(), divisor, Isa::scalar);
   });
   return cudaSuccess;
 }
@@ -380,12 +392,12 @@ cudaError_t topk_select(Elem in_type, const void* in, float* residual, std::size
                         cudaStream_t stream) {
   const std::size_t bytes = payload_bytes(k, fp16_values);
   if (k == 0 || k > n || n > 0xffffffffull || payload_stride < bytes) return cudaErrorInvalidValue;
-  sim::enqueue(stream, [=] {
-    sim::require_device("topk_select in", in, n * elem_bytes(in_type));
-    if (residual) sim::require_device("topk_select residual", residual, n * 4);
-    sim::require_device("topk_select payload", payload, payload_stride);
+  sim::enqueue(stream, [=]() mutable {
+    in = sim::on_device("topk_select in", in, n * elem_bytes(in_type));
+    if (residual) residual = sim::on_device("topk_select residual", residual, n * 4);
+    payload = sim::on_device("topk_select payload", payload, payload_stride);
     const std::size_t scratch_bytes = topk_select_scratch_bytes(n);
-    sim::require_device("topk_select scratch", scratch, scratch_bytes);
+    scratch = sim::on_device("topk_select scratch", scratch, scratch_bytes);
     std::memset(scratch, 0xff, scratch_bytes);
     std::vector<float> widened(n);
     for (std::size_t i = 0; i < n; ++i) widened[i] = load(in_type, in, i);
@@ -403,11 +415,11 @@ cudaError_t topk_accumulate(const void* gathered, std::size_t payload_stride, in
   if (ranks < 1 || divisor < 1 || k > n || n > 0xffffffffull) return cudaErrorInvalidValue;
   if (payload_stride < payload_bytes(k, fp16_values)) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=] {
-    sim::require_device("topk_accumulate gathered", gathered, payload_stride * ranks);
-    sim::require_device("topk_accumulate out", out, n * elem_bytes(out_type));
+  sim::enqueue(stream, [=]() mutable {
+    gathered = sim::on_device("topk_accumulate gathered", gathered, payload_stride * ranks);
+    out = sim::on_device("topk_accumulate out", out, n * elem_bytes(out_type));
     const std::size_t scratch_bytes = topk_accumulate_scratch_bytes(n, ranks);
-    sim::require_device("topk_accumulate scratch", scratch, scratch_bytes);
+    scratch = sim::on_device("topk_accumulate scratch", scratch, scratch_bytes);
     std::memset(scratch, 0xff, scratch_bytes);
     // The device's own payload check and sum (a corrupt payload: every value NaN).
     std::vector<float> dense(n);
@@ -428,15 +440,16 @@ cudaError_t topk_split_parts(const void* payload, std::size_t k, bool fp16_value
                              int ranks, void* out, std::uint64_t* part_bytes, void* scratch,
                              cudaStream_t stream) {
   if (ranks < 1 || k > n || n > 0xffffffffull) return cudaErrorInvalidValue;
-  sim::enqueue(stream, [=] {
-    sim::require_device("topk_split_parts payload", payload, payload_bytes(k, fp16_values));
-    sim::require_device("topk_split_parts part_bytes", part_bytes, ranks * sizeof(std::uint64_t));
+  sim::enqueue(stream, [=]() mutable {
+    payload = sim::on_device("topk_split_parts payload", payload, payload_bytes(k, fp16_values));
+    part_bytes =
+        sim::on_device("topk_split_parts part_bytes", part_bytes, ranks * sizeof(std::uint64_t));
     const std::size_t scratch_bytes = topk_split_scratch_bytes(ranks);
-    sim::require_device("topk_split_parts scratch", scratch, scratch_bytes);
+    scratch = sim::on_device("topk_split_parts scratch", scratch, scratch_bytes);
     std::memset(scratch, 0xff, scratch_bytes);
     const TopkValues values = fp16_values ? TopkValues::fp16 : TopkValues::fp32;
     // The parts are never longer than the payload plus 3 bytes a part.
-    sim::require_device("topk_split_parts out", out, payload_bytes(k, fp16_values) + 3 * ranks);
+    out = sim::on_device("topk_split_parts out", out, payload_bytes(k, fp16_values) + 3 * ranks);
     kernels::topk_split_parts(payload, k, values, n, ranks, out, part_bytes);
   });
   return cudaSuccess;
@@ -445,9 +458,9 @@ cudaError_t topk_split_parts(const void* payload, std::size_t k, bool fp16_value
 cudaError_t topk_add_part(const void* part, std::size_t m, bool fp16_values, std::size_t count,
                           float* dense, cudaStream_t stream) {
   if (m == 0) return cudaSuccess;
-  sim::enqueue(stream, [=] {
-    sim::require_device("topk_add_part part", part, payload_bytes(m, fp16_values));
-    sim::require_device("topk_add_part dense", dense, count * 4);
+  sim::enqueue(stream, [=]() mutable {
+    part = sim::on_device("topk_add_part part", part, payload_bytes(m, fp16_values));
+    dense = sim::on_device("topk_add_part dense", dense, count * 4);
     const auto* index = static_cast<const std::uint32_t*>(part);
     for (std::size_t e = 0; e < m; ++e) {
       if (index[e] >= count) {
@@ -463,11 +476,11 @@ cudaError_t topk_add_part(const void* part, std::size_t m, bool fp16_values, std
 cudaError_t owner_cast16(const float* sum, float* residual, std::size_t n, void* result,
                          unsigned* wide, std::uint32_t fp16_tag, std::uint32_t bf16_tag,
                          cudaStream_t stream) {
-  sim::enqueue(stream, [=] {
-    if (n > 0) sim::require_device("owner_cast16 sum", sum, n * 4);
-    if (residual && n > 0) sim::require_device("owner_cast16 residual", residual, n * 4);
-    sim::require_device("owner_cast16 result", result, 4 + n * 2);
-    sim::require_device("owner_cast16 wide", wide, sizeof(unsigned));
+  sim::enqueue(stream, [=]() mutable {
+    if (n > 0) sum = sim::on_device("owner_cast16 sum", sum, n * 4);
+    if (residual && n > 0) residual = sim::on_device("owner_cast16 residual", residual, n * 4);
+    result = sim::on_device("owner_cast16 result", result, 4 + n * 2);
+    wide = sim::on_device("owner_cast16 wide", wide, sizeof(unsigned));
     const bool beyond = any_beyond_fp16(sum, residual, n);
     *wide = beyond ? 1u : 0u;
     const std::uint32_t tag = beyond ? bf16_tag : fp16_tag;
@@ -482,9 +495,9 @@ cudaError_t owner_decode16(const void* result, std::size_t n, float* out, int di
                            std::uint32_t bf16_tag, cudaStream_t stream) {
   if (divisor < 1) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=] {
-    sim::require_device("owner_decode16 result", result, 4 + n * 2);
-    sim::require_device("owner_decode16 out", out, n * 4);
+  sim::enqueue(stream, [=]() mutable {
+    result = sim::on_device("owner_decode16 result", result, 4 + n * 2);
+    out = sim::on_device("owner_decode16 out", out, n * 4);
     std::uint32_t tag;
     std::memcpy(&tag, result, sizeof tag);
     const auto* in =

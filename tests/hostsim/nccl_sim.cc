@@ -195,22 +195,25 @@ ncclResult_t submit(ncclComm_t handle, cudaStream_t stream, std::function<void(n
 // all awaited, unless the communicator is aborted meanwhile (then nothing is
 // received). One rank: its sends go to its receives, in call order.
 void run_p2p(const ncclComm& comm, const std::vector<P2p>& calls) {
+  std::vector<std::byte*> buffers;  // where the device reaches each call's bytes
   for (const P2p& call : calls) {
-    require_device(call.send ? "ncclSend sendbuff" : "ncclRecv recvbuff", call.buffer, call.bytes);
+    buffers.push_back(static_cast<std::byte*>(
+        on_device(call.send ? "ncclSend sendbuff" : "ncclRecv recvbuff", call.buffer, call.bytes)));
   }
   if (comm.size == 1) {
-    std::vector<const P2p*> sends, recvs;
-    for (const P2p& call : calls) (call.send ? sends : recvs).push_back(&call);
-    for (std::size_t i = 0; i < sends.size() && i < recvs.size(); ++i)
-      std::memcpy(recvs[i]->buffer, sends[i]->buffer, std::min(sends[i]->bytes, recvs[i]->bytes));
+    std::vector<std::size_t> sends, recvs;
+    for (std::size_t i = 0; i < calls.size(); ++i) (calls[i].send ? sends : recvs).push_back(i);
+    for (std::size_t i = 0; i < sends.size() && i < recvs.size(); ++i) {
+      std::memcpy(buffers[recvs[i]], buffers[sends[i]],
+                  std::min(calls[sends[i]].bytes, calls[recvs[i]].bytes));
+    }
     return;
   }
   // Buffers of their own: an abort may leave MPI holding them past the call.
   InFlight in_flight;
-  for (const P2p& call : calls) {
-    const auto* bytes_of = static_cast<const std::byte*>(call.buffer);
-    std::vector<std::byte>& staged = in_flight.buffers.emplace_back(call.bytes);
-    if (call.send) std::copy(bytes_of, bytes_of + call.bytes, staged.begin());
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    std::vector<std::byte>& staged = in_flight.buffers.emplace_back(calls[i].bytes);
+    if (calls[i].send) std::copy(buffers[i], buffers[i] + calls[i].bytes, staged.begin());
   }
   for (std::size_t i = 0; i < calls.size(); ++i) {
     MPI_Request& request = in_flight.requests.emplace_back();
@@ -225,8 +228,7 @@ void run_p2p(const ncclComm& comm, const std::vector<P2p>& calls) {
   if (!wait_unless_aborted(comm, in_flight)) return;
   for (std::size_t i = 0; i < calls.size(); ++i) {
     if (!calls[i].send)
-      std::copy(in_flight.buffers[i].begin(), in_flight.buffers[i].end(),
-                static_cast<std::byte*>(calls[i].buffer));
+      std::copy(in_flight.buffers[i].begin(), in_flight.buffers[i].end(), buffers[i]);
   }
 }
 
@@ -283,9 +285,9 @@ ncclResult_t all_reduce(const void* send, void* recv, size_t count, ncclDataType
       bytes > INT_MAX) {
     return ncclInvalidArgument;
   }
-  return submit(comm, stream, [=](ncclComm& c) {
-    require_device("ncclAllReduce sendbuff", send, bytes);
-    require_device("ncclAllReduce recvbuff", recv, bytes);
+  return submit(comm, stream, [=](ncclComm& c) mutable {
+    send = on_device("ncclAllReduce sendbuff", send, bytes);
+    recv = on_device("ncclAllReduce recvbuff", recv, bytes);
     if (std::vector<std::byte> all; gather_all(c, send, bytes, all))
       reduce_any(type, recv, all, c.size, count, op);
   });
@@ -359,9 +361,9 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataT
     if (std::exchange(sim::corruption().armed, false))
       corrupt.emplace(sim::corruption().offset, sim::corruption().bytes);
   }
-  return sim::submit(comm, stream, [=](ncclComm& c) {
-    sim::require_device("ncclAllGather sendbuff", send, bytes);
-    sim::require_device("ncclAllGather recvbuff", recv, bytes * c.size);
+  return sim::submit(comm, stream, [=](ncclComm& c) mutable {
+    send = sim::on_device("ncclAllGather sendbuff", send, bytes);
+    recv = sim::on_device("ncclAllGather recvbuff", recv, bytes * c.size);
     if (std::vector<std::byte> all; sim::gather_all(c, send, bytes, all)) {
       if (corrupt && c.size > 1 && corrupt->first + 4 <= bytes)
         std::memcpy(all.data() + bytes + corrupt->first, &corrupt->second, 4);
@@ -379,9 +381,9 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclD
       block * comm->size > INT_MAX) {
     return ncclInvalidArgument;
   }
-  return sim::submit(comm, stream, [=](ncclComm& c) {
-    sim::require_device("ncclReduceScatter sendbuff", send, block * c.size);
-    sim::require_device("ncclReduceScatter recvbuff", recv, block);
+  return sim::submit(comm, stream, [=](ncclComm& c) mutable {
+    send = sim::on_device("ncclReduceScatter sendbuff", send, block * c.size);
+    recv = sim::on_device("ncclReduceScatter recvbuff", recv, block);
     std::vector<std::byte> all;
     if (!sim::gather_all(c, send, block * c.size, all)) return;
     std::vector<std::byte> mine(block * c.size);  // each rank's block for this rank

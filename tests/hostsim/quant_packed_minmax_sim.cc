@@ -76,11 +76,12 @@ cudaError_t quant_packed_minmax_compress(const float* in, float* residual, std::
                                          cudaStream_t stream, const Rounding& rounding) {
   if (bucket == 0 || !(bits == 4 || bits == 2)) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=] {
-    sim::require_device("quant_packed_minmax_compress in", in, n * 4);
-    if (residual) sim::require_device("quant_packed_minmax_compress residual", residual, n * 4);
-    sim::require_device("quant_packed_minmax_compress out", out,
-                        quant_packed_minmax_bytes(n, bucket, bits));
+  sim::enqueue(stream, [=]() mutable {
+    in = sim::on_device("quant_packed_minmax_compress in", in, n * 4);
+    if (residual)
+      residual = sim::on_device("quant_packed_minmax_compress residual", residual, n * 4);
+    out = sim::on_device("quant_packed_minmax_compress out", out,
+                         quant_packed_minmax_bytes(n, bucket, bits));
     packed_minmax_compress_sim(in, residual, n, bucket, bits, static_cast<unsigned char*>(out),
                                rounding);
   });
@@ -91,10 +92,10 @@ cudaError_t quant_packed_minmax_decompress(const void* block, std::size_t n, std
                                            int bits, float* out, int divisor, cudaStream_t stream) {
   if (bucket == 0 || !(bits == 4 || bits == 2) || divisor < 1) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=] {
-    sim::require_device("quant_packed_minmax_decompress block", block,
-                        quant_packed_minmax_bytes(n, bucket, bits));
-    sim::require_device("quant_packed_minmax_decompress out", out, n * 4);
+  sim::enqueue(stream, [=]() mutable {
+    block = sim::on_device("quant_packed_minmax_decompress block", block,
+                           quant_packed_minmax_bytes(n, bucket, bits));
+    out = sim::on_device("quant_packed_minmax_decompress out", out, n * 4);
     packed_minmax_decode_sim(
         static_cast<const unsigned char*>(block), n, bucket, bits,
         [&](std::size_t i, float v) { out[i] = divide_keeping_nan(v, divisor); });
@@ -106,10 +107,10 @@ cudaError_t quant_packed_minmax_accumulate(const void* block, std::size_t n, std
                                            int bits, float* dense, cudaStream_t stream) {
   if (bucket == 0 || !(bits == 4 || bits == 2)) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=] {
-    sim::require_device("quant_packed_minmax_accumulate block", block,
-                        quant_packed_minmax_bytes(n, bucket, bits));
-    sim::require_device("quant_packed_minmax_accumulate dense", dense, n * 4);
+  sim::enqueue(stream, [=]() mutable {
+    block = sim::on_device("quant_packed_minmax_accumulate block", block,
+                           quant_packed_minmax_bytes(n, bucket, bits));
+    dense = sim::on_device("quant_packed_minmax_accumulate dense", dense, n * 4);
     packed_minmax_decode_sim(
         static_cast<const unsigned char*>(block), n, bucket, bits,
         [&](std::size_t i, float v) { dense[i] = add_nan_first(dense[i], v); });

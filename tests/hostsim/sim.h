@@ -3,8 +3,10 @@
 // NCCL. Streams run their work on the host, in order, each on a thread of its
 // own (at once with HOSTSIM_ASYNC=0), the legacy default stream joined to the
 // blocking streams as on a GPU; while a stream is being captured its work is
-// recorded instead and runs at each graph launch. Device memory is host memory the runtime tracks,
-// so a kernel can insist that every pointer it is given is "device" memory.
+// recorded instead and runs at each graph launch. Device memory faults when
+// host code touches it, as on a GPU; the simulated device reaches it through
+// device_view, and a kernel can insist that every pointer it is given is
+// device memory (on_device).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -43,6 +45,17 @@ std::size_t host_syncs();
 // given anything else would fault on a GPU: the simulated kernels abort then.
 bool is_device_range(const void* ptr, std::size_t bytes);
 
+// Where the simulated device (kernels, copies, collectives) reaches the bytes
+// at ptr. The address of device memory (not managed) is a range with no
+// access, so host code that reads or writes it faults as on a GPU; its bytes
+// live in a second mapping, which this names. Pageable, pinned and managed
+// memory is reached where it is.
+void* device_view(const void* ptr);
+template <class T>
+T* device_view(T* ptr) {
+  return static_cast<T*>(device_view(static_cast<const void*>(ptr)));
+}
+
 // Whether ptr lies in memory from cudaMallocManaged (device memory too).
 bool is_managed(const void* ptr);
 
@@ -56,6 +69,12 @@ std::size_t device_bytes_live_settled();
 
 // Aborts with `what` unless [ptr, ptr + bytes) is device memory (bytes 0: no check).
 void require_device(const char* what, const void* ptr, std::size_t bytes);
+// The same check; then where a kernel reaches those bytes (device_view).
+template <class T>
+T* on_device(const char* what, T* ptr, std::size_t bytes) {
+  require_device(what, ptr, bytes);
+  return device_view(ptr);
+}
 
 // The simulated NCCL (nccl_sim.cc, nccl_sim_comms.cc): how many ncclAllReduceConfig calls have
 // reached it with a config (not null), so a test can tell that a call came

@@ -1,7 +1,8 @@
 // The simulated CUDA runtime's stream rules (cuda_runtime_sim.cc), which the
 // host simulation's tests of SlimReduce lean on: the legacy default stream's
 // implicit synchronization with blocking streams and not with non-blocking
-// ones, and the legacy calls' return points (cudaMemcpy, cudaMemset). The
+// ones, the legacy calls' return points (cudaMemcpy, cudaMemset), and device
+// memory that host code cannot touch. The
 // stream work here waits on gates the test opens, so an order is checked,
 // not a timing: "has not run" is read after a pause in which a missing wait
 // would let it run (longer than the legacy stream's lag, 50 ms for these
@@ -10,11 +11,14 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <future>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
@@ -187,7 +191,7 @@ TEST(LegacyCalls, ACopyIntoHostMemoryWaitsForTheBlockingStreams) {
   auto gate = std::make_shared<sim::Signal>();
   sim::enqueue(blocking, [gate, device] {
     gate->wait();
-    *device = 7.0f;
+    *sim::device_view(device) = 7.0f;  // as a kernel writes it
   });
   float got = 0;
   auto copy = std::async(std::launch::async,
@@ -239,6 +243,68 @@ TEST(LegacyCalls, LegacyWorkInvalidatesABlockingStreamsCapture) {
     ASSERT_EQ(cudaStreamDestroy(stream), cudaSuccess);
   }
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+// Device memory as on a GPU: host code that touches it faults, the simulated
+// device reaches it through its view (sim::device_view), a kernel that runs
+// past the end of its buffer's 256-byte rounding faults, and managed and
+// pinned memory are the host's to touch. (Death tests: each runs in a fresh
+// process, so the stream threads of the tests before it do not matter.)
+TEST(DeviceMemory, HostCodeThatReadsOrWritesItFaults) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  float* device = nullptr;
+  ASSERT_EQ(cudaMalloc(&device, 64), cudaSuccess);
+  const volatile float* read_from = device;
+  volatile float* write_to = device + 3;
+  EXPECT_EXIT({ std::printf("%f\n", *read_from); }, testing::KilledBySignal(SIGSEGV), "");
+  EXPECT_EXIT({ *write_to = 1.0f; }, testing::KilledBySignal(SIGSEGV), "");
+  ASSERT_EQ(cudaFree(device), cudaSuccess);
+}
+
+TEST(DeviceMemory, TheDeviceReachesItThroughItsView) {
+  constexpr std::size_t kCount = 100;
+  float* device = nullptr;
+  ASSERT_EQ(cudaMalloc(&device, kCount * 4), cudaSuccess);
+  std::vector<float> values(kCount);
+  std::iota(values.begin(), values.end(), 1.0f);
+  ASSERT_EQ(cudaMemcpy(device, values.data(), kCount * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const float* view = sim::device_view(device);
+  EXPECT_NE(static_cast<const void*>(view), static_cast<const void*>(device));
+  EXPECT_EQ(sim::device_view(device + 10), view + 10);
+  EXPECT_EQ(std::vector<float>(view, view + kCount), values);
+  sim::enqueue(nullptr, [device] { sim::device_view(device)[7] = -1.0f; });  // a "kernel"
+  std::vector<float> back(kCount);
+  ASSERT_EQ(cudaMemcpy(back.data(), device, kCount * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  values[7] = -1.0f;
+  EXPECT_EQ(back, values);
+  ASSERT_EQ(cudaFree(device), cudaSuccess);
+}
+
+TEST(DeviceMemory, AKernelThatRunsPastItsBufferFaults) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  char* device = nullptr;
+  ASSERT_EQ(cudaMalloc(&device, 100), cudaSuccess);
+  volatile char* view = sim::device_view(device);
+  view[255] = 1;  // inside the allocation's 256-byte rounding, as on a GPU
+  EXPECT_EXIT({ view[256] = 1; }, testing::KilledBySignal(SIGSEGV), "");
+  ASSERT_EQ(cudaFree(device), cudaSuccess);
+}
+
+TEST(DeviceMemory, ManagedAndPinnedMemoryAreTheHostsToTouch) {
+  float* managed = nullptr;
+  float* pinned = nullptr;
+  ASSERT_EQ(cudaMallocManaged(&managed, 16, cudaMemAttachGlobal), cudaSuccess);
+  ASSERT_EQ(cudaMallocHost(&pinned, 16), cudaSuccess);
+  EXPECT_EQ(sim::device_view(managed), managed);
+  EXPECT_EQ(sim::device_view(pinned), pinned);
+  managed[1] = 2.0f;
+  ASSERT_EQ(cudaMemcpy(pinned, managed, 16, cudaMemcpyDefault), cudaSuccess);
+  EXPECT_EQ(pinned[1], 2.0f);
+  EXPECT_TRUE(sim::is_device_range(managed, 16));
+  EXPECT_FALSE(sim::is_device_range(pinned, 16));
+  ASSERT_EQ(cudaFree(managed), cudaSuccess);
+  ASSERT_EQ(cudaFreeHost(pinned), cudaSuccess);
 }
 
 }  // namespace
