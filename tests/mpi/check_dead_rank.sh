@@ -9,11 +9,21 @@
 # compression). With --report PREFIX, the dying rank's report PREFIX.1.json
 # (written by its exit handler while its call was in flight) must be whole
 # JSON and count at least those compressed calls.
-# Usage: check_dead_rank.sh [--uncompressed] [--report PREFIX] TIMEOUT BOUND -- COMMAND...
+# The MPI's report, by family (--mpi, default openmpi):
+#  - Open MPI's mpirun names the rank: "exited on signal 6" after an abort,
+#    "exited with non-zero status" after an exit;
+#  - MPICH's Hydra prints its "BAD TERMINATION OF ONE OF YOUR APPLICATION
+#    PROCESSES" banner after an abort (the exit code it names is that of the
+#    first process it saw end, which may be one it killed, so it is not
+#    checked); after an exit it ends with the rank's status, 1, and prints
+#    nothing, or, where it saw first a rank it killed end, the same banner.
+# Usage: check_dead_rank.sh [--mpi openmpi|mpich] [--uncompressed] [--report PREFIX]
+#        TIMEOUT BOUND -- COMMAND...
 set -uo pipefail
-want=compressed report=
+want=compressed report= mpi=openmpi
 while true; do
   case $1 in
+    --mpi) mpi=$2 && shift 2 ;;
     --uncompressed) want=uncompressed && shift ;;
     --report) report=$2 && shift 2 ;;
     *) break ;;
@@ -38,11 +48,19 @@ echo "exit code $rc"
 [ $rc -ne 0 ] || fail "the job ended without an error"
 marker=$(grep -m1 -E 'dead_rank_job: rank 1 (dies|exits) inside' "$log") ||
   fail "no rank died inside a call (no marker)"
-if [[ $marker == *" exits "* ]]; then
-  grep -q 'exited with non-zero status' "$log" || fail "no report of the exited rank from the MPI"
-else
-  grep -q 'exited on signal 6' "$log" || fail "no report of the dead rank from the MPI"
-fi
+case $mpi,$marker in
+  openmpi,*" exits "*)
+    grep -q 'exited with non-zero status' "$log" || fail "no report of the exited rank from the MPI" ;;
+  openmpi,*)
+    grep -q 'exited on signal 6' "$log" || fail "no report of the dead rank from the MPI" ;;
+  mpich,*" exits "*)
+    [ $rc -eq 1 ] || grep -q 'BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES' "$log" ||
+      fail "Hydra ended with $rc, neither the exited rank's status 1 nor its report" ;;
+  mpich,*)
+    grep -q 'BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES' "$log" ||
+      fail "no report of the dead rank from Hydra" ;;
+  *) fail "unknown MPI family: $mpi" ;;
+esac
 read -r calls compressed died <<<"$(echo "$marker" |
   sed -E 's/.* after ([0-9]+) calls, compressed ([0-9]+) at ([0-9.]+)$/\1 \2 \3/')"
 [ "$calls" -gt 0 ] || fail "rank 1 died before its first call ended"
