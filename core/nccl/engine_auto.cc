@@ -103,7 +103,7 @@ void NcclEngine::record_auto_steps(const GroupPlan& plan) {
 // agreement of one exchanged before. Every rank makes the same calls alone,
 // so every rank does the same here at the same call.
 ncclResult_t NcclEngine::absorb_auto(const GroupPlan& plan) {
-  if (!runtime_.settings().chooses_compressor() || plan.calls.size() != 1) return ncclSuccess;
+  if (!runtime_.settings().chooses() || plan.calls.size() != 1) return ncclSuccess;
   const Reduction& call = plan.calls.front().call;
   const auto stream = static_cast<cudaStream_t>(call.stream);
   if (is_capturing(stream)) return ncclSuccess;  // nothing of auto goes into a graph

@@ -33,9 +33,10 @@ NcclEngine::NcclEngine(Runtime& runtime)
            : policy.error_feedback ? "on"
                                    : "off",
            real::api().origin);
-  if (runtime_.settings().chooses_compressor()) {
+  if (runtime_.settings().chooses()) {
     log_line(runtime_.settings().log_level, LogLevel::info, runtime_.report_context().rank,
-             "nccl: SLIMREDUCE_COMPRESSOR=auto times fp32 calls made outside any group and "
+             "nccl: auto (SLIMREDUCE_COMPRESSOR or SLIMREDUCE_HIERARCHICAL) times fp32 calls made "
+             "outside any group and "
              "capture; calls in a group or a CUDA graph take their size class's choice");
   }
   if (runtime_.settings().hierarchical) {

@@ -43,7 +43,7 @@ EligibilityRule eligibility_rule(const Settings& settings,
   // needed, each candidate's (and its size cap) are asked at its decision:
   // one that has none passes the call through as `none` would.
   if (!compressor) {
-    rule.compressing = settings.chooses_compressor();
+    rule.compressing = settings.chooses();
     if (backend.needs_device_kernels) {
       rule.route = ReductionPath::cast;  // the classifier's fp32-only route
       rule.kernels = compressors::DeviceKernels::cast16;

@@ -45,11 +45,16 @@ std::optional<Settings> hard_level(const Settings& settings) {
   return hard;
 }
 
-// "auto": the candidates, each made as if it were SLIMREDUCE_COMPRESSOR.
+// "auto": the candidates, each made as if it were SLIMREDUCE_COMPRESSOR; with
+// a fixed compressor and SLIMREDUCE_HIERARCHICAL=auto, that compressor alone,
+// then its two-level twin.
 Policy policy_for(const Settings& settings) {
   Policy policy;
-  if (settings.chooses_compressor()) {
-    for (const std::string& name : settings.candidates()) {
+  if (settings.chooses()) {
+    const std::vector<std::string> names = settings.chooses_compressor()
+                                               ? settings.candidates()
+                                               : std::vector<std::string>{settings.compressor};
+    for (const std::string& name : names) {
       std::shared_ptr<compressors::Compressor> made = compressor_named(name, settings);
       const bool feedback = error_feedback_on(made.get(), settings);
       policy.candidates.push_back({name, std::move(made), feedback});
@@ -186,6 +191,9 @@ bool Runtime::use_compressor(const std::string& name) {
     chosen = settings_;
   }
   chosen.compressor = name;
+  // A compressor set through the API ends every measured choice, flat or
+  // two-level included (the hierarchy is then SLIMREDUCE_HIERARCHICAL=1's).
+  chosen.chooses_hierarchy = chosen.chooses_hierarchy && name == "auto";
   Policy policy = policy_for(chosen);
   if (name != "none" && !policy.compressor && !policy.chooses()) return false;
   std::vector<DeviceBlock> dropped;
@@ -194,6 +202,7 @@ bool Runtime::use_compressor(const std::string& name) {
     std::lock_guard lock(mutex_);
     ends_choice = shared_.policy.chooses() && !policy.chooses();
     settings_.compressor = name;
+    settings_.chooses_hierarchy = chosen.chooses_hierarchy;
     shared_.policy = std::move(policy);
     // What one compressor left behind means nothing to another.
     shared_.residuals.take_all(dropped);

@@ -83,11 +83,30 @@ void check_rounding(const Settings& s) {
                         "int8, quant, int4 and int2)");
 }
 
+// HIERARCHICAL=auto measures the compressor flat and two-level: one that has
+// no two-level form (none: the real library's allreduce; powersgd: its Q is
+// a factor of the whole tensor flat and of a shard two-level) has nothing to
+// choose between, and adaptive levels would change the compressor between
+// the probes being compared.
+void check_hierarchy_choice(const Settings& s) {
+  if (!s.chooses_hierarchy || s.chooses_compressor()) return;
+  if (s.compressor == "none" || s.compressor == "powersgd")
+    throw SettingsError("SLIMREDUCE_HIERARCHICAL", "auto",
+                        "0 or 1 with SLIMREDUCE_COMPRESSOR=" + s.compressor +
+                            ", which has no two-level form to measure (auto needs a compressor "
+                            "that has one, or SLIMREDUCE_COMPRESSOR=auto)");
+  if (s.adapts_levels())
+    throw SettingsError("SLIMREDUCE_HIERARCHICAL", "auto",
+                        "0 or 1 with SLIMREDUCE_ADAPTIVE=accordion (its levels would change the "
+                        "compressor between the measurements compared)");
+}
+
 }  // namespace
 
 void check_together(const Settings& settings) {
   check_levels(settings);
   check_rounding(settings);
+  check_hierarchy_choice(settings);
 }
 
 }  // namespace slimreduce

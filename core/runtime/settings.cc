@@ -333,10 +333,10 @@ const std::vector<SettingSpec>& specs() {
        [](const Settings& s) { return show_choice(s.priority, kPriorities); }, true},
       {"SLIMREDUCE_HIERARCHICAL", "0", fixed("0, 1, auto"),
        "Full precision inside a node, compressed across nodes (MPI host buffers; device "
-       "buffers staged through the host; NCCL fp32 calls). auto (with "
-       "SLIMREDUCE_COMPRESSOR=auto): where a communicator spans nodes, each compressing "
-       "candidate is also measured two-level, and flat or two-level is chosen as the "
-       "compressor is.",
+       "buffers staged through the host; NCCL fp32 calls). auto: where a communicator spans "
+       "nodes, the compressor (each compressing candidate of SLIMREDUCE_COMPRESSOR=auto) is "
+       "also measured two-level, and flat or two-level is chosen per size class as auto "
+       "chooses (not for none or powersgd, nor with SLIMREDUCE_ADAPTIVE).",
        [](const std::string& v, Settings& s) {
          s.chooses_hierarchy = v == "auto";
          s.hierarchical = s.chooses_hierarchy || parse_flag(v);
@@ -428,11 +428,6 @@ Settings parse_settings(const Environment& env) {
     }
   }
   check_together(settings);
-  if (settings.chooses_hierarchy && !settings.chooses_compressor()) {
-    throw SettingsError("SLIMREDUCE_HIERARCHICAL", "auto",
-                        "0 or 1 unless SLIMREDUCE_COMPRESSOR=auto (SLIMREDUCE_COMPRESSOR=" +
-                            settings.compressor + ")");
-  }
   if (settings.auto_candidates && !settings.chooses_compressor()) {
     throw SettingsError("SLIMREDUCE_AUTO_CANDIDATES", join(*settings.auto_candidates, ","),
                         "unset unless SLIMREDUCE_COMPRESSOR=auto (SLIMREDUCE_COMPRESSOR=" +

@@ -72,6 +72,9 @@ struct Settings {
   LogLevel log_level = LogLevel::warn;
 
   bool chooses_compressor() const { return compressor == "auto"; }
+  // A measured choice of any kind (compressor, flat or two-level): auto's
+  // chooser runs, over policy_for's candidates.
+  bool chooses() const { return chooses_compressor() || chooses_hierarchy; }
   bool adapts_levels() const { return adaptive == Adaptive::accordion; }
   std::uint64_t window() const { return adaptive_window.value_or(kDefaultAdaptiveWindow); }
   double threshold() const { return adaptive_threshold.value_or(kDefaultAdaptiveThreshold); }

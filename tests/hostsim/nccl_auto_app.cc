@@ -28,7 +28,8 @@
 // SLIMREDUCE_HIERARCHICAL=auto over emulated nodes the probe round also
 // takes the two-level twins NCCL runs (of fp16 and other casts, and of
 // top-k), so it has more calls, and some went two-level: bytes inside and
-// across nodes.
+// across nodes. A fixed compressor with SLIMREDUCE_HIERARCHICAL=auto is the
+// one candidate, then its twin.
 // Exit 0: all passed.
 #include <algorithm>
 #include <chrono>
@@ -78,7 +79,9 @@ char scheduled(int i, char chosen) {
 
 int main(int argc, char** argv) {
   start_job(&argc, &argv);
-  CHECK(mode.compressor == "auto", "runs with SLIMREDUCE_COMPRESSOR=auto");
+  const bool levels = sim::env_or("SLIMREDUCE_HIERARCHICAL", "0") == "auto";
+  CHECK(mode.compressor == "auto" || levels,
+        "runs with SLIMREDUCE_COMPRESSOR=auto, or a compressor and SLIMREDUCE_HIERARCHICAL=auto");
   const bool by_bits = sim::env_or("SLIMREDUCE_AUTO_CANDIDATES", "") == "none,fp16";
   sim::Mode none_mode = mode, fp16_mode = mode;
   none_mode.compressor = "none";
@@ -96,8 +99,10 @@ int main(int argc, char** argv) {
   float* bucket_recv[2] = {recv, recv + sizes[0]};
   // One round of 3 calls per candidate the communicator runs, per class.
   int run = 0, listed_count = 0;
-  const bool levels = sim::env_or("SLIMREDUCE_HIERARCHICAL", "0") == "auto";
-  const std::string listed = sim::env_or("SLIMREDUCE_AUTO_CANDIDATES", "none,fp16,int8");
+  // A fixed compressor is the one candidate (its twin after it).
+  const std::string listed = mode.compressor == "auto"
+                                 ? sim::env_or("SLIMREDUCE_AUTO_CANDIDATES", "none,fp16,int8")
+                                 : mode.compressor;
   for (std::size_t at = 0; at <= listed.size();) {
     const std::size_t comma = std::min(listed.find(',', at), listed.size());
     const std::string name = listed.substr(at, comma - at);

@@ -5,9 +5,11 @@
 // the bytes it sent (slimreduce_get_counters): a pass-through sends fp32's
 // bytes, fp16 half of them, int8 about a quarter.
 //
-// Environment: SLIMREDUCE_AUTO_CANDIDATES and SLIMREDUCE_HIERARCHICAL (the
-// library's), and AUTO_TEST_SLOW_RANK=r: rank r sleeps 3 ms before each call.
-// Under SLIMREDUCE_HIERARCHICAL=auto the candidates are followed by the
+// Environment: SLIMREDUCE_COMPRESSOR, SLIMREDUCE_AUTO_CANDIDATES and
+// SLIMREDUCE_HIERARCHICAL (the library's), and AUTO_TEST_SLOW_RANK=r: rank r
+// sleeps 3 ms before each call. A fixed compressor (with
+// SLIMREDUCE_HIERARCHICAL=auto) is the one candidate. Under
+// SLIMREDUCE_HIERARCHICAL=auto the candidates are followed by the
 // two-level twins of the compressing ones; a call went two-level where it
 // sent bytes both inside and across nodes (a flat call's bytes are counted
 // on one side: where this rank's ring hop goes).
@@ -24,10 +26,12 @@ namespace slimreduce::testing {
 namespace {
 
 const bool kChoosesLevels = env_or("SLIMREDUCE_HIERARCHICAL", "0") == "auto";
+const std::string kCompressor = env_or("SLIMREDUCE_COMPRESSOR", "auto");
 
 std::vector<std::string> candidates() {
   std::vector<std::string> names;
-  std::stringstream list(env_or("SLIMREDUCE_AUTO_CANDIDATES", "none,fp16,int8"));
+  std::stringstream list(
+      kCompressor == "auto" ? env_or("SLIMREDUCE_AUTO_CANDIDATES", "none,fp16,int8") : kCompressor);
   for (std::string name; std::getline(list, name, ',');) names.push_back(name);
   const std::size_t flat = names.size();
   for (std::size_t c = 0; kChoosesLevels && c < flat; ++c) {
@@ -174,14 +178,15 @@ TEST(Auto, QueuedCallsFollowTheChoice) {
   EXPECT_TRUE(identical_on_all_ranks(out.data(), out.size() * sizeof(float), MPI_COMM_WORLD));
 }
 
-// The user's word wins: a compressor set through the C API ends the choice.
+// The user's word wins: a compressor set through the C API ends the choice
+// (of the compressor, and of flat or two-level).
 TEST(Auto, ACompressorSetThroughTheApiEndsTheChoice) {
   using Set = int (*)(const char*);
   using Get = const char* (*)();
   auto set = reinterpret_cast<Set>(dlsym(RTLD_DEFAULT, "slimreduce_set_compressor"));
   auto get = reinterpret_cast<Get>(dlsym(RTLD_DEFAULT, "slimreduce_compressor"));
   ASSERT_TRUE(set && get) << "libslimreduce.so is not preloaded";
-  EXPECT_STREQ(get(), "auto");
+  EXPECT_EQ(std::string(get()), kCompressor);
   ASSERT_EQ(set("fp16"), 0);
   EXPECT_STREQ(get(), "fp16");
   std::vector<float> out;

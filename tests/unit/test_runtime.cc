@@ -82,6 +82,29 @@ TEST_F(RuntimeFixture, ThePolicyComesFromTheSettings) {
   EXPECT_FALSE(none.policy().error_feedback) << "never without a compressor";
 }
 
+// SLIMREDUCE_HIERARCHICAL=auto with a fixed compressor: that compressor and
+// its two-level twin are the choice; one set through the API ends it (the
+// hierarchy then SLIMREDUCE_HIERARCHICAL=1's).
+TEST(RuntimePolicy, AFixedCompressorChoosesFlatOrTwoLevelUntilTheApiSetsOne) {
+  Settings asked = settings_with("int8");
+  asked.hierarchical = asked.chooses_hierarchy = true;
+  Runtime runtime(asked, nullptr, 1);
+  const Policy policy = runtime.policy();
+  ASSERT_TRUE(policy.chooses());
+  EXPECT_TRUE(policy.chooses_hierarchy);
+  std::vector<std::string> names;
+  for (const Policy::Candidate& candidate : policy.candidates) names.push_back(candidate.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"int8", "int8/two-level"}));
+  EXPECT_TRUE(policy.candidates[1].two_level);
+  EXPECT_EQ(policy.candidates[0].error_feedback, policy.candidates[1].error_feedback);
+  EXPECT_TRUE(runtime.settings().chooses());
+  ASSERT_TRUE(runtime.use_compressor("fp16"));
+  EXPECT_FALSE(runtime.policy().chooses());
+  EXPECT_EQ(runtime.policy().compressor->name(), "fp16");
+  EXPECT_FALSE(runtime.settings().chooses());
+  EXPECT_TRUE(runtime.settings().hierarchical);
+}
+
 TEST_F(RuntimeFixture, ASideIsAttachedOnce) {
   StandInSide& first = attach(Side::nccl, {});
   StandInSide& again = attach(Side::nccl, {7});

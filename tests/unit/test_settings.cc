@@ -393,7 +393,7 @@ TEST(Settings, AutoTakesItsCandidatesOrTheDefaultList) {
 
 // SLIMREDUCE_HIERARCHICAL=auto makes the node sub-communicators and chooses
 // flat or two-level with the compressor: only under SLIMREDUCE_COMPRESSOR=auto.
-TEST(Settings, HierarchicalAutoChoosesWithTheCompressor) {
+TEST(Settings, HierarchicalAutoChoosesWithTheCompressorOrForAFixedOne) {
   const Settings chosen =
       parse({{"SLIMREDUCE_COMPRESSOR", "auto"}, {"SLIMREDUCE_HIERARCHICAL", "auto"}});
   EXPECT_TRUE(chosen.hierarchical);
@@ -403,14 +403,38 @@ TEST(Settings, HierarchicalAutoChoosesWithTheCompressor) {
   const Settings fixed = parse({{"SLIMREDUCE_HIERARCHICAL", "1"}});
   EXPECT_TRUE(fixed.hierarchical);
   EXPECT_FALSE(fixed.chooses_hierarchy);
+  // A fixed compressor that has a two-level form: flat or two-level is measured for it alone.
+  for (const char* compressor : {"int8", "fp16", "topk", "int4"}) {
+    const Settings one =
+        parse({{"SLIMREDUCE_COMPRESSOR", compressor}, {"SLIMREDUCE_HIERARCHICAL", "auto"}});
+    EXPECT_TRUE(one.chooses_hierarchy) << compressor;
+    EXPECT_TRUE(one.chooses()) << compressor;
+    EXPECT_FALSE(one.chooses_compressor()) << compressor;
+  }
+  EXPECT_FALSE(fixed.chooses());
+  for (const char* compressor : {"none", "powersgd"}) {
+    try {
+      parse({{"SLIMREDUCE_COMPRESSOR", compressor}, {"SLIMREDUCE_HIERARCHICAL", "auto"}});
+      FAIL() << "auto accepted with " << compressor << ", which has no two-level form";
+    } catch (const SettingsError& error) {
+      EXPECT_EQ(error.variable(), "SLIMREDUCE_HIERARCHICAL");
+      EXPECT_EQ(std::string(error.what()),
+                "SLIMREDUCE_HIERARCHICAL='auto' is not accepted; expected 0 or 1 with "
+                "SLIMREDUCE_COMPRESSOR=" +
+                    std::string(compressor) +
+                    ", which has no two-level form to measure (auto needs a compressor that has "
+                    "one, or SLIMREDUCE_COMPRESSOR=auto)");
+    }
+  }
   try {
-    parse({{"SLIMREDUCE_COMPRESSOR", "int8"}, {"SLIMREDUCE_HIERARCHICAL", "auto"}});
-    FAIL() << "auto accepted with a fixed compressor";
+    parse({{"SLIMREDUCE_COMPRESSOR", "topk"},
+           {"SLIMREDUCE_TOPK_RATIO", "0.01,0.001"},
+           {"SLIMREDUCE_ADAPTIVE", "accordion"},
+           {"SLIMREDUCE_HIERARCHICAL", "auto"}});
+    FAIL() << "auto accepted with adaptive levels";
   } catch (const SettingsError& error) {
     EXPECT_EQ(error.variable(), "SLIMREDUCE_HIERARCHICAL");
-    EXPECT_EQ(std::string(error.what()),
-              "SLIMREDUCE_HIERARCHICAL='auto' is not accepted; expected 0 or 1 unless "
-              "SLIMREDUCE_COMPRESSOR=auto (SLIMREDUCE_COMPRESSOR=int8)");
+    EXPECT_NE(std::string(error.what()).find("SLIMREDUCE_ADAPTIVE=accordion"), std::string::npos);
   }
   EXPECT_THROW(parse({{"SLIMREDUCE_HIERARCHICAL", "two"}}), SettingsError);
 }
