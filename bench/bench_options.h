@@ -16,6 +16,10 @@ struct CompressorSpec {
   std::string name;                        // what slimreduce_set_compressor gets
   std::optional<double> ratio;             // top-k only; unset: the library's SLIMREDUCE_TOPK_RATIO
   std::optional<int> rank = std::nullopt;  // powersgd only; unset: SLIMREDUCE_POWERSGD_RANK
+  // "set": the compressor the library started with (SLIMREDUCE_COMPRESSOR, with
+  // every setting as the environment gave it), never switched through the API,
+  // which would end a SLIMREDUCE_HIERARCHICAL=auto choice; alone, with --no-baseline.
+  bool as_started = false;
 };
 
 struct Options {

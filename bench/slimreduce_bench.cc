@@ -146,6 +146,7 @@ class Sweep {
       abort_run("the library cannot set PowerSGD's rank to " + std::to_string(rank));
     }
     MPI_Barrier(MPI_COMM_WORLD);  // nobody has a reduction in flight while switching
+    if (spec.as_started) return;  // as the library started: no switch
     if (lib_.set_compressor(spec.name.c_str()) != 0) {
       abort_run("the library does not know the compressor '" + spec.name + "'");
     }

@@ -20,7 +20,9 @@ const char kUsage[] =
     "  --compressors LIST      comma-separated: none,fp16,bf16,int8,topk,topk:RATIO,powersgd,\n"
     "                          powersgd:RANK (1-64), auto (SLIMREDUCE_AUTO_CANDIDATES; give it\n"
     "                          -w 12 or more, for its probe round of 9 calls: 3 a candidate,\n"
-    "                          twins of SLIMREDUCE_HIERARCHICAL=auto included)\n"
+    "                          twins of SLIMREDUCE_HIERARCHICAL=auto included), set (the\n"
+    "                          compressor the library started with, never switched: alone,\n"
+    "                          with --no-baseline; e.g. int8 under SLIMREDUCE_HIERARCHICAL=auto)\n"
     "                          (default none,fp16,bf16,topk; none is always run first,\n"
     "                          as the baseline of every size)\n"
     "  --csv FILE, --json FILE also write the results there (rank 0)\n"
@@ -30,6 +32,10 @@ const char kUsage[] =
     "MPI_IN_PLACE on MPI_COMM_WORLD.\n";
 
 std::optional<CompressorSpec> parse_compressor(const std::string& item) {
+  if (item == "set") {
+    const char* started = std::getenv("SLIMREDUCE_COMPRESSOR");
+    return CompressorSpec{item, started ? started : "none", std::nullopt, std::nullopt, true};
+  }
   CompressorSpec spec{item, item, std::nullopt};
   const auto colon = item.find(':');
   if (colon == std::string::npos) return item.empty() ? std::nullopt : std::optional(spec);
@@ -63,6 +69,9 @@ std::optional<std::vector<CompressorSpec>> parse_compressors(const std::string& 
     specs.push_back(*spec);
   }
   if (specs.empty()) return std::nullopt;
+  for (const CompressorSpec& spec : specs) {  // "set" alone: any switch would end its setting
+    if (spec.as_started && specs.size() > 1) return std::nullopt;
+  }
   return specs;
 }
 
