@@ -50,7 +50,7 @@ const char* this_library() {
 
 }  // namespace
 
-void refuse_other_mpi_family() {
+void refuse_other_mpi_family(bool before_mpi_init) {
   char version[kVersionBytes] = {};
   int length = 0;
   bool other = false;
@@ -83,7 +83,7 @@ void refuse_other_mpi_family() {
                 kOtherFamilyLibrary);
   // Every rank finds the same mismatch at the same point, within moments of
   // rank 0: a short wait for its line is enough.
-  exit_with_one_line(line, std::chrono::seconds(5));
+  exit_with_one_line(line, before_mpi_init, std::chrono::seconds(5));
 }
 
 }  // namespace slimreduce::interpose

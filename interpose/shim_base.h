@@ -33,32 +33,42 @@ inline bool launcher_rank_is_zero() {
   return true;
 }
 
+// Whether the launcher is MPICH's Hydra, which gives each process PMI_FD (the
+// socket to its proxy). Before MPI has started in the ranks, Hydra ends no
+// rank when another exits, and waits for them all: tried, a rank's exit(1)
+// before MPI_Init left rank 0 running, and its line came out.
+inline bool hydra_waits_for_every_rank() { return std::getenv("PMI_FD") != nullptr; }
+
 // Ends the job before any collective runs, with one line on stderr (rank 0's).
 // The other ranks wait up to `wait` for rank 0's line to reach the launcher,
-// which then ends them (Open MPI's mpirun does; MPICH's Hydra waits for them);
-// were rank 0 gone without a word, they end themselves.
-[[noreturn]] inline void exit_with_one_line(const char* what,
+// which then ends them (Open MPI's mpirun does); were rank 0 gone without a
+// word, they end themselves. Under Hydra, before MPI starts
+// (`before_mpi_init`), they end at once: Hydra waits for rank 0 anyway.
+[[noreturn]] inline void exit_with_one_line(const char* what, bool before_mpi_init,
                                             std::chrono::seconds wait = std::chrono::seconds(20)) {
   if (launcher_rank_is_zero()) {
     std::fprintf(stderr, "slimreduce: error: %s\n", what);
     std::exit(1);
   }
-  std::this_thread::sleep_for(wait);
+  if (!(before_mpi_init && hydra_waits_for_every_rank())) std::this_thread::sleep_for(wait);
   std::exit(1);
 }
 
-// Bad settings end the job before any collective runs (invariant 6 of docs/architecture.md).
-inline Settings settings_or_exit() {
+// Bad settings end the job before any collective runs (invariant 6 of
+// docs/architecture.md). `before_mpi_init`: read from our MPI_Init, before PMPI_Init.
+inline Settings settings_or_exit(bool before_mpi_init) {
   try {
     return parse_settings(read_environment());
   } catch (const SettingsError& error) {
-    exit_with_one_line(error.what());
+    exit_with_one_line(error.what(), before_mpi_init);
   }
 }
 
 // The runtime, made on the first call with the settings read now (a bad one
 // ends the job: settings_or_exit).
-inline Runtime& runtime_or_exit() { return Runtime::start(settings_or_exit); }
+inline Runtime& runtime_or_exit(bool before_mpi_init = false) {
+  return Runtime::start([before_mpi_init] { return settings_or_exit(before_mpi_init); });
+}
 
 // The runtime's counters in the C API's layout.
 inline slimreduce_counters to_c_counters(const Counters& c) {

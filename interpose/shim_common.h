@@ -15,13 +15,15 @@ namespace slimreduce::interpose {
 using slimreduce::Engine;
 
 // Ends the process with one line when the job's MPI is of the other family
-// than this library's build (interpose/mpi_abi_guard.cc); before MPI starts.
-void refuse_other_mpi_family();
+// than this library's build (interpose/mpi_abi_guard.cc); `before_mpi_init`:
+// from our MPI_Init, before PMPI_Init (exit_with_one_line).
+void refuse_other_mpi_family(bool before_mpi_init);
 
-// The runtime for an MPI job: the library's ABI checked, then the settings.
+// The runtime for an MPI job, from our MPI_Init (before PMPI_Init): the
+// library's ABI checked, then the settings.
 inline Runtime& mpi_runtime_or_exit() {
-  refuse_other_mpi_family();
-  return runtime_or_exit();
+  refuse_other_mpi_family(true);
+  return runtime_or_exit(true);
 }
 
 // Attaches the MPI side to the runtime after a successful PMPI_Init*; the
@@ -45,7 +47,7 @@ inline int start_engine(int rc, Runtime& runtime) {
   PMPI_Initialized(&initialized);
   PMPI_Finalized(&finalized);
   if (!initialized || finalized) return nullptr;
-  refuse_other_mpi_family();
+  refuse_other_mpi_family(false);
   try {
     return &Engine::start(Runtime::start([] { return parse_settings(read_environment()); }));
   } catch (const SettingsError& error) {
