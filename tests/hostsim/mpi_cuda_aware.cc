@@ -6,12 +6,9 @@
 // memory where the simulated device keeps its bytes (hostsim::device_view), as
 // a CUDA-aware MPI reaches device memory; host code cannot touch that memory.
 // Every other argument goes to the real functions unchanged.
-#include <dlfcn.h>
 #include <mpi.h>
 
-#include <cstdio>
-#include <cstdlib>
-
+#include "tests/hostsim/next_symbol.h"
 #include "tests/hostsim/sim.h"
 
 namespace {
@@ -23,30 +20,21 @@ T* reachable(T* buffer) {
   return buffer == MPI_IN_PLACE ? buffer : sim::device_view(buffer);
 }
 
-// The real function: the next definition after this library's.
-template <class Fn>
-Fn real(const char* name) {
-  void* fn = dlsym(RTLD_NEXT, name);
-  if (!fn) {
-    std::fprintf(stderr, "mpi_cuda_aware: no %s after this library\n", name);
-    std::abort();
-  }
-  return reinterpret_cast<Fn>(fn);
-}
-
 }  // namespace
 
 extern "C" {
 
 int PMPI_Allreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,
                    MPI_Comm comm) {
-  static const auto fn = real<decltype(&PMPI_Allreduce)>("PMPI_Allreduce");
+  static const auto fn =
+      sim::next_symbol<decltype(&PMPI_Allreduce)>("mpi_cuda_aware", "PMPI_Allreduce");
   return fn(reachable(send), reachable(recv), count, type, op, comm);
 }
 
 int PMPI_Iallreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,
                     MPI_Comm comm, MPI_Request* request) {
-  static const auto fn = real<decltype(&PMPI_Iallreduce)>("PMPI_Iallreduce");
+  static const auto fn =
+      sim::next_symbol<decltype(&PMPI_Iallreduce)>("mpi_cuda_aware", "PMPI_Iallreduce");
   return fn(reachable(send), reachable(recv), count, type, op, comm, request);
 }
 

@@ -4,12 +4,12 @@
 // of (simulated) device memory, where a real MPI that is not CUDA-aware would
 // fault or read garbage; otherwise they call the real ones unchanged. So a
 // path of SlimReduce's that hands device memory to MPI fails its test here.
-#include <dlfcn.h>
 #include <mpi.h>
 
 #include <cstdio>
 #include <cstdlib>
 
+#include "tests/hostsim/next_symbol.h"
 #include "tests/hostsim/sim.h"
 
 namespace {
@@ -22,17 +22,6 @@ void refuse_device(const char* function, const void* buffer) {
   std::abort();
 }
 
-// The real function: the next definition after this library's.
-template <class Fn>
-Fn real(const char* name) {
-  void* fn = dlsym(RTLD_NEXT, name);
-  if (!fn) {
-    std::fprintf(stderr, "mpi_host_only: no %s after this library\n", name);
-    std::abort();
-  }
-  return reinterpret_cast<Fn>(fn);
-}
-
 }  // namespace
 
 extern "C" {
@@ -41,7 +30,8 @@ int PMPI_Allreduce(const void* send, void* recv, int count, MPI_Datatype type, M
                    MPI_Comm comm) {
   refuse_device("PMPI_Allreduce", send);
   refuse_device("PMPI_Allreduce", recv);
-  static const auto fn = real<decltype(&PMPI_Allreduce)>("PMPI_Allreduce");
+  static const auto fn = slimreduce::hostsim::next_symbol<decltype(&PMPI_Allreduce)>(
+      "mpi_host_only", "PMPI_Allreduce");
   return fn(send, recv, count, type, op, comm);
 }
 
@@ -50,7 +40,8 @@ int PMPI_Sendrecv(const void* send, int send_count, MPI_Datatype send_type, int 
                   MPI_Comm comm, MPI_Status* status) {
   refuse_device("PMPI_Sendrecv", send);
   refuse_device("PMPI_Sendrecv", recv);
-  static const auto fn = real<decltype(&PMPI_Sendrecv)>("PMPI_Sendrecv");
+  static const auto fn =
+      slimreduce::hostsim::next_symbol<decltype(&PMPI_Sendrecv)>("mpi_host_only", "PMPI_Sendrecv");
   return fn(send, send_count, send_type, dest, send_tag, recv, recv_count, recv_type, source,
             recv_tag, comm, status);
 }
@@ -59,7 +50,8 @@ int PMPI_Allgather(const void* send, int send_count, MPI_Datatype send_type, voi
                    int recv_count, MPI_Datatype recv_type, MPI_Comm comm) {
   refuse_device("PMPI_Allgather", send);
   refuse_device("PMPI_Allgather", recv);
-  static const auto fn = real<decltype(&PMPI_Allgather)>("PMPI_Allgather");
+  static const auto fn = slimreduce::hostsim::next_symbol<decltype(&PMPI_Allgather)>(
+      "mpi_host_only", "PMPI_Allgather");
   return fn(send, send_count, send_type, recv, recv_count, recv_type, comm);
 }
 

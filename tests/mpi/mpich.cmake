@@ -127,27 +127,10 @@ if(SLIMREDUCE_HAVE_FORTRAN)
                PROGRAM $<TARGET_FILE:fortran_f08_job> OPTIONS --compressor bf16)
 endif()
 
-# Errors found inside SlimReduce reach the communicator's error handler, as
-# the real call's would (out of memory under a capped address space), with
-# MPICH's error classes; under MPI_ERRORS_ARE_FATAL the job stops after our
-# line, which carries MPICH's string for MPI_ERR_NO_MEM.
-add_preloaded_gtest(test_mpi_errors)
-add_mpi_test(mpich_errors_fp16_np2 2 test_mpi_errors
-             ENV SLIMREDUCE_COMPRESSOR=fp16 SLIMREDUCE_ERROR_FEEDBACK=1
-             ARGS --gtest_filter=-FatalHandler.*:TopkErrors.*)
-add_mpi_test(mpich_errors_topk_np3 3 test_mpi_errors
-             ENV SLIMREDUCE_COMPRESSOR=topk SLIMREDUCE_TOPK_RATIO=1 SLIMREDUCE_ERROR_FEEDBACK=1
-                 SLIMREDUCE_PARTITION_BYTES=1G
-             ARGS --gtest_filter=-FatalHandler.*)
-slimreduce_mpi_launch(fatal_launch RANKS 2 ENV LD_PRELOAD=$<TARGET_FILE:slimreduce>
-                      SLIMREDUCE_COMPRESSOR=bf16 SLIMREDUCE_ERROR_FEEDBACK=1)
-string(REPLACE ";" " " fatal_launch "${fatal_launch}")
-add_test(NAME mpich_errors_fatal_bf16_np2
-         COMMAND sh -c "out=$(${fatal_launch} $<TARGET_FILE:test_mpi_errors> \
---gtest_filter=FatalHandler.* 2>&1); rc=$?; echo \"$out\"; echo \"exit code $rc\"; \
-[ $rc -ne 0 ] && echo \"$out\" | grep -q 'failed in SlimReduce: Unable to allocate memory' && \
-! echo \"$out\" | grep -q 'continued after a fatal error'")
-set_tests_properties(mpich_errors_fatal_bf16_np2 PROPERTIES TIMEOUT 120 LABELS mpich)
+# Errors reach the communicator's error handler, with MPICH's error classes
+# and its string for MPI_ERR_NO_MEM in our line (tests/mpi/errors.cmake).
+include(${CMAKE_CURRENT_SOURCE_DIR}/errors.cmake)
+add_error_handler_tests(mpich_errors "Unable to allocate memory")
 
 # A rank that dies inside a compressed call: the job ends with Hydra's error
 # (tests/mpi/dead_rank.cmake; check_dead_rank.sh states what Hydra reports).
