@@ -33,11 +33,15 @@ inline bool launcher_rank_is_zero() {
   return true;
 }
 
-// Whether the launcher is MPICH's Hydra, which gives each process PMI_FD (the
-// socket to its proxy). Before MPI has started in the ranks, Hydra ends no
-// rank when another exits, and waits for them all: tried, a rank's exit(1)
-// before MPI_Init left rank 0 running, and its line came out.
-inline bool hydra_waits_for_every_rank() { return std::getenv("PMI_FD") != nullptr; }
+// Whether the launcher is MPICH's Hydra, whose proxies give each process
+// PMI_FD (the socket to the proxy) and MPI_LOCALNRANKS (both, so that another
+// PMI launcher that passes PMI_FD, and may end a job at a task's exit, is
+// not taken for it). Before MPI has started in the ranks, Hydra ends no rank
+// when another exits, and waits for them all: tried, a rank's exit(1) before
+// MPI_Init left rank 0 running, and its line came out.
+inline bool hydra_waits_for_every_rank() {
+  return std::getenv("PMI_FD") != nullptr && std::getenv("MPI_LOCALNRANKS") != nullptr;
+}
 
 // Ends the job before any collective runs, with one line on stderr (rank 0's).
 // The other ranks wait up to `wait` for rank 0's line to reach the launcher,
