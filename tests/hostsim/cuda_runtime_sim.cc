@@ -195,11 +195,14 @@ const Block* block_holding(std::uintptr_t p) {
   return p < it->first + it->second.size ? &it->second : nullptr;
 }
 
-// A range of `rounded` bytes (a multiple of 256) at the end of `length`
-// readable bytes, and a page with no access after them.
+std::size_t page_bytes() {
+  static const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+// `length` bytes (whole pages) with `protection`, then a page with no access.
 Region map_with_guard(std::size_t length, int protection) {
-  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  Region region = map_region(length + page, PROT_NONE);
+  Region region = map_region(length + page_bytes(), PROT_NONE);
   if (region.at && protection != PROT_NONE && mprotect(region.at, length, protection) != 0)
     return {};
   return region;
@@ -210,9 +213,8 @@ cudaError_t allocate(void** ptr, std::size_t bytes, Kind kind, bool pooled = fal
   if (!ptr) return fail(cudaErrorInvalidValue);
   *ptr = nullptr;
   if (bytes == 0) return cudaSuccess;
-  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   const std::size_t rounded = (bytes + 255) / 256 * 256;
-  const std::size_t length = (rounded + page - 1) / page * page;
+  const std::size_t length = (rounded + page_bytes() - 1) / page_bytes() * page_bytes();
   const bool split = kind == Kind::device && !managed;
   Block block{map_with_guard(length, split ? PROT_NONE : PROT_READ | PROT_WRITE),
               split ? map_with_guard(length, PROT_READ | PROT_WRITE) : Region{},
@@ -367,20 +369,49 @@ bool is_managed(const void* ptr) {
   return b && b->managed;
 }
 
+namespace {
+
+// Whether [p, p + bytes) lies in device memory block b (nullptr: none).
+bool in_device_block(const Block* b, std::uintptr_t p, std::size_t bytes) {
+  return b && b->kind == Kind::device &&
+         p + bytes <= reinterpret_cast<std::uintptr_t>(b->start()) + b->size;
+}
+
+// Where the device reaches p, an address in block b (nullptr: none: p itself).
+void* view_in(const Block* b, std::uintptr_t p) {
+  if (!b) return reinterpret_cast<void*>(p);
+  return b->bytes() + (p - reinterpret_cast<std::uintptr_t>(b->start()));
+}
+
+[[noreturn]] void not_device(const char* what, const void* ptr, std::size_t bytes) {
+  std::fprintf(stderr, "hostsim: %s: [%p, +%zu) is not device memory (a GPU would fault)\n", what,
+               ptr, bytes);
+  std::abort();
+}
+
+}  // namespace
+
 bool is_device_range(const void* ptr, std::size_t bytes) {
   const auto p = reinterpret_cast<std::uintptr_t>(ptr);
   std::lock_guard lock(runtime().mutex);
-  const Block* b = block_holding(p);
-  if (!b || b->kind != Kind::device) return false;
-  return p + bytes <= reinterpret_cast<std::uintptr_t>(b->start()) + b->size;
+  return in_device_block(block_holding(p), p, bytes);
 }
 
 void* device_view(const void* ptr) {
   const auto p = reinterpret_cast<std::uintptr_t>(ptr);
   std::lock_guard lock(runtime().mutex);
-  const Block* b = block_holding(p);
-  if (!b) return const_cast<void*>(ptr);
-  return b->bytes() + (p - reinterpret_cast<std::uintptr_t>(b->start()));
+  return view_in(block_holding(p), p);
+}
+
+// require_device and device_view in one lookup: every kernel's every buffer.
+void* on_device(const char* what, const void* ptr, std::size_t bytes) {
+  const auto p = reinterpret_cast<std::uintptr_t>(ptr);
+  {
+    std::lock_guard lock(runtime().mutex);
+    const Block* b = block_holding(p);
+    if (bytes == 0 || in_device_block(b, p, bytes)) return view_in(b, p);
+  }
+  not_device(what, ptr, bytes);
 }
 
 std::size_t device_bytes_live() {
@@ -402,10 +433,7 @@ std::size_t device_bytes_live_settled() {
 }
 
 void require_device(const char* what, const void* ptr, std::size_t bytes) {
-  if (bytes == 0 || is_device_range(ptr, bytes)) return;
-  std::fprintf(stderr, "hostsim: %s: [%p, +%zu) is not device memory (a GPU would fault)\n", what,
-               ptr, bytes);
-  std::abort();
+  if (bytes != 0 && !is_device_range(ptr, bytes)) not_device(what, ptr, bytes);
 }
 
 }  // namespace slimreduce::hostsim

@@ -69,11 +69,12 @@ std::size_t device_bytes_live_settled();
 
 // Aborts with `what` unless [ptr, ptr + bytes) is device memory (bytes 0: no check).
 void require_device(const char* what, const void* ptr, std::size_t bytes);
-// The same check; then where a kernel reaches those bytes (device_view).
+// The same check; then where a kernel reaches those bytes (device_view), in
+// one lookup.
+void* on_device(const char* what, const void* ptr, std::size_t bytes);
 template <class T>
 T* on_device(const char* what, T* ptr, std::size_t bytes) {
-  require_device(what, ptr, bytes);
-  return device_view(ptr);
+  return static_cast<T*>(on_device(what, static_cast<const void*>(ptr), bytes));
 }
 
 // The simulated NCCL (nccl_sim.cc, nccl_sim_comms.cc): how many ncclAllReduceConfig calls have
