@@ -216,7 +216,11 @@ def main():
         run = subprocess.run([part.replace("@PREFIX@", prefix) for part in command],
                              capture_output=True, text=True, timeout=240)
         if run.returncode != 0:
-            failures.append(f"the job failed ({run.returncode}):\n{run.stdout[-2000:]}{run.stderr[-2000:]}")
+            # A job's own failed checks may sit anywhere in a long output: show
+            # them all, then the output's end.
+            failed = [line for line in run.stdout.splitlines() if line.startswith("FAIL")]
+            failures.append(f"the job failed ({run.returncode}):\n" + "\n".join(failed[:40]) +
+                            f"\n...\n{run.stdout[-2000:]}{run.stderr[-2000:]}")
         for rank in range(args.np):
             path = f"{prefix}.{rank}.json"
             if not os.path.exists(path):
