@@ -13,6 +13,10 @@
 // two-level twins of the compressing ones; a call went two-level where it
 // sent bytes both inside and across nodes (a flat call's bytes are counted
 // on one side: where this rank's ring hop goes).
+//
+// Built with AUTO_TEST_DEVICE_BUFFERS over the host simulation
+// (tests/hostsim/CMakeLists.txt), every call reduces device buffers (the MPI
+// device path: its choice is the host path's, CommState's, timed the same way).
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +25,9 @@
 
 #include "tests/mpi/mpi_helpers.h"
 #include "tests/mpi/mpi_test_main.h"
+#ifdef AUTO_TEST_DEVICE_BUFFERS
+#include <cuda_runtime.h>
+#endif
 
 namespace slimreduce::testing {
 namespace {
@@ -87,6 +94,34 @@ std::string result_of(const std::vector<float>& out, std::uint64_t seed) {
   return has_the_bits_of("none", out, seed) ? "none" : "int8";
 }
 
+// The sum of `in` over the ranks into `out`: host buffers, or device
+// buffers the inputs are copied to and the result from.
+int allreduce(const std::vector<float>& in, std::vector<float>& out) {
+#ifdef AUTO_TEST_DEVICE_BUFFERS
+  struct DeviceBuffers {
+    float* in = nullptr;
+    float* out = nullptr;
+    DeviceBuffers() {
+      if (cudaMalloc(&in, kCount * sizeof(float)) != cudaSuccess ||
+          cudaMalloc(&out, kCount * sizeof(float)) != cudaSuccess)
+        in = out = nullptr;
+    }
+  };
+  static const DeviceBuffers device;  // the job's whole life: one pair, as a framework's
+  if (!device.in || in.size() != kCount) return MPI_ERR_BUFFER;
+  const std::size_t bytes = kCount * sizeof(float);
+  if (cudaMemcpy(device.in, in.data(), bytes, cudaMemcpyHostToDevice) != cudaSuccess)
+    return MPI_ERR_BUFFER;
+  const int rc = MPI_Allreduce(device.in, device.out, kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  if (cudaMemcpy(out.data(), device.out, bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
+    return MPI_ERR_BUFFER;
+  return rc;
+#else
+  return MPI_Allreduce(in.data(), out.data(), static_cast<int>(in.size()), MPI_FLOAT, MPI_SUM,
+                       MPI_COMM_WORLD);
+#endif
+}
+
 // One blocking call; returns the candidate it was sent with.
 std::string one_call(std::uint64_t seed, std::vector<float>& out) {
   const std::vector<float> in = inputs_of(world_rank(), seed, kCount);
@@ -96,8 +131,7 @@ std::string one_call(std::uint64_t seed, std::vector<float>& out) {
   const double inter_before = counter("bytes.inter_node_sent"),
                intra_before = counter("bytes.intra_node_sent");
   if (world_rank() == kSlowRank) usleep(3000);
-  EXPECT_EQ(MPI_Allreduce(in.data(), out.data(), kCount, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
-            MPI_SUCCESS);
+  EXPECT_EQ(allreduce(in, out), MPI_SUCCESS);
   EXPECT_TRUE(read_counters(&after));
   EXPECT_EQ(after.intercepted - before.intercepted, 1u);
   if (kHierarchical) return result_of(out, seed);
