@@ -17,10 +17,8 @@ SR_EXPORT int MPI_Init_thread(int* argc, char*** argv, int required, int* provid
   return start_engine(PMPI_Init_thread(argc, argv, required, provided), runtime);
 }
 
-namespace {
+namespace slimreduce::interpose {
 
-// Everything but the hot path: the engine started late, the first call on a
-// communicator, compressed calls, and the error codes.
 [[gnu::noinline]] int allreduce_through_engine(const void* sendbuf, void* recvbuf, int count,
                                                MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
   Engine* engine = engine_or_null();
@@ -29,7 +27,16 @@ namespace {
                     [&] { return engine->allreduce(sendbuf, recvbuf, count, datatype, op, comm); });
 }
 
-}  // namespace
+int iallreduce_through_engine(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
+                              MPI_Op op, MPI_Comm comm, MPI_Request* request) {
+  Engine* engine = engine_or_null();
+  if (!engine) return PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
+  return guarded_on(comm, "MPI_Iallreduce", [&] {
+    return engine->iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
+  });
+}
+
+}  // namespace slimreduce::interpose
 
 SR_EXPORT int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
                             MPI_Op op, MPI_Comm comm) {
@@ -43,11 +50,7 @@ SR_EXPORT int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_D
 
 SR_EXPORT int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
                              MPI_Op op, MPI_Comm comm, MPI_Request* request) {
-  Engine* engine = engine_or_null();
-  if (!engine) return PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
-  return guarded_on(comm, "MPI_Iallreduce", [&] {
-    return engine->iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
-  });
+  return iallreduce_through_engine(sendbuf, recvbuf, count, datatype, op, comm, request);
 }
 
 SR_EXPORT int MPI_Finalize() {

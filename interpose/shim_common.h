@@ -114,6 +114,16 @@ int guarded_on(MPI_Comm comm, const char* call, Body&& body) {
   return rc == MPI_SUCCESS ? rc : Engine::raise(failed, rc, call);
 }
 
+// Everything but MPI_Allreduce's hot path (interpose/mpi_shim.cc): the
+// engine started late, the first call on a communicator, compressed calls,
+// and the error codes. MPI_Iallreduce's whole way in. Also the ways in of
+// the MPI-4 large-count calls whose count fits an int
+// (interpose/mpi_large_count_shim.cc).
+int allreduce_through_engine(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
+                             MPI_Op op, MPI_Comm comm);
+int iallreduce_through_engine(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
+                              MPI_Op op, MPI_Comm comm, MPI_Request* request);
+
 // Whether anything is queued: the waits' and tests' one load while nothing is.
 inline bool queued() {
   const Engine* engine = Engine::get();

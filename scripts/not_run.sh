@@ -72,6 +72,9 @@ while read -r name; do
     horovod*)
       say "$name: needs Horovod built with MPI and PyTorch (from PyPI)"
       required "$name" pip horovod==0.28.1 apt python3-torch apt libtorch-dev ;;
+    mpich_python_venv|mpich_job_python_*|mpich_python_*)
+      say "$name: needs PyPI for mpi4py's source and numpy (an MPICH venv)"
+      required "$name" pip mpi4py==4.1.2 ;;
     tools_pip_install)
       say "$name: needs PyPI for pip's build requirements (scikit-build-core)"
       required "$name" pip scikit-build-core ;;

@@ -17,8 +17,8 @@
 // less a call (at 50 ns, 26 ms, the margin measured beside other tests came
 // down to 11 ms, fp16's kernels starved of the cores, and a suite run
 // failed this check). The smaller class's margin (20 ms) is left
-// unjudged, since a loaded machine can swamp it. A rank that chose apart from the others would send other
-// bytes: its collectives would not match. After the first exchanges the
+// unjudged, since a loaded machine can swamp it. A rank that chose apart
+// from the others would send other bytes: its collectives would not match. After the first exchanges the
 // library makes no host wait: none counted (auto.waits) and none seen by
 // the simulation (host_syncs) across any call. Then groups of both buckets:
 // calls in a group take their class's choice, untimed, and add no probe.

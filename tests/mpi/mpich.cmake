@@ -127,6 +127,41 @@ if(SLIMREDUCE_HAVE_FORTRAN)
                PROGRAM $<TARGET_FILE:fortran_f08_job> OPTIONS --compressor bf16)
 endif()
 
+# Python through mpi4py built against MPICH (Debian's python3-mpi4py is Open
+# MPI's): a venv in this tree, made by mpich_python.sh, which builds mpi4py's
+# wheel once per machine (about 4 CPU-minutes) and installs from it after (about
+# 11 s). Its jobs run at 2 ranks, one a core (MPICH's ranks poll without yielding).
+set(mpich_python ${CMAKE_BINARY_DIR}/mpich-python/bin/python)
+add_test(NAME mpich_python_venv
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/mpich_python.sh ${CMAKE_BINARY_DIR}/mpich-python)
+set_tests_properties(mpich_python_venv PROPERTIES LABELS mpich TIMEOUT 1200 SKIP_RETURN_CODE 77
+                                                  FIXTURES_SETUP mpich_python)
+# Where the venv could not be made (no PyPI: the fixture skipped), they skip too.
+set(skip_without ${CMAKE_CURRENT_SOURCE_DIR}/skip_without.sh ${mpich_python})
+add_test(NAME mpich_job_python_report_bf16_np2
+         COMMAND ${skip_without} ${CHECK_JOB} report --lib $<TARGET_FILE:slimreduce> --np 2
+                 --job python --mpi mpich --compressor bf16 -- ${SLIMREDUCE_MPIRUN} -np 2
+                 --program ${mpich_python} ${CMAKE_CURRENT_SOURCE_DIR}/mpi4py_job.py)
+# mpi4py's Iallreduce and Request.Waitall / Testall reach the same shims.
+slimreduce_mpi_launch(launch RANKS 2 ENV LD_PRELOAD=$<TARGET_FILE:slimreduce>
+                      SLIMREDUCE_COMPRESSOR=fp16)
+add_test(NAME mpich_python_iallreduce_fp16_np2
+         COMMAND ${skip_without} ${launch} ${mpich_python}
+                 ${CMAKE_CURRENT_SOURCE_DIR}/mpi4py_iallreduce_job.py)
+set_tests_properties(mpich_job_python_report_bf16_np2 mpich_python_iallreduce_fp16_np2
+                     PROPERTIES LABELS mpich TIMEOUT 300 SKIP_RETURN_CODE 77
+                                FIXTURES_REQUIRED mpich_python)
+
+# MPI-4's large-count allreduces (tests/mpi/large_count_calls_job.c): taken as
+# MPI_Allreduce's where the count fits an int, untouched past INT_MAX.
+if(SLIMREDUCE_MPI_LARGE_COUNT)
+  add_executable(large_count_calls_job large_count_calls_job.c)
+  target_include_directories(large_count_calls_job PRIVATE ${PROJECT_SOURCE_DIR})
+  target_link_libraries(large_count_calls_job PRIVATE MPI::MPI_C ${CMAKE_DL_LIBS})
+  add_mpi_test(mpich_large_count_calls_fp16_np2 2 large_count_calls_job
+               ENV SLIMREDUCE_COMPRESSOR=fp16)
+endif()
+
 # Errors reach the communicator's error handler, with MPICH's error classes
 # and its string for MPI_ERR_NO_MEM in our line (tests/mpi/errors.cmake).
 include(${CMAKE_CURRENT_SOURCE_DIR}/errors.cmake)
