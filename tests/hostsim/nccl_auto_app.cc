@@ -18,9 +18,9 @@
 // down to 11 ms, fp16's kernels starved of the cores, and a suite run
 // failed this check). The smaller class's margin (20 ms) is left
 // unjudged, since a loaded machine can swamp it. A rank that chose apart
-// from the others would send other bytes: its collectives would not match. After the first exchanges the
-// library makes no host wait: none counted (auto.waits) and none seen by
-// the simulation (host_syncs) across any call. Then groups of both buckets:
+// from the others would send other bytes: its collectives would not match.
+// After the first exchanges the library makes no host wait: none counted
+// (auto.waits) and none seen by the simulation (host_syncs) across any call. Then groups of both buckets:
 // calls in a group take their class's choice, untimed, and add no probe.
 // With other candidates (fp16 and int8: residuals carried across switches,
 // int8's owner-side one kept beside fp16's), results are not identified by
