@@ -7,31 +7,30 @@
 // training step that reads its loss; one rank comes to every call late
 // (HOSTSIM_AUTO_LATE_MS), so the ranks' own times differ.
 //
-// Each result must have the bits of exactly one candidate (the model of
-// none, a plain fp32 sum, and of fp16), and each class must follow the
-// schedule call by call: its probe round (none, fp16, three times over),
-// then one call awaiting the exchange with the first candidate (no choice
-// yet; the exchange rides on it), then the agreed choice from the next call
-// on, through the first check, on every call alike. The larger class's
-// choice must be fp16: at the tests' 150 ns a byte its wire time is 79 ms
-// less a call (at 50 ns, 26 ms, the margin measured beside other tests came
-// down to 11 ms, fp16's kernels starved of the cores, and a suite run
-// failed this check). The smaller class's margin (20 ms) is left
-// unjudged, since a loaded machine can swamp it. A rank that chose apart
-// from the others would send other bytes: its collectives would not match.
-// After the first exchanges the library makes no host wait: none counted
-// (auto.waits) and none seen by the simulation (host_syncs) across any call. Then groups of both buckets:
-// calls in a group take their class's choice, untimed, and add no probe.
-// With other candidates (fp16 and int8: residuals carried across switches,
-// int8's owner-side one kept beside fp16's), results are not identified by
-// their bits: each must be finite and the same on every rank, and the
-// simulation's device-range checks hold every kernel to its buffers (a
-// residual sized for one candidate and used by another would fault). Under
-// SLIMREDUCE_HIERARCHICAL=auto over emulated nodes the probe round also
-// takes the two-level twins NCCL runs (of fp16 and other casts, and of
-// top-k), so it has more calls, and some went two-level: bytes inside and
-// across nodes. A fixed compressor with SLIMREDUCE_HIERARCHICAL=auto is the
-// one candidate, then its twin.
+// Each result must have the bits of exactly one candidate (the model of none, a plain fp32
+// sum, and of fp16), and each class must follow the schedule call by call:
+// its probe round (none, fp16, three times over), then one call awaiting the
+// exchange with the first candidate (no choice yet; the exchange rides on
+// it), then the agreed choice from the next call on, through the first check,
+// on every call alike. The larger class's choice must be fp16: at the tests'
+// 150 ns a byte its wire time is 79 ms less a call (at 50 ns, 26 ms, the
+// margin measured beside other tests came down to 11 ms, fp16's kernels
+// starved of the cores, and a suite run failed this check). The smaller
+// class's margin (20 ms) is left unjudged, since a loaded machine can swamp
+// it. A rank that chose apart from the others would send other bytes: its
+// collectives would not match. After the first exchanges the library makes no
+// host wait: none counted (auto.waits) and none seen by the simulation
+// (host_syncs) across any call. Then groups of both buckets: calls in a group
+// take their class's choice, untimed, and add no probe. With other candidates
+// (fp16 and int8: residuals carried across switches, int8's owner-side one
+// kept beside fp16's), results are not identified by their bits: each must be
+// finite and the same on every rank, and the simulation's device-range checks
+// hold every kernel to its buffers (a residual sized for one candidate and
+// used by another would fault). Under SLIMREDUCE_HIERARCHICAL=auto over
+// emulated nodes the probe round also takes the two-level twins NCCL runs (of
+// fp16 and other casts, and of top-k), so it has more calls, and some went
+// two-level: bytes inside and across nodes. A fixed compressor with
+// SLIMREDUCE_HIERARCHICAL=auto is the one candidate, then its twin.
 // Exit 0: all passed.
 #include <algorithm>
 #include <chrono>
