@@ -75,6 +75,7 @@ cpu_has() {
 # lacks it, their scalar and other-ISA twins run: one line for them all,
 # unless the CPU has the ISA, where such a skip is a failure in CI.
 isa_skips=0
+isa_missing=""  # the ISAs they named, each once ("AVX-512 AVX2")
 isa_skip() {  # NAME ISA FLAG...
   local name=$1 isa=$2
   shift 2
@@ -83,7 +84,7 @@ isa_skip() {  # NAME ISA FLAG...
     required "$name"
   else
     isa_skips=$((isa_skips + 1))
-    isa_missing=$isa
+    case " $isa_missing " in *" $isa "*) ;; *) isa_missing="${isa_missing:+$isa_missing }$isa" ;; esac
   fi
 }
 while read -r name; do

@@ -214,7 +214,8 @@ cudaError_t allocate(void** ptr, std::size_t bytes, Kind kind, bool pooled = fal
   *ptr = nullptr;
   if (bytes == 0) return cudaSuccess;
   const std::size_t rounded = (bytes + 255) / 256 * 256;
-  const std::size_t length = (rounded + page_bytes() - 1) / page_bytes() * page_bytes();
+  const std::size_t page = page_bytes();
+  const std::size_t length = (rounded + page - 1) / page * page;
   const bool split = kind == Kind::device && !managed;
   Block block{map_with_guard(length, split ? PROT_NONE : PROT_READ | PROT_WRITE),
               split ? map_with_guard(length, PROT_READ | PROT_WRITE) : Region{},
