@@ -1,9 +1,6 @@
 #include "core/nccl/engine.h"
 
-#include <sched.h>
-
 #include <cstdlib>
-#include <set>
 #include <thread>
 #include <utility>
 
@@ -12,6 +9,7 @@
 #include "backends/nccl_transport.h"
 #include "core/nccl/low_rank.h"
 #include "core/nccl/pipeline.h"
+#include "core/nccl/real_group.h"
 #include "core/nccl/sharded.h"
 #include "core/runtime/compressor_choice.h"
 #include "core/runtime/log.h"
@@ -37,39 +35,17 @@ thread_local std::vector<ncclComm_t> created_in_group;
 
 }  // namespace
 
-// The NCCL and CUDA work of one group (or one call), for GroupDeferral to drive.
-class NcclEngine::PlanRunner : public PlanActions {
+// The planning and running of one group (or one call), for GroupDeferral to
+// drive; what only speaks to the real NCCL is RealGroupActions'.
+class NcclEngine::PlanRunner : public RealGroupActions {
  public:
   // alone: a call made outside any group (GroupDeferral runs it as a group of one).
   explicit PlanRunner(NcclEngine& engine, bool alone = false)
       : engine_(engine), plan_(engine.runtime_.policy().compressor), alone_(alone) {}
 
-  int real_group_start() override { return real::call(real::api().group_start); }
-  int real_group_end() override { return real::call(real::api().group_end); }
-  int real_group_simulate_end(void* sim_info) override {
-#if SLIMREDUCE_NCCL_HAS_SIMULATE_END
-    return real::call(real::api().group_simulate_end, static_cast<ncclSimInfo_t*>(sim_info));
-#else
-    (void)sim_info;
-    return ncclInvalidUsage;  // never called: the shim has no ncclGroupSimulateEnd then
-#endif
-  }
+  ~PlanRunner() override { submit_timing(); }
 
   void count_pass_through(const Reduction& c) override { engine_.count_pass_through(c); }
-  int pass_through(const Reduction& c) override {
-    if (c.coll_config) {
-      return real::call(real::api().all_reduce_config, c.sendbuff, c.recvbuff,
-                        static_cast<size_t>(c.count), static_cast<ncclDataType_t>(c.datatype),
-                        static_cast<ncclRedOp_t>(c.op), static_cast<ncclComm_t>(c.comm),
-                        static_cast<cudaStream_t>(c.stream),
-                        static_cast<const ncclCollConfig_t*>(c.coll_config));
-    }
-    return real::call(real::api().all_reduce, c.sendbuff, c.recvbuff, static_cast<size_t>(c.count),
-                      static_cast<ncclDataType_t>(c.datatype), static_cast<ncclRedOp_t>(c.op),
-                      static_cast<ncclComm_t>(c.comm), static_cast<cudaStream_t>(c.stream));
-  }
-
-  ~PlanRunner() override { submit_timing(); }
 
   int plan(std::vector<Reduction>& held) override {
     for (const Reduction& c : held) plan_.calls.emplace_back().call = c;
@@ -102,24 +78,6 @@ class NcclEngine::PlanRunner : public PlanActions {
     mark();  // after the finishing kernels
     submit_timing();
     return rc;
-  }
-
-  // A host wait, only when a non-blocking communicator we did not see in the
-  // group made the real end return early: NCCL requires it before further use.
-  int wait_ready(std::vector<Reduction>& held) override {
-    std::set<void*> comms;
-    for (const Reduction& c : held) comms.insert(c.comm);
-    for (void* comm : comms) {
-      ncclResult_t state = ncclInProgress;
-      while (state == ncclInProgress) {
-        const ncclResult_t rc =
-            real::call(real::api().comm_get_async_error, static_cast<ncclComm_t>(comm), &state);
-        if (rc != ncclSuccess) return rc;
-        if (state == ncclInProgress) sched_yield();
-      }
-      if (state != ncclSuccess) return state;
-    }
-    return ncclSuccess;
   }
 
  private:

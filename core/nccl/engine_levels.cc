@@ -39,14 +39,14 @@ ncclResult_t NcclEngine::absorb_norms(const GroupPlan& plan) {
 }
 
 ncclResult_t NcclEngine::measure_norms(const GroupPlan& plan) {
-  for (std::size_t first = 0; first < plan.calls.size(); first += plan.calls[first].pieces) {
+  for (std::size_t first = 0; first < plan.calls.size(); first += plan.calls[first].piece.of) {
     const CallPlan& p = plan.calls[first];
     const ElemType type = nccl_elem(p.call.datatype);
     if (!p.compressed || p.level < 0 || type == ElemType::other) continue;
     const auto stream = static_cast<cudaStream_t>(p.call.stream);
     if (is_capturing(stream)) continue;
     std::uint64_t count = 0;  // a cut call's norm is the whole call's
-    for (int i = 0; i < p.pieces; ++i) count += plan.calls[first + i].call.count;
+    for (int i = 0; i < p.piece.of; ++i) count += plan.calls[first + i].call.count;
     const CallShape shape{p.comm->id, count, static_cast<std::uint64_t>(p.call.datatype)};
     std::lock_guard lock(mutex_);  // the communicator's workspaces
     DeviceGuard device(p.comm->device);

@@ -162,7 +162,7 @@ ncclResult_t NcclEngine::plan(GroupPlan& plan, bool alone) {
   if (alone) pipeline(plan);
   // Call by call (a cut call's pieces together): the report's byte sums add
   // in the order the calls came.
-  for (std::size_t first = 0; first < plan.calls.size(); first += plan.calls[first].pieces)
+  for (std::size_t first = 0; first < plan.calls.size(); first += plan.calls[first].piece.of)
     count_planned(plan, first);
   Counters fused;  // the cast batches that carry two calls or more
   for (const std::size_t members : plan.batch_sizes()) {
@@ -179,7 +179,7 @@ void NcclEngine::count_planned(const GroupPlan& plan, std::size_t first) {
   const CallPlan& p = plan.calls[first];
   std::uint64_t count = 0;
   double sent = 0;
-  for (int i = 0; i < p.pieces; ++i) {
+  for (int i = 0; i < p.piece.of; ++i) {
     const CallPlan& piece = plan.calls[first + i];
     count += piece.call.count;
     if (piece.compressed) sent += plan.wire_sent(piece);
@@ -196,7 +196,7 @@ void NcclEngine::count_planned(const GroupPlan& plan, std::size_t first) {
   if (p.compressed) {
     if (is_topk(p)) counted.count_topk(p.call.verdict.path == ReductionPath::sharded, sent);
     if (p.level >= 0) counted.count_level(p.level);
-    if (p.pieces > 1) counted.partitions += static_cast<std::uint64_t>(p.pieces);
+    if (p.piece.of > 1) counted.partitions += static_cast<std::uint64_t>(p.piece.of);
     if (p.residual_missing != CallPlan::Missing::none) ++counted.ef_cap_fallback;
     if (p.residual_missing == CallPlan::Missing::in_graph) warn_no_residual_in_graph();
   }
@@ -259,11 +259,13 @@ bool NcclEngine::topk_shards(const CallPlan& p, const compressors::Compressor& c
 // The bytes of the calls whose sizes were known only once they ran (sharded
 // top-k's parts), with the byte split by node where it is kept.
 void NcclEngine::count_after_run(const GroupPlan& plan) {
-  for (const CallPlan& p : plan.calls) {
-    if (p.sent_after_run < 0) continue;
+  for (std::size_t i = 0; i < plan.calls.size(); ++i) {
+    const double sent = plan.sent_after_run(i);
+    if (sent < 0) continue;
+    const CallPlan& p = plan.calls[i];
     Counters counted;
-    counted.wire_sent = p.sent_after_run;
-    counted.topk_sharded_sent = p.sent_after_run;
+    counted.wire_sent = sent;
+    counted.topk_sharded_sent = sent;
     count_by_node(counted, p.nodes.get(), false, p.call.count);
     runtime_.board(Side::nccl).add(counted);
   }

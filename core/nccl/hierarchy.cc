@@ -228,7 +228,7 @@ class HierarchicalStep final : public scheduler::Step {
         nodes_(p.nodes),
         node_(view(*p.nodes->node, p.call.stream)),
         cross_(view(*p.nodes->cross, p.call.stream)),
-        hierarchical_(node_, p.call.count, p.region, shard(p, compressor)) {}
+        hierarchical_(node_, p.call.count, p.place.region, shard(p, compressor)) {}
 
   // Before the group's collectives: the padded copy, where the count needs one.
   Status compress() override {
@@ -263,12 +263,12 @@ class HierarchicalStep final : public scheduler::Step {
     const auto stream = static_cast<cudaStream_t>(p.call.stream);
     if (p.call.verdict.path == ReductionPath::topk) {
       return std::make_unique<TopkShard>(
-          cross_, compressors::kind_cast<compressors::GatheredCompressor>(compressor), n, p.region,
-          r, divisor, stream);
+          cross_, compressors::kind_cast<compressors::GatheredCompressor>(compressor), n,
+          p.place.region, r, divisor, stream);
     }
     return std::make_unique<CastShard>(
         cross_, compressors::kind_cast<compressors::SummableCompressor>(compressor), n,
-        p.region + r.wire, divisor, stream);
+        p.place.region + r.wire, divisor, stream);
   }
 
   Reduction call_;

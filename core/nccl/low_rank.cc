@@ -59,10 +59,10 @@ class LowRankStep final : public scheduler::Step {
         stream_(static_cast<cudaStream_t>(p.call.stream)),
         transport_(p.comm->comm, p.comm->rank, p.comm->size, stream_),
         wire_sent_(low_rank_wire_sent(p, compressor)) {
-    auto at = [&](std::size_t offset) { return reinterpret_cast<float*>(p.region + offset); };
+    auto at = [&](std::size_t offset) { return reinterpret_cast<float*>(p.place.region + offset); };
     m_ = at(r_.m), p_ = at(r_.p), q_sum_ = at(r_.q_sum), q_local_ = at(r_.q_local);
     scratch_ = at(r_.scratch), q_seed_ = at(r_.q_seed);
-    flag_ = reinterpret_cast<unsigned*>(p.region + r_.flag);
+    flag_ = reinterpret_cast<unsigned*>(p.place.region + r_.flag);
     if (!q_state_) {
       seed_.resize(r_.shape.q_floats());
       compressor_.seed(r_.shape, seed_.data());

@@ -40,7 +40,7 @@ compressors::SummableCompressor& summable_of(const CallPlan& p) {
 
 // A top-k call's own region: [select scratch | accumulate scratch].
 std::byte* accumulate_scratch_of(const CallPlan& p) {
-  return p.region + round256(p.select_scratch);
+  return p.place.region + round256(p.place.select_scratch);
 }
 
 // Runs one kernel launch on `device` and turns failure into the NCCL code
@@ -82,9 +82,9 @@ class CastBatchStep final : public scheduler::Step {
     for (int i : batch.members) {
       const CallPlan& p = calls[i];
       const std::size_t count = p.call.count;
-      packed_.push_back({static_cast<const float*>(p.call.sendbuff), p.residual, count, p.offset,
-                         kernels::fusion_align(count) - count});
-      unpacked_.push_back({static_cast<float*>(p.call.recvbuff), count, p.offset});
+      packed_.push_back({static_cast<const float*>(p.call.sendbuff), p.residual, count,
+                         p.place.offset, kernels::fusion_align(count) - count});
+      unpacked_.push_back({static_cast<float*>(p.call.recvbuff), count, p.place.offset});
     }
   }
   Status compress() override {
@@ -128,7 +128,8 @@ class TopkBatchStep final : public scheduler::Step {
       const Reduction& c = p.call;
       SLIMREDUCE_TRY(launch_on(batch_.comm->device, [&] {
         return compressor_.device_compress(elem_of(c.datatype), c.sendbuff, p.residual, c.count,
-                                           batch_.payload + p.offset, p.region, batch_.kernels);
+                                           batch_.payload + p.place.offset, p.place.region,
+                                           batch_.kernels);
       }));
     }
     return {};
@@ -143,7 +144,7 @@ class TopkBatchStep final : public scheduler::Step {
       const Reduction& c = p.call;
       const int divisor = c.verdict.average ? ranks : 1;
       SLIMREDUCE_TRY(launch_on(batch_.comm->device, [&] {
-        return compressor_.device_finish(batch_.gathered + p.offset, batch_.slot_bytes, ranks,
+        return compressor_.device_finish(batch_.gathered + p.place.offset, batch_.slot_bytes, ranks,
                                          c.count, elem_of(c.datatype), c.recvbuff, divisor,
                                          accumulate_scratch_of(p), batch_.kernels);
       }));
@@ -225,7 +226,7 @@ std::size_t GroupPlan::own_region_bytes(const CallPlan& p) const {
 }
 
 std::size_t GroupPlan::topk_region_bytes(const CallPlan& p) const {
-  return round256(p.select_scratch) +
+  return round256(p.place.select_scratch) +
          round256(gathered_of(p).device_finish_scratch_bytes(p.call.count, p.comm->size));
 }
 
@@ -262,25 +263,25 @@ std::map<std::pair<NcclCommState*, cudaStream_t>, std::size_t> GroupPlan::layout
     CallPlan& p = calls[i];
     if (!p.compressed) continue;
     const auto key = std::make_pair(p.comm.get(), stream_of(p.call));
-    const bool alone = p.pieces > 1;
+    const bool alone = p.piece.of > 1;
     fusion::Placement placed;
     if (const std::size_t own = own_region_bytes(p)) {  // a step of its own
       need[key] += own;
       continue;
     }
     if (p.call.verdict.path == ReductionPath::topk) {
-      p.stride = gathered_of(p).device_slot_bytes(p.call.count);  // a multiple of 16 bytes
-      p.select_scratch = gathered_of(p).device_compress_scratch_bytes(p.call.count);
+      p.place.stride = gathered_of(p).device_slot_bytes(p.call.count);  // a multiple of 16 bytes
+      p.place.select_scratch = gathered_of(p).device_compress_scratch_bytes(p.call.count);
       need[key] += topk_region_bytes(p);
-      placed = topks.add({key.first, key.second, &gathered_of(p)}, p.stride, alone);
+      placed = topks.add({key.first, key.second, &gathered_of(p)}, p.place.stride, alone);
       topk_calls.push_back(i);
     } else {
       placed = casts.add({key.first, key.second, &summable_of(p), p.call.verdict.average},
                          p.call.count, alone);
       cast_calls.push_back(i);
     }
-    p.batch = placed.batch;
-    p.offset = placed.offset;
+    p.place.batch = placed.batch;
+    p.place.offset = placed.offset;
   }
   batches_.clear();
   for (int b = 0; b < casts.batches(); ++b) {
@@ -325,7 +326,7 @@ void GroupPlan::assign(NcclCommState* comm, cudaStream_t stream, std::byte* base
     std::size_t bytes = own_region_bytes(p);
     if (!bytes && p.call.verdict.path == ReductionPath::topk) bytes = topk_region_bytes(p);
     if (!bytes) continue;  // a cast: its batch's fused buffer
-    p.region = base;
+    p.place.region = base;
     base += bytes;
   }
 }
@@ -342,9 +343,9 @@ void GroupPlan::cut(std::uint64_t partition_bytes) {
     float* owner = sharded && p.residual ? p.residual + p.call.count : nullptr;
     for (std::size_t i = 0; i < pieces.size(); ++i) {
       CallPlan& piece = cut_calls.emplace_back(p);
-      piece.piece = static_cast<int>(i);
-      piece.pieces = static_cast<int>(pieces.size());
-      piece.owner_residual = owner;
+      piece.piece.index = static_cast<int>(i);
+      piece.piece.of = static_cast<int>(pieces.size());
+      piece.piece.owner_residual = owner;
       if (owner)
         owner += sharded_owned_floats(*p.compressor, pieces[i].count, p.comm->size, p.comm->rank);
       if (pieces.size() == 1) continue;
@@ -360,7 +361,7 @@ void GroupPlan::cut(std::uint64_t partition_bytes) {
 }
 
 bool GroupPlan::pipelinable() const {
-  if (calls.size() < 2 || calls.front().pieces != static_cast<int>(calls.size())) return false;
+  if (calls.size() < 2 || calls.front().piece.of != static_cast<int>(calls.size())) return false;
   for (const CallPlan& p : calls) {
     const ReductionPath path = p.call.verdict.path;
     if (!p.compressed || p.hierarchical ||
@@ -385,11 +386,11 @@ void GroupPlan::pass_through_on(NcclCommState* comm, cudaStream_t stream) {
       continue;
     }
     p.compressed = p.hierarchical = false;
-    if (p.piece > 0) {
+    if (p.piece.index > 0) {
       kept.back().call.count += p.call.count;
       continue;
     }
-    p.pieces = 1;
+    p.piece.of = 1;
     kept.push_back(std::move(p));
   }
   calls = std::move(kept);
@@ -408,7 +409,7 @@ double GroupPlan::wire_sent(const CallPlan& p) const {
   if (p.call.verdict.path == ReductionPath::low_rank) return low_rank_wire_sent(p, compressor);
   if (p.call.verdict.path == ReductionPath::sharded) return sharded_wire_sent(p, compressor);
   if (p.call.verdict.path == ReductionPath::topk)
-    return ring_allgather_wire_bytes(p.stride, p.comm->size);
+    return ring_allgather_wire_bytes(p.place.stride, p.comm->size);
   return ring_allreduce_wire_bytes(p.call.count * sizeof(std::uint16_t), p.comm->size);
 }
 
@@ -428,8 +429,9 @@ std::vector<const CallPlan*> GroupPlan::in_communicator_order() const {
   return ordered;
 }
 
-scheduler::Plan GroupPlan::steps() const {
+scheduler::Plan GroupPlan::steps() {
   scheduler::Plan steps;
+  sent_after_run_.assign(calls.size(), -1);
   std::vector<bool> batch_added(batches_.size(), false);
   std::vector<bool> topk_added(topk_batches_.size(), false);
   for (const CallPlan* in_order : in_communicator_order()) {
@@ -441,15 +443,15 @@ scheduler::Plan GroupPlan::steps() const {
     } else if (p.call.verdict.path == ReductionPath::low_rank) {
       steps.add(low_rank_step(p, *p.compressor));
     } else if (p.call.verdict.path == ReductionPath::sharded) {
-      steps.add(sharded_step(p, *p.compressor));
+      steps.add(sharded_step(p, *p.compressor, &sent_after_run_[&p - calls.data()]));
     } else if (p.call.verdict.path == ReductionPath::topk) {
-      if (topk_added[p.batch]) continue;  // as a cast batch: where its first call was
-      topk_added[p.batch] = true;
-      steps.add(std::make_unique<TopkBatchStep>(topk_batches_[p.batch], calls));
-    } else if (!batch_added[p.batch]) {
+      if (topk_added[p.place.batch]) continue;  // as a cast batch: where its first call was
+      topk_added[p.place.batch] = true;
+      steps.add(std::make_unique<TopkBatchStep>(topk_batches_[p.place.batch], calls));
+    } else if (!batch_added[p.place.batch]) {
       // The batch's one collective goes where its first call was: the same place on every rank.
-      batch_added[p.batch] = true;
-      steps.add(std::make_unique<CastBatchStep>(batches_[p.batch], calls));
+      batch_added[p.place.batch] = true;
+      steps.add(std::make_unique<CastBatchStep>(batches_[p.place.batch], calls));
     }
   }
   return steps;

@@ -71,6 +71,11 @@ struct NcclCommState : CommShape {
   std::map<cudaStream_t, SideStream> side_streams;
 };
 
+// One call of a group's plan, in the parts that the planning stages fill one
+// after another: its decision (NcclEngine::decide: whether it is compressed,
+// with what, its residual; the fields at the top), its piece (GroupPlan::cut)
+// and its place (GroupPlan::layout and assign). What only a run learns (the
+// bytes of sharded top-k) is kept by the GroupPlan, not here.
 struct CallPlan {
   Reduction call;
   std::shared_ptr<NcclCommState> comm;  // kept alive while the plan runs
@@ -92,24 +97,7 @@ struct CallPlan {
   // whether the call runs hierarchically over them (core/nccl/hierarchy.h).
   std::shared_ptr<NcclHierarchy> nodes;
   bool hierarchical = false;
-  bool flat = false;       // its decision's CallDecision::flat: flat even over nodes
-  int batch = -1;          // its fusion batch (a CastBatch, or a TopkBatch)
-  std::size_t offset = 0;  // cast: elements into the fused buffer; top-k: bytes into the slot
-  std::size_t stride = 0;  // top-k: the payload's own slot (device_slot_bytes)
-  std::size_t select_scratch = 0;  // top-k: device_compress's scratch
-  // top-k: select scratch, then accumulate; hierarchical, low rank, sharded: all its own
-  std::byte* region = nullptr;
-  // Sharded top-k: its bytes, once its part sizes are known (set by its step
-  // as it finishes; the engine counts them then). -1: counted when planned.
-  mutable double sent_after_run = -1;
-  // A call cut into partitions (GroupPlan::cut): each piece is a CallPlan of
-  // its own, in order, its call the piece's stretch of the caller's buffers
-  // and its residual that stretch of the key's; `piece` of `pieces`.
-  int piece = 0;
-  int pieces = 1;
-  // Sharded: this piece's owner-side residual (the key's, after its values'
-  // residual: the pieces' owned shards back to back), or nullptr.
-  float* owner_residual = nullptr;
+  bool flat = false;  // its decision's CallDecision::flat: flat even over nodes
   // The call's number among its shape's, this rank, and the piece's first
   // value: a stochastic quantizer's draw (compressors::CallDraw).
   compressors::CallDraw draw;
@@ -118,6 +106,27 @@ struct CallPlan {
   // resets its decision caused on this rank.
   std::optional<AutoStep> auto_step;
   std::uint64_t auto_resets = 0;
+
+  // A call cut into partitions (GroupPlan::cut): each piece is a CallPlan of
+  // its own, in order, its call the piece's stretch of the caller's buffers
+  // and its residual that stretch of the key's; piece `index` of `of`.
+  struct Piece {
+    int index = 0;
+    int of = 1;
+    // Sharded: this piece's owner-side residual (the key's, after its
+    // values' residual: the pieces' owned shards back to back), or nullptr.
+    float* owner_residual = nullptr;
+  } piece;
+
+  // Where the call's bytes sit (GroupPlan::layout, then assign).
+  struct Place {
+    int batch = -1;          // its fusion batch (a CastBatch, or a TopkBatch)
+    std::size_t offset = 0;  // cast: elements into the fused buffer; top-k: bytes into the slot
+    std::size_t stride = 0;  // top-k: the payload's own slot (device_slot_bytes)
+    std::size_t select_scratch = 0;  // top-k: device_compress's scratch
+    // top-k: select scratch, then accumulate; hierarchical, low rank, sharded: all its own
+    std::byte* region = nullptr;
+  } place;
 };
 
 // Top-k calls on one communicator and stream: each selects into its slot of
@@ -205,7 +214,13 @@ class GroupPlan {
   // through in its place. They point into this plan, which outlives them; run phase by
   // phase (scheduler::run_phase), each failure in the domain it came from
   // (the runner turns it into the ncclResult_t the caller gets: backends::nccl_code).
-  scheduler::Plan steps() const;
+  scheduler::Plan steps();
+  // The bytes of calls[i] that only its run could know (sharded top-k, whose
+  // part sizes vary: set by its step as it finishes), or -1: counted when
+  // planned (wire_sent). After steps() ran.
+  double sent_after_run(std::size_t i) const {
+    return i < sent_after_run_.size() ? sent_after_run_[i] : -1;
+  }
 
  private:
   std::vector<const CallPlan*> in_communicator_order() const;
@@ -217,6 +232,7 @@ class GroupPlan {
   std::shared_ptr<compressors::Compressor> compressor_;
   std::vector<CastBatch> batches_;
   std::vector<TopkBatch> topk_batches_;
+  std::vector<double> sent_after_run_;  // per call, set by steps() (-1: nothing to add)
 };
 
 // The size of one element of any NCCL datatype (0 when unknown).

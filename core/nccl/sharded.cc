@@ -33,7 +33,8 @@ struct Region {
 
 class ShardedStep final : public scheduler::Step {
  public:
-  ShardedStep(const CallPlan& p, compressors::ShardedCodec& codec, const Region& region)
+  ShardedStep(const CallPlan& p, compressors::ShardedCodec& codec, const Region& region,
+              double* sent_after_run)
       : codec_(codec),
         input_(static_cast<const float*>(p.call.sendbuff)),
         output_(static_cast<float*>(p.call.recvbuff)),
@@ -42,11 +43,11 @@ class ShardedStep final : public scheduler::Step {
         device_(p.comm->device),
         divisor_(p.call.verdict.average ? p.comm->size : 1),
         stream_(static_cast<cudaStream_t>(p.call.stream)),
-        device_scratch_(p.region + region.wire + region.scratch),
-        sent_after_run_(codec.part_sizes_vary() ? &p.sent_after_run : nullptr),
+        device_scratch_(p.place.region + region.wire + region.scratch),
+        sent_after_run_(codec.part_sizes_vary() ? sent_after_run : nullptr),
         transport_(p.comm->comm, p.comm->rank, p.comm->size, stream_),
-        sharded_(transport_, codec, count_, p.owner_residual, p.region, p.region + region.wire,
-                 p.draw) {
+        sharded_(transport_, codec, count_, p.piece.owner_residual, p.place.region,
+                 p.place.region + region.wire, p.draw) {
     sharded_.owner_on_device(codec, device_scratch_, stream_);
   }
 
@@ -114,13 +115,16 @@ std::size_t sharded_region_bytes(const CallPlan& p, const compressors::Compresso
 
 double sharded_wire_sent(const CallPlan& p, const compressors::Compressor& compressor) {
   const auto& codec = codec_of(compressor);
-  if (codec.part_sizes_vary()) return 0;  // counted once the sizes are known (sent_after_run)
+  if (codec.part_sizes_vary())
+    return 0;  // counted once the sizes are known (GroupPlan::sent_after_run)
   return ShardedAllreduce::fixed_wire_sent(codec, p.call.count, p.comm->size, p.comm->rank);
 }
 
 std::unique_ptr<scheduler::Step> sharded_step(const CallPlan& p,
-                                              compressors::Compressor& compressor) {
-  return std::make_unique<ShardedStep>(p, *compressor.sharded_codec(), Region(p, compressor));
+                                              compressors::Compressor& compressor,
+                                              double* sent_after_run) {
+  return std::make_unique<ShardedStep>(p, *compressor.sharded_codec(), Region(p, compressor),
+                                       sent_after_run);
 }
 
 }  // namespace slimreduce

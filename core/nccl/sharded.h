@@ -45,11 +45,14 @@ std::size_t sharded_region_bytes(const CallPlan& p, const compressors::Compresso
 
 // Bytes this rank hands to NCCL for one sharded call: its parts to the other
 // owners and a ring allgather of one owner's result; 0 where the part sizes
-// vary (top-k: the step sets CallPlan::sent_after_run once they are known).
+// vary (top-k: the step writes them to
+// sent_after_run once they are known: GroupPlan::sent_after_run).
 double sharded_wire_sent(const CallPlan& p, const compressors::Compressor& compressor);
 
-// The call's step (after its region was assigned).
+// The call's step (after its region was assigned). sent_after_run: where it
+// writes its bytes once it has run, if only the run knows them.
 std::unique_ptr<scheduler::Step> sharded_step(const CallPlan& p,
-                                              compressors::Compressor& compressor);
+                                              compressors::Compressor& compressor,
+                                              double* sent_after_run);
 
 }  // namespace slimreduce

@@ -40,7 +40,7 @@ std::vector<TimedStream> timed_streams(const GroupPlan& plan) {
     }
     it->count += p.call.count;
     it->bytes += p.call.count * nccl_type_bytes(p.call.datatype);
-    if (p.piece == 0) ++it->calls;  // a cut call's pieces are one call
+    if (p.piece.index == 0) ++it->calls;  // a cut call's pieces are one call
     it->after_group = it->after_group || p.hierarchical ||
                       p.call.verdict.path == ReductionPath::low_rank ||
                       p.call.verdict.path == ReductionPath::sharded;
@@ -60,8 +60,9 @@ std::string piece_args(const GroupPlan& plan, std::size_t piece) {
   const CallPlan& p = plan.calls[piece];  // compressed: only such calls are pipelined
   return span_args(*p.compressor, p.call.count, 1,
                    p.call.count * nccl_type_bytes(p.call.datatype)) +
-         ", \"memory\": \"device\", \"path\": \"nccl\", \"partition\": " + std::to_string(p.piece) +
-         ", \"partitions\": " + std::to_string(p.pieces) + ", \"pipelined\": true";
+         ", \"memory\": \"device\", \"path\": \"nccl\", \"partition\": " +
+         std::to_string(p.piece.index) + ", \"partitions\": " + std::to_string(p.piece.of) +
+         ", \"pipelined\": true";
 }
 
 NcclTimeline::~NcclTimeline() {
