@@ -41,7 +41,7 @@ AutoStep AutoChooser::next(std::uint64_t comm_id, std::uint64_t bytes,
     state.times.clear();
   }
   const AutoStep step =
-      state.probing ? probe_step(state, size_class) : chosen_step(state, size_class);
+      state.probing ? probe_step(state, {comm_id, size_class}) : chosen_step(state, size_class);
   state.awaiting = step.agree_after;  // cleared by agreed(): at once on MPI, later on NCCL
   return step;
 }
@@ -54,33 +54,92 @@ AutoStep AutoChooser::awaiting_step(const ClassState& state, std::uint32_t size_
   return step;
 }
 
-// The candidates a round starting now takes: every one in the first round,
-// every full_round_every-th round, and after a drift; otherwise those whose
-// last agreed median is within `hopeless` times the choice's (the choice
-// always). Read from agreed medians alone, so the same on every rank. Never
-// a candidate the communicator cannot run (next()'s `available`).
-std::vector<int> AutoChooser::round_candidates(const ClassState& state) const {
+// The candidates a round starting now takes: the first round's by
+// first_round(); every one every full_round_every-th round and after a
+// drift; otherwise those whose last agreed median (or, never probed, their
+// prediction) is within `hopeless` times the choice's (the choice always,
+// and any with neither). Read from agreed medians alone, so the same on
+// every rank. Never a candidate the communicator cannot run (next()'s
+// `available`).
+std::vector<int> AutoChooser::round_candidates(const ClassState& state, const Key& key) const {
   const ClassSummary& summary = state.summary;
-  const bool all = summary.chosen < 0 || state.drifted ||
-                   summary.probe_rounds % schedule_.full_round_every == 0 ||
+  if (summary.chosen < 0) return first_round(state, key);
+  const bool all = state.drifted || summary.probe_rounds % schedule_.full_round_every == 0 ||
                    summary.medians.size() != static_cast<std::size_t>(candidates_);
+  const double bound = schedule_.hopeless * summary.medians[summary.chosen];
   std::vector<int> round;
   for (int c = 0; c < candidates_; ++c) {
-    if (static_cast<std::size_t>(c) < state.available.size() && !state.available[c]) continue;
-    if (all || c == summary.chosen ||
-        summary.medians[c] <= schedule_.hopeless * summary.medians[summary.chosen])
+    if (!available(state, c)) continue;
+    const double own =
+        summary.medians[c] > 0 ? summary.medians[c] : predicted(key.first, key.second, c);
+    if (all || c == summary.chosen || own <= bound) round.push_back(c);
+  }
+  if (round.empty()) round.push_back(0);  // next() asks that the first be available
+  return round;
+}
+
+// A class's first round: every candidate, but for those the communicator's
+// other classes predict more than `hopeless` times the best prediction
+// (only where two candidates or more have one: a prediction is judged
+// against another). Probing a hopeless candidate costs the most (plain fp32
+// over a slow link), and its own round would only confirm it; it is probed
+// at the class's next full round.
+std::vector<int> AutoChooser::first_round(const ClassState& state, const Key& key) const {
+  std::vector<double> predictions(candidates_, 0.0);
+  double best = 0;
+  int predicted_count = 0;
+  for (int c = 0; c < candidates_; ++c) {
+    if (!available(state, c) || !schedule_.predict_first_round) continue;
+    predictions[c] = predicted(key.first, key.second, c);
+    if (predictions[c] <= 0) continue;
+    ++predicted_count;
+    best = best > 0 ? std::min(best, predictions[c]) : predictions[c];
+  }
+  std::vector<int> round;
+  for (int c = 0; c < candidates_; ++c) {
+    if (!available(state, c)) continue;
+    if (predicted_count < 2 || predictions[c] <= 0 || predictions[c] <= schedule_.hopeless * best)
       round.push_back(c);
   }
   if (round.empty()) round.push_back(0);  // next() asks that the first be available
   return round;
 }
 
-AutoStep AutoChooser::probe_step(ClassState& state, std::uint32_t size_class) const {
-  if (state.step == 0) state.round = round_candidates(state);
+double AutoChooser::predicted(std::uint64_t comm_id, std::uint32_t size_class,
+                              int candidate) const {
+  // The communicator's agreed classes with a median of the candidate, nearest first.
+  std::vector<std::pair<std::uint32_t, double>> known;  // (class, median)
+  for (auto it = classes_.lower_bound({comm_id, 0}); it != classes_.end(); ++it) {
+    if (it->first.first != comm_id) break;
+    const ClassSummary& summary = it->second.summary;
+    if (it->first.second == size_class || summary.chosen < 0 ||
+        static_cast<std::size_t>(candidate) >= summary.medians.size() ||
+        !(summary.medians[candidate] > 0))
+      continue;
+    known.emplace_back(it->first.second, summary.medians[candidate]);
+  }
+  if (known.size() < 2) return 0;
+  const auto distance = [size_class](std::uint32_t c) {
+    return c > size_class ? c - size_class : size_class - c;
+  };
+  std::stable_sort(known.begin(), known.end(), [&](const auto& a, const auto& b) {
+    return distance(a.first) < distance(b.first);  // ties: the smaller class (map order)
+  });
+  const double x1 = std::ldexp(1.0, static_cast<int>(known[0].first));
+  const double x2 = std::ldexp(1.0, static_cast<int>(known[1].first));
+  const double seconds_per_byte = (known[1].second - known[0].second) / (x2 - x1);
+  if (!(seconds_per_byte > 0)) return 0;
+  const double at =
+      known[0].second + seconds_per_byte * (std::ldexp(1.0, static_cast<int>(size_class)) - x1);
+  return at > 0 ? at : 0;
+}
+
+AutoStep AutoChooser::probe_step(ClassState& state, const Key& key) const {
+  if (state.step == 0) state.round = round_candidates(state, key);
   const auto in_round = static_cast<std::uint64_t>(state.round.size());
   const std::uint64_t round = in_round * std::uint64_t(schedule_.probes);
   AutoStep step;
-  step.size_class = size_class;
+  step.size_class = key.second;
   step.candidate = state.round[state.step % in_round];
   step.timed = true;
   step.probe = true;

@@ -22,6 +22,11 @@
 //    doubling (up to `longest_reprobe`) while the same candidate keeps
 //    winning, back to the first when another wins. Such a round leaves out
 //    the hopeless candidates (Schedule::hopeless), from agreed medians alone.
+//    So does a class's first round, from a prediction: each candidate's
+//    line (latency + bytes / rate) through its agreed medians at two other
+//    classes of the communicator (predicted()), so that a job whose tensors
+//    span many sizes probes plain fp32 over a slow link once or twice, not
+//    at every size.
 // Residuals that keep resetting (a framework's fusion buffer whose make-up
 // changes from call to call, Horovod's time-driven fusion): a candidate that
 // keeps a residual then feeds back nothing and loses what it drops. The side
@@ -71,6 +76,10 @@ class AutoChooser {
     // and a round a drifted check started (the link changed), which probe all.
     double hopeless = 3.0;
     std::uint64_t full_round_every = 4;
+    // A class's first round leaves out the candidates that predicted() puts
+    // more than `hopeless` times the best prediction (from the
+    // communicator's classes agreed before it); false: it probes every one.
+    bool predict_first_round = true;
   };
   // What a size class did, for the log and the report.
   struct ClassSummary {
@@ -112,6 +121,17 @@ class AutoChooser {
   // it out). Returns true when the class's choice changed.
   bool agreed(const AutoStep& step, std::uint64_t comm_id, std::vector<double> window);
 
+  // Candidate c's predicted seconds for a call of size class `size_class`
+  // on comm_id: a line, latency + bytes / rate, through its agreed medians at
+  // the two other classes of the communicator nearest this one (a class
+  // stands for its least bytes, 2^class). 0 (no prediction) where fewer than
+  // two classes have a median of c, or where the line has no positive rate
+  // or predicts no positive time. From agreed medians alone, the same on
+  // every rank; only the communicator's own classes, whose calls every rank
+  // makes in one order (another communicator's may agree in another order
+  // relative to this one's calls on different ranks).
+  double predicted(std::uint64_t comm_id, std::uint32_t size_class, int candidate) const;
+
   ClassSummary summary(std::uint64_t comm_id, std::uint32_t size_class) const;
   // Every (communicator, class) with a summary, in key order, those of
   // communicators already gone included (the report's choice table: a job
@@ -139,10 +159,15 @@ class AutoChooser {
   };
   using Key = std::pair<std::uint64_t, std::uint32_t>;
 
-  AutoStep probe_step(ClassState& state, std::uint32_t size_class) const;
+  AutoStep probe_step(ClassState& state, const Key& key) const;
   AutoStep chosen_step(ClassState& state, std::uint32_t size_class) const;
   AutoStep awaiting_step(const ClassState& state, std::uint32_t size_class) const;
-  std::vector<int> round_candidates(const ClassState& state) const;
+  std::vector<int> round_candidates(const ClassState& state, const Key& key) const;
+  std::vector<int> first_round(const ClassState& state, const Key& key) const;
+  bool available(const ClassState& state, int candidate) const {
+    return static_cast<std::size_t>(candidate) >= state.available.size() ||
+           state.available[candidate];
+  }
   bool agree_round(ClassState& state, const std::vector<double>& times, bool resetting) const;
   void agree_check(ClassState& state, const std::vector<double>& times, bool resetting) const;
   bool keeps_residual(int candidate) const {

@@ -79,8 +79,9 @@ AutoChoiceRow auto_choice_row(const Policy& policy, std::uint64_t comm_id, std::
   row.resetting = summary.resetting;
   row.reset_rounds = summary.reset_rounds;
   for (std::size_t c = 0; c < summary.medians.size(); ++c) {
-    // A twin never probed: the communicator runs nothing two-level.
-    if (policy.candidates.at(c).two_level && summary.medians[c] == 0) continue;
+    // Never probed: a twin where the communicator runs nothing two-level, or
+    // a candidate the class's first round left out as hopeless (predicted).
+    if (summary.medians[c] == 0) continue;
     row.medians.emplace_back(policy.candidates.at(c).name, summary.medians[c]);
   }
   return row;

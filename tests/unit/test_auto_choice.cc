@@ -369,6 +369,137 @@ TEST(AutoChooser, ARoundTakesOnlyTheCandidatesTheCommunicatorRuns) {
   EXPECT_EQ(chooser.summary(kComm, AutoChooser::size_class(kBytes)).chosen, 3);
 }
 
+// Three candidates on a link where each takes latency + bytes / rate: plain
+// fp32, a 2x smaller wire, a 20x smaller one (over a slow link).
+double line_seconds(int candidate, std::uint64_t bytes) {
+  const double rate[] = {100e6, 200e6, 2000e6};  // bytes a second
+  return 100e-6 + static_cast<double>(bytes) / rate[candidate];
+}
+
+// The first probe round of the class of `bytes` on kComm, each call taking
+// its candidate's line_seconds; returns the candidates it probed.
+std::vector<int> first_round_at(AutoChooser& chooser, std::uint64_t bytes) {
+  std::vector<int> probed;
+  for (;;) {
+    const AutoStep step = chooser.next(kComm, bytes);
+    EXPECT_TRUE(step.probe);
+    probed.push_back(step.candidate);
+    chooser.record(step, kComm, line_seconds(step.candidate, bytes));
+    if (!step.agree_after) continue;
+    chooser.agreed(step, kComm, chooser.window(step, kComm));
+    return probed;
+  }
+}
+
+// The line through a candidate's agreed medians at the communicator's two
+// other classes nearest the one asked about, each class at its least bytes.
+TEST(AutoChooser, PredictsACandidateFromTheLineThroughTwoNearestClasses) {
+  AutoChooser chooser(3, small_schedule());
+  const std::uint32_t c16 = 16, c18 = 18, c22 = 22;
+  EXPECT_EQ(chooser.predicted(kComm, c22, 0), 0) << "no class agreed yet";
+  first_round_at(chooser, 1u << c16);
+  EXPECT_EQ(chooser.predicted(kComm, c22, 0), 0) << "one class: no line";
+  first_round_at(chooser, 1u << c18);
+  for (int c = 0; c < 3; ++c) {
+    EXPECT_NEAR(chooser.predicted(kComm, c22, c), line_seconds(c, 1u << c22),
+                1e-9 * line_seconds(c, 1u << c22))
+        << "candidate " << c;
+  }
+  EXPECT_EQ(chooser.predicted(kComm + 1, c22, 0), 0) << "another communicator's classes";
+  EXPECT_EQ(chooser.predicted(kComm, c16, 0), 0) << "a class is not predicted from itself";
+  // A third class nearer 2^22: the line goes through 2^18 and 2^20, which
+  // here took twice the time the first line says (the link slowed down).
+  AutoChooser slowed(3, small_schedule());
+  first_round_at(slowed, 1u << c16);
+  first_round_at(slowed, 1u << c18);
+  for (;;) {
+    const AutoStep step = slowed.next(kComm, 1u << 20);
+    slowed.record(step, kComm, 2 * line_seconds(step.candidate, 1u << 20));
+    if (!step.agree_after) continue;
+    slowed.agreed(step, kComm, slowed.window(step, kComm));
+    break;
+  }
+  // (Candidate 2: the 2^20 class's first round left the others out.)
+  const double spb =
+      (2 * line_seconds(2, 1u << 20) - line_seconds(2, 1u << 18)) / double((1u << 20) - (1u << 18));
+  EXPECT_NEAR(slowed.predicted(kComm, c22, 2),
+              2 * line_seconds(2, 1u << 20) + spb * double((1u << 22) - (1u << 20)), 1e-12);
+}
+
+// Over a slow link a job's many tensor sizes need not each probe plain fp32:
+// once two classes are agreed, a new class's first round leaves out what
+// their lines put beyond `hopeless` times the best; its next full round
+// takes it again, and the choice table lists no median it never measured.
+TEST(AutoChooser, AFirstRoundLeavesOutWhatTheOtherClassesPredictHopeless) {
+  AutoChooser::Schedule schedule = small_schedule();
+  schedule.full_round_every = 1;  // every round after the first takes all
+  AutoChooser chooser(3, schedule);
+  EXPECT_EQ(first_round_at(chooser, 1u << 10).size(), 9u) << "nothing to predict from";
+  EXPECT_EQ(first_round_at(chooser, 1u << 12).size(), 9u) << "one class: nothing yet";
+  // At 4 MiB: plain 42 ms, the 2x wire 21 ms, the 20x wire 2.2 ms.
+  const std::uint64_t big = 4u << 20;
+  EXPECT_EQ(first_round_at(chooser, big), (std::vector<int>{2, 2, 2}));
+  const auto summary = chooser.summary(kComm, AutoChooser::size_class(big));
+  EXPECT_EQ(summary.chosen, 2);
+  EXPECT_EQ(summary.medians[0], 0) << "never probed";
+  EXPECT_EQ(summary.medians[1], 0);
+  // At 8 KiB the three are within 3x of each other: all probed.
+  EXPECT_EQ(first_round_at(chooser, 8u << 10).size(), 9u);
+  // The big class's next round is a full one: all again.
+  std::vector<int> probed;
+  for (;;) {
+    const AutoStep step = chooser.next(kComm, big);
+    chooser.record(step, kComm, line_seconds(step.candidate, big));
+    if (step.probe) probed.push_back(step.candidate);
+    if (step.agree_after) chooser.agreed(step, kComm, chooser.window(step, kComm));
+    if (step.agree_after && step.probe) break;
+  }
+  EXPECT_EQ(probed.size(), 9u);
+  // Turned off: every first round takes every candidate.
+  schedule.predict_first_round = false;
+  AutoChooser all(3, schedule);
+  first_round_at(all, 1u << 10);
+  first_round_at(all, 1u << 12);
+  EXPECT_EQ(first_round_at(all, big).size(), 9u);
+}
+
+// Between full rounds, a candidate a first round left out is judged by its
+// prediction against the choice's median, as one probed is by its own.
+TEST(AutoChooser, ALaterRoundJudgesANeverProbedCandidateByItsPrediction) {
+  AutoChooser::Schedule schedule = small_schedule();
+  schedule.full_round_every = 3;
+  AutoChooser chooser(3, schedule);
+  first_round_at(chooser, 1u << 10);
+  first_round_at(chooser, 1u << 12);
+  const std::uint64_t big = 4u << 20;
+  first_round_at(chooser, big);
+  std::vector<int> probed;
+  for (;;) {
+    const AutoStep step = chooser.next(kComm, big);
+    chooser.record(step, kComm, line_seconds(step.candidate, big));
+    if (step.probe) probed.push_back(step.candidate);
+    if (step.agree_after) chooser.agreed(step, kComm, chooser.window(step, kComm));
+    if (step.agree_after && step.probe) break;
+  }
+  EXPECT_EQ(probed, (std::vector<int>{2, 2, 2})) << "round 2 of 3: still hopeless";
+}
+
+// The report's choice table leaves out a median never measured.
+TEST(DecideAuto, TheChoiceTableListsOnlyMeasuredMedians) {
+  Policy policy;
+  Settings settings;
+  for (const char* name : {"none", "fp16", "int8"})
+    policy.candidates.push_back({name, compressor_named(name, settings), false});
+  AutoChooser::ClassSummary summary;
+  summary.chosen = 2;
+  summary.medians = {0, 2e-3, 1e-3};
+  const AutoChoiceRow row = auto_choice_row(policy, kComm, 20, summary);
+  ASSERT_EQ(row.medians.size(), 2u);
+  EXPECT_EQ(row.medians[0].first, "fp16");
+  EXPECT_EQ(row.medians[1].first, "int8");
+  EXPECT_EQ(row.chosen, "int8");
+}
+
 TEST(AutoChooser, RefusesASchedulethatNeverAgrees) {
   AutoChooser::Schedule bad = small_schedule();
   bad.check_window = bad.check_every + 1;
