@@ -98,6 +98,9 @@ while read -r name; do
     mpich_python_venv|mpich_job_python_*|mpich_python_*)
       say "$name: needs PyPI for mpi4py's source and numpy (an MPICH venv)"
       required "$name" pip mpi4py==4.1.2 ;;
+    impi_*|openmpi_library_refused_by_impi_job)
+      say "$name: needs PyPI for Intel MPI's runtime (impi-rt, tests/mpi/intel_mpi.sh)"
+      required "$name" pip impi-rt==2021.13.1 ;;
     tools_pip_install)
       say "$name: needs PyPI for pip's build requirements (scikit-build-core)"
       required "$name" pip scikit-build-core ;;

@@ -152,6 +152,9 @@ set_tests_properties(mpich_job_python_report_bf16_np2 mpich_python_iallreduce_fp
                      PROPERTIES LABELS mpich TIMEOUT 300 SKIP_RETURN_CODE 77
                                 FIXTURES_REQUIRED mpich_python)
 
+# The same library and programs under Intel MPI (impi-rt from PyPI).
+include(${CMAKE_CURRENT_SOURCE_DIR}/intel_mpi.cmake)
+
 # MPI-4's large-count allreduces (tests/mpi/large_count_calls_job.c): taken as
 # MPI_Allreduce's where the count fits an int, untouched past INT_MAX.
 if(SLIMREDUCE_MPI_LARGE_COUNT)

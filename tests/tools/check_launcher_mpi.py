@@ -28,6 +28,8 @@ from check_tools import Failure, clean_env, expect, fresh, one_error_line, read_
 # What each family's launcher prints first for --version (Open MPI 4.1, MPICH 4.0's Hydra).
 OPEN_MPI_VERSION = "mpirun (Open MPI) 4.1.4\\n\\nReport bugs to http://www.open-mpi.org/community/help/"
 HYDRA_VERSION = "HYDRA build details:\\n    Version:                                 4.0.2"
+# Intel MPI's launcher (Hydra too, of the MPICH family), as impi-rt 2021.13's says it.
+INTEL_VERSION = "Intel(R) MPI Library for Linux* OS, Version 2021.13 Build 20240701 (id: 179630a)"
 
 STUB = """#!/bin/sh
 # A stand-in launcher: answers --version as {family} does; otherwise records how
@@ -65,7 +67,8 @@ def case_detect(args):
         # mpiexec here is Hydra's, as where the alternatives point to MPICH.
         launchers = {"mpirun": ("Open MPI", OPEN_MPI_VERSION), "mpiexec": ("Hydra", HYDRA_VERSION),
                      "mpiexec.mpich": ("Hydra", HYDRA_VERSION),
-                     "mpiexec.hydra": ("Hydra", HYDRA_VERSION)}
+                     "mpiexec.hydra": ("Hydra", HYDRA_VERSION),
+                     "mpiexec.intel": ("Intel MPI's Hydra", INTEL_VERSION)}
         for name, (family, version) in launchers.items():
             with open(os.path.join(stubs, name), "w") as stream:
                 stream.write(STUB.format(family=family, version=version, record=record))
@@ -87,6 +90,7 @@ def case_detect(args):
             "mpiexec": (["mpiexec", "-n", "2", "./job"], f"mpiexec {genv} -n 2 ./job"),
             "mpiexec.mpich": (["mpiexec.mpich", "-n", "2", "./job"], f"mpiexec.mpich {genv} -n 2 ./job"),
             "mpiexec.hydra": (["mpiexec.hydra", "-n", "2", "./job"], f"mpiexec.hydra {genv} -n 2 ./job"),
+            "mpiexec.intel": (["mpiexec.intel", "-n", "2", "./job"], f"mpiexec.intel {genv} -n 2 ./job"),
             "its own -genv LD_PRELOAD": (
                 ["mpiexec.mpich", "-genv", "LD_PRELOAD", "/opt/a.so", "-n", "2", "./job"],
                 f"mpiexec.mpich -genv LD_PRELOAD {mpich}:/opt/a.so -genv SLIMREDUCE_COMPRESSOR fp16 "
