@@ -391,6 +391,19 @@ std::vector<int> first_round_at(AutoChooser& chooser, std::uint64_t bytes) {
   }
 }
 
+// The class's next probe round after its chosen calls, each call taking its
+// candidate's line_seconds; returns the candidates the round probed.
+std::vector<int> next_round_at(AutoChooser& chooser, std::uint64_t bytes) {
+  std::vector<int> probed;
+  for (;;) {
+    const AutoStep step = chooser.next(kComm, bytes);
+    chooser.record(step, kComm, line_seconds(step.candidate, bytes));
+    if (step.probe) probed.push_back(step.candidate);
+    if (step.agree_after) chooser.agreed(step, kComm, chooser.window(step, kComm));
+    if (step.agree_after && step.probe) return probed;
+  }
+}
+
 // The line through a candidate's agreed medians at the communicator's two
 // other classes nearest the one asked about, each class at its least bytes.
 TEST(AutoChooser, PredictsACandidateFromTheLineThroughTwoNearestClasses) {
@@ -446,14 +459,7 @@ TEST(AutoChooser, AFirstRoundLeavesOutWhatTheOtherClassesPredictHopeless) {
   // At 8 KiB the three are within 3x of each other: all probed.
   EXPECT_EQ(first_round_at(chooser, 8u << 10).size(), 9u);
   // The big class's next round is a full one: all again.
-  std::vector<int> probed;
-  for (;;) {
-    const AutoStep step = chooser.next(kComm, big);
-    chooser.record(step, kComm, line_seconds(step.candidate, big));
-    if (step.probe) probed.push_back(step.candidate);
-    if (step.agree_after) chooser.agreed(step, kComm, chooser.window(step, kComm));
-    if (step.agree_after && step.probe) break;
-  }
+  const std::vector<int> probed = next_round_at(chooser, big);
   EXPECT_EQ(probed.size(), 9u);
   // Turned off: every first round takes every candidate.
   schedule.predict_first_round = false;
@@ -473,14 +479,7 @@ TEST(AutoChooser, ALaterRoundJudgesANeverProbedCandidateByItsPrediction) {
   first_round_at(chooser, 1u << 12);
   const std::uint64_t big = 4u << 20;
   first_round_at(chooser, big);
-  std::vector<int> probed;
-  for (;;) {
-    const AutoStep step = chooser.next(kComm, big);
-    chooser.record(step, kComm, line_seconds(step.candidate, big));
-    if (step.probe) probed.push_back(step.candidate);
-    if (step.agree_after) chooser.agreed(step, kComm, chooser.window(step, kComm));
-    if (step.agree_after && step.probe) break;
-  }
+  const std::vector<int> probed = next_round_at(chooser, big);
   EXPECT_EQ(probed, (std::vector<int>{2, 2, 2})) << "round 2 of 3: still hopeless";
 }
 
