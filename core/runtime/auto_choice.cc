@@ -66,7 +66,7 @@ std::vector<int> AutoChooser::round_candidates(const ClassState& state, const Ke
   if (summary.chosen < 0) return first_round(state, key);
   const bool all = state.drifted || summary.probe_rounds % schedule_.full_round_every == 0 ||
                    summary.medians.size() != static_cast<std::size_t>(candidates_);
-  const double bound = schedule_.hopeless * summary.medians[summary.chosen];
+  const double bound = all ? 0 : schedule_.hopeless * summary.medians[summary.chosen];
   std::vector<int> round;
   for (int c = 0; c < candidates_; ++c) {
     if (!available(state, c)) continue;
