@@ -95,7 +95,7 @@ while read -r name; do
     horovod*)
       say "$name: needs Horovod built with MPI and PyTorch (from PyPI)"
       required "$name" pip horovod==0.28.1 apt python3-torch apt libtorch-dev ;;
-    mpich_python_venv|mpich_job_python_*|mpich_python_*)
+    mpich_python_venv|mpich_job_python_*|mpich_python_*|mpich_job_numpy_*)
       say "$name: needs PyPI for mpi4py's source and numpy (an MPICH venv)"
       required "$name" pip mpi4py==4.1.2 ;;
     impi_*|openmpi_library_refused_by_impi_job)

@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """Preloading SlimReduce must not change the job's own BLAS.
 
-  check_numpy_blas.py --lib LIB --job numpy_blas_job.py --np N -- MPIRUN...
+  check_numpy_blas.py --lib LIB --job numpy_blas_job.py --np N [--mpi openmpi|mpich]
+                      [--python PYTHON] -- MPIRUN...
 
-Runs the numpy job (numpy_blas_job.py, /usr/bin/python3 with Debian's numpy
-and mpi4py) twice under MPIRUN: plain, and with LIB preloaded,
+Runs the numpy job (numpy_blas_job.py; by default /usr/bin/python3 with
+Debian's numpy and mpi4py, which are Open MPI's; under MPICH a venv's python
+whose mpi4py is built against it, tests/mpi/mpich_python.sh) twice under
+MPIRUN, each rank's variables in its launcher's words (`-x` for Open MPI's
+mpirun, `-genv` for Hydra): plain, and with LIB preloaded,
 SLIMREDUCE_COMPRESSOR=powersgd and SLIMREDUCE_POWERSGD_BLAS=openblas (so the
 run fails at start unless the private OpenBLAS loads). Then checks:
 - numpy's products have the same bits in both runs, before and after the
@@ -56,10 +60,12 @@ def main():
     parser.add_argument("--lib", required=True)
     parser.add_argument("--job", required=True)
     parser.add_argument("--np", type=int, default=2)
+    parser.add_argument("--mpi", choices=["openmpi", "mpich"], default="openmpi")
+    parser.add_argument("--python", default=PYTHON)
     parser.add_argument("mpirun", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     mpirun = [word for word in args.mpirun if word != "--"] + ["-np", str(args.np)]
-    job = [PYTHON, args.job]
+    job = [args.python, args.job]
 
     plain = ranks_of(run(mpirun + job).stdout, args.np)
     with tempfile.TemporaryDirectory() as tmp:
@@ -68,7 +74,7 @@ def main():
         for name, value in (("LD_PRELOAD", args.lib), ("SLIMREDUCE_COMPRESSOR", "powersgd"),
                             ("SLIMREDUCE_POWERSGD_BLAS", "openblas"),
                             ("SLIMREDUCE_LOG_LEVEL", "info"), ("SLIMREDUCE_REPORT", prefix)):
-            exports += ["-x", f"{name}={value}"]
+            exports += ["-genv", name, value] if args.mpi == "mpich" else ["-x", f"{name}={value}"]
         done = run(mpirun + exports + job)
         preloaded = ranks_of(done.stdout, args.np)
         reports = [json.load(open(path)) for path in sorted(glob.glob(prefix + ".*.json"))]

@@ -148,7 +148,16 @@ slimreduce_mpi_launch(launch RANKS 2 ENV LD_PRELOAD=$<TARGET_FILE:slimreduce>
 add_test(NAME mpich_python_iallreduce_fp16_np2
          COMMAND ${skip_without} ${launch} ${mpich_python}
                  ${CMAKE_CURRENT_SOURCE_DIR}/mpi4py_iallreduce_job.py)
+# A numpy job's own matrix products keep their bits and their BLAS (pip's numpy
+# brings its own OpenBLAS) under the preload, with PowerSGD's products on
+# SlimReduce's private copy of Debian's OpenBLAS (loaded with dlmopen).
+add_test(NAME mpich_job_numpy_blas_powersgd_np2
+         COMMAND ${skip_without} ${Python3_EXECUTABLE}
+                 ${CMAKE_CURRENT_SOURCE_DIR}/check_numpy_blas.py --lib $<TARGET_FILE:slimreduce>
+                 --job ${CMAKE_CURRENT_SOURCE_DIR}/numpy_blas_job.py --np 2 --mpi mpich
+                 --python ${mpich_python} -- ${SLIMREDUCE_MPIRUN})
 set_tests_properties(mpich_job_python_report_bf16_np2 mpich_python_iallreduce_fp16_np2
+                     mpich_job_numpy_blas_powersgd_np2
                      PROPERTIES LABELS mpich TIMEOUT 300 SKIP_RETURN_CODE 77
                                 FIXTURES_REQUIRED mpich_python)
 
