@@ -27,7 +27,7 @@ ready=$venv/.ready  # written once the venv is whole
 # and the library would refuse as a SLIMREDUCE_* name it does not know.
 export IMPI_RT_VENV=$venv
 unset SLIMREDUCE_CACHE_DIR
-offline='Failed to establish a new connection|Temporary failure in name resolution|No matching distribution found|Could not find a version that satisfies|Network is unreachable|ProxyError'
+source "$(dirname "$0")/pip_or_skip.sh"
 
 intel_environment() {
   mkdir -p "$venv/abi"
@@ -51,18 +51,7 @@ case ${1:-} in
     fi
     rm -rf "$venv"
     python3 -m venv "$venv"
-    log=$(mktemp)
-    trap 'rm -f "$log"' EXIT
-    if ! PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/pip" install --quiet "impi-rt==$version" \
-        >"$log" 2>&1; then
-      if grep -Eq "$offline" "$log"; then
-        echo "SKIPPED: PyPI is not reachable for impi-rt:"
-        tail -5 "$log"
-        exit 77
-      fi
-      cat "$log"
-      exit 1
-    fi
+    pip_or_skip impi-rt "$venv/bin/pip" install --quiet "impi-rt==$version"
     said=$("$venv/bin/mpiexec" --version | head -1)
     case $said in
       *Intel*) ;;

@@ -12,32 +12,17 @@ set -euo pipefail
 venv=${1:?usage: mpich_python.sh VENV}
 mpi4py_version=4.1.2
 wheels=${SLIMREDUCE_CACHE_DIR:-$HOME/.cache/slimreduce}/mpich-wheels/mpi4py-$mpi4py_version
-offline='Failed to establish a new connection|Temporary failure in name resolution|No matching distribution found|Could not find a version that satisfies|Network is unreachable|ProxyError'
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-# pip, its failure read: PyPI out of reach is a skip, anything else a failure.
-pip_or_skip() {
-  if ! "$@" >"$log" 2>&1; then
-    if grep -Eq "$offline" "$log"; then
-      echo "SKIPPED: PyPI is not reachable for mpi4py or numpy:"
-      tail -5 "$log"
-      exit 77
-    fi
-    cat "$log"
-    exit 1
-  fi
-}
+source "$(dirname "$0")/pip_or_skip.sh"
 command -v mpicc.mpich >/dev/null || { echo "mpich_python: no mpicc.mpich (apt-get install libmpich-dev)"; exit 1; }
-export PIP_DISABLE_PIP_VERSION_CHECK=1
 if ! compgen -G "$wheels/mpi4py-$mpi4py_version-*.whl" >/dev/null; then
   mkdir -p "$wheels"
-  MPICC=mpicc.mpich pip_or_skip python3 -m pip wheel --quiet --no-deps --no-binary mpi4py \
-    --no-cache-dir --wheel-dir "$wheels" "mpi4py==$mpi4py_version"
+  MPICC=mpicc.mpich pip_or_skip "mpi4py's source" python3 -m pip wheel --quiet --no-deps \
+    --no-binary mpi4py --no-cache-dir --wheel-dir "$wheels" "mpi4py==$mpi4py_version"
 fi
 rm -rf "$venv"
 python3 -m venv "$venv"
-pip_or_skip "$venv/bin/python" -m pip install --quiet numpy
-pip_or_skip "$venv/bin/python" -m pip install --quiet --no-index --find-links "$wheels" \
+pip_or_skip numpy "$venv/bin/python" -m pip install --quiet numpy
+pip_or_skip mpi4py "$venv/bin/python" -m pip install --quiet --no-index --find-links "$wheels" \
   "mpi4py==$mpi4py_version"
 # The venv's mpi4py must speak MPICH: its MPI library's own words.
 version=$("$venv/bin/python" -c 'from mpi4py import MPI; print(MPI.Get_library_version().split(chr(10))[0])')
