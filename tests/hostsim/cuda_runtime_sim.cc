@@ -326,6 +326,27 @@ void enqueue(cudaStream_t stream, std::function<void()> work) {
   }
 }
 
+namespace {
+
+std::chrono::microseconds kernel_compute() {
+  static const auto compute = std::chrono::microseconds(std::atoll([] {
+    const char* value = std::getenv("HOSTSIM_KERNEL_US");
+    return value ? value : "0";
+  }()));
+  return compute;
+}
+
+}  // namespace
+
+void launch_kernel(cudaStream_t stream, std::function<void()> work) {
+  const auto compute = kernel_compute();
+  if (compute.count() <= 0) return enqueue(stream, std::move(work));
+  enqueue(stream, [compute, work = std::move(work)] {
+    std::this_thread::sleep_for(compute);
+    work();
+  });
+}
+
 void enqueue_joined(const std::vector<cudaStream_t>& streams, std::function<void()> work) {
   bool each_on_a_thread = streams.size() > 1;
   for (cudaStream_t stream : streams) {

@@ -64,7 +64,7 @@ std::size_t payload_bytes(std::size_t k, bool fp16_values) {
 cudaError_t cast_compress(Elem format, const float* in, float* residual, std::uint16_t* out,
                           std::size_t n, cudaStream_t stream) {
   if (format == Elem::fp32) return cudaErrorInvalidValue;
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     in = sim::on_device("cast_compress in", in, n * 4);
     if (residual) residual = sim::on_device("cast_compress residual", residual, n * 4);
     out = sim::on_device("cast_compress out", out, n * 2);
@@ -76,7 +76,7 @@ cudaError_t cast_compress(Elem format, const float* in, float* residual, std::ui
 cudaError_t cast_decompress(Elem format, const std::uint16_t* in, float* out, std::size_t n,
                             int divisor, cudaStream_t stream) {
   if (format == Elem::fp32 || divisor < 1) return cudaErrorInvalidValue;
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     in = sim::on_device("cast_decompress in", in, n * 2);
     out = sim::on_device("cast_decompress out", out, n * 4);
     decompress(half_of(format), in, out, n, Isa::scalar);
@@ -88,7 +88,7 @@ cudaError_t cast_decompress(Elem format, const std::uint16_t* in, float* out, st
 cudaError_t cast_accumulate(Elem format, const std::uint16_t* in, std::uint16_t* inout,
                             std::size_t n, cudaStream_t stream) {
   if (format == Elem::fp32) return cudaErrorInvalidValue;
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     in = sim::on_device("cast_accumulate in", in, n * 2);
     inout = sim::on_device("cast_accumulate inout", inout, n * 2);
     accumulate(half_of(format), in, inout, n, Isa::scalar);
@@ -100,7 +100,7 @@ cudaError_t quant8_compress(const float* in, float* residual, std::size_t n, std
                             void* out, cudaStream_t stream, const Rounding& rounding) {
   if (bucket == 0) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     in = sim::on_device("quant8_compress in", in, n * 4);
     if (residual) residual = sim::on_device("quant8_compress residual", residual, n * 4);
     out = sim::on_device("quant8_compress out", out, kernels::quant8_bytes(n, bucket));
@@ -113,7 +113,7 @@ cudaError_t quant8_decompress(const void* block, std::size_t n, std::size_t buck
                               int divisor, cudaStream_t stream) {
   if (bucket == 0 || divisor < 1) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     block = sim::on_device("quant8_decompress block", block, kernels::quant8_bytes(n, bucket));
     out = sim::on_device("quant8_decompress out", out, n * 4);
     kernels::quant8_decompress(block, n, bucket, out, Isa::scalar);
@@ -126,7 +126,7 @@ cudaError_t quant8_accumulate(const void* block, std::size_t n, std::size_t buck
                               cudaStream_t stream) {
   if (bucket == 0) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     block = sim::on_device("quant8_accumulate block", block, kernels::quant8_bytes(n, bucket));
     dense = sim::on_device("quant8_accumulate dense", dense, n * 4);
     kernels::quant8_accumulate(block, n, bucket, dense, Isa::scalar);
@@ -142,7 +142,7 @@ cudaError_t quant8_accumulate(const void* block, std::size_t n, std::size_t buck
 template <class Load>
 cudaError_t norm_steps(const void* v, std::size_t width, Load load, std::size_t n, double* norm,
                        void* scratch, cudaStream_t stream) {
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     const std::size_t blocks = (n + kNormBlock - 1) / kNormBlock;
     if (n) v = sim::on_device("fixed_order_norm v", v, n * width);
     norm = sim::on_device("fixed_order_norm norm", norm, sizeof(double));
@@ -199,7 +199,7 @@ cudaError_t quant8_minmax_compress(const float* in, float* residual, std::size_t
                                    const Rounding& rounding) {
   if (bucket == 0) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     in = sim::on_device("quant8_minmax_compress in", in, n * 4);
     if (residual) residual = sim::on_device("quant8_minmax_compress residual", residual, n * 4);
     out =
@@ -213,7 +213,7 @@ cudaError_t quant8_minmax_decompress(const void* block, std::size_t n, std::size
                                      float* out, int divisor, cudaStream_t stream) {
   if (bucket == 0 || divisor < 1) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     block = sim::on_device("quant8_minmax_decompress block", block,
                            kernels::quant8_minmax_bytes(n, bucket));
     out = sim::on_device("quant8_minmax_decompress out", out, n * 4);
@@ -227,7 +227,7 @@ cudaError_t quant8_minmax_accumulate(const void* block, std::size_t n, std::size
                                      float* dense, cudaStream_t stream) {
   if (bucket == 0) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     block = sim::on_device("quant8_minmax_accumulate block", block,
                            kernels::quant8_minmax_bytes(n, bucket));
     dense = sim::on_device("quant8_minmax_accumulate dense", dense, n * 4);
@@ -305,7 +305,7 @@ cudaError_t quant_packed_compress(const float* in, float* residual, std::size_t 
                                   const Rounding& rounding) {
   if (bucket == 0 || !packed_width(bits)) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     in = sim::on_device("quant_packed_compress in", in, n * 4);
     if (residual) residual = sim::on_device("quant_packed_compress residual", residual, n * 4);
     out = sim::on_device("quant_packed_compress out", out, quant_packed_bytes(n, bucket, bits));
@@ -318,7 +318,7 @@ cudaError_t quant_packed_decompress(const void* block, std::size_t n, std::size_
                                     float* out, int divisor, cudaStream_t stream) {
   if (bucket == 0 || !packed_width(bits) || divisor < 1) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     block =
         sim::on_device("quant_packed_decompress block", block, quant_packed_bytes(n, bucket, bits));
     out = sim::on_device("quant_packed_decompress out", out, n * 4);
@@ -332,7 +332,7 @@ cudaError_t quant_packed_accumulate(const void* block, std::size_t n, std::size_
                                     float* dense, cudaStream_t stream) {
   if (bucket == 0 || !packed_width(bits)) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     block =
         sim::on_device("quant_packed_accumulate block", block, quant_packed_bytes(n, bucket, bits));
     dense = sim::on_device("quant_packed_accumulate dense", dense, n * 4);
@@ -346,7 +346,7 @@ cudaError_t pack_batch(Elem fused_type, const PackItem* items, int count, void* 
                        cudaStream_t stream) {
   if (count < 0) return cudaErrorInvalidValue;
   std::vector<PackItem> copied(items, items + count);  // kernel parameters: copied at launch
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     for (PackItem& item : copied) {
       item.in = sim::on_device("pack_batch in", item.in, item.count * 4);
       if (item.residual)
@@ -364,7 +364,7 @@ cudaError_t unpack_batch(Elem fused_type, const void* fused, const UnpackItem* i
                          int divisor, cudaStream_t stream) {
   if (count < 0 || divisor < 1) return cudaErrorInvalidValue;
   std::vector<UnpackItem> copied(items, items + count);
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     for (UnpackItem& item : copied) {
       item.out = sim::on_device("unpack_batch out", item.out, item.count * 4);
       sim::require_device("unpack_batch fused", fused,
@@ -392,7 +392,7 @@ cudaError_t topk_select(Elem in_type, const void* in, float* residual, std::size
                         cudaStream_t stream) {
   const std::size_t bytes = payload_bytes(k, fp16_values);
   if (k == 0 || k > n || n > 0xffffffffull || payload_stride < bytes) return cudaErrorInvalidValue;
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     in = sim::on_device("topk_select in", in, n * elem_bytes(in_type));
     if (residual) residual = sim::on_device("topk_select residual", residual, n * 4);
     payload = sim::on_device("topk_select payload", payload, payload_stride);
@@ -415,7 +415,7 @@ cudaError_t topk_accumulate(const void* gathered, std::size_t payload_stride, in
   if (ranks < 1 || divisor < 1 || k > n || n > 0xffffffffull) return cudaErrorInvalidValue;
   if (payload_stride < payload_bytes(k, fp16_values)) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     gathered = sim::on_device("topk_accumulate gathered", gathered, payload_stride * ranks);
     out = sim::on_device("topk_accumulate out", out, n * elem_bytes(out_type));
     const std::size_t scratch_bytes = topk_accumulate_scratch_bytes(n, ranks);
@@ -440,7 +440,7 @@ cudaError_t topk_split_parts(const void* payload, std::size_t k, bool fp16_value
                              int ranks, void* out, std::uint64_t* part_bytes, void* scratch,
                              cudaStream_t stream) {
   if (ranks < 1 || k > n || n > 0xffffffffull) return cudaErrorInvalidValue;
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     payload = sim::on_device("topk_split_parts payload", payload, payload_bytes(k, fp16_values));
     part_bytes =
         sim::on_device("topk_split_parts part_bytes", part_bytes, ranks * sizeof(std::uint64_t));
@@ -458,7 +458,7 @@ cudaError_t topk_split_parts(const void* payload, std::size_t k, bool fp16_value
 cudaError_t topk_add_part(const void* part, std::size_t m, bool fp16_values, std::size_t count,
                           float* dense, cudaStream_t stream) {
   if (m == 0) return cudaSuccess;
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     part = sim::on_device("topk_add_part part", part, payload_bytes(m, fp16_values));
     dense = sim::on_device("topk_add_part dense", dense, count * 4);
     const auto* index = static_cast<const std::uint32_t*>(part);
@@ -476,7 +476,7 @@ cudaError_t topk_add_part(const void* part, std::size_t m, bool fp16_values, std
 cudaError_t owner_cast16(const float* sum, float* residual, std::size_t n, void* result,
                          unsigned* wide, std::uint32_t fp16_tag, std::uint32_t bf16_tag,
                          cudaStream_t stream) {
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     if (n > 0) sum = sim::on_device("owner_cast16 sum", sum, n * 4);
     if (residual && n > 0) residual = sim::on_device("owner_cast16 residual", residual, n * 4);
     result = sim::on_device("owner_cast16 result", result, 4 + n * 2);
@@ -495,7 +495,7 @@ cudaError_t owner_decode16(const void* result, std::size_t n, float* out, int di
                            std::uint32_t bf16_tag, cudaStream_t stream) {
   if (divisor < 1) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     result = sim::on_device("owner_decode16 result", result, 4 + n * 2);
     out = sim::on_device("owner_decode16 out", out, n * 4);
     std::uint32_t tag;

@@ -23,7 +23,7 @@ bool fits_int(const LowRankShape& s) {
 cudaError_t low_rank_add(const float* input, const float* residual, float* m, std::size_t n,
                          cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     input = sim::on_device("low_rank_add input", input, n * 4);
     if (residual) residual = sim::on_device("low_rank_add residual", residual, n * 4);
     m = sim::on_device("low_rank_add m", m, n * 4);
@@ -38,7 +38,7 @@ cudaError_t low_rank_finish(const float* m, const LowRankShape& shape, const flo
                             cudaStream_t stream) {
   if (shape.rank == 0 || shape.rank > 64 || shape.cols == 0) return cudaErrorInvalidValue;
   if (shape.count == 0) return cudaSuccess;
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     m = sim::on_device("low_rank_finish m", m, shape.count * 4);
     p = sim::on_device("low_rank_finish p", p, shape.p_floats() * 4);
     q_sum = sim::on_device("low_rank_finish q_sum", q_sum, shape.q_floats() * 4);
@@ -54,7 +54,7 @@ cudaError_t low_rank_finish(const float* m, const LowRankShape& shape, const flo
 
 cudaError_t orthonormalise(float* p, std::size_t rows, std::size_t rank, cudaStream_t stream) {
   if (rows == 0 || rank == 0) return cudaSuccess;
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     p = sim::on_device("orthonormalise p", p, rows * rank * 4);
     kernels::orthonormalise(p, rows, rank);
   });
@@ -63,7 +63,7 @@ cudaError_t orthonormalise(float* p, std::size_t rows, std::size_t rank, cudaStr
 
 cudaError_t flag_not_finite(const float* v, std::size_t n, unsigned* bad, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     v = sim::on_device("flag_not_finite v", v, n * 4);
     bad = sim::on_device("flag_not_finite bad", bad, 4);
     kernels::flag_not_finite(v, n, bad);
@@ -75,7 +75,7 @@ cudaError_t low_rank_settle(const unsigned* bad, float* out, float* residual, st
                             int divisor, const float* q_sum, float* q_state, std::size_t q_floats,
                             cudaStream_t stream) {
   if (divisor < 1) return cudaErrorInvalidValue;
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     bad = sim::on_device("low_rank_settle bad", bad, 4);
     out = sim::on_device("low_rank_settle out", out, n * 4);
     if (residual) residual = sim::on_device("low_rank_settle residual", residual, n * 4);
@@ -94,7 +94,7 @@ bool cublas_loadable(std::string* /*why*/) { return true; }
 cudaError_t low_rank_project(const float* m, const LowRankShape& s, const float* q, float* p,
                              cudaStream_t stream) {
   if (s.rank == 0 || s.cols == 0 || !fits_int(s)) return cudaErrorInvalidValue;
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     m = sim::on_device("low_rank_project m", m, s.count * 4);
     q = sim::on_device("low_rank_project q", q, s.q_floats() * 4);
     p = sim::on_device("low_rank_project p", p, s.p_floats() * 4);
@@ -106,7 +106,7 @@ cudaError_t low_rank_project(const float* m, const LowRankShape& s, const float*
 cudaError_t low_rank_back_project(const float* m, const LowRankShape& s, const float* p, float* q,
                                   cudaStream_t stream) {
   if (s.rank == 0 || s.cols == 0 || !fits_int(s)) return cudaErrorInvalidValue;
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     m = sim::on_device("low_rank_back_project m", m, s.count * 4);
     p = sim::on_device("low_rank_back_project p", p, s.p_floats() * 4);
     q = sim::on_device("low_rank_back_project q", q, s.q_floats() * 4);

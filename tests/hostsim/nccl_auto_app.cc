@@ -7,6 +7,17 @@
 // training step that reads its loss; one rank comes to every call late
 // (HOSTSIM_AUTO_LATE_MS), so the ranks' own times differ.
 //
+// The ranks' own clocks may also disagree inside the calls. Launched with a
+// setting per rank, every rank starting each call together
+// (HOSTSIM_AUTO_TOGETHER=1: a barrier once its input is written), one rank
+// over a slow link (HOSTSIM_WIRE_NS_PER_BYTE) and the others on slow GPUs
+// (HOSTSIM_KERNEL_US: fp16's casts take that long, none runs no kernel): by
+// its own clock the link's rank would choose fp16 and the others none. The
+// NCCL side agrees on each call's least time over the ranks (a rank's events
+// also hold its wait for a late one), so every rank must choose none for the
+// larger class (HOSTSIM_AUTO_LARGER=none; it is fp16 by default). A rank that
+// chose by its own clock would send other bytes than the others.
+//
 // Each result must have the bits of exactly one candidate (the model of none, a plain fp32
 // sum, and of fp16), and each class must follow the schedule call by call:
 // its probe round (none, fp16, three times over), then one call awaiting the
@@ -89,6 +100,9 @@ int main(int argc, char** argv) {
   fp16_mode.compressor = "fp16";
   sim::Model none_model(none_mode), fp16_model(fp16_mode);
   const int late_ms = std::atoi(sim::env_or("HOSTSIM_AUTO_LATE_MS", "0").c_str());
+  const bool together = sim::env_or("HOSTSIM_AUTO_TOGETHER", "0") == "1";
+  const std::string larger = sim::env_or("HOSTSIM_AUTO_LARGER", "fp16");
+  CHECK(larger == "fp16" || larger == "none", "HOSTSIM_AUTO_LARGER is fp16 or none");
 
   Comm world = make_world_comm();
   cudaStream_t stream = make_job_stream();
@@ -120,6 +134,7 @@ int main(int argc, char** argv) {
       Call c =
           prepare(world, bucket_send[b], bucket_recv[b], sizes[b], ncclFloat32, ncclSum, stream);
       CUDA_OK(cudaStreamSynchronize(stream));  // the input is written before the clock starts
+      if (together) MPI_Barrier(MPI_COMM_WORLD);
       if (world.rank == 1 && late_ms > 0)
         std::this_thread::sleep_for(std::chrono::milliseconds(late_ms));
       const std::size_t syncs_before = sim::host_syncs();
@@ -164,7 +179,8 @@ int main(int argc, char** argv) {
       expect(got == scheduled(step, chosen),
              "step " + std::to_string(step) + ", bucket " + std::to_string(b) + ": sent with '" +
                  got + "', the schedule says '" + scheduled(step, chosen) + "'");
-      if (step == 7 && b == 1) expect(got == 'h', "the larger class chose fp16, half the bytes");
+      if (step == 7 && b == 1)
+        expect(got == (larger == "fp16" ? 'h' : 'n'), "the larger class chose " + larger);
       if (step == 7) expect(got != '?', "a choice among the candidates");
     }
   }

@@ -18,7 +18,7 @@ cudaError_t quant_fp8_compress(const float* in, float* residual, std::size_t n, 
                                void* out, cudaStream_t stream) {
   if (bucket == 0) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     in = sim::on_device("quant_fp8_compress in", in, n * 4);
     if (residual) residual = sim::on_device("quant_fp8_compress residual", residual, n * 4);
     out = sim::on_device("quant_fp8_compress out", out, kernels::quant_fp8_bytes(n, bucket));
@@ -31,7 +31,7 @@ cudaError_t quant_fp8_decompress(const void* block, std::size_t n, std::size_t b
                                  int divisor, cudaStream_t stream) {
   if (bucket == 0 || divisor < 1) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     block =
         sim::on_device("quant_fp8_decompress block", block, kernels::quant_fp8_bytes(n, bucket));
     out = sim::on_device("quant_fp8_decompress out", out, n * 4);
@@ -45,7 +45,7 @@ cudaError_t quant_fp8_accumulate(const void* block, std::size_t n, std::size_t b
                                  cudaStream_t stream) {
   if (bucket == 0) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     block =
         sim::on_device("quant_fp8_accumulate block", block, kernels::quant_fp8_bytes(n, bucket));
     dense = sim::on_device("quant_fp8_accumulate dense", dense, n * 4);

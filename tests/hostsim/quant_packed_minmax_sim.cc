@@ -76,7 +76,7 @@ cudaError_t quant_packed_minmax_compress(const float* in, float* residual, std::
                                          cudaStream_t stream, const Rounding& rounding) {
   if (bucket == 0 || !(bits == 4 || bits == 2)) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     in = sim::on_device("quant_packed_minmax_compress in", in, n * 4);
     if (residual)
       residual = sim::on_device("quant_packed_minmax_compress residual", residual, n * 4);
@@ -92,7 +92,7 @@ cudaError_t quant_packed_minmax_decompress(const void* block, std::size_t n, std
                                            int bits, float* out, int divisor, cudaStream_t stream) {
   if (bucket == 0 || !(bits == 4 || bits == 2) || divisor < 1) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     block = sim::on_device("quant_packed_minmax_decompress block", block,
                            quant_packed_minmax_bytes(n, bucket, bits));
     out = sim::on_device("quant_packed_minmax_decompress out", out, n * 4);
@@ -107,7 +107,7 @@ cudaError_t quant_packed_minmax_accumulate(const void* block, std::size_t n, std
                                            int bits, float* dense, cudaStream_t stream) {
   if (bucket == 0 || !(bits == 4 || bits == 2)) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  sim::enqueue(stream, [=]() mutable {
+  sim::launch_kernel(stream, [=]() mutable {
     block = sim::on_device("quant_packed_minmax_accumulate block", block,
                            quant_packed_minmax_bytes(n, bucket, bits));
     dense = sim::on_device("quant_packed_minmax_accumulate dense", dense, n * 4);

@@ -21,6 +21,12 @@ namespace slimreduce::hostsim {
 // Runs `work` on `stream` (now, or at each launch of the graph being captured).
 void enqueue(cudaStream_t stream, std::function<void()> work);
 
+// A simulated kernel: `work` on `stream` as enqueue() puts it, after
+// HOSTSIM_KERNEL_US microseconds of emulated compute (default 0), so that a
+// rank launched with it has a slower GPU than the others (the test of auto's
+// choice from every rank's own clock).
+void launch_kernel(cudaStream_t stream, std::function<void()> work);
+
 // Runs `work` once every one of `streams` has reached this point, and holds
 // each stream's later work until it has run: one launch on several streams,
 // as NCCL launches a group whose calls name several streams ("a global
