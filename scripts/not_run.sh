@@ -104,6 +104,9 @@ while read -r name; do
     tools_pip_install)
       say "$name: needs PyPI for pip's build requirements (scikit-build-core)"
       required "$name" pip scikit-build-core ;;
+    tools_pip_install_mpich)
+      say "$name: needs PyPI for pip's build requirements (scikit-build-core), and the MPICH build"
+      required "$name" pip scikit-build-core ;;
     *)
       say "$name: skipped itself: its output in Testing/Temporary/LastTest.log says why"
       required "$name" ;;

@@ -526,9 +526,21 @@ OFFLINE = (r"Failed to establish a new connection|Temporary failure in name reso
 
 
 def case_pip(args):
+    """pip install into a fresh venv, then one 2-rank job through the venv's
+    slimreduce-run. --abi mpich: the build for the MPICH family (its library
+    alone in the venv), the job args.mpich_build's train_mlp under
+    mpiexec.mpich."""
+    mpich = args.abi == "mpich"
+    library = "libslimreduce-mpich.so" if mpich else "libslimreduce.so"
+    if mpich:
+        train = os.path.join(args.mpich_build or "", "examples", "train_mlp")
+        if not (os.access(train, os.X_OK) and shutil.which(args.mpirun[0])):
+            print(f"SKIPPED: no MPICH build or launcher: {train} or {args.mpirun[0]} is missing "
+                  "(scripts/test.sh builds build-mpich where MPICH is installed)")
+            sys.exit(77)
     fresh(args.work)
     venv = os.path.join(args.work, "venv")
-    # --system-site-packages: the job below uses Debian's mpi4py and numpy.
+    # --system-site-packages: the Open MPI job below uses Debian's mpi4py and numpy.
     run([SYSTEM_PYTHON, "-m", "venv", "--system-site-packages", venv], check=0)
     python = os.path.join(venv, "bin", "python")
     # CI shortcut: the CPU path only (the GPU path would add minutes of nvcc);
@@ -539,9 +551,12 @@ def case_pip(args):
     # outside the clone as they are, so a new name missed every object (180 of
     # 184 compiles, 110 s of the suite); under the clone they are relative.
     build_dir = os.path.join(args.work, "build")
-    rc, out, err = run([python, "-m", "pip", "install", "--quiet", args.source,
-                        "--config-settings=cmake.define.SLIMREDUCE_CUDA=OFF",
-                        f"--config-settings=build-dir={build_dir}"], env=env, timeout=900)
+    settings = ["--config-settings=cmake.define.SLIMREDUCE_CUDA=OFF",
+                f"--config-settings=build-dir={build_dir}"]
+    if mpich:
+        settings.append("--config-settings=cmake.define.SLIMREDUCE_MPI_ABI=mpich")
+    rc, out, err = run([python, "-m", "pip", "install", "--quiet", args.source] + settings, env=env,
+                       timeout=900)
     if rc != 0 and re.search(OFFLINE, out + err):
         # Without PyPI there is no scikit-build-core to build with: a skip (77),
         # which the test command's last lines report, not a pass.
@@ -550,21 +565,24 @@ def case_pip(args):
     expect(rc == 0, f"pip install exited {rc}\nstdout:\n{out}\nstderr:\n{err}")
     for tool in ("slimreduce-run", "slimreduce-report"):
         expect(os.access(os.path.join(venv, "bin", tool), os.X_OK), f"pip did not install {tool}")
-    _, where, _ = run([python, "-c", "import slimreduce; print(slimreduce.library_path())"],
+    _, where, _ = run([python, "-c", f"import slimreduce; print(slimreduce.library_path(mpich={mpich}))"],
                       env=clean_env(), check=0)
+    where = where.strip()
     site = os.path.realpath(venv)
-    expect(where.strip().startswith(site) and where.strip().endswith("/slimreduce/lib/libslimreduce.so"),
+    expect(where.startswith(site) and where.endswith(f"/slimreduce/lib/{library}"),
            f"library_path() in the venv: {where}")
-    run([os.path.join(HERE, os.pardir, "check_exports.sh"), where.strip()], check=0)
+    run([os.path.join(HERE, os.pardir, "check_exports.sh"), where], check=0)
     _, info, _ = run([python, "-m", "slimreduce", "--json"], env=clean_env(), cwd=args.work, check=0)
-    info = json.loads(info)  # built against Open MPI, the default: that library alone
-    expect(info["mpi_abis"] == ["openmpi"] and info["libraries"] == {"openmpi": where.strip()},
+    info = json.loads(info)  # one MPI's library alone: the one the build was for
+    expect(info["mpi_abis"] == [args.abi] and info["libraries"] == {args.abi: where},
            f"python -m slimreduce in the venv: {info}")
-    print(f"ok: pip installed the library ({where.strip()}) and the tools into a fresh venv")
-
-    # One preloaded job through the venv's slimreduce-run, the module checked inside it.
-    package = os.path.dirname(os.path.dirname(os.path.dirname(where.strip())))
+    print(f"ok: pip installed the library ({where}) and the tools into a fresh venv")
     prefix = os.path.join(args.work, "run")
+    if mpich:
+        pip_job_mpich(venv, prefix, train, args.mpirun)
+        return
+    # One preloaded job through the venv's slimreduce-run, the module checked inside it.
+    package = os.path.dirname(os.path.dirname(os.path.dirname(where)))
     argv = [os.path.join(venv, "bin", "slimreduce-run"), "--compressor", "fp16", "--report", prefix,
             "--"] + args.mpirun + ["-np", "2", python, os.path.join(HERE, "module_job.py"),
                                    version_of(args.source), package]
@@ -577,6 +595,24 @@ def case_pip(args):
     _, table, _ = run([os.path.join(venv, "bin", "slimreduce-report"), prefix], check=0)
     expect(re.search(r"compressed +6 ", table), f"the venv's slimreduce-report:\n{table}")
     print("ok: a 2-rank job through the venv's slimreduce-run:\n" + table, end="")
+
+
+def pip_job_mpich(venv, prefix, train, mpiexec):
+    """A 2-rank train_mlp (built against MPICH) under mpiexec.mpich through the
+    venv's slimreduce-run: it must preload the venv's libslimreduce-mpich.so
+    (the launcher's --version names MPICH), and fp16 halve the bytes."""
+    argv = [os.path.join(venv, "bin", "slimreduce-run"), "--compressor", "fp16", "--report", prefix,
+            "--"] + mpiexec + ["-n", "2", train, "--steps", "20"]
+    run(argv, env=clean_env(), check=0)
+    reports = read_reports(prefix, 2)
+    for rank, report in enumerate(reports):
+        expect(report["rank"] == rank and report["compressor"] == "fp16" and
+               report["calls"]["compressed"] > 0, f"rank {rank}'s report: {report}")
+        expect(report["bytes"]["wire_sent"] < 0.6 * report["bytes"]["wire_baseline"],
+               f"rank {rank}: fp16 did not halve the bytes: {report}")
+    _, table, _ = run([os.path.join(venv, "bin", "slimreduce-report"), prefix], check=0)
+    print(f"ok: a 2-rank job under {os.path.basename(mpiexec[0])} through the venv's slimreduce-run, "
+          f"{reports[0]['calls']['compressed']} calls compressed per rank:\n" + table, end="")
 
 
 def main():
@@ -594,6 +630,7 @@ def main():
     parser.add_argument("--cmake", default="cmake")
     parser.add_argument("--nccl", action="store_true")
     parser.add_argument("--mpich-build")
+    parser.add_argument("--abi", choices=["openmpi", "mpich"], default="openmpi")
     args = parser.parse_args(argv)
     args.mpirun = mpirun
     try:
