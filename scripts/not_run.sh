@@ -104,7 +104,7 @@ while read -r name; do
     tools_pip_install)
       say "$name: needs PyPI for pip's build requirements (scikit-build-core)"
       required "$name" pip scikit-build-core ;;
-    tools_pip_install_mpich)
+    tools_pip_install_mpich|tools_pip_install_both_abis)
       say "$name: needs PyPI for pip's build requirements (scikit-build-core), and the MPICH build"
       required "$name" pip scikit-build-core ;;
     *)

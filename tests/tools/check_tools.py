@@ -529,13 +529,14 @@ def case_pip(args):
     """pip install into a fresh venv, then one 2-rank job through the venv's
     slimreduce-run. --abi mpich: the build for the MPICH family (its library
     alone in the venv), the job args.mpich_build's train_mlp under
-    mpiexec.mpich."""
-    mpich = args.abi == "mpich"
-    library = "libslimreduce-mpich.so" if mpich else "libslimreduce.so"
-    if mpich:
+    --mpiexec; --abi both: the Open MPI build with the MPICH library beside it
+    (SLIMREDUCE_ALSO_MPI_ABI=mpich), each family's job."""
+    abis = ["openmpi", "mpich"] if args.abi == "both" else [args.abi]
+    if "mpich" in abis:
         train = os.path.join(args.mpich_build or "", "examples", "train_mlp")
-        if not (os.access(train, os.X_OK) and shutil.which(args.mpirun[0])):
-            print(f"SKIPPED: no MPICH build or launcher: {train} or {args.mpirun[0]} is missing "
+        mpiexec = [args.mpiexec or "mpiexec.mpich"]
+        if not (os.access(train, os.X_OK) and shutil.which(mpiexec[0])):
+            print(f"SKIPPED: no MPICH build or launcher: {train} or {mpiexec[0]} is missing "
                   "(scripts/test.sh builds build-mpich where MPICH is installed)")
             sys.exit(77)
     fresh(args.work)
@@ -553,8 +554,10 @@ def case_pip(args):
     build_dir = os.path.join(args.work, "build")
     settings = ["--config-settings=cmake.define.SLIMREDUCE_CUDA=OFF",
                 f"--config-settings=build-dir={build_dir}"]
-    if mpich:
+    if args.abi == "mpich":
         settings.append("--config-settings=cmake.define.SLIMREDUCE_MPI_ABI=mpich")
+    elif args.abi == "both":
+        settings.append("--config-settings=cmake.define.SLIMREDUCE_ALSO_MPI_ABI=mpich")
     rc, out, err = run([python, "-m", "pip", "install", "--quiet", args.source] + settings, env=env,
                        timeout=900)
     if rc != 0 and re.search(OFFLINE, out + err):
@@ -565,23 +568,32 @@ def case_pip(args):
     expect(rc == 0, f"pip install exited {rc}\nstdout:\n{out}\nstderr:\n{err}")
     for tool in ("slimreduce-run", "slimreduce-report"):
         expect(os.access(os.path.join(venv, "bin", tool), os.X_OK), f"pip did not install {tool}")
-    _, where, _ = run([python, "-c", f"import slimreduce; print(slimreduce.library_path(mpich={mpich}))"],
-                      env=clean_env(), check=0)
-    where = where.strip()
-    site = os.path.realpath(venv)
-    expect(where.startswith(site) and where.endswith(f"/slimreduce/lib/{library}"),
-           f"library_path() in the venv: {where}")
-    run([os.path.join(HERE, os.pardir, "check_exports.sh"), where], check=0)
+    libraries = {}
+    for abi in abis:
+        mpich = abi == "mpich"
+        library = "libslimreduce-mpich.so" if mpich else "libslimreduce.so"
+        _, where, _ = run([python, "-c", f"import slimreduce; print(slimreduce.library_path(mpich={mpich}))"],
+                          env=clean_env(), check=0)
+        where = where.strip()
+        expect(where.startswith(os.path.realpath(venv)) and where.endswith(f"/slimreduce/lib/{library}"),
+               f"library_path(mpich={mpich}) in the venv: {where}")
+        run([os.path.join(HERE, os.pardir, "check_exports.sh"), where], check=0)
+        libraries[abi] = where
     _, info, _ = run([python, "-m", "slimreduce", "--json"], env=clean_env(), cwd=args.work, check=0)
-    info = json.loads(info)  # one MPI's library alone: the one the build was for
-    expect(info["mpi_abis"] == [args.abi] and info["libraries"] == {args.abi: where},
+    info = json.loads(info)  # the libraries the build was for, and no other
+    expect(info["mpi_abis"] == abis and info["libraries"] == libraries,
            f"python -m slimreduce in the venv: {info}")
-    print(f"ok: pip installed the library ({where}) and the tools into a fresh venv")
+    print(f"ok: pip installed {', '.join(libraries.values())} and the tools into a fresh venv")
+    if "mpich" in abis:
+        pip_job_mpich(venv, os.path.join(args.work, "run-mpich"), train, mpiexec)
+    if "openmpi" in abis:
+        pip_job_openmpi(args, venv, python, libraries["openmpi"])
+
+
+def pip_job_openmpi(args, venv, python, where):
+    """One preloaded job through the venv's slimreduce-run under Open MPI's
+    mpirun (args.mpirun), the module checked inside it."""
     prefix = os.path.join(args.work, "run")
-    if mpich:
-        pip_job_mpich(venv, prefix, train, args.mpirun)
-        return
-    # One preloaded job through the venv's slimreduce-run, the module checked inside it.
     package = os.path.dirname(os.path.dirname(os.path.dirname(where)))
     argv = [os.path.join(venv, "bin", "slimreduce-run"), "--compressor", "fp16", "--report", prefix,
             "--"] + args.mpirun + ["-np", "2", python, os.path.join(HERE, "module_job.py"),
@@ -630,7 +642,8 @@ def main():
     parser.add_argument("--cmake", default="cmake")
     parser.add_argument("--nccl", action="store_true")
     parser.add_argument("--mpich-build")
-    parser.add_argument("--abi", choices=["openmpi", "mpich"], default="openmpi")
+    parser.add_argument("--abi", choices=["openmpi", "mpich", "both"], default="openmpi")
+    parser.add_argument("--mpiexec", help="the MPICH family's launcher (pip --abi mpich or both)")
     args = parser.parse_args(argv)
     args.mpirun = mpirun
     try:
