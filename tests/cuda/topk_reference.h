@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <vector>
 
@@ -63,16 +64,21 @@ inline std::size_t count_of(std::size_t n, double ratio) {
 }
 
 // The k indices of largest |acc|, ties to the lower index, ascending. The
-// order (key, then index) is total, so the first k after nth_element are the set.
+// order (key, then index) is total, so the first k after nth_element are the
+// set. Each value's magnitude bits and its index in one 64-bit word (the
+// index complemented, so that the larger word is the lower index at equal
+// magnitude): the selection reads words in place, not values through indices
+// (a quarter of a top-k run of the device app was that selection).
 inline std::vector<std::uint32_t> select(const std::vector<float>& acc, std::size_t k) {
-  std::vector<std::uint32_t> index(acc.size());
-  std::iota(index.begin(), index.end(), 0u);
-  const auto before = [&acc](std::uint32_t a, std::uint32_t b) {
-    const std::uint32_t ka = bits_of(acc[a]) & 0x7fffffffu, kb = bits_of(acc[b]) & 0x7fffffffu;
-    return ka != kb ? ka > kb : a < b;
-  };
-  if (k < index.size()) std::nth_element(index.begin(), index.begin() + k, index.end(), before);
-  index.resize(k);
+  std::vector<std::uint64_t> words(acc.size());
+  for (std::size_t i = 0; i < acc.size(); ++i)
+    words[i] = std::uint64_t{bits_of(acc[i]) & 0x7fffffffu} << 32 | (0xffffffffu - i);
+  if (k < words.size())
+    std::nth_element(words.begin(), words.begin() + k, words.end(), std::greater<>());
+  words.resize(std::min(k, words.size()));
+  std::vector<std::uint32_t> index(words.size());
+  for (std::size_t j = 0; j < words.size(); ++j)
+    index[j] = 0xffffffffu - static_cast<std::uint32_t>(words[j]);
   std::sort(index.begin(), index.end());
   return index;
 }

@@ -256,19 +256,37 @@ inline bool larger_magnitude(float a, float b) {
 // which equal magnitudes keep index order, so ties go to the lower index
 // (what a stable sort by magnitude would keep; a selection by that total
 // order, since the host simulation's model selects every rank's k each call).
+// Each value's place in that order is worked out once, into a key of its
+// own (class, magnitude, NaN payload, index) that the selection compares in
+// place: comparing values through their indices, each comparison classifying
+// both, was the larger part of a top-k model's time in the host simulation.
 inline std::vector<std::uint32_t> topk_select(const std::vector<float>& acc, std::size_t k) {
-  std::vector<std::uint32_t> order(acc.size());
-  std::iota(order.begin(), order.end(), 0u);
-  const auto before = [&acc](std::uint32_t a, std::uint32_t b) {
-    if (larger_magnitude(acc[a], acc[b])) return true;
-    return !larger_magnitude(acc[b], acc[a]) && a < b;
+  struct Key {
+    int rank;               // 2 NaN, 1 inf, 0 a number (larger_magnitude's classes)
+    float magnitude;        // |x| for numbers and inf
+    std::uint32_t payload;  // a NaN's
+    std::uint32_t index;
   };
-  const std::size_t kept = std::min(k, order.size());
-  if (kept < order.size()) {
-    std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(kept), order.end(),
+  std::vector<Key> keys(acc.size());
+  for (std::size_t i = 0; i < acc.size(); ++i) {
+    const float x = acc[i];
+    const int rank = std::isnan(x) ? 2 : std::isinf(x) ? 1 : 0;
+    keys[i] = {rank, rank == 2 ? 0.0f : std::fabs(x), rank == 2 ? bits_of(x) & 0x7fffffu : 0u,
+               static_cast<std::uint32_t>(i)};
+  }
+  const auto before = [](const Key& a, const Key& b) {
+    if (a.rank != b.rank) return a.rank > b.rank;
+    if (a.payload != b.payload) return a.payload > b.payload;
+    if (a.magnitude != b.magnitude) return a.magnitude > b.magnitude;
+    return a.index < b.index;
+  };
+  const std::size_t kept = std::min(k, keys.size());
+  if (kept < keys.size()) {
+    std::nth_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(kept), keys.end(),
                      before);
   }
-  order.resize(kept);
+  std::vector<std::uint32_t> order(kept);
+  for (std::size_t j = 0; j < kept; ++j) order[j] = keys[j].index;
   std::sort(order.begin(), order.end());
   return order;
 }
