@@ -78,13 +78,14 @@ inline double scaled(double v, int k) {
 }
 
 // v >= 0 rounded to a whole number, ties to even, spelled out rather than
-// left to nearbyint and the current rounding mode. v - floor(v) is exact.
+// left to nearbyint and the current rounding mode. v - floor(v) is exact, and
+// so is whole / 2 (even: a whole number again; fmod said the same, slower).
 inline double round_half_even(double v) {
   const double whole = std::floor(v);
   const double fraction = v - whole;
   if (fraction > 0.5) return whole + 1.0;
   if (fraction < 0.5) return whole;
-  return std::fmod(whole, 2.0) == 0.0 ? whole : whole + 1.0;
+  return std::floor(whole / 2.0) * 2.0 == whole ? whole : whole + 1.0;
 }
 
 // A binary interchange format with a hidden bit: exp_bits of exponent (bias
@@ -394,9 +395,10 @@ inline std::vector<std::uint8_t> quant8_compress(const float* in, float* residua
                                                  std::size_t bucket) {
   const std::size_t buckets = (n + bucket - 1) / bucket;
   std::vector<std::uint8_t> block(quant8_bytes(n, bucket));
+  std::vector<float> acc;  // each bucket's in + residual, one allocation for all
   for (std::size_t b = 0; b < buckets; ++b) {
     const std::size_t first = b * bucket, len = std::min(bucket, n - first);
-    std::vector<float> acc(in + first, in + first + len);
+    acc.assign(in + first, in + first + len);
     for (std::size_t i = 0; residual && i < len; ++i) {
       acc[i] = add_nan_first(acc[i], residual[first + i]);
     }
@@ -494,9 +496,10 @@ inline std::vector<std::uint8_t> quant_packed_compress(const float* in, float* r
   const std::size_t buckets = (n + bucket - 1) / bucket;
   std::vector<std::uint8_t> block(quant_packed_bytes(n, bucket, bits), 0);
   std::size_t codes_at = 4 * buckets;
+  std::vector<float> acc;  // each bucket's in + residual, one allocation for all
   for (std::size_t j = 0; j < buckets; ++j) {
     const std::size_t first = j * bucket, len = std::min(bucket, n - first);
-    std::vector<float> acc(in + first, in + first + len);
+    acc.assign(in + first, in + first + len);
     for (std::size_t i = 0; residual && i < len; ++i)
       acc[i] = add_nan_first(acc[i], residual[first + i]);
     const PackedBucket b = packed_bucket(acc.data(), len, bits);
@@ -628,9 +631,10 @@ inline std::vector<std::uint8_t> quant8_minmax_compress(const float* in, float* 
                                                         std::size_t n, std::size_t bucket) {
   const std::size_t buckets = (n + bucket - 1) / bucket;
   std::vector<std::uint8_t> block(quant8_minmax_bytes(n, bucket));
+  std::vector<float> acc;  // each bucket's in + residual, one allocation for all
   for (std::size_t b = 0; b < buckets; ++b) {
     const std::size_t first = b * bucket, len = std::min(bucket, n - first);
-    std::vector<float> acc(in + first, in + first + len);
+    acc.assign(in + first, in + first + len);
     for (std::size_t i = 0; residual && i < len; ++i) {
       acc[i] = add_nan_first(acc[i], residual[first + i]);
     }

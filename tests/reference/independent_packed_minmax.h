@@ -97,9 +97,10 @@ inline std::vector<std::uint8_t> quant_packed_minmax_compress(const float* in, f
   const std::size_t buckets = (n + bucket - 1) / bucket;
   std::vector<std::uint8_t> block(quant_packed_minmax_bytes(n, bucket, bits), 0);
   std::size_t codes_at = 8 * buckets;
+  std::vector<float> acc;  // each bucket's in + residual, one allocation for all
   for (std::size_t j = 0; j < buckets; ++j) {
     const std::size_t first = j * bucket, len = std::min(bucket, n - first);
-    std::vector<float> acc(in + first, in + first + len);
+    acc.assign(in + first, in + first + len);
     for (std::size_t i = 0; residual && i < len; ++i)
       acc[i] = add_nan_first(acc[i], residual[first + i]);
     const PackedMinmaxBucket b = packed_minmax_bucket(acc.data(), len, bits);
