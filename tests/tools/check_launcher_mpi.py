@@ -23,7 +23,7 @@ import shutil
 import sys
 import tempfile
 
-from check_tools import Failure, clean_env, expect, fresh, one_error_line, read_reports, run
+from check_tools import Failure, clean_env, expect, fp16_reports, fresh, one_error_line, run
 
 # What each family's launcher prints first for --version (Open MPI 4.1, MPICH 4.0's Hydra).
 OPEN_MPI_VERSION = "mpirun (Open MPI) 4.1.4\\n\\nReport bugs to http://www.open-mpi.org/community/help/"
@@ -144,15 +144,9 @@ def case_job(args):
     fp16 = os.path.join(args.work, "fp16")
     argv = [os.path.join(args.prefix, "bin", "slimreduce-run"), "--compressor", "fp16", "--report", fp16,
             "--"] + args.mpiexec + ["-n", "2", train, "--steps", "20"]
-    _, out, err = run(argv, env=clean_env(), check=0)
-    for rank, report in enumerate(read_reports(fp16, 2)):
-        expect(report["rank"] == rank and report["world_size"] == 2 and report["compressor"] == "fp16",
-               f"rank {rank}'s report: {report}")
-        expect(report["calls"]["compressed"] > 0, f"rank {rank}: no call compressed: {report}")
-        expect(report["bytes"]["wire_sent"] < 0.6 * report["bytes"]["wire_baseline"],
-               f"rank {rank}: fp16 did not halve the bytes: {report}")
+    run(argv, env=clean_env(), check=0)
     print(f"ok: a 2-rank job under {os.path.basename(args.mpiexec[0])} through slimreduce-run, "
-          f"libslimreduce-mpich.so preloaded: {read_reports(fp16, 2)[0]['calls']['compressed']} calls "
+          f"libslimreduce-mpich.so preloaded: {fp16_reports(fp16, 2)[0]['calls']['compressed']} calls "
           "compressed per rank")
 
 

@@ -281,6 +281,19 @@ def fresh(work):
     os.makedirs(work)
 
 
+def fp16_reports(prefix, ranks):
+    """The reports of a job run with --compressor fp16: each rank's, naming
+    fp16, with calls compressed and fewer than 0.6 of fp32's bytes sent."""
+    reports = read_reports(prefix, ranks)
+    for rank, report in enumerate(reports):
+        expect(report["rank"] == rank and report["world_size"] == ranks and
+               report["compressor"] == "fp16", f"rank {rank}'s report: {report}")
+        expect(report["calls"]["compressed"] > 0, f"rank {rank}: no call compressed: {report}")
+        expect(report["bytes"]["wire_sent"] < 0.6 * report["bytes"]["wire_baseline"],
+               f"rank {rank}: fp16 did not halve the bytes: {report}")
+    return reports
+
+
 def case_job(args):
     fresh(args.work)
     train = [os.path.join(args.prefix, "bin", "train_mlp"), "--steps", "20"]
@@ -288,14 +301,8 @@ def case_job(args):
     # Small partitions, so that the table has every line a blocking job can give.
     cut = ["--env", "SLIMREDUCE_PARTITION_BYTES=64K"]
     launch(args.prefix, ["--compressor", "fp16", "--report", fp16] + cut, args.mpirun, 2, train)
-    for rank, report in enumerate(read_reports(fp16, 2)):
-        expect(report["rank"] == rank and report["world_size"] == 2 and report["compressor"] == "fp16",
-               f"rank {rank}'s report: {report}")
-        expect(report["calls"]["compressed"] > 0, f"rank {rank}: no call compressed: {report}")
-        expect(report["bytes"]["wire_sent"] < 0.6 * report["bytes"]["wire_baseline"],
-               f"rank {rank}: fp16 did not halve the bytes: {report}")
     print(f"ok: a 2-rank mpirun job through slimreduce-run compressed "
-          f"{read_reports(fp16, 2)[0]['calls']['compressed']} calls per rank")
+          f"{fp16_reports(fp16, 2)[0]['calls']['compressed']} calls per rank")
 
     topk = os.path.join(args.work, "topk")
     launch(args.prefix, ["--compressor", "topk:0.05", "--report", topk], args.mpirun, 2, train)
@@ -616,12 +623,7 @@ def pip_job_mpich(venv, prefix, train, mpiexec):
     argv = [os.path.join(venv, "bin", "slimreduce-run"), "--compressor", "fp16", "--report", prefix,
             "--"] + mpiexec + ["-n", "2", train, "--steps", "20"]
     run(argv, env=clean_env(), check=0)
-    reports = read_reports(prefix, 2)
-    for rank, report in enumerate(reports):
-        expect(report["rank"] == rank and report["compressor"] == "fp16" and
-               report["calls"]["compressed"] > 0, f"rank {rank}'s report: {report}")
-        expect(report["bytes"]["wire_sent"] < 0.6 * report["bytes"]["wire_baseline"],
-               f"rank {rank}: fp16 did not halve the bytes: {report}")
+    reports = fp16_reports(prefix, 2)
     _, table, _ = run([os.path.join(venv, "bin", "slimreduce-report"), prefix], check=0)
     print(f"ok: a 2-rank job under {os.path.basename(mpiexec[0])} through the venv's slimreduce-run, "
           f"{reports[0]['calls']['compressed']} calls compressed per rank:\n" + table, end="")
