@@ -13,6 +13,17 @@
 # find_package(MPI), and with after, once it has run. Sets
 # SLIMREDUCE_MPI_ABI_BUILT (openmpi or mpich) and SLIMREDUCE_MPI_LIBRARY_NAME.
 
+# The library's name for a family (openmpi or mpich) into `out`: it says its
+# ABI; Open MPI's keeps the plain name (the default). Also for the other
+# family's library of -DSLIMREDUCE_ALSO_MPI_ABI (SlimReduceOtherAbi.cmake).
+function(slimreduce_mpi_library_name abi out)
+  if(abi STREQUAL "mpich")
+    set(${out} slimreduce-mpich PARENT_SCOPE)
+  else()
+    set(${out} slimreduce PARENT_SCOPE)
+  endif()
+endfunction()
+
 set(SLIMREDUCE_MPI_ABI "" CACHE STRING
     "MPI family to build against: openmpi or mpich (empty: the MPI that is found)")
 set_property(CACHE SLIMREDUCE_MPI_ABI PROPERTY STRINGS "" openmpi mpich)
@@ -78,12 +89,7 @@ if(SLIMREDUCE_MPI_ABI AND NOT SLIMREDUCE_MPI_ABI STREQUAL SLIMREDUCE_MPI_ABI_BUI
                       "give that family's wrapper with -DMPI_C_COMPILER=")
 endif()
 
-# The library's name says its ABI; Open MPI's keeps the plain name (the default).
-if(SLIMREDUCE_MPI_ABI_BUILT STREQUAL "mpich")
-  set(SLIMREDUCE_MPI_LIBRARY_NAME slimreduce-mpich)
-else()
-  set(SLIMREDUCE_MPI_LIBRARY_NAME slimreduce)
-endif()
+slimreduce_mpi_library_name(${SLIMREDUCE_MPI_ABI_BUILT} SLIMREDUCE_MPI_LIBRARY_NAME)
 
 # The tests launch with MPIEXEC_EXECUTABLE: it must be the same family's.
 if(MPIEXEC_EXECUTABLE)

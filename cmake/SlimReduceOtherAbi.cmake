@@ -30,11 +30,7 @@ if(SLIMREDUCE_ALSO_MPI_ABI)
                         "family; it names the other one")
   endif()
   include(ExternalProject)
-  if(SLIMREDUCE_ALSO_MPI_ABI STREQUAL "mpich")
-    set(_sr_other_name slimreduce-mpich)
-  else()
-    set(_sr_other_name slimreduce)
-  endif()
+  slimreduce_mpi_library_name(${SLIMREDUCE_ALSO_MPI_ABI} _sr_other_name)
   set(_sr_other_dir ${PROJECT_BINARY_DIR}/mpi-abi-${SLIMREDUCE_ALSO_MPI_ABI})
   set(_sr_other_args -DSLIMREDUCE_MPI_ABI=${SLIMREDUCE_ALSO_MPI_ABI} -DSLIMREDUCE_CUDA=${SLIMREDUCE_CUDA}
                      -DSLIMREDUCE_BUILD_TESTS=OFF -DSLIMREDUCE_BUILD_BENCH=OFF
