@@ -15,6 +15,7 @@
 #include "core/mpi/eligibility.h"
 #include "core/mpi/hierarchy.h"
 #include "core/mpi/host_allreduce.h"
+#include "core/mpi/ucx_advice.h"
 #include "core/mpi/wire_check.h"
 #include "core/runtime/decision.h"
 #include "core/runtime/log.h"
@@ -415,11 +416,23 @@ bool Engine::pipelining_wanted() const {
   return wanted;
 }
 
+// At world rank 0's first compressed call, where the MPI's own transport is
+// known to cost our traffic: one line (core/mpi/ucx_advice.h), no change.
+void Engine::advise_on_transport() {
+  if (world_rank_ != 0) return;
+  std::call_once(transport_advice_, [this] {
+    const auto facts = ucx_advice::gather(ranks_on_node(world_size_), world_size_);
+    if (const auto line = ucx_advice::rendezvous_advice(facts))
+      log_line(runtime_.settings().log_level, LogLevel::warn, world_rank_, "%s", line->c_str());
+  });
+}
+
 int Engine::prepare_wire(CommState& state, MPI_Comm comm, MPI_Comm* wire_comm) {
   // A failed dup was raised on comm by MPI itself; everything after it is ours to raise.
   if (const int rc = state.private_comm(wire_comm)) return rc;
   const Settings& settings = runtime_.settings();
   if (!state.wire_agreed()) {
+    advise_on_transport();
     const std::vector<char> record =
         wire_agreement::record(wire_agreement::fields(settings, wire_agreement::library_version()));
     const auto start = std::chrono::steady_clock::now();

@@ -175,6 +175,7 @@ class Engine : public RuntimeSide {
     return [&state](const Policy::Candidate&) { return state.runs_two_level(false); };
   }
   bool pipelining_wanted() const;
+  void advise_on_transport();
   // Counts a call that reached the real library as given; reason, if any, says why it
   // was not compressed (Counters::warmup or Counters::ef_cap_fallback).
   void count_pass_through(std::uint64_t bytes, const CommState& state,
@@ -241,7 +242,8 @@ class Engine : public RuntimeSide {
   int comm_keyval_ = MPI_KEYVAL_INVALID;
   int world_rank_ = 0;
   int world_size_ = 1;
-  bool pipelined_ = false;  // partitioned calls pipelined (SLIMREDUCE_PIPELINE)
+  bool pipelined_ = false;           // partitioned calls pipelined (SLIMREDUCE_PIPELINE)
+  std::once_flag transport_advice_;  // advise_on_transport's one line
   // Pinned and device workspaces of calls on device buffers, kept between calls.
   std::unique_ptr<device_staging::StagingPool> staging_;
 

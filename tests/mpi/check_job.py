@@ -7,8 +7,10 @@ traffic the job is known to send.
   check_job.py table   --lib L --np N --compressor C --job JOB -- MPIRUN... --program PROGRAM...
   check_job.py badenv  --lib L --np N --setting NAME=VALUE --expect TEXT -- MPIRUN... --program PROGRAM...
   check_job.py autoreset --lib L --np N -- MPIRUN... --program fusion_buffer_job
+  check_job.py advice  --lib L --np N --compressor C [--env NAME=VALUE]... [--advised] -- MPIRUN... --program PROGRAM...
 """
 import argparse
+import ctypes
 import glob
 import json
 import math
@@ -168,9 +170,37 @@ def check_auto_reset(args, command):
           f"({changing['reset_rounds']} reset rounds), the steady class {steady['chosen']}")
 
 
+def ucx_version():
+    """The (major, minor) of the UCX that MPICH loads, or None."""
+    try:
+        ucp = ctypes.CDLL("libucp.so.0")
+    except OSError:
+        return None
+    major, minor, release = ctypes.c_uint(), ctypes.c_uint(), ctypes.c_uint()
+    ucp.ucp_get_version(ctypes.byref(major), ctypes.byref(minor), ctypes.byref(release))
+    return (major.value, minor.value)
+
+
+def check_advice(args, command):
+    """The one line on MPICH's UCX rendezvous (core/mpi/ucx_advice.h): from rank 0
+    alone, once, where the case is one it applies to (--advised) and the UCX is
+    older than 1.16; never otherwise. The job's own results are untouched."""
+    settings = dict(setting.split("=", 1) for setting in args.env)
+    result = run(command, {"LD_PRELOAD": args.lib, "SLIMREDUCE_COMPRESSOR": args.compressor,
+                           **settings})
+    if result.returncode != 0:
+        fail(f"job exited with {result.returncode}", result)
+    version = ucx_version()
+    expected = 1 if args.advised and version is not None and version < (1, 16) else 0
+    lines = [line for line in result.stderr.splitlines() if "MPICH sends over TCP" in line]
+    if len(lines) != expected or any(not line.startswith("slimreduce[0] WARN:") for line in lines):
+        fail(f"UCX {version}: expected {expected} line(s) from rank 0, got {lines}", result)
+    print(f"OK: UCX {version}, {len(lines)} line(s)" + (f": {lines[0][:100]}..." if lines else ""))
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["report", "table", "badenv", "autoreset"])
+    parser.add_argument("mode", choices=["report", "table", "badenv", "autoreset", "advice"])
     parser.add_argument("--lib", required=True)
     parser.add_argument("--np", type=int, required=True)
     parser.add_argument("--compressor", default="none")
@@ -178,13 +208,15 @@ def main():
     parser.add_argument("--setting")
     parser.add_argument("--expect")
     parser.add_argument("--mpi", choices=["openmpi", "mpich"], default="openmpi")
+    parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for every rank")
+    parser.add_argument("--advised", action="store_true", help="advice: a case it applies to")
     split = sys.argv.index("--")
     args = parser.parse_args(sys.argv[1:split])
     global ARGS
     ARGS = args
     command = sys.argv[split + 1 :]
     {"report": check_report, "table": check_table, "badenv": check_bad_setting,
-     "autoreset": check_auto_reset}[args.mode](args, command)
+     "autoreset": check_auto_reset, "advice": check_advice}[args.mode](args, command)
 
 
 if __name__ == "__main__":

@@ -115,6 +115,18 @@ endforeach()
 add_job_test(mpich_job_bad_setting_compressor badenv 2 c PROGRAM $<TARGET_FILE:report_job>
              OPTIONS --setting SLIMREDUCE_COMPRESSOR=fp17
                      --expect "SLIMREDUCE_COMPRESSOR='fp17' is not accepted")
+# The one line on UCX's rendezvous (core/mpi/ucx_advice.h): where UCX speaks
+# TCP between the ranks (UCX_TLS=tcp,self, as on the emulated link) and the
+# user chose no rendezvous; not with one chosen, not over shared memory, not
+# while nothing is compressed.
+add_job_test(mpich_ucx_advice_tcp_np2 advice 2 c PROGRAM $<TARGET_FILE:report_job>
+             OPTIONS --compressor fp16 --env UCX_TLS=tcp,self --advised)
+add_job_test(mpich_ucx_advice_chosen_np2 advice 2 c PROGRAM $<TARGET_FILE:report_job>
+             OPTIONS --compressor fp16 --env UCX_TLS=tcp,self --env UCX_TCP_PUT_ENABLE=n)
+add_job_test(mpich_ucx_advice_shared_memory_np2 advice 2 c PROGRAM $<TARGET_FILE:report_job>
+             OPTIONS --compressor fp16)
+add_job_test(mpich_ucx_advice_uncompressed_np2 advice 2 c PROGRAM $<TARGET_FILE:report_job>
+             OPTIONS --compressor none --env UCX_TLS=tcp,self)
 if(SLIMREDUCE_HAVE_FORTRAN)
   add_executable(fortran_job fortran_job.F90)
   target_link_libraries(fortran_job PRIVATE MPI::MPI_Fortran)
