@@ -16,11 +16,14 @@ import re
 import subprocess
 import sys
 
+import launch_env
+
+MPI = "openmpi"  # the launcher's family (--mpi)
+
 
 def final_loss(mpirun, lib, train, steps, settings):
-    exports = ["-x", f"LD_PRELOAD={lib}", "-x", "SLIMREDUCE_REPORT=stderr"]
-    for name, value in settings.items():
-        exports += ["-x", f"{name}={value}"]
+    exports = launch_env.exports(MPI, {"LD_PRELOAD": lib, "SLIMREDUCE_REPORT": "stderr",
+                                       **settings})
     result = subprocess.run(mpirun + exports + [train, "--steps", str(steps)],
                             capture_output=True, text=True, timeout=600)
     match = re.search(r"^final_loss=(\S+)", result.stdout, re.M)
@@ -44,7 +47,10 @@ def main():
     parser.add_argument("--steps", type=int, required=True)
     parser.add_argument("--case", action="append", required=True,
                         help="compressor[:ratio]:bound_percent")
+    parser.add_argument("--mpi", choices=launch_env.FAMILIES, default="openmpi")
     args = parser.parse_args(sys.argv[1:split])
+    global MPI
+    MPI = args.mpi
     mpirun = sys.argv[split + 1:] + ["-np", str(args.np)]
 
     baseline = final_loss(mpirun, args.lib, args.train, args.steps,

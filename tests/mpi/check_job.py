@@ -19,6 +19,8 @@ import subprocess
 import sys
 import tempfile
 
+import launch_env
+
 ARGS = None  # the parsed options (run() reads the launcher's family)
 
 # (calls, bytes per call) of each job's compressible float traffic and of its
@@ -60,9 +62,7 @@ def expected_report(job, ranks, compressor, ratio):
 
 def run(command, env_settings):
     # Each rank's variables in its launcher's words: Open MPI's mpirun, MPICH's Hydra.
-    exports = []
-    for name, value in env_settings.items():
-        exports += ["-genv", name, value] if ARGS.mpi == "mpich" else ["-x", f"{name}={value}"]
+    exports = launch_env.exports(ARGS.mpi, env_settings)
     mpirun, program = command[: command.index("--program")], command[command.index("--program") + 1 :]
     full = mpirun + exports + program
     return subprocess.run(full, capture_output=True, text=True, timeout=240)
@@ -207,7 +207,7 @@ def main():
     parser.add_argument("--job", choices=sorted(JOBS), default="c")
     parser.add_argument("--setting")
     parser.add_argument("--expect")
-    parser.add_argument("--mpi", choices=["openmpi", "mpich"], default="openmpi")
+    parser.add_argument("--mpi", choices=launch_env.FAMILIES, default="openmpi")
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for every rank")
     parser.add_argument("--advised", action="store_true", help="advice: a case it applies to")
     split = sys.argv.index("--")

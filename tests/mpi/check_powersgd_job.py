@@ -32,6 +32,8 @@ import subprocess
 import sys
 import tempfile
 
+import launch_env
+
 WEIGHTS = (256 * 2048, 2048 * 64)  # train_mlp's w1 and w2, in floats
 
 
@@ -73,9 +75,8 @@ def fused_bytes(counts, rank, ranks):
 
 def train(mpirun, args, settings, sync, tmp, label):
     prefix = os.path.join(tmp, label)
-    exports = ["-x", f"LD_PRELOAD={args.lib}", "-x", f"SLIMREDUCE_REPORT={prefix}"]
-    for name, value in settings.items():
-        exports += ["-x", f"{name}={value}"]
+    exports = launch_env.exports(args.mpi, {"LD_PRELOAD": args.lib, "SLIMREDUCE_REPORT": prefix,
+                                            **settings})
     result = subprocess.run(mpirun + exports + [args.train, "--steps", str(args.steps), "--sync",
                                                 sync], capture_output=True, text=True, timeout=600)
     match = re.search(r"^final_loss=(\S+)", result.stdout, re.M)
@@ -101,6 +102,7 @@ def main():
     parser.add_argument("--bound", type=float, required=True, help="percent worse allowed")
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE")
     parser.add_argument("--hierarchical", action="store_true")
+    parser.add_argument("--mpi", choices=launch_env.FAMILIES, default="openmpi")
     args = parser.parse_args(sys.argv[1:split])
     mpirun = sys.argv[split + 1:] + ["-np", str(args.np)]
     powersgd = {"SLIMREDUCE_COMPRESSOR": "powersgd", "SLIMREDUCE_POWERSGD_RANK": str(args.rank)}
