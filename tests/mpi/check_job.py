@@ -7,6 +7,7 @@ traffic the job is known to send.
   check_job.py table   --lib L --np N --compressor C --job JOB -- MPIRUN... --program PROGRAM...
   check_job.py badenv  --lib L --np N --setting NAME=VALUE --expect TEXT -- MPIRUN... --program PROGRAM...
   check_job.py autoreset --lib L --np N -- MPIRUN... --program fusion_buffer_job
+  check_job.py autoskew --lib L --np N [--late-us U] -- MPIRUN... --program test_mpi_auto --gtest_filter=Auto.EveryRank*
   check_job.py advice  --lib L --np N --compressor C [--env NAME=VALUE]... [--advised] -- MPIRUN... --program PROGRAM...
 """
 import argparse
@@ -170,6 +171,30 @@ def check_auto_reset(args, command):
           f"({changing['reset_rounds']} reset rounds), the steady class {steady['chosen']}")
 
 
+def check_auto_skew(args, command):
+    """SLIMREDUCE_COMPRESSOR=auto with one rank --late-us late to every call
+    (test_mpi_auto's AUTO_TEST_SLOW_RANK): a probe is timed from the ranks'
+    common start, so no agreed median holds the lateness (each under half of
+    it), and every rank's choice table is the same."""
+    late = args.late_us / 1e6
+    reports = reports_of(args, command, {"SLIMREDUCE_COMPRESSOR": "auto",
+                                         "AUTO_TEST_SLOW_RANK": "1",
+                                         "AUTO_TEST_SLOW_US": str(args.late_us)})
+    tables = [report["auto"]["classes"] for _, report in reports]
+    if any(table != tables[0] for table in tables):
+        fail(f"the ranks' choice tables differ: {tables}")
+    medians = [(row["min_bytes"], name, seconds) for row in tables[0]
+               for name, seconds in row["median_seconds"].items()]
+    if not medians:
+        fail(f"no measured median in {tables[0]}")
+    slow = [entry for entry in medians if entry[2] >= late / 2]
+    if slow:
+        fail(f"medians holding the {args.late_us} us lateness: {slow}")
+    longest = max(seconds for _, _, seconds in medians)
+    print(f"OK: {len(medians)} agreed medians, the longest {longest * 1e3:.3f} ms "
+          f"(rank 1 {late * 1e3:.0f} ms late to every call)")
+
+
 def ucx_version():
     """The (major, minor) of the UCX that MPICH loads, or None."""
     try:
@@ -200,7 +225,8 @@ def check_advice(args, command):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["report", "table", "badenv", "autoreset", "advice"])
+    parser.add_argument("mode", choices=["report", "table", "badenv", "autoreset", "advice",
+                                         "autoskew"])
     parser.add_argument("--lib", required=True)
     parser.add_argument("--np", type=int, required=True)
     parser.add_argument("--compressor", default="none")
@@ -210,13 +236,15 @@ def main():
     parser.add_argument("--mpi", choices=launch_env.FAMILIES, default="openmpi")
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for every rank")
     parser.add_argument("--advised", action="store_true", help="advice: a case it applies to")
+    parser.add_argument("--late-us", type=int, default=50000, help="autoskew: rank 1's lateness")
     split = sys.argv.index("--")
     args = parser.parse_args(sys.argv[1:split])
     global ARGS
     ARGS = args
     command = sys.argv[split + 1 :]
     {"report": check_report, "table": check_table, "badenv": check_bad_setting,
-     "autoreset": check_auto_reset, "advice": check_advice}[args.mode](args, command)
+     "autoreset": check_auto_reset, "advice": check_advice,
+     "autoskew": check_auto_skew}[args.mode](args, command)
 
 
 if __name__ == "__main__":

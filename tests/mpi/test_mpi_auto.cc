@@ -7,7 +7,7 @@
 //
 // Environment: SLIMREDUCE_COMPRESSOR, SLIMREDUCE_AUTO_CANDIDATES and
 // SLIMREDUCE_HIERARCHICAL (the library's), and AUTO_TEST_SLOW_RANK=r: rank r
-// sleeps 3 ms before each call. A fixed compressor (with
+// sleeps AUTO_TEST_SLOW_US microseconds (3000 unless set) before each call. A fixed compressor (with
 // SLIMREDUCE_HIERARCHICAL=auto) is the one candidate. Under
 // SLIMREDUCE_HIERARCHICAL=auto the candidates are followed by the
 // two-level twins of the compressing ones; a call went two-level where it
@@ -55,6 +55,7 @@ std::string compressor_of(const std::string& candidate) {
 }
 
 const int kSlowRank = std::stoi(env_or("AUTO_TEST_SLOW_RANK", "-1"));
+const useconds_t kSlowUs = static_cast<useconds_t>(std::stoul(env_or("AUTO_TEST_SLOW_US", "3000")));
 // Hierarchical: fp32 inside a node, so the bytes sent name no candidate; the
 // result does (fp16: every value a 16-bit number; none: the plain sum).
 const bool kHierarchical = env_or("SLIMREDUCE_HIERARCHICAL", "0") == "1";
@@ -130,7 +131,7 @@ std::string one_call(std::uint64_t seed, std::vector<float>& out) {
   EXPECT_TRUE(read_counters(&before));
   const double inter_before = counter("bytes.inter_node_sent"),
                intra_before = counter("bytes.intra_node_sent");
-  if (world_rank() == kSlowRank) usleep(3000);
+  if (world_rank() == kSlowRank) usleep(kSlowUs);
   EXPECT_EQ(allreduce(in, out), MPI_SUCCESS);
   EXPECT_TRUE(read_counters(&after));
   EXPECT_EQ(after.intercepted - before.intercepted, 1u);
