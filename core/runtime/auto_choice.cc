@@ -69,7 +69,7 @@ std::vector<int> AutoChooser::round_candidates(const ClassState& state, const Ke
   const double bound = all ? 0 : schedule_.hopeless * summary.medians[summary.chosen];
   std::vector<int> round;
   for (int c = 0; c < candidates_; ++c) {
-    if (!available(state, c)) continue;
+    if (!may_probe(state, c)) continue;
     const double own =
         summary.medians[c] > 0 ? summary.medians[c] : predicted(key.first, key.second, c);
     if (all || c == summary.chosen || own <= bound) round.push_back(c);
@@ -89,7 +89,7 @@ std::vector<int> AutoChooser::first_round(const ClassState& state, const Key& ke
   double best = 0;
   int predicted_count = 0;
   for (int c = 0; c < candidates_; ++c) {
-    if (!available(state, c) || !schedule_.predict_first_round) continue;
+    if (!may_probe(state, c) || !schedule_.predict_first_round) continue;
     predictions[c] = predicted(key.first, key.second, c);
     if (predictions[c] <= 0) continue;
     ++predicted_count;
@@ -97,7 +97,7 @@ std::vector<int> AutoChooser::first_round(const ClassState& state, const Key& ke
   }
   std::vector<int> round;
   for (int c = 0; c < candidates_; ++c) {
-    if (!available(state, c)) continue;
+    if (!may_probe(state, c)) continue;
     if (predicted_count < 2 || predictions[c] <= 0 || predictions[c] <= schedule_.hopeless * best)
       round.push_back(c);
   }
@@ -135,7 +135,10 @@ double AutoChooser::predicted(std::uint64_t comm_id, std::uint32_t size_class,
 }
 
 AutoStep AutoChooser::probe_step(ClassState& state, const Key& key) const {
-  if (state.step == 0) state.round = round_candidates(state, key);
+  if (state.step == 0) {
+    state.round = state.twins_next ? twins_round(state) : round_candidates(state, key);
+    state.twins_next = false;
+  }
   const auto in_round = static_cast<std::uint64_t>(state.round.size());
   const std::uint64_t round = in_round * std::uint64_t(schedule_.probes);
   AutoStep step;
@@ -237,7 +240,32 @@ bool AutoChooser::agree_round(ClassState& state, const std::vector<double>& time
   state.chosen_median = 0;  // the first check sets it
   state.probing = false;
   state.step = 0;
+  if (exclude && left_out_for_resetting(state)) {
+    state.step = state.reprobe_after;  // a round at the next call: twins_round()
+    state.twins_next = true;
+  }
   return changed;
+}
+
+// Whether a candidate for resetting classes that the class may now probe
+// was not in its last round.
+bool AutoChooser::left_out_for_resetting(const ClassState& state) const {
+  for (int c = 0; c < candidates_; ++c) {
+    if (for_resetting(c) && may_probe(state, c) &&
+        std::find(state.round.begin(), state.round.end(), c) == state.round.end())
+      return true;
+  }
+  return false;
+}
+
+// The round after a resetting one that left twins out: the choice (the
+// fastest that keeps no residual) against those twins; every other
+// candidate keeps the median it was just agreed.
+std::vector<int> AutoChooser::twins_round(const ClassState& state) const {
+  std::vector<int> round = {state.summary.chosen};
+  for (int c = 0; c < candidates_; ++c)
+    if (for_resetting(c) && may_probe(state, c) && c != state.summary.chosen) round.push_back(c);
+  return round;
 }
 
 // A check of the choice. The first after a round sets the choice's own

@@ -35,7 +35,12 @@
 // sees the same count. A window in which at least half the calls reset is
 // "resetting": its round's winner is the fastest candidate that keeps no
 // residual (when there is one: set_keeps_residual()), and a check of a
-// choice that keeps one starts a probe round at the next call.
+// choice that keeps one starts a probe round at the next call. Candidates
+// for resetting classes only (set_for_resetting(): a quantizer's unbiased
+// twin, which needs no residual) join a class's rounds while its last agreed
+// window was resetting (or while one is its choice); a resetting round that
+// left such a candidate out is followed at the next call by a round of the
+// choice and those candidates alone (the others' medians are known).
 // A side may agree later than the window's last call (NCCL reads its times
 // from CUDA events a few calls on, core/nccl/auto_timing.h): until agreed(),
 // the class's calls are untimed, take the class's choice (or the first
@@ -109,6 +114,8 @@ class AutoChooser {
   int current(std::uint64_t comm_id, std::uint64_t bytes) const;
   // Which candidates keep a residual (their calls feed back error); none by default.
   void set_keeps_residual(std::vector<bool> keeps) { keeps_residual_ = std::move(keeps); }
+  // Which candidates only classes whose residuals keep resetting probe; none by default.
+  void set_for_resetting(std::vector<bool> only) { for_resetting_ = std::move(only); }
   // After each call of the schedule: its time (kept where next() said to
   // time it) and the residual resets it caused on this rank. An awaiting
   // call counts in no window.
@@ -149,6 +156,7 @@ class AutoChooser {
     std::uint64_t reprobe_after = 0;  // chosen calls before the next round
     double chosen_median = 0;         // the choice's median at its first check (0: none yet)
     bool drifted = false;             // the round was started by a drifted check
+    bool twins_next = false;          // the next round: the choice and the twins left out
     bool awaiting = false;            // the window ended; agreed() not called yet
     std::vector<int> round;           // the candidates the current probe round takes in turn
     std::vector<bool> available;      // next()'s, from the class's last call (empty: all)
@@ -164,20 +172,32 @@ class AutoChooser {
   AutoStep awaiting_step(const ClassState& state, std::uint32_t size_class) const;
   std::vector<int> round_candidates(const ClassState& state, const Key& key) const;
   std::vector<int> first_round(const ClassState& state, const Key& key) const;
+  std::vector<int> twins_round(const ClassState& state) const;
   bool available(const ClassState& state, int candidate) const {
     return static_cast<std::size_t>(candidate) >= state.available.size() ||
            state.available[candidate];
   }
   bool agree_round(ClassState& state, const std::vector<double>& times, bool resetting) const;
+  bool left_out_for_resetting(const ClassState& state) const;
   void agree_check(ClassState& state, const std::vector<double>& times, bool resetting) const;
   bool keeps_residual(int candidate) const {
     return static_cast<std::size_t>(candidate) < keeps_residual_.size() &&
            keeps_residual_[candidate];
   }
+  bool for_resetting(int candidate) const {
+    return static_cast<std::size_t>(candidate) < for_resetting_.size() && for_resetting_[candidate];
+  }
+  // Whether a round of this class may take the candidate (available, and a
+  // candidate for resetting classes only while the class resets or has it chosen).
+  bool may_probe(const ClassState& state, int candidate) const {
+    return available(state, candidate) && (!for_resetting(candidate) || state.summary.resetting ||
+                                           state.summary.chosen == candidate);
+  }
 
   int candidates_;
   Schedule schedule_;
   std::vector<bool> keeps_residual_;
+  std::vector<bool> for_resetting_;
   std::map<Key, ClassState> classes_;
   std::map<Key, ClassSummary> gone_;  // of forgotten communicators
 };

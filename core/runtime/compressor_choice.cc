@@ -21,4 +21,8 @@ bool error_feedback_on(const compressors::Compressor* compressor, const Settings
   return compressor && settings.error_feedback.value_or(compressor->default_error_feedback());
 }
 
+bool has_unbiased_rounding(const std::string& name) {
+  return name == "int8" || name == "quant" || name == "int4" || name == "int2";
+}
+
 }  // namespace slimreduce

@@ -20,4 +20,8 @@ std::unique_ptr<compressors::Compressor> compressor_named(const std::string& nam
 // default; never without a compressor.
 bool error_feedback_on(const compressors::Compressor* compressor, const Settings& settings);
 
+// Whether the compressor called `name` can round stochastically
+// (SLIMREDUCE_QUANT_ROUNDING): the integer quantizers; fp8 rounds to nearest only.
+bool has_unbiased_rounding(const std::string& name);
+
 }  // namespace slimreduce

@@ -1,5 +1,6 @@
 #include "core/runtime/decision.h"
 
+#include "core/runtime/compressor_choice.h"
 #include "core/runtime/eligibility.h"
 
 namespace slimreduce {
@@ -23,6 +24,19 @@ void add_two_level_twins(
       continue;
     Policy::Candidate twin{candidate.name + "/two-level", make(candidate.name),
                            candidate.error_feedback, true};
+    policy.candidates.push_back(std::move(twin));
+  }
+}
+
+void add_unbiased_twins(
+    Policy& policy,
+    const std::function<std::shared_ptr<compressors::Compressor>(const std::string&)>& make) {
+  const std::size_t before = policy.candidates.size();
+  for (std::size_t c = 0; c < before; ++c) {
+    const Policy::Candidate& candidate = policy.candidates[c];
+    if (candidate.two_level || !candidate.error_feedback || !has_unbiased_rounding(candidate.name))
+      continue;
+    Policy::Candidate twin{candidate.name + "/unbiased", make(candidate.name), false, false, true};
     policy.candidates.push_back(std::move(twin));
   }
 }

@@ -87,6 +87,9 @@ struct Policy {
     std::shared_ptr<compressors::Compressor> compressor;
     bool error_feedback = false;
     bool two_level = false;  // SLIMREDUCE_HIERARCHICAL=auto's twin: "<name>/two-level"
+    // A quantizer's twin for classes whose residuals keep resetting:
+    // "<name>/unbiased", stochastic rounding and no residual (add_unbiased_twins).
+    bool unbiased = false;
   };
   std::vector<Candidate> candidates;
   // SLIMREDUCE_HIERARCHICAL=auto: the candidates after the flat ones are
@@ -182,6 +185,16 @@ CallDecision decide_auto(const Policy& policy, CompressionDecision& rule, AutoCh
 // ours) nor a low-rank one's (its Q is a factor of the whole tensor flat and
 // of a shard two-level: one key's Q cannot serve both).
 void add_two_level_twins(
+    Policy& policy,
+    const std::function<std::shared_ptr<compressors::Compressor>(const std::string&)>& make);
+
+// SLIMREDUCE_COMPRESSOR=auto: appends, for each flat candidate that keeps a
+// residual and can round stochastically (the integer quantizers), its
+// unbiased twin ("<name>/unbiased", made by `make` with stochastic rounding,
+// no error feedback), which AutoChooser probes only for classes whose
+// residuals keep resetting: there error feedback feeds back nothing, and
+// unbiased codes keep the sum right on average without it.
+void add_unbiased_twins(
     Policy& policy,
     const std::function<std::shared_ptr<compressors::Compressor>(const std::string&)>& make);
 

@@ -64,6 +64,13 @@ Policy policy_for(const Settings& settings) {
         return compressor_named(name, settings);
       });
     }
+    if (settings.chooses_compressor()) {
+      add_unbiased_twins(policy, [&settings](const std::string& name) {
+        Settings unbiased = settings;
+        unbiased.quant_rounding = compressors::QuantRounding::stochastic;
+        return compressor_named(name, unbiased);
+      });
+    }
     return policy;
   }
   policy.compressor = compressor_named(settings.compressor, settings);
@@ -104,14 +111,20 @@ std::optional<AutoChooser> chooser_for(const Policy& policy) {
   for (const Policy::Candidate& candidate : policy.candidates)
     keeps.push_back(candidate.error_feedback);
   chooser.set_keeps_residual(std::move(keeps));
+  std::vector<bool> unbiased;
+  for (const Policy::Candidate& candidate : policy.candidates)
+    unbiased.push_back(candidate.unbiased);
+  chooser.set_for_resetting(std::move(unbiased));
   return chooser;
 }
 
 // The warm-up and residual-cap rule of the settings; each shape's calls
-// numbered only where stochastic rounding draws from them.
-CompressionDecision decision_for(const Settings& settings) {
-  return CompressionDecision(settings.ef_max_bytes, settings.warmup_steps,
-                             settings.quant_rounding == compressors::QuantRounding::stochastic);
+// numbered only where stochastic rounding draws from them (the settings', or
+// an unbiased twin's of auto).
+CompressionDecision decision_for(const Settings& settings, const Policy& policy) {
+  bool draws = settings.quant_rounding == compressors::QuantRounding::stochastic;
+  for (const Policy::Candidate& candidate : policy.candidates) draws = draws || candidate.unbiased;
+  return CompressionDecision(settings.ef_max_bytes, settings.warmup_steps, draws);
 }
 
 }  // namespace
@@ -121,11 +134,12 @@ Runtime::Runtime(Settings settings, std::unique_ptr<DeviceAllocator> device_memo
     : settings_(std::move(settings)),
       device_memory_(std::move(device_memory)),
       shared_{policy_for(settings_),
-              decision_for(settings_),
+              CompressionDecision(settings_.ef_max_bytes, settings_.warmup_steps),
               ResidualStore(settings_.ef_max_bytes, settings_.ef_evict_calls),
               1,
               std::nullopt,
               std::nullopt} {
+  shared_.decision = decision_for(settings_, shared_.policy);
   shared_.chooser = chooser_for(shared_.policy);
   shared_.levels = levels_for(shared_.policy, settings_);
   log_settings(launcher_rank);
@@ -206,7 +220,7 @@ bool Runtime::use_compressor(const std::string& name) {
     shared_.policy = std::move(policy);
     // What one compressor left behind means nothing to another.
     shared_.residuals.take_all(dropped);
-    shared_.decision = decision_for(settings_);
+    shared_.decision = decision_for(settings_, shared_.policy);
     shared_.chooser = chooser_for(shared_.policy);
     shared_.levels = levels_for(shared_.policy, settings_);
   }

@@ -150,7 +150,9 @@ const std::vector<SettingSpec>& specs() {
        [](const Settings& s) { return s.compressor; }, true},
       {"SLIMREDUCE_AUTO_CANDIDATES", "none,fp16,int8", candidate_choices,
        "With SLIMREDUCE_COMPRESSOR=auto: the compressors it chooses from, each with its own "
-       "settings; set only with auto.",
+       "settings; set only with auto. A listed quantizer that keeps a residual (int8, quant, "
+       "int4, int2) also has an unbiased twin (\"<name>/unbiased\": stochastic rounding, no "
+       "residual), which only size classes whose residuals keep resetting probe.",
        [](const std::string& v, Settings& s) { s.auto_candidates = parse_candidates(v); },
        [](const Settings& s) { return join(s.candidates(), ","); }, true},
       {"SLIMREDUCE_TOPK_RATIO", "0.01",

@@ -152,8 +152,10 @@ def check_bad_setting(args, command):
 def check_auto_reset(args, command):
     """SLIMREDUCE_COMPRESSOR=auto with candidates int8 (keeps a residual) and
     fp16 (keeps none), on fusion_buffer_job: the class whose buffer changes
-    make-up every call is chosen without int8 (reset_rounds counts it), the
-    steady class is not, and every rank's report holds the same table."""
+    make-up every call is chosen without int8 (reset_rounds counts it), from
+    fp16 and int8's unbiased twin, which its second round probes; the steady
+    class is not, and never probes the twin; every rank's report holds the
+    same table."""
     reports = reports_of(args, command, {"SLIMREDUCE_COMPRESSOR": "auto",
                                          "SLIMREDUCE_AUTO_CANDIDATES": "int8,fp16"})
     tables = [report["auto"]["classes"] for _, report in reports]
@@ -163,12 +165,16 @@ def check_auto_reset(args, command):
     changing, steady = by_size.get(1 << 19), by_size.get(1 << 17)
     if not changing or not steady:
         fail(f"expected classes of 512 KiB and 128 KiB: {tables[0]}")
-    if not (changing["reset_rounds"] >= 1 and changing["resetting"] and changing["chosen"] == "fp16"):
+    # Chosen among those that keep no residual, int8's unbiased twin probed too.
+    if not (changing["reset_rounds"] >= 1 and changing["resetting"] and
+            changing["chosen"] in ("fp16", "int8/unbiased") and
+            "int8/unbiased" in changing["median_seconds"]):
         fail(f"the changing buffer's class: {changing}")
-    if steady["reset_rounds"] != 0 or steady["resetting"]:
+    if steady["reset_rounds"] != 0 or steady["resetting"] or "int8/unbiased" in steady["median_seconds"]:
         fail(f"the steady buffer's class: {steady}")
     print(f"OK: {args.np} ranks agree; the changing class chose {changing['chosen']} "
-          f"({changing['reset_rounds']} reset rounds), the steady class {steady['chosen']}")
+          f"({changing['reset_rounds']} reset rounds; medians {changing['median_seconds']}), "
+          f"the steady class {steady['chosen']}")
 
 
 def check_auto_skew(args, command):
