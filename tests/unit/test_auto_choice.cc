@@ -8,23 +8,13 @@
 #include "core/runtime/auto_choice.h"
 #include "core/runtime/compressor_choice.h"
 #include "core/runtime/decision.h"
+#include "tests/unit/auto_schedule.h"
 
 namespace slimreduce {
 namespace {
 
 constexpr std::uint64_t kComm = 5;
 constexpr std::uint64_t kBytes = 1 << 20;
-
-AutoChooser::Schedule small_schedule() {
-  AutoChooser::Schedule schedule;
-  schedule.probes = 3;
-  schedule.check_every = 8;
-  schedule.check_window = 4;
-  schedule.first_reprobe = 16;
-  schedule.longest_reprobe = 64;
-  schedule.drift = 0.25;
-  return schedule;
-}
 
 // Runs one probe round: candidate c's calls take seconds[c]. Returns the steps.
 std::vector<AutoStep> probe_round(AutoChooser& chooser, const std::vector<double>& seconds) {

@@ -12,6 +12,7 @@
 #include "core/runtime/auto_choice.h"
 #include "core/runtime/compressor_choice.h"
 #include "core/runtime/decision.h"
+#include "tests/unit/auto_schedule.h"
 
 namespace slimreduce {
 namespace {
@@ -24,13 +25,7 @@ constexpr int kNone = 0, kInt8 = 1, kFp16 = 2, kTwin = 3;
 const std::vector<double> kSeconds = {3e-3, 1e-3, 2e-3, 1.1e-3};
 
 AutoChooser twin_chooser() {
-  AutoChooser::Schedule schedule;
-  schedule.probes = 3;
-  schedule.check_every = 8;
-  schedule.check_window = 4;
-  schedule.first_reprobe = 16;
-  schedule.longest_reprobe = 64;
-  AutoChooser chooser(4, schedule);
+  AutoChooser chooser(4, small_schedule());
   chooser.set_keeps_residual({false, true, false, false});
   chooser.set_for_resetting({false, false, false, true});
   return chooser;

@@ -1,0 +1,21 @@
+// A short schedule of SLIMREDUCE_COMPRESSOR=auto's chooser for the unit
+// tests (core/runtime/auto_choice.h): 3 probes a candidate, a check window
+// of 4 in every 8 chosen calls, a round again after 16 to 64 of them.
+#pragma once
+
+#include "core/runtime/auto_choice.h"
+
+namespace slimreduce {
+
+inline AutoChooser::Schedule small_schedule() {
+  AutoChooser::Schedule schedule;
+  schedule.probes = 3;
+  schedule.check_every = 8;
+  schedule.check_window = 4;
+  schedule.first_reprobe = 16;
+  schedule.longest_reprobe = 64;
+  schedule.drift = 0.25;
+  return schedule;
+}
+
+}  // namespace slimreduce
