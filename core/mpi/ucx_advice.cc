@@ -104,8 +104,7 @@ bool tcp_carries_traffic(const std::optional<std::string>& tls, unsigned ranks_o
 }
 
 std::optional<std::string> rendezvous_advice(const TransportFacts& facts) {
-  const bool before_v2_default =
-      facts.ucx_major == 1 && facts.ucx_minor < 16 && (facts.ucx_major | facts.ucx_minor) != 0;
+  const bool before_v2_default = facts.ucx_major == 1 && facts.ucx_minor < 16;  // 0.0: unknown
   if (!facts.mpich_over_ucx || !before_v2_default || facts.rendezvous_set) return std::nullopt;
   if (!tcp_carries_traffic(facts.tls, facts.ranks_on_node, facts.spans_nodes, facts.rdma_device))
     return std::nullopt;

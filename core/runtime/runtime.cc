@@ -107,13 +107,12 @@ std::optional<LevelSchedule> levels_for(const Policy& policy, const Settings& se
 std::optional<AutoChooser> chooser_for(const Policy& policy) {
   if (!policy.chooses()) return std::nullopt;
   AutoChooser chooser(static_cast<int>(policy.candidates.size()));
-  std::vector<bool> keeps;
-  for (const Policy::Candidate& candidate : policy.candidates)
+  std::vector<bool> keeps, unbiased;
+  for (const Policy::Candidate& candidate : policy.candidates) {
     keeps.push_back(candidate.error_feedback);
-  chooser.set_keeps_residual(std::move(keeps));
-  std::vector<bool> unbiased;
-  for (const Policy::Candidate& candidate : policy.candidates)
     unbiased.push_back(candidate.unbiased);
+  }
+  chooser.set_keeps_residual(std::move(keeps));
   chooser.set_for_resetting(std::move(unbiased));
   return chooser;
 }

@@ -149,6 +149,14 @@ def check_bad_setting(args, command):
     print("OK:", lines[0])
 
 
+def agreed_table(reports):
+    """auto's choice table, which every rank's report must hold alike."""
+    tables = [report["auto"]["classes"] for _, report in reports]
+    if any(table != tables[0] for table in tables):
+        fail(f"the ranks' choice tables differ: {tables}")
+    return tables[0]
+
+
 def check_auto_reset(args, command):
     """SLIMREDUCE_COMPRESSOR=auto with candidates int8 (keeps a residual) and
     fp16 (keeps none), on fusion_buffer_job: the class whose buffer changes
@@ -156,15 +164,12 @@ def check_auto_reset(args, command):
     fp16 and int8's unbiased twin, which its second round probes; the steady
     class is not, and never probes the twin; every rank's report holds the
     same table."""
-    reports = reports_of(args, command, {"SLIMREDUCE_COMPRESSOR": "auto",
-                                         "SLIMREDUCE_AUTO_CANDIDATES": "int8,fp16"})
-    tables = [report["auto"]["classes"] for _, report in reports]
-    if any(table != tables[0] for table in tables):
-        fail(f"the ranks' choice tables differ: {tables}")
-    by_size = {row["min_bytes"]: row for row in tables[0]}
+    table = agreed_table(reports_of(args, command, {"SLIMREDUCE_COMPRESSOR": "auto",
+                                                    "SLIMREDUCE_AUTO_CANDIDATES": "int8,fp16"}))
+    by_size = {row["min_bytes"]: row for row in table}
     changing, steady = by_size.get(1 << 19), by_size.get(1 << 17)
     if not changing or not steady:
-        fail(f"expected classes of 512 KiB and 128 KiB: {tables[0]}")
+        fail(f"expected classes of 512 KiB and 128 KiB: {table}")
     # Chosen among those that keep no residual, int8's unbiased twin probed too.
     if not (changing["reset_rounds"] >= 1 and changing["resetting"] and
             changing["chosen"] in ("fp16", "int8/unbiased") and
@@ -183,16 +188,13 @@ def check_auto_skew(args, command):
     common start, so no agreed median holds the lateness (each under half of
     it), and every rank's choice table is the same."""
     late = args.late_us / 1e6
-    reports = reports_of(args, command, {"SLIMREDUCE_COMPRESSOR": "auto",
-                                         "AUTO_TEST_SLOW_RANK": "1",
-                                         "AUTO_TEST_SLOW_US": str(args.late_us)})
-    tables = [report["auto"]["classes"] for _, report in reports]
-    if any(table != tables[0] for table in tables):
-        fail(f"the ranks' choice tables differ: {tables}")
-    medians = [(row["min_bytes"], name, seconds) for row in tables[0]
+    table = agreed_table(reports_of(args, command, {"SLIMREDUCE_COMPRESSOR": "auto",
+                                                    "AUTO_TEST_SLOW_RANK": "1",
+                                                    "AUTO_TEST_SLOW_US": str(args.late_us)}))
+    medians = [(row["min_bytes"], name, seconds) for row in table
                for name, seconds in row["median_seconds"].items()]
     if not medians:
-        fail(f"no measured median in {tables[0]}")
+        fail(f"no measured median in {table}")
     slow = [entry for entry in medians if entry[2] >= late / 2]
     if slow:
         fail(f"medians holding the {args.late_us} us lateness: {slow}")

@@ -7,12 +7,11 @@
 //
 // Environment: SLIMREDUCE_COMPRESSOR, SLIMREDUCE_AUTO_CANDIDATES and
 // SLIMREDUCE_HIERARCHICAL (the library's), and AUTO_TEST_SLOW_RANK=r: rank r
-// sleeps AUTO_TEST_SLOW_US microseconds (3000 unless set) before each call. A fixed compressor (with
-// SLIMREDUCE_HIERARCHICAL=auto) is the one candidate. Under
-// SLIMREDUCE_HIERARCHICAL=auto the candidates are followed by the
-// two-level twins of the compressing ones; a call went two-level where it
-// sent bytes both inside and across nodes (a flat call's bytes are counted
-// on one side: where this rank's ring hop goes).
+// sleeps AUTO_TEST_SLOW_US microseconds (3000 unless set) before each call. A fixed compressor
+// (with SLIMREDUCE_HIERARCHICAL=auto) is the one candidate. Under SLIMREDUCE_HIERARCHICAL=auto the
+// candidates are followed by the two-level twins of the compressing ones; a call went two-level
+// where it sent bytes both inside and across nodes (a flat call's bytes are counted on one side:
+// where this rank's ring hop goes).
 //
 // Built with AUTO_TEST_DEVICE_BUFFERS over the host simulation
 // (tests/hostsim/CMakeLists.txt), every call reduces device buffers (the MPI
