@@ -39,6 +39,7 @@ std::optional<CallDecision> NcclEngine::auto_decision(CallPlan& p, const CallSha
   const auto two_level = [&p](const Policy::Candidate& candidate) {
     return nodes_take(p.nodes.get(), route_of(candidate.compressor->aggregation()));
   };
+  shared.chooser->exchanges_later(shape.comm_id);  // a call or two later (auto_timing.h)
   CallDecision decision = shared.decide(shape, ReductionPath::pass_through, timed, two_level);
   p.auto_step = decision.auto_step;
   p.flat = decision.flat;

@@ -61,11 +61,14 @@ AutoStep AutoChooser::awaiting_step(const ClassState& state, std::uint32_t size_
 // and any with neither). Read from agreed medians alone, so the same on
 // every rank. Never a candidate the communicator cannot run (next()'s
 // `available`).
-std::vector<int> AutoChooser::round_candidates(const ClassState& state, const Key& key) const {
+std::vector<int> AutoChooser::round_candidates(const ClassState& state, const Key& key,
+                                               bool* open) const {
   const ClassSummary& summary = state.summary;
+  *open = true;
   if (summary.chosen < 0) return first_round(state, key);
   const bool all = state.drifted || summary.probe_rounds % schedule_.full_round_every == 0 ||
                    summary.medians.size() != static_cast<std::size_t>(candidates_);
+  *open = all;
   const double bound = all ? 0 : schedule_.hopeless * summary.medians[summary.chosen];
   std::vector<int> round;
   for (int c = 0; c < candidates_; ++c) {
@@ -134,19 +137,36 @@ double AutoChooser::predicted(std::uint64_t comm_id, std::uint32_t size_class,
   return at > 0 ? at : 0;
 }
 
+// A round's candidates, and whether it opens with a first pass: only a
+// round that may take every candidate (the others left out the hopeless
+// ones already), of two candidates or more, on a side that agrees at once.
+void AutoChooser::start_round(ClassState& state, const Key& key) const {
+  bool open = false;
+  state.round = state.twins_next ? twins_round(state) : round_candidates(state, key, &open);
+  state.twins_next = false;
+  const bool cut = open && schedule_.cut_after_first_pass && !later_.contains(key.first) &&
+                   schedule_.probes > 1 && state.round.size() > 1;
+  state.pass_calls = cut ? state.round.size() : 0;
+  state.pass.clear();
+  state.turns = state.round;
+}
+
 AutoStep AutoChooser::probe_step(ClassState& state, const Key& key) const {
-  if (state.step == 0) {
-    state.round = state.twins_next ? twins_round(state) : round_candidates(state, key);
-    state.twins_next = false;
-  }
-  const auto in_round = static_cast<std::uint64_t>(state.round.size());
-  const std::uint64_t round = in_round * std::uint64_t(schedule_.probes);
+  if (state.step == 0) start_round(state, key);
   AutoStep step;
   step.size_class = key.second;
-  step.candidate = state.round[state.step % in_round];
   step.timed = true;
   step.probe = true;
-  step.agree_after = state.step + 1 == round;
+  if (state.step < state.pass_calls) {
+    step.candidate = state.round[state.step];
+    step.first_pass = step.agree_after = state.step + 1 == state.pass_calls;
+  } else {
+    // After a pass each candidate left has had one of its probes.
+    const std::uint64_t probes = schedule_.probes - (state.pass_calls > 0 ? 1 : 0);
+    const std::uint64_t in_turn = state.step - state.pass_calls;
+    step.candidate = state.turns[in_turn % state.turns.size()];
+    step.agree_after = in_turn + 1 == state.turns.size() * probes;
+  }
   ++state.step;
   return step;
 }
@@ -190,9 +210,14 @@ bool AutoChooser::agreed(const AutoStep& step, std::uint64_t comm_id, std::vecto
   // The ranks' largest count of resets: every rank judges the same number.
   const double resets = window.empty() ? 0.0 : window.back();
   if (!window.empty()) window.pop_back();
-  const bool resetting = state.calls_since > 0 && 2 * resets >= double(state.calls_since);
   state.awaiting = false;
   state.times.clear();
+  if (step.first_pass) {
+    // The round's resets are judged over all its calls, at its end.
+    agree_pass(state, window);
+    return false;
+  }
+  const bool resetting = state.calls_since > 0 && 2 * resets >= double(state.calls_since);
   state.calls_since = 0;
   state.resets_since = 0;
   state.summary.resetting = resetting;
@@ -201,23 +226,47 @@ bool AutoChooser::agreed(const AutoStep& step, std::uint64_t comm_id, std::vecto
   return false;
 }
 
-// A probe round's times, candidate c's at c, c + candidates, ...: the least
-// median wins; in a resetting round, the least of the candidates that keep
-// no residual, where there is one.
+// The first pass's times, one a candidate in round order: the calls after
+// it leave out those more than `hopeless` times the fastest (never the
+// fastest: the earliest of equals).
+void AutoChooser::agree_pass(ClassState& state, const std::vector<double>& times) const {
+  state.pass = times;
+  state.pass.resize(state.round.size(), 0.0);
+  const double fastest = *std::min_element(state.pass.begin(), state.pass.end());
+  state.turns.clear();
+  for (std::size_t k = 0; k < state.round.size(); ++k) {
+    if (state.pass[k] <= schedule_.hopeless * fastest) state.turns.push_back(state.round[k]);
+  }
+}
+
+// A probe round's times, after its first pass (if any) in turn over
+// state.turns: the least median wins; in a resetting round, the least of the
+// candidates that keep no residual, where there is one.
 bool AutoChooser::agree_round(ClassState& state, const std::vector<double>& times,
                               bool resetting) const {
-  // The round's times in turn over state.round; a candidate left out keeps
-  // its last agreed median (the report's), and cannot win.
+  // A candidate left out of the round keeps its last agreed median (the
+  // report's), and cannot win; one cut after the pass has its pass's time.
   std::vector<double> medians = state.summary.medians;
   medians.resize(candidates_, 0.0);
-  const std::size_t in_round = state.round.size();
-  for (std::size_t k = 0; k < in_round; ++k) {
+  const std::size_t in_turn = state.turns.size();
+  for (std::size_t k = 0; k < state.round.size(); ++k) {
     std::vector<double> own;
-    for (std::size_t i = k; i < times.size(); i += in_round) own.push_back(times[i]);
+    if (!state.pass.empty()) own.push_back(state.pass[k]);
+    const auto at = std::find(state.turns.begin(), state.turns.end(), state.round[k]);
+    if (at != state.turns.end()) {
+      for (auto i = static_cast<std::size_t>(at - state.turns.begin()); i < times.size();
+           i += in_turn)
+        own.push_back(times[i]);
+    }
     medians[state.round[k]] = median_of(std::move(own));
   }
-  bool any_without = false;
-  for (int c : state.round) any_without = any_without || !keeps_residual(c);
+  bool any_without = false, any_keeping = false;
+  for (int c : state.round) {
+    any_without = any_without || !keeps_residual(c);
+    any_keeping = any_keeping || keeps_residual(c);
+  }
+  // Resetting: the candidates that keep a residual are left out (where that
+  // leaves one: any_without), counted where there was one to leave out.
   const bool exclude = resetting && any_without;
   int winner = -1;
   for (int c : state.round) {
@@ -225,7 +274,7 @@ bool AutoChooser::agree_round(ClassState& state, const std::vector<double>& time
     if (winner < 0 || medians[c] < medians[winner]) winner = c;  // ties: the earlier
   }
   ClassSummary& summary = state.summary;
-  if (exclude) ++summary.reset_rounds;
+  if (exclude && any_keeping) ++summary.reset_rounds;
   const bool changed = summary.chosen != winner;
   if (summary.chosen >= 0 && changed) ++summary.switches;
   // The same winner again: measure less often; another: as often as at first.
@@ -240,7 +289,7 @@ bool AutoChooser::agree_round(ClassState& state, const std::vector<double>& time
   state.chosen_median = 0;  // the first check sets it
   state.probing = false;
   state.step = 0;
-  if (exclude && left_out_for_resetting(state)) {
+  if (resetting && left_out_for_resetting(state)) {
     state.step = state.reprobe_after;  // a round at the next call: twins_round()
     state.twins_next = true;
   }
@@ -307,6 +356,7 @@ AutoChooser::summaries() const {
 }
 
 void AutoChooser::forget_communicator(std::uint64_t comm_id) {
+  later_.erase(comm_id);
   for (auto it = classes_.begin(); it != classes_.end();) {
     if (it->first.first != comm_id) {
       ++it;

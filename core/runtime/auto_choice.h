@@ -11,7 +11,11 @@
 //    call starts together on every rank, and its time is the slowest rank's:
 //    what the collective itself took, not the ranks' arrival skew) and calls
 //    agreed(): each candidate's median, the least wins (ties: the earlier in
-//    the list). Every rank holds the same agreed times, so the same choice;
+//    the list). Every rank holds the same agreed times, so the same choice.
+//    A round that may take every candidate (a class's first, a full round,
+//    one a drift started) opens with a first pass, one call of each, whose
+//    times are exchanged at once: its remaining calls leave out a candidate
+//    more than `hopeless` times the fastest (on a side that agrees at once);
 //  - then the choice, with a check every `check_every` calls: its last
 //    `check_window` calls are timed and agreed the same way. The first
 //    check's median is the choice's own (a probe round's times include the
@@ -51,6 +55,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -64,6 +69,9 @@ struct AutoStep {
   bool agree_after = false;  // after it, the side exchanges window() and calls agreed()
   bool probe = false;        // part of a probe round (the timeline marks it)
   bool awaiting = false;     // the class awaits an agreement: an untimed call of its choice
+  // agree_after closes a round's first pass (one call of each candidate),
+  // whose exchange may cut the rest of the round (Schedule::cut_after_first_pass).
+  bool first_pass = false;
 };
 
 class AutoChooser {
@@ -85,6 +93,15 @@ class AutoChooser {
     // more than `hopeless` times the best prediction (from the
     // communicator's classes agreed before it); false: it probes every one.
     bool predict_first_round = true;
+    // A round that takes every candidate it may (a class's first, a full
+    // round, one a drift started) exchanges after its first pass, one call
+    // of each, and its remaining calls leave out the candidates whose pass
+    // took more than `hopeless` times the pass's fastest: over a slow link
+    // plain fp32 is then sent once in such a round, not `probes` times. A
+    // candidate so cut keeps that one call's time as its median. Not on a
+    // communicator whose exchanges land later (exchanges_later()). false:
+    // every round probes each of its candidates `probes` times (tests).
+    bool cut_after_first_pass = true;
   };
   // What a size class did, for the log and the report.
   struct ClassSummary {
@@ -116,6 +133,12 @@ class AutoChooser {
   void set_keeps_residual(std::vector<bool> keeps) { keeps_residual_ = std::move(keeps); }
   // Which candidates only classes whose residuals keep resetting probe; none by default.
   void set_for_resetting(std::vector<bool> only) { for_resetting_ = std::move(only); }
+  // The communicator's side agrees a window a call or more after its last
+  // call (NCCL's): its rounds open with no first pass. Its calls in between
+  // would run, while a class has no choice yet, the first candidate: in a
+  // first round over a slow link plain fp32, the very candidate the pass
+  // would cut, so the pass would save nothing where it matters most.
+  void exchanges_later(std::uint64_t comm_id) { later_.insert(comm_id); }
   // After each call of the schedule: its time (kept where next() said to
   // time it) and the residual resets it caused on this rank. An awaiting
   // call counts in no window.
@@ -158,7 +181,10 @@ class AutoChooser {
     bool drifted = false;             // the round was started by a drifted check
     bool twins_next = false;          // the next round: the choice and the twins left out
     bool awaiting = false;            // the window ended; agreed() not called yet
-    std::vector<int> round;           // the candidates the current probe round takes in turn
+    std::vector<int> round;           // the candidates of the current probe round
+    std::uint64_t pass_calls = 0;     // its first pass's calls (0: the round is not cut)
+    std::vector<double> pass;         // the first pass's agreed times, in round order
+    std::vector<int> turns;           // the candidates its calls after the pass take in turn
     std::vector<bool> available;      // next()'s, from the class's last call (empty: all)
     std::vector<double> times;        // this rank's timed calls since the last exchange
     std::uint64_t calls_since = 0;    // calls since the last exchange
@@ -170,13 +196,16 @@ class AutoChooser {
   AutoStep probe_step(ClassState& state, const Key& key) const;
   AutoStep chosen_step(ClassState& state, std::uint32_t size_class) const;
   AutoStep awaiting_step(const ClassState& state, std::uint32_t size_class) const;
-  std::vector<int> round_candidates(const ClassState& state, const Key& key) const;
+  void start_round(ClassState& state, const Key& key) const;
+  // The candidates of a round starting now; *open: it may take every one.
+  std::vector<int> round_candidates(const ClassState& state, const Key& key, bool* open) const;
   std::vector<int> first_round(const ClassState& state, const Key& key) const;
   std::vector<int> twins_round(const ClassState& state) const;
   bool available(const ClassState& state, int candidate) const {
     return static_cast<std::size_t>(candidate) >= state.available.size() ||
            state.available[candidate];
   }
+  void agree_pass(ClassState& state, const std::vector<double>& times) const;
   bool agree_round(ClassState& state, const std::vector<double>& times, bool resetting) const;
   bool left_out_for_resetting(const ClassState& state) const;
   void agree_check(ClassState& state, const std::vector<double>& times, bool resetting) const;
@@ -200,6 +229,7 @@ class AutoChooser {
   std::vector<bool> for_resetting_;
   std::map<Key, ClassState> classes_;
   std::map<Key, ClassSummary> gone_;  // of forgotten communicators
+  std::set<std::uint64_t> later_;     // communicators whose exchanges land later
 };
 
 // The median of `values` (the mean of the middle two for an even count); 0 when empty.

@@ -50,7 +50,10 @@ void Runtime::auto_agreed(Side side, std::uint64_t comm_id, int comm_rank, const
     log_line(settings_.log_level, LogLevel::debug, rank,
              "auto: communicator %llu, class of %llu bytes, %s times (ms):%s; residual resets %.0f",
              static_cast<unsigned long long>(comm_id), 1ull << step.size_class,
-             step.probe ? "probe round" : "check", window_text(agreed).c_str(), agreed.back());
+             step.first_pass ? "first pass"
+             : step.probe    ? "probe round"
+                             : "check",
+             window_text(agreed).c_str(), agreed.back());
   }
   AutoChoiceRow row;
   bool changed = false;
@@ -64,7 +67,10 @@ void Runtime::auto_agreed(Side side, std::uint64_t comm_id, int comm_rank, const
   if (timeline_.on()) {
     // The exchange, and what the class runs with from the next call.
     timeline_.span("AUTO", exchange_begin_us, Timeline::now_us(),
-                   "\"window\": \"" + std::string(step.probe ? "probe" : "check") +
+                   "\"window\": \"" +
+                       std::string(step.first_pass ? "pass"
+                                   : step.probe    ? "probe"
+                                                   : "check") +
                        "\", \"min_bytes\": " + std::to_string(1ull << step.size_class) +
                        ", \"chosen\": \"" + row.chosen + "\"");
   }

@@ -335,7 +335,8 @@ def case_job(args):
     expect(classes[0] and classes[0] == classes[1], f"auto's choice tables: {classes}")
     expect(all(c["chosen"] in ("none", "fp16", "int8") for c in classes[0] if c["probe_rounds"]),
            f"auto chose outside its candidates: {classes[0]}")
-    expect(sum(r["auto"]["probe_calls"] for r in reports) >= 2 * 9, f"auto's probe calls: {reports}")
+    # The first round of a class at least: its pass (3) and two more probes of one it kept.
+    expect(sum(r["auto"]["probe_calls"] for r in reports) >= 2 * 5, f"auto's probe calls: {reports}")
     _, _, err = launch(args.prefix, ["--compressor", "auto", "--report", "stderr"], args.mpirun, 2,
                        train)
     printed = stderr_table(err)

@@ -1,6 +1,7 @@
 // A short schedule of SLIMREDUCE_COMPRESSOR=auto's chooser for the unit
 // tests (core/runtime/auto_choice.h): 3 probes a candidate, a check window
-// of 4 in every 8 chosen calls, a round again after 16 to 64 of them.
+// of 4 in every 8 chosen calls, a round again after 16 to 64 of them, no
+// first pass.
 #pragma once
 
 #include "core/runtime/auto_choice.h"
@@ -15,6 +16,9 @@ inline AutoChooser::Schedule small_schedule() {
   schedule.first_reprobe = 16;
   schedule.longest_reprobe = 64;
   schedule.drift = 0.25;
+  // Rounds of `probes` calls a candidate, one exchange each; the first
+  // pass's cut has tests of its own (AutoChooser.AFirstPass*).
+  schedule.cut_after_first_pass = false;
   return schedule;
 }
 

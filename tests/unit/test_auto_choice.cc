@@ -514,7 +514,7 @@ Policy auto_policy() {
 TEST(DecideAuto, EachCallGetsItsCandidatesRouteCompressorAndFeedback) {
   const Policy policy = auto_policy();
   CompressionDecision rule(1 << 30, 0);
-  AutoChooser chooser(3);
+  AutoChooser chooser(3, small_schedule());
   const CallShape shape{kComm, kBytes / 4, 0};
   const std::vector<ReductionPath> routes = {ReductionPath::pass_through, ReductionPath::cast,
                                              ReductionPath::sharded};
@@ -566,7 +566,7 @@ TEST(DecideAuto, TwoLevelTwinsRunOnlyWhereTheCommunicatorSpansNodes) {
   EXPECT_TRUE(policy.candidates[4].two_level && policy.candidates[4].error_feedback);
   EXPECT_NE(policy.candidates[4].compressor, policy.candidates[2].compressor) << "its own";
   CompressionDecision rule(1 << 30, 0);
-  AutoChooser one_node(5), nodes(5);
+  AutoChooser one_node(5, small_schedule()), nodes(5, small_schedule());
   const CallShape shape{kComm, kBytes / 4, 0};
   const auto never = [](const Policy::Candidate&) { return false; };
   const auto always = [](const Policy::Candidate&) { return true; };

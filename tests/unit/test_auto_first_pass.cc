@@ -1,0 +1,218 @@
+// SLIMREDUCE_COMPRESSOR=auto's first pass (core/runtime/auto_choice.h,
+// Schedule::cut_after_first_pass): a round that may take every candidate
+// runs one call of each, exchanges those times, and leaves the hopeless out
+// of its remaining calls.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "core/runtime/auto_choice.h"
+#include "tests/unit/auto_schedule.h"
+
+namespace slimreduce {
+namespace {
+
+constexpr std::uint64_t kComm = 9;
+constexpr std::uint64_t kBytes = 1 << 22;
+
+AutoChooser::Schedule with_pass() {
+  AutoChooser::Schedule schedule = small_schedule();  // 3 probes, hopeless 3x
+  schedule.cut_after_first_pass = true;
+  return schedule;
+}
+
+AutoChooser::ClassSummary summary_of(const AutoChooser& chooser) {
+  return chooser.summary(kComm, AutoChooser::size_class(kBytes));
+}
+
+// One probe round, candidate c's calls taking seconds[c]; each exchange
+// agrees this rank's own window. Returns the steps, in call order.
+std::vector<AutoStep> round_of(AutoChooser& chooser, const std::vector<double>& seconds,
+                               int resets_on_first = 0) {
+  std::vector<AutoStep> steps;
+  for (;;) {
+    const AutoStep step = chooser.next(kComm, kBytes);
+    EXPECT_TRUE(step.probe) << "call " << steps.size();
+    const bool resets = static_cast<int>(steps.size()) < resets_on_first;
+    chooser.record(step, kComm, seconds.at(step.candidate), resets ? 1 : 0);
+    steps.push_back(step);
+    if (!step.agree_after) continue;
+    chooser.agreed(step, kComm, chooser.window(step, kComm));
+    if (!step.first_pass) return steps;
+  }
+}
+
+std::vector<int> candidates_of(const std::vector<AutoStep>& steps) {
+  std::vector<int> out;
+  for (const AutoStep& step : steps) out.push_back(step.candidate);
+  return out;
+}
+
+TEST(AutoChooser, AFirstPassCutsTheHopelessFromTheRestOfTheRound) {
+  AutoChooser chooser(3, with_pass());
+  // Plain fp32 over a slow link: 10 times int8's time; fp16 2 times.
+  const std::vector<AutoStep> steps = round_of(chooser, {10e-3, 2e-3, 1e-3});
+  EXPECT_EQ(candidates_of(steps), (std::vector<int>{0, 1, 2, 1, 2, 1, 2}));
+  ASSERT_EQ(steps.size(), 7u);
+  EXPECT_TRUE(steps[2].agree_after && steps[2].first_pass) << "the pass's exchange";
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_TRUE(steps[i].timed) << "call " << i;
+    if (i != 2) EXPECT_FALSE(steps[i].first_pass) << "call " << i;
+  }
+  EXPECT_TRUE(steps[6].agree_after);
+  const auto summary = summary_of(chooser);
+  EXPECT_EQ(summary.chosen, 2);
+  EXPECT_EQ(summary.medians, (std::vector<double>{10e-3, 2e-3, 1e-3}))
+      << "the cut candidate keeps its one call's time";
+  EXPECT_EQ(summary.probe_rounds, 1u) << "a pass is no round of its own";
+}
+
+TEST(AutoChooser, AFirstPassKeepsEveryCandidateWithinHopeless) {
+  AutoChooser chooser(3, with_pass());
+  const std::vector<AutoStep> steps = round_of(chooser, {3e-3, 1e-3, 2e-3});  // 3x: not beyond
+  EXPECT_EQ(candidates_of(steps), (std::vector<int>{0, 1, 2, 0, 1, 2, 0, 1, 2}));
+  const auto summary = summary_of(chooser);
+  EXPECT_EQ(summary.chosen, 1);
+  EXPECT_EQ(summary.medians, (std::vector<double>{3e-3, 1e-3, 2e-3}));
+}
+
+// The cut reads the exchanged times (the ranks' slowest on MPI), not this
+// rank's own: every rank cuts alike.
+TEST(AutoChooser, AFirstPassCutsByTheAgreedTimes) {
+  AutoChooser chooser(3, with_pass());
+  AutoStep step;
+  for (int i = 0; i < 3; ++i) {
+    step = chooser.next(kComm, kBytes);
+    chooser.record(step, kComm, 1e-3);  // this rank: all alike
+  }
+  ASSERT_TRUE(step.first_pass);
+  std::vector<double> window = chooser.window(step, kComm);
+  ASSERT_EQ(window.size(), 4u) << "three times, then the resets";
+  window[1] = 5e-3;  // another rank was slow in fp16's call
+  chooser.agreed(step, kComm, window);
+  std::vector<int> rest;
+  for (;;) {
+    step = chooser.next(kComm, kBytes);
+    chooser.record(step, kComm, 1e-3);
+    rest.push_back(step.candidate);
+    if (step.agree_after) break;
+  }
+  EXPECT_EQ(rest, (std::vector<int>{0, 2, 0, 2}));
+}
+
+// The round's residual resets are judged over all its calls: the pass's
+// count stays for the round's own exchange.
+TEST(AutoChooser, AFirstPassLeavesTheResetsToTheRoundsEnd) {
+  AutoChooser chooser(3, with_pass());
+  chooser.set_keeps_residual({false, true, false});
+  round_of(chooser, {3e-3, 1e-3, 2e-3}, 5);  // 5 of 9 calls reset, 3 of them in the pass
+  const auto summary = summary_of(chooser);
+  EXPECT_TRUE(summary.resetting);
+  EXPECT_EQ(summary.chosen, 2) << "fp16: the fastest of those that keep no residual";
+  EXPECT_EQ(summary.reset_rounds, 1u);
+}
+
+// On NCCL a window is agreed a call or two after its last call: the calls
+// between take the class's choice (none yet: the first candidate), untimed,
+// and the round goes on after the agreement.
+TEST(AutoChooser, AFirstPassAgreedLaterHoldsTheRoundMeanwhile) {
+  AutoChooser chooser(3, with_pass());
+  const std::vector<double> seconds = {10e-3, 2e-3, 1e-3};
+  AutoStep pass_end;
+  for (int i = 0; i < 3; ++i) {
+    pass_end = chooser.next(kComm, kBytes);
+    chooser.record(pass_end, kComm, seconds[pass_end.candidate]);
+  }
+  ASSERT_TRUE(pass_end.first_pass);
+  const std::vector<double> window = chooser.window(pass_end, kComm);
+  for (int i = 0; i < 2; ++i) {
+    const AutoStep meanwhile = chooser.next(kComm, kBytes);
+    EXPECT_TRUE(meanwhile.awaiting && !meanwhile.timed && !meanwhile.probe);
+    EXPECT_EQ(meanwhile.candidate, 0);
+    chooser.record(meanwhile, kComm, 1.0);  // counts in no window
+  }
+  chooser.agreed(pass_end, kComm, window);
+  std::vector<int> rest;
+  for (;;) {
+    const AutoStep step = chooser.next(kComm, kBytes);
+    chooser.record(step, kComm, seconds[step.candidate]);
+    rest.push_back(step.candidate);
+    if (!step.agree_after) continue;
+    chooser.agreed(step, kComm, chooser.window(step, kComm));
+    break;
+  }
+  EXPECT_EQ(rest, (std::vector<int>{1, 2, 1, 2}));
+  EXPECT_EQ(summary_of(chooser).chosen, 2);
+  EXPECT_EQ(summary_of(chooser).medians[2], 1e-3) << "the untimed calls are in no median";
+}
+
+// Only a round that may take every candidate opens with a pass: a later
+// round between full ones left the hopeless out by their medians already.
+TEST(AutoChooser, OnlyARoundOfEveryCandidateOpensWithAPass) {
+  AutoChooser chooser(3, with_pass());
+  const std::vector<double> seconds = {10e-3, 2e-3, 1e-3};
+  round_of(chooser, seconds);
+  for (int round = 2; round <= 5; ++round) {
+    std::vector<AutoStep> steps;
+    for (;;) {  // the chosen calls, then the next round
+      const AutoStep step = chooser.next(kComm, kBytes);
+      chooser.record(step, kComm, seconds[step.candidate]);
+      if (step.probe) steps.push_back(step);
+      if (!step.agree_after) continue;
+      chooser.agreed(step, kComm, chooser.window(step, kComm));
+      if (step.probe && !step.first_pass) break;
+    }
+    const bool full = round == 5;  // every full_round_every-th (4) round after the first
+    const bool any_pass = std::any_of(steps.begin(), steps.end(),
+                                      [](const AutoStep& s) { return s.first_pass; });
+    EXPECT_EQ(any_pass, full) << "round " << round;
+    const std::vector<int> expected =
+        full ? std::vector<int>{0, 1, 2, 1, 2, 1, 2} : std::vector<int>{1, 2, 1, 2, 1, 2};
+    EXPECT_EQ(candidates_of(steps), expected) << "round " << round;
+  }
+}
+
+// NCCL's exchanges land a call or two after a window's last call: its
+// communicators' rounds have no pass; another communicator's still do.
+TEST(AutoChooser, ACommunicatorThatExchangesLaterHasNoPass) {
+  AutoChooser chooser(3, with_pass());
+  chooser.exchanges_later(kComm);
+  const std::vector<AutoStep> steps = round_of(chooser, {10e-3, 2e-3, 1e-3});
+  EXPECT_EQ(candidates_of(steps), (std::vector<int>{0, 1, 2, 0, 1, 2, 0, 1, 2}));
+  EXPECT_EQ(std::count_if(steps.begin(), steps.end(), [](const AutoStep& s) { return s.agree_after; }),
+            1);
+  AutoStep step = chooser.next(kComm + 1, kBytes);
+  step = chooser.next(kComm + 1, kBytes);
+  step = chooser.next(kComm + 1, kBytes);
+  EXPECT_TRUE(step.first_pass) << "another communicator";
+}
+
+TEST(AutoChooser, ARoundOfOneCandidateOrOneProbeHasNoPass) {
+  AutoChooser single(1, with_pass());
+  const std::vector<AutoStep> alone = round_of(single, {1e-3});
+  EXPECT_EQ(alone.size(), 3u);
+  EXPECT_FALSE(alone[2].first_pass);
+
+  AutoChooser::Schedule once = with_pass();
+  once.probes = 1;
+  AutoChooser quick(3, once);
+  const std::vector<AutoStep> steps = round_of(quick, {10e-3, 2e-3, 1e-3});
+  EXPECT_EQ(candidates_of(steps), (std::vector<int>{0, 1, 2}));
+  EXPECT_FALSE(steps[2].first_pass) << "the round is its pass";
+}
+
+// A resetting round whose candidates all keep no residual leaves nothing
+// out: no reset round is counted (the report's "residuals reset" text).
+TEST(AutoChooser, AResettingRoundWithNothingToLeaveOutCountsNoResetRound) {
+  AutoChooser chooser(2, with_pass());
+  chooser.set_keeps_residual({false, false});
+  round_of(chooser, {2e-3, 1e-3}, 6);
+  const auto summary = summary_of(chooser);
+  EXPECT_TRUE(summary.resetting);
+  EXPECT_EQ(summary.chosen, 1);
+  EXPECT_EQ(summary.reset_rounds, 0u);
+}
+
+}  // namespace
+}  // namespace slimreduce
