@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # auto's first rounds with and without prediction, over 1 Gbit/s (root:
 # bench/netem.sh), 4 ranks, 64 KiB to 16 MiB in 9 size classes on one
-# communicator: prints each run's wall seconds, auto.probe_calls and the
-# choice table of rank 0's report.
+# communicator (MIN=SIZE and MAX=SIZE change the range): prints each run's
+# wall seconds, auto.probe_calls and the choice table of rank 0's report.
 # Usage: docs/perf/auto_predicted_runs.sh LIBRARY [LIBRARY...]  (from the repository root;
 # e.g. this build's library and one built from the commit before the change)
 set -euo pipefail
@@ -13,7 +13,7 @@ for lib in "$@"; do
   bench/netem.sh 1gbit -- mpirun --allow-run-as-root --oversubscribe -np 4 --mca btl tcp,self \
     --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
     -x "LD_PRELOAD=$lib" -x SLIMREDUCE_COMPRESSOR=auto -x "SLIMREDUCE_REPORT=$tag" \
-    build/bench/slimreduce-bench -b 64K -e 16M -f 2 -n 20 -w 12 -c 0 --compressors set \
+    build/bench/slimreduce-bench -b "${MIN:-64K}" -e "${MAX:-16M}" -f 2 -n 20 -w 12 -c 0 --compressors set \
     --no-baseline >"$tag.log" 2>&1
   end=$(date +%s.%N)
   echo "# $lib: wall $(python3 -c "print(round($end - $start, 2))") s"
