@@ -260,17 +260,22 @@ bool AutoChooser::agree_round(ClassState& state, const std::vector<double>& time
     }
     medians[state.round[k]] = median_of(std::move(own));
   }
-  bool any_without = false, any_keeping = false;
+  bool any_without = false, any_keeping = false, any_for_all = false;
   for (int c : state.round) {
     any_without = any_without || !keeps_residual(c);
     any_keeping = any_keeping || keeps_residual(c);
+    any_for_all = any_for_all || !for_resetting(c);
   }
   // Resetting: the candidates that keep a residual are left out (where that
-  // leaves one: any_without), counted where there was one to leave out.
+  // leaves one: any_without), counted where there was one to leave out. Not
+  // resetting: a candidate for resetting classes only (a twin, there as the
+  // choice of a class whose buffers have settled) cannot win, since the
+  // quantizer with its residual is what such a class should go back to.
   const bool exclude = resetting && any_without;
+  const bool settled = !resetting && any_for_all;
   int winner = -1;
   for (int c : state.round) {
-    if (exclude && keeps_residual(c)) continue;
+    if ((exclude && keeps_residual(c)) || (settled && for_resetting(c))) continue;
     if (winner < 0 || medians[c] < medians[winner]) winner = c;  // ties: the earlier
   }
   ClassSummary& summary = state.summary;

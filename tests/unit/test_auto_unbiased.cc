@@ -87,6 +87,29 @@ TEST(AutoUnbiased, AResettingRoundIsFollowedAtOnceByOneThatTakesTheTwin) {
   EXPECT_NEAR(summary.medians[kTwin], kSeconds[kTwin], 1e-12);
 }
 
+// A twin as fast as its quantizer, or faster (no residual to add): once the
+// buffers settle, the round is won by the quantizer with its residual all the
+// same, whatever the twin's time.
+TEST(AutoUnbiased, ASettledClassGoesBackToTheQuantizerEvenWhereTheTwinIsFaster) {
+  AutoChooser chooser = twin_chooser();
+  const std::vector<double> seconds = {3e-3, 1e-3, 2e-3, 0.9e-3};  // the twin the fastest
+  const auto round = [&](bool resets) {
+    for (;;) {
+      const AutoStep step = chooser.next(kComm, kBytes);
+      chooser.record(step, kComm, seconds.at(step.candidate), resets ? 1 : 0);
+      if (!step.agree_after) continue;
+      chooser.agreed(step, kComm, chooser.window(step, kComm));
+      if (step.probe) return;
+    }
+  };
+  round(true);
+  round(true);
+  ASSERT_EQ(summary_of(chooser).chosen, kTwin);
+  round(false);  // settled: the round takes the twin, as the choice
+  EXPECT_EQ(summary_of(chooser).chosen, kInt8);
+  EXPECT_EQ(summary_of(chooser).medians[kTwin], 0.9e-3) << "measured, and left to resetting";
+}
+
 TEST(AutoUnbiased, AChosenTwinStaysWhileResetsGoOnAndLeavesWhenTheyStop) {
   AutoChooser chooser = twin_chooser();
   next_round(chooser, true);
