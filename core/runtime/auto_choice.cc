@@ -141,7 +141,6 @@ double AutoChooser::predicted(std::uint64_t comm_id, std::uint32_t size_class,
 // round that may take every candidate (the others left out the hopeless
 // ones already), of two candidates or more, on a side that agrees at once.
 void AutoChooser::start_round(ClassState& state, const Key& key) const {
-  if (state.summary.chosen < 0) state.first_with_twins = others_reset(key);
   bool open = false;
   state.round = state.twins_next ? twins_round(state) : round_candidates(state, key, &open);
   state.twins_next = false;
@@ -300,20 +299,6 @@ bool AutoChooser::agree_round(ClassState& state, const std::vector<double>& time
     state.twins_next = true;
   }
   return changed;
-}
-
-// Whether at least half of the communicator's other agreed classes were
-// resetting at their last window (none agreed: no). From agreed summaries
-// alone, of the communicator's own classes: the same on every rank.
-bool AutoChooser::others_reset(const Key& key) const {
-  int agreed = 0, resetting = 0;
-  for (auto it = classes_.lower_bound({key.first, 0}); it != classes_.end(); ++it) {
-    if (it->first.first != key.first) break;
-    if (it->first == key || it->second.summary.chosen < 0) continue;
-    ++agreed;
-    resetting += it->second.summary.resetting ? 1 : 0;
-  }
-  return agreed > 0 && 2 * resetting >= agreed;
 }
 
 // Whether a candidate for resetting classes that the class may now probe

@@ -42,12 +42,9 @@
 // choice that keeps one starts a probe round at the next call. Candidates
 // for resetting classes only (set_for_resetting(): a quantizer's unbiased
 // twin, which needs no residual) join a class's rounds while its last agreed
-// window was resetting (or while one is its choice), and its first round
-// where at least half of its communicator's agreed classes were resetting at
-// their last window (a framework's fusion buffers reset in every class);
-// they win only a resetting round. A resetting round that left such a
-// candidate out is followed at the next call by a round of the choice and
-// those candidates alone (the others' medians are known).
+// window was resetting (or while one is its choice); a resetting round that
+// left such a candidate out is followed at the next call by a round of the
+// choice and those candidates alone (the others' medians are known).
 // A side may agree later than the window's last call (NCCL reads its times
 // from CUDA events a few calls on, core/nccl/auto_timing.h): until agreed(),
 // the class's calls are untimed, take the class's choice (or the first
@@ -183,7 +180,6 @@ class AutoChooser {
     double chosen_median = 0;         // the choice's median at its first check (0: none yet)
     bool drifted = false;             // the round was started by a drifted check
     bool twins_next = false;          // the next round: the choice and the twins left out
-    bool first_with_twins = false;    // its first round takes the twins (others_reset())
     bool awaiting = false;            // the window ended; agreed() not called yet
     std::vector<int> round;           // the candidates of the current probe round
     std::uint64_t pass_calls = 0;     // its first pass's calls (0: the round is not cut)
@@ -223,12 +219,9 @@ class AutoChooser {
   // Whether a round of this class may take the candidate (available, and a
   // candidate for resetting classes only while the class resets or has it chosen).
   bool may_probe(const ClassState& state, int candidate) const {
-    return available(state, candidate) &&
-           (!for_resetting(candidate) || state.summary.resetting ||
-            state.summary.chosen == candidate ||
-            (state.summary.chosen < 0 && state.first_with_twins));
+    return available(state, candidate) && (!for_resetting(candidate) || state.summary.resetting ||
+                                           state.summary.chosen == candidate);
   }
-  bool others_reset(const Key& key) const;
 
   int candidates_;
   Schedule schedule_;

@@ -35,12 +35,11 @@ AutoChooser twin_chooser() {
 // `resets`, every call finds its key with another shape (as a fusion
 // buffer's do, whatever the candidate). Returns the candidates the round
 // probed, in call order, and counts the chosen calls before it.
-std::vector<int> next_round(AutoChooser& chooser, bool resets, int* chosen_before = nullptr,
-                            std::uint64_t bytes = kBytes) {
+std::vector<int> next_round(AutoChooser& chooser, bool resets, int* chosen_before = nullptr) {
   std::vector<int> probed;
   int chosen = 0;
   for (;;) {
-    const AutoStep step = chooser.next(kComm, bytes);
+    const AutoStep step = chooser.next(kComm, kBytes);
     chooser.record(step, kComm, kSeconds.at(step.candidate), resets ? 1 : 0);
     if (step.probe)
       probed.push_back(step.candidate);
@@ -58,8 +57,8 @@ bool probed(const std::vector<int>& round, int candidate) {
   return std::find(round.begin(), round.end(), candidate) != round.end();
 }
 
-AutoChooser::ClassSummary summary_of(const AutoChooser& chooser, std::uint64_t bytes = kBytes) {
-  return chooser.summary(kComm, AutoChooser::size_class(bytes));
+AutoChooser::ClassSummary summary_of(const AutoChooser& chooser) {
+  return chooser.summary(kComm, AutoChooser::size_class(kBytes));
 }
 
 TEST(AutoUnbiased, ATwinIsNeverProbedWhileTheClassDoesNotReset) {
@@ -86,31 +85,6 @@ TEST(AutoUnbiased, AResettingRoundIsFollowedAtOnceByOneThatTakesTheTwin) {
   EXPECT_EQ(summary.chosen, kTwin) << "int8's speed without a residual";
   EXPECT_TRUE(summary.resetting);
   EXPECT_NEAR(summary.medians[kTwin], kSeconds[kTwin], 1e-12);
-}
-
-// Where the communicator's classes reset (a framework's fusion buffers), a
-// new class's first round takes the twin: a resetting class then chooses it
-// at once, with no second round against it.
-TEST(AutoUnbiased, ANewClassOfAResettingCommunicatorProbesTheTwinInItsFirstRound) {
-  AutoChooser chooser = twin_chooser();
-  next_round(chooser, true);  // the first class: nothing known before it
-  ASSERT_TRUE(summary_of(chooser).resetting);
-  constexpr std::uint64_t kOther = 4 * kBytes;
-  const std::vector<int> first = next_round(chooser, true, nullptr, kOther);
-  EXPECT_TRUE(probed(first, kTwin));
-  EXPECT_EQ(summary_of(chooser, kOther).chosen, kTwin);
-  const AutoStep after = chooser.next(kComm, kOther);
-  EXPECT_FALSE(after.probe) << "no second round: the twin was in the first";
-}
-
-TEST(AutoUnbiased, ANewClassOfASteadyCommunicatorLeavesTheTwinOut) {
-  AutoChooser chooser = twin_chooser();
-  next_round(chooser, false);
-  constexpr std::uint64_t kOther = 4 * kBytes;
-  EXPECT_FALSE(probed(next_round(chooser, false, nullptr, kOther), kTwin));
-  // Half the communicator's classes resetting is enough: a third class takes it.
-  next_round(chooser, true, nullptr, kOther);  // kOther's second round: resetting
-  EXPECT_TRUE(probed(next_round(chooser, true, nullptr, 16 * kBytes), kTwin));
 }
 
 // A twin as fast as its quantizer, or faster (no residual to add): once the
