@@ -164,8 +164,8 @@ TEST(AutoChooser, OnlyARoundOfEveryCandidateOpensWithAPass) {
       if (step.probe && !step.first_pass) break;
     }
     const bool full = round == 5;  // every full_round_every-th (4) round after the first
-    const bool any_pass = std::any_of(steps.begin(), steps.end(),
-                                      [](const AutoStep& s) { return s.first_pass; });
+    const bool any_pass =
+        std::any_of(steps.begin(), steps.end(), [](const AutoStep& s) { return s.first_pass; });
     EXPECT_EQ(any_pass, full) << "round " << round;
     const std::vector<int> expected =
         full ? std::vector<int>{0, 1, 2, 1, 2, 1, 2} : std::vector<int>{1, 2, 1, 2, 1, 2};
@@ -180,8 +180,9 @@ TEST(AutoChooser, ACommunicatorThatExchangesLaterHasNoPass) {
   chooser.exchanges_later(kComm);
   const std::vector<AutoStep> steps = round_of(chooser, {10e-3, 2e-3, 1e-3});
   EXPECT_EQ(candidates_of(steps), (std::vector<int>{0, 1, 2, 0, 1, 2, 0, 1, 2}));
-  EXPECT_EQ(std::count_if(steps.begin(), steps.end(), [](const AutoStep& s) { return s.agree_after; }),
-            1);
+  EXPECT_EQ(
+      std::count_if(steps.begin(), steps.end(), [](const AutoStep& s) { return s.agree_after; }),
+      1);
   AutoStep step = chooser.next(kComm + 1, kBytes);
   step = chooser.next(kComm + 1, kBytes);
   step = chooser.next(kComm + 1, kBytes);
