@@ -139,12 +139,15 @@ double AutoChooser::predicted(std::uint64_t comm_id, std::uint32_t size_class,
 
 // A round's candidates, and whether it opens with a first pass: only a
 // round that may take every candidate (the others left out the hopeless
-// ones already), of two candidates or more, on a side that agrees at once.
+// ones already), of two candidates or more; on a side that agrees later,
+// only where the calls before the agreement take a choice the class has
+// (exchanges_later()).
 void AutoChooser::start_round(ClassState& state, const Key& key) const {
   bool open = false;
   state.round = state.twins_next ? twins_round(state) : round_candidates(state, key, &open);
   state.twins_next = false;
-  const bool cut = open && schedule_.cut_after_first_pass && !later_.contains(key.first) &&
+  const bool waits_on_choice = !later_.contains(key.first) || state.summary.chosen >= 0;
+  const bool cut = open && schedule_.cut_after_first_pass && waits_on_choice &&
                    schedule_.probes > 1 && state.round.size() > 1;
   state.pass_calls = cut ? state.round.size() : 0;
   state.pass.clear();

@@ -98,8 +98,9 @@ class AutoChooser {
     // of each, and its remaining calls leave out the candidates whose pass
     // took more than `hopeless` times the pass's fastest: over a slow link
     // plain fp32 is then sent once in such a round, not `probes` times. A
-    // candidate so cut keeps that one call's time as its median. Not on a
-    // communicator whose exchanges land later (exchanges_later()). false:
+    // candidate so cut keeps that one call's time as its median. Not a
+    // class's first round on a communicator whose exchanges land later
+    // (exchanges_later()). false:
     // every round probes each of its candidates `probes` times (tests).
     bool cut_after_first_pass = true;
   };
@@ -134,10 +135,11 @@ class AutoChooser {
   // Which candidates only classes whose residuals keep resetting probe; none by default.
   void set_for_resetting(std::vector<bool> only) { for_resetting_ = std::move(only); }
   // The communicator's side agrees a window a call or more after its last
-  // call (NCCL's): its rounds open with no first pass. Its calls in between
-  // would run, while a class has no choice yet, the first candidate: in a
-  // first round over a slow link plain fp32, the very candidate the pass
-  // would cut, so the pass would save nothing where it matters most.
+  // call (NCCL's): a class's first round opens with no first pass. Its calls
+  // before the pass's agreement would run, with no choice yet, the first
+  // candidate: in a first round over a slow link plain fp32, the very
+  // candidate the pass would cut, so there the pass would save nothing. A
+  // later round's calls in between take the class's choice.
   void exchanges_later(std::uint64_t comm_id) { later_.insert(comm_id); }
   // After each call of the schedule: its time (kept where next() said to
   // time it) and the residual resets it caused on this rank. An awaiting

@@ -15,6 +15,9 @@ namespace {
 
 constexpr std::uint64_t kComm = 9;
 constexpr std::uint64_t kBytes = 1 << 22;
+// No loop here runs past this many calls: a schedule that never reaches
+// what a test waits for fails the test instead of hanging it.
+constexpr int kMaxCalls = 1000;
 
 AutoChooser::Schedule with_pass() {
   AutoChooser::Schedule schedule = small_schedule();  // 3 probes, hopeless 3x
@@ -31,7 +34,7 @@ AutoChooser::ClassSummary summary_of(const AutoChooser& chooser) {
 std::vector<AutoStep> round_of(AutoChooser& chooser, const std::vector<double>& seconds,
                                int resets_on_first = 0) {
   std::vector<AutoStep> steps;
-  for (;;) {
+  for (int guard = 0; guard < kMaxCalls; ++guard) {
     const AutoStep step = chooser.next(kComm, kBytes);
     EXPECT_TRUE(step.probe) << "call " << steps.size();
     const bool resets = static_cast<int>(steps.size()) < resets_on_first;
@@ -41,6 +44,8 @@ std::vector<AutoStep> round_of(AutoChooser& chooser, const std::vector<double>& 
     chooser.agreed(step, kComm, chooser.window(step, kComm));
     if (!step.first_pass) return steps;
   }
+  ADD_FAILURE() << "no round ended in " << kMaxCalls << " calls";
+  return steps;
 }
 
 std::vector<int> candidates_of(const std::vector<AutoStep>& steps) {
@@ -92,7 +97,7 @@ TEST(AutoChooser, AFirstPassCutsByTheAgreedTimes) {
   window[1] = 5e-3;  // another rank was slow in fp16's call
   chooser.agreed(step, kComm, window);
   std::vector<int> rest;
-  for (;;) {
+  for (int guard = 0; guard < kMaxCalls; ++guard) {
     step = chooser.next(kComm, kBytes);
     chooser.record(step, kComm, 1e-3);
     rest.push_back(step.candidate);
@@ -134,7 +139,7 @@ TEST(AutoChooser, AFirstPassAgreedLaterHoldsTheRoundMeanwhile) {
   }
   chooser.agreed(pass_end, kComm, window);
   std::vector<int> rest;
-  for (;;) {
+  for (int guard = 0; guard < kMaxCalls; ++guard) {
     const AutoStep step = chooser.next(kComm, kBytes);
     chooser.record(step, kComm, seconds[step.candidate]);
     rest.push_back(step.candidate);
@@ -155,7 +160,7 @@ TEST(AutoChooser, OnlyARoundOfEveryCandidateOpensWithAPass) {
   round_of(chooser, seconds);
   for (int round = 2; round <= 5; ++round) {
     std::vector<AutoStep> steps;
-    for (;;) {  // the chosen calls, then the next round
+    for (int guard = 0; guard < kMaxCalls; ++guard) {  // the chosen calls, then the next round
       const AutoStep step = chooser.next(kComm, kBytes);
       chooser.record(step, kComm, seconds[step.candidate]);
       if (step.probe) steps.push_back(step);
@@ -173,9 +178,10 @@ TEST(AutoChooser, OnlyARoundOfEveryCandidateOpensWithAPass) {
   }
 }
 
-// NCCL's exchanges land a call or two after a window's last call: its
-// communicators' rounds have no pass; another communicator's still do.
-TEST(AutoChooser, ACommunicatorThatExchangesLaterHasNoPass) {
+// NCCL's exchanges land a call or two after a window's last call: on its
+// communicators a class's first round has no pass (the calls before its
+// agreement would run the first candidate); another communicator's does.
+TEST(AutoChooser, ACommunicatorThatExchangesLaterHasNoPassInAFirstRound) {
   AutoChooser chooser(3, with_pass());
   chooser.exchanges_later(kComm);
   const std::vector<AutoStep> steps = round_of(chooser, {10e-3, 2e-3, 1e-3});
@@ -187,6 +193,46 @@ TEST(AutoChooser, ACommunicatorThatExchangesLaterHasNoPass) {
   step = chooser.next(kComm + 1, kBytes);
   step = chooser.next(kComm + 1, kBytes);
   EXPECT_TRUE(step.first_pass) << "another communicator";
+}
+
+// A later round that takes every candidate (a full one, or one a drift
+// started) has its pass there too: the calls before the pass's agreement
+// take the class's choice, untimed.
+TEST(AutoChooser, ACommunicatorThatExchangesLaterHasAPassInALaterFullRound) {
+  AutoChooser::Schedule schedule = with_pass();
+  schedule.full_round_every = 1;  // every round takes every candidate
+  AutoChooser chooser(3, schedule);
+  chooser.exchanges_later(kComm);
+  const std::vector<double> seconds = {10e-3, 2e-3, 1e-3};
+  round_of(chooser, seconds);
+  ASSERT_EQ(summary_of(chooser).chosen, 2);
+  std::vector<int> probed;
+  AutoStep pass_end;
+  for (int guard = 0; guard < kMaxCalls; ++guard) {  // the chosen calls up to the next round's pass
+    pass_end = chooser.next(kComm, kBytes);
+    chooser.record(pass_end, kComm, seconds[pass_end.candidate]);
+    if (pass_end.probe) probed.push_back(pass_end.candidate);
+    if (!pass_end.agree_after) continue;
+    if (pass_end.first_pass) break;
+    chooser.agreed(pass_end, kComm, chooser.window(pass_end, kComm));
+  }
+  ASSERT_TRUE(pass_end.first_pass) << "no pass in " << kMaxCalls << " calls";
+  EXPECT_EQ(probed, (std::vector<int>{0, 1, 2}));
+  const std::vector<double> window = chooser.window(pass_end, kComm);
+  const AutoStep meanwhile = chooser.next(kComm, kBytes);  // before the agreement lands
+  EXPECT_TRUE(meanwhile.awaiting);
+  EXPECT_EQ(meanwhile.candidate, 2) << "the class's choice, not plain fp32";
+  chooser.agreed(pass_end, kComm, window);
+  std::vector<int> rest;
+  for (int guard = 0; guard < kMaxCalls; ++guard) {
+    const AutoStep step = chooser.next(kComm, kBytes);
+    chooser.record(step, kComm, seconds[step.candidate]);
+    rest.push_back(step.candidate);
+    if (!step.agree_after) continue;
+    chooser.agreed(step, kComm, chooser.window(step, kComm));
+    break;
+  }
+  EXPECT_EQ(rest, (std::vector<int>{1, 2, 1, 2}));
 }
 
 TEST(AutoChooser, ARoundOfOneCandidateOrOneProbeHasNoPass) {
