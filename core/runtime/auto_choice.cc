@@ -60,7 +60,7 @@ AutoStep AutoChooser::awaiting_step(const ClassState& state, std::uint32_t size_
 // prediction) is within `hopeless` times the choice's (the choice always,
 // and any with neither). Read from agreed medians alone, so the same on
 // every rank. Never a candidate the communicator cannot run (next()'s
-// `available`).
+// `available`). *open: the round may take a candidate it knows nothing of.
 std::vector<int> AutoChooser::round_candidates(const ClassState& state, const Key& key,
                                                bool* open) const {
   const ClassSummary& summary = state.summary;
@@ -75,7 +75,11 @@ std::vector<int> AutoChooser::round_candidates(const ClassState& state, const Ke
     if (!may_probe(state, c)) continue;
     const double own =
         summary.medians[c] > 0 ? summary.medians[c] : predicted(key.first, key.second, c);
-    if (all || c == summary.chosen || own <= bound) round.push_back(c);
+    if (!(all || c == summary.chosen || own <= bound)) continue;
+    round.push_back(c);
+    // Neither measured nor predicted (cut by a pass before): the round opens
+    // with a pass of its own.
+    *open = *open || own <= 0;
   }
   if (round.empty()) round.push_back(0);  // next() asks that the first be available
   return round;
@@ -248,7 +252,8 @@ void AutoChooser::agree_pass(ClassState& state, const std::vector<double>& times
 bool AutoChooser::agree_round(ClassState& state, const std::vector<double>& times,
                               bool resetting) const {
   // A candidate left out of the round keeps its last agreed median (the
-  // report's), and cannot win; one cut after the pass has its pass's time.
+  // report's), and cannot win; one cut after the pass is judged by its
+  // pass's time.
   std::vector<double> medians = state.summary.medians;
   medians.resize(candidates_, 0.0);
   const std::size_t in_turn = state.turns.size();
@@ -280,6 +285,15 @@ bool AutoChooser::agree_round(ClassState& state, const std::vector<double>& time
   for (int c : state.round) {
     if ((exclude && keeps_residual(c)) || (settled && for_resetting(c))) continue;
     if (winner < 0 || medians[c] < medians[winner]) winner = c;  // ties: the earlier
+  }
+  // A candidate cut after the pass has one call's time, no median: the
+  // class's next round measures it again (with a pass), unless a prediction
+  // leaves it out. So one slow call, a page fault or another process on the
+  // core, keeps a candidate out of one round only.
+  for (std::size_t k = 0; k < state.round.size(); ++k) {
+    const int c = state.round[k];
+    if (c != winner && std::find(state.turns.begin(), state.turns.end(), c) == state.turns.end())
+      medians[c] = 0;
   }
   ClassSummary& summary = state.summary;
   if (exclude && any_keeping) ++summary.reset_rounds;

@@ -98,7 +98,9 @@ class AutoChooser {
     // of each, and its remaining calls leave out the candidates whose pass
     // took more than `hopeless` times the pass's fastest: over a slow link
     // plain fp32 is then sent once in such a round, not `probes` times. A
-    // candidate so cut keeps that one call's time as its median. Not a
+    // candidate so cut has no median (one call is none): the class's next
+    // round takes it again, with a pass, unless a prediction leaves it out
+    // (predicted()). Not a
     // class's first round on a communicator whose exchanges land later
     // (exchanges_later()). false:
     // every round probes each of its candidates `probes` times (tests).

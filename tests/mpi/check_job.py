@@ -185,8 +185,10 @@ def check_auto_reset(args, command):
 def check_auto_skew(args, command):
     """SLIMREDUCE_COMPRESSOR=auto with one rank --late-us late to every call
     (test_mpi_auto's AUTO_TEST_SLOW_RANK): a probe is timed from the ranks'
-    common start, so no agreed median holds the lateness (each under half of
-    it), and every rank's choice table is the same."""
+    common start, so no agreed median holds the lateness (a median that did
+    would be the lateness or more; each must be under 0.8 of it: on 2 cores
+    beside other tests 3 ranks' medians reached 42 ms with no lateness in
+    them), and every rank's choice table is the same."""
     late = args.late_us / 1e6
     table = agreed_table(reports_of(args, command, {"SLIMREDUCE_COMPRESSOR": "auto",
                                                     "AUTO_TEST_SLOW_RANK": "1",
@@ -195,7 +197,7 @@ def check_auto_skew(args, command):
                for name, seconds in row["median_seconds"].items()]
     if not medians:
         fail(f"no measured median in {table}")
-    slow = [entry for entry in medians if entry[2] >= late / 2]
+    slow = [entry for entry in medians if entry[2] >= 0.8 * late]
     if slow:
         fail(f"medians holding the {args.late_us} us lateness: {slow}")
     longest = max(seconds for _, _, seconds in medians)
@@ -244,7 +246,7 @@ def main():
     parser.add_argument("--mpi", choices=launch_env.FAMILIES, default="openmpi")
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for every rank")
     parser.add_argument("--advised", action="store_true", help="advice: a case it applies to")
-    parser.add_argument("--late-us", type=int, default=50000, help="autoskew: rank 1's lateness")
+    parser.add_argument("--late-us", type=int, default=100000, help="autoskew: rank 1's lateness")
     split = sys.argv.index("--")
     args = parser.parse_args(sys.argv[1:split])
     global ARGS
