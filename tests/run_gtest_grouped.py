@@ -42,8 +42,10 @@ def grouped(tests):
     for test in tests:
         command = test.get("command", [])
         filters = [arg[len(FILTER):] for arg in command if arg.startswith(FILTER)]
+        # A case's own TIMEOUT does not hold in a group: the suite's test,
+        # which runs this script, has its own.
         plain = set(p["name"] for p in test.get("properties", [])) <= {
-            "WORKING_DIRECTORY", "SKIP_REGULAR_EXPRESSION", "LABELS"}
+            "WORKING_DIRECTORY", "SKIP_REGULAR_EXPRESSION", "LABELS", "TIMEOUT"}
         rest = [arg for arg in command[1:] if not arg.startswith(FILTER)]
         # A name with a filter's special characters would select other cases.
         literal = len(filters) == 1 and not any(c in filters[0] for c in "-*?:")
