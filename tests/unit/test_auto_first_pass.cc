@@ -48,6 +48,22 @@ std::vector<AutoStep> round_of(AutoChooser& chooser, const std::vector<double>& 
   return steps;
 }
 
+// The calls of a round after its pass was agreed, up to and including the
+// round's own exchange; returns their candidates.
+std::vector<int> rest_of_round(AutoChooser& chooser, const std::vector<double>& seconds) {
+  std::vector<int> rest;
+  for (int guard = 0; guard < kMaxCalls; ++guard) {
+    const AutoStep step = chooser.next(kComm, kBytes);
+    chooser.record(step, kComm, seconds.at(step.candidate));
+    rest.push_back(step.candidate);
+    if (!step.agree_after) continue;
+    chooser.agreed(step, kComm, chooser.window(step, kComm));
+    return rest;
+  }
+  ADD_FAILURE() << "no round ended in " << kMaxCalls << " calls";
+  return rest;
+}
+
 std::vector<int> candidates_of(const std::vector<AutoStep>& steps) {
   std::vector<int> out;
   for (const AutoStep& step : steps) out.push_back(step.candidate);
@@ -138,16 +154,7 @@ TEST(AutoChooser, AFirstPassAgreedLaterHoldsTheRoundMeanwhile) {
     chooser.record(meanwhile, kComm, 1.0);  // counts in no window
   }
   chooser.agreed(pass_end, kComm, window);
-  std::vector<int> rest;
-  for (int guard = 0; guard < kMaxCalls; ++guard) {
-    const AutoStep step = chooser.next(kComm, kBytes);
-    chooser.record(step, kComm, seconds[step.candidate]);
-    rest.push_back(step.candidate);
-    if (!step.agree_after) continue;
-    chooser.agreed(step, kComm, chooser.window(step, kComm));
-    break;
-  }
-  EXPECT_EQ(rest, (std::vector<int>{1, 2, 1, 2}));
+  EXPECT_EQ(rest_of_round(chooser, seconds), (std::vector<int>{1, 2, 1, 2}));
   EXPECT_EQ(summary_of(chooser).chosen, 2);
   EXPECT_EQ(summary_of(chooser).medians[2], 1e-3) << "the untimed calls are in no median";
 }
@@ -258,16 +265,7 @@ TEST(AutoChooser, ACommunicatorThatExchangesLaterHasAPassInALaterFullRound) {
   EXPECT_TRUE(meanwhile.awaiting);
   EXPECT_EQ(meanwhile.candidate, 2) << "the class's choice, not plain fp32";
   chooser.agreed(pass_end, kComm, window);
-  std::vector<int> rest;
-  for (int guard = 0; guard < kMaxCalls; ++guard) {
-    const AutoStep step = chooser.next(kComm, kBytes);
-    chooser.record(step, kComm, seconds[step.candidate]);
-    rest.push_back(step.candidate);
-    if (!step.agree_after) continue;
-    chooser.agreed(step, kComm, chooser.window(step, kComm));
-    break;
-  }
-  EXPECT_EQ(rest, (std::vector<int>{1, 2, 1, 2}));
+  EXPECT_EQ(rest_of_round(chooser, seconds), (std::vector<int>{1, 2, 1, 2}));
 }
 
 TEST(AutoChooser, ARoundOfOneCandidateOrOneProbeHasNoPass) {
