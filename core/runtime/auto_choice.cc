@@ -257,11 +257,14 @@ bool AutoChooser::agree_round(ClassState& state, const std::vector<double>& time
   std::vector<double> medians = state.summary.medians;
   medians.resize(candidates_, 0.0);
   const std::size_t in_turn = state.turns.size();
+  std::vector<int> cut;  // after the pass
   for (std::size_t k = 0; k < state.round.size(); ++k) {
     std::vector<double> own;
     if (!state.pass.empty()) own.push_back(state.pass[k]);
     const auto at = std::find(state.turns.begin(), state.turns.end(), state.round[k]);
-    if (at != state.turns.end()) {
+    if (at == state.turns.end()) {
+      cut.push_back(state.round[k]);
+    } else {
       for (auto i = static_cast<std::size_t>(at - state.turns.begin()); i < times.size();
            i += in_turn)
         own.push_back(times[i]);
@@ -290,10 +293,8 @@ bool AutoChooser::agree_round(ClassState& state, const std::vector<double>& time
   // class's next round measures it again (with a pass), unless a prediction
   // leaves it out. So one slow call, a page fault or another process on the
   // core, keeps a candidate out of one round only.
-  for (std::size_t k = 0; k < state.round.size(); ++k) {
-    const int c = state.round[k];
-    if (c != winner && std::find(state.turns.begin(), state.turns.end(), c) == state.turns.end())
-      medians[c] = 0;
+  for (int c : cut) {
+    if (c != winner) medians[c] = 0;
   }
   ClassSummary& summary = state.summary;
   if (exclude && any_keeping) ++summary.reset_rounds;

@@ -15,7 +15,8 @@
 //    A round that may take every candidate (a class's first, a full round,
 //    one a drift started) opens with a first pass, one call of each, whose
 //    times are exchanged at once: its remaining calls leave out a candidate
-//    more than `hopeless` times the fastest (on a side that agrees at once);
+//    more than `hopeless` times the fastest (not a class's first round on a
+//    side that agrees later: exchanges_later());
 //  - then the choice, with a check every `check_every` calls: its last
 //    `check_window` calls are timed and agreed the same way. The first
 //    check's median is the choice's own (a probe round's times include the
@@ -100,10 +101,9 @@ class AutoChooser {
     // plain fp32 is then sent once in such a round, not `probes` times. A
     // candidate so cut has no median (one call is none): the class's next
     // round takes it again, with a pass, unless a prediction leaves it out
-    // (predicted()). Not a
-    // class's first round on a communicator whose exchanges land later
-    // (exchanges_later()). false:
-    // every round probes each of its candidates `probes` times (tests).
+    // (predicted()). Not a class's first round on a communicator whose
+    // exchanges land later (exchanges_later()). false: every round probes
+    // each of its candidates `probes` times (tests).
     bool cut_after_first_pass = true;
   };
   // What a size class did, for the log and the report.
