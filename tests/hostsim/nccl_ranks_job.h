@@ -45,6 +45,9 @@ struct Comm {
   int rank = 0;
   int size = 1;
   int id = 0;  // the model's name for it: a new one for each made
+  // The same ranks in the same order in MPI, where the job has it (the world):
+  // prepare gathers every rank's input through it; elsewhere each rank makes them all.
+  MPI_Comm mpi = MPI_COMM_NULL;
 };
 
 // One call: where it goes, and every rank's input (in the communicator's rank order).

@@ -3,9 +3,10 @@
 // and 2-bit quantization. A test that builds its expectation with the library's own
 // kernels (kernels/) shares their bugs, so nothing here includes or calls
 // kernels/: the arithmetic is written again from the formats' definitions,
-// by other means (double arithmetic, frexp/ldexp and an explicit
-// ties-to-even instead of the kernels' integer bit tricks; a stable sort
-// instead of a radix select). The rules that are choices of the library, not
+// by other means (double arithmetic, frexp's exponent, powers of two made by
+// ldexp and an explicit ties-to-even instead of the kernels' integer bit
+// tricks on the fp32 pattern; a selection by one total order instead of a
+// radix select). The rules that are choices of the library, not
 // arithmetic (which NaN bits survive a cast, NaN ordering in top-k, the int8
 // scale and code rules, the NaN rule of a sum), are restated from their
 // documentation in kernels/element_rules.h, topk.h, quant8.h, quant8_minmax.h
@@ -23,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 namespace slimreduce::reference {
@@ -76,15 +78,39 @@ inline double scaled(double v, int k) {
   return k < -kSpan || k > kSpan ? std::ldexp(v, k) : v * powers[k + kSpan];
 }
 
-// v >= 0 rounded to a whole number, ties to even, spelled out rather than
-// left to nearbyint and the current rounding mode. v - floor(v) is exact, and
-// so is whole / 2 (even: a whole number again; fmod said the same, slower).
+// v rounded to a whole number, ties to even, spelled out rather than left to
+// nearbyint and the current rounding mode. v - whole is exact. For v in
+// [0, 2^52) the whole part is the truncating conversion to an integer (no
+// libm call: the host simulation's model rounds every value of every rank),
+// whose lowest bit says even; elsewhere floor and whole / 2 (exact: an even
+// whole number halves to a whole number).
 inline double round_half_even(double v) {
+  if (v >= 0.0 && v < 0x1p52) {
+    const auto truncated = static_cast<std::int64_t>(v);
+    const double whole = static_cast<double>(truncated);
+    const double fraction = v - whole;
+    // Up past the half, or at it from an odd whole number; without branches,
+    // which random fractions mispredict.
+    const bool up = (fraction > 0.5) | ((fraction == 0.5) & ((truncated & 1) != 0));
+    return whole + static_cast<double>(up);
+  }
   const double whole = std::floor(v);
   const double fraction = v - whole;
   if (fraction > 0.5) return whole + 1.0;
   if (fraction < 0.5) return whole;
   return std::floor(whole / 2.0) * 2.0 == whole ? whole : whole + 1.0;
+}
+
+// frexp's exponent of a finite a != 0: a = m 2^e with |m| in [0.5, 1). Read
+// from a normal double's exponent field (every float is one), frexp otherwise.
+inline int frexp_exponent(double a) {
+  const auto field = static_cast<int>((std::bit_cast<std::uint64_t>(a) >> 52) & 0x7ffu);
+  if (field == 0 || field == 0x7ff) {
+    int e = 0;
+    std::frexp(a, &e);
+    return e;
+  }
+  return field - 1022;
 }
 
 // A binary interchange format with a hidden bit: exp_bits of exponent (bias
@@ -107,8 +133,7 @@ inline constexpr Format kBf16{8, 7};
 // of the smallest subnormal below the smallest normal. The exponent is left
 // unbounded above: IEEE 754 judges overflow on exactly this result.
 inline double round_to_format(double a, Format f) {
-  int e = 0;
-  std::frexp(a, &e);  // a = m 2^e with m in [0.5, 1): the leading bit is 2^(e - 1)
+  const int e = frexp_exponent(a);  // a = m 2^e with m in [0.5, 1): the leading bit is 2^(e - 1)
   const double quantum = scaled(1.0, std::max(e - 1, f.emin()) - f.mant_bits);
   return round_half_even(a / quantum) * quantum;
 }
@@ -116,8 +141,7 @@ inline double round_to_format(double a, Format f) {
 // The encoding of v >= 0, a value the format holds exactly.
 inline std::uint32_t encode_magnitude(double v, Format f) {
   if (v == 0.0) return 0;
-  int e = 0;
-  std::frexp(v, &e);
+  const int e = frexp_exponent(v);
   if (e - 1 < f.emin()) {  // subnormal: a count of the smallest subnormal
     return static_cast<std::uint32_t>(scaled(v, f.mant_bits - f.emin()));
   }
@@ -256,37 +280,29 @@ inline bool larger_magnitude(float a, float b) {
 // which equal magnitudes keep index order, so ties go to the lower index
 // (what a stable sort by magnitude would keep; a selection by that total
 // order, since the host simulation's model selects every rank's k each call).
-// Each value's place in that order is worked out once, into a key of its
-// own (class, magnitude, NaN payload, index) that the selection compares in
-// place: comparing values through their indices, each comparison classifying
-// both, was the larger part of a top-k model's time in the host simulation.
+// Each value's place in that order is worked out once, into one 64-bit key
+// that the selection compares in place, largest first: larger_magnitude's
+// order in the high half (NaNs by payload above inf above numbers by |x|,
+// whose fp32 bits order as the values do), the index's complement in the low
+// half (the lower index larger). Comparing values through their indices, and
+// then a four-field key, was the larger part of a top-k model's time in the
+// host simulation, which selects every rank's k each call.
 inline std::vector<std::uint32_t> topk_select(const std::vector<float>& acc, std::size_t k) {
-  struct Key {
-    int rank;               // 2 NaN, 1 inf, 0 a number (larger_magnitude's classes)
-    float magnitude;        // |x| for numbers and inf
-    std::uint32_t payload;  // a NaN's
-    std::uint32_t index;
-  };
-  std::vector<Key> keys(acc.size());
+  std::vector<std::uint64_t> keys(acc.size());
   for (std::size_t i = 0; i < acc.size(); ++i) {
     const float x = acc[i];
-    const int rank = std::isnan(x) ? 2 : std::isinf(x) ? 1 : 0;
-    keys[i] = {rank, rank == 2 ? 0.0f : std::fabs(x), rank == 2 ? bits_of(x) & 0x7fffffu : 0u,
-               static_cast<std::uint32_t>(i)};
+    const std::uint32_t first =
+        std::isnan(x) ? 0x80000000u | (bits_of(x) & 0x7fffffu) : bits_of(std::fabs(x));
+    keys[i] =
+        std::uint64_t{first} << 32 | static_cast<std::uint32_t>(~static_cast<std::uint32_t>(i));
   }
-  const auto before = [](const Key& a, const Key& b) {
-    if (a.rank != b.rank) return a.rank > b.rank;
-    if (a.payload != b.payload) return a.payload > b.payload;
-    if (a.magnitude != b.magnitude) return a.magnitude > b.magnitude;
-    return a.index < b.index;
-  };
   const std::size_t kept = std::min(k, keys.size());
   if (kept < keys.size()) {
     std::nth_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(kept), keys.end(),
-                     before);
+                     std::greater<>());
   }
   std::vector<std::uint32_t> order(kept);
-  for (std::size_t j = 0; j < kept; ++j) order[j] = keys[j].index;
+  for (std::size_t j = 0; j < kept; ++j) order[j] = ~static_cast<std::uint32_t>(keys[j]);
   std::sort(order.begin(), order.end());
   return order;
 }
