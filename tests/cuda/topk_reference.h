@@ -14,6 +14,8 @@
 #include <functional>
 #include <vector>
 
+#include "tests/reference/largest_keys.h"
+
 namespace topk_reference {
 
 inline std::uint32_t bits_of(float f) {
@@ -63,17 +65,16 @@ inline std::size_t count_of(std::size_t n, double ratio) {
 }
 
 // The k indices of largest |acc|, ties to the lower index, ascending. The
-// order (key, then index) is total, so the first k after nth_element are the
-// set. Each value's magnitude bits and its index in one 64-bit word (the
-// index complemented, so that the larger word is the lower index at equal
+// order (key, then index) is total, so the k largest words are the set
+// (tests/reference/largest_keys.h finds them). Each value's magnitude bits and its index in one
+// 64-bit word (the index complemented, so that the larger word is the lower index at equal
 // magnitude): the selection reads words in place, not values through indices
 // (a quarter of a top-k run of the device app was that selection).
 inline std::vector<std::uint32_t> select(const std::vector<float>& acc, std::size_t k) {
   std::vector<std::uint64_t> words(acc.size());
   for (std::size_t i = 0; i < acc.size(); ++i)
     words[i] = std::uint64_t{bits_of(acc[i]) & 0x7fffffffu} << 32 | (0xffffffffu - i);
-  if (k < words.size())
-    std::nth_element(words.begin(), words.begin() + k, words.end(), std::greater<>());
+  slimreduce::reference::move_largest_to_front(words, std::min(k, words.size()));
   words.resize(std::min(k, words.size()));
   std::vector<std::uint32_t> index(words.size());
   for (std::size_t j = 0; j < words.size(); ++j)

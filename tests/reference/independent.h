@@ -27,6 +27,8 @@
 #include <functional>
 #include <vector>
 
+#include "tests/reference/largest_keys.h"
+
 namespace slimreduce::reference {
 
 inline std::uint32_t bits_of(float f) { return std::bit_cast<std::uint32_t>(f); }
@@ -286,7 +288,8 @@ inline bool larger_magnitude(float a, float b) {
 // whose fp32 bits order as the values do), the index's complement in the low
 // half (the lower index larger). Comparing values through their indices, and
 // then a four-field key, was the larger part of a top-k model's time in the
-// host simulation, which selects every rank's k each call.
+// host simulation, which selects every rank's k each call (largest_keys.h
+// says how the k largest keys are found).
 inline std::vector<std::uint32_t> topk_select(const std::vector<float>& acc, std::size_t k) {
   std::vector<std::uint64_t> keys(acc.size());
   for (std::size_t i = 0; i < acc.size(); ++i) {
@@ -297,10 +300,7 @@ inline std::vector<std::uint32_t> topk_select(const std::vector<float>& acc, std
         std::uint64_t{first} << 32 | static_cast<std::uint32_t>(~static_cast<std::uint32_t>(i));
   }
   const std::size_t kept = std::min(k, keys.size());
-  if (kept < keys.size()) {
-    std::nth_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(kept), keys.end(),
-                     std::greater<>());
-  }
+  move_largest_to_front(keys, kept);
   std::vector<std::uint32_t> order(kept);
   for (std::size_t j = 0; j < kept; ++j) order[j] = ~static_cast<std::uint32_t>(keys[j]);
   std::sort(order.begin(), order.end());
