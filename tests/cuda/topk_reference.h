@@ -66,10 +66,11 @@ inline std::size_t count_of(std::size_t n, double ratio) {
 
 // The k indices of largest |acc|, ties to the lower index, ascending. The
 // order (key, then index) is total, so the k largest words are the set
-// (tests/reference/largest_keys.h finds them). Each value's magnitude bits and its index in one
-// 64-bit word (the index complemented, so that the larger word is the lower index at equal
-// magnitude): the selection reads words in place, not values through indices
-// (a quarter of a top-k run of the device app was that selection).
+// (tests/reference/largest_keys.h finds them). Each value's magnitude bits
+// and its index in one 64-bit word (the index complemented, so that the
+// larger word is the lower index at equal magnitude): the selection reads
+// words in place, not values through indices (a quarter of a top-k run of
+// the device app was that selection).
 inline std::vector<std::uint32_t> select(const std::vector<float>& acc, std::size_t k) {
   std::vector<std::uint64_t> words(acc.size());
   for (std::size_t i = 0; i < acc.size(); ++i)
