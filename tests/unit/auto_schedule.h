@@ -8,6 +8,11 @@
 
 namespace slimreduce {
 
+// The most calls a test steps a schedule through while it waits for a step
+// (an exchange, a round): its schedules reach one in well under a hundred, so
+// one that never comes fails the test rather than hanging it.
+inline constexpr int kMaxCalls = 1000;
+
 inline AutoChooser::Schedule small_schedule() {
   AutoChooser::Schedule schedule;
   schedule.probes = 3;

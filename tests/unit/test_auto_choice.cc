@@ -31,7 +31,7 @@ std::vector<AutoStep> probe_round(AutoChooser& chooser, const std::vector<double
 
 // The chosen calls up to and including the next exchange, each taking `seconds`.
 void chosen_period(AutoChooser& chooser, double seconds) {
-  for (;;) {
+  for (int guard = 0; guard < kMaxCalls; ++guard) {
     const AutoStep step = chooser.next(kComm, kBytes);
     EXPECT_FALSE(step.probe);
     chooser.record(step, kComm, seconds);
@@ -39,6 +39,7 @@ void chosen_period(AutoChooser& chooser, double seconds) {
     chooser.agreed(step, kComm, chooser.window(step, kComm));
     return;
   }
+  ADD_FAILURE() << "no exchange in " << kMaxCalls << " calls";
 }
 
 TEST(AutoChooser, SizeClassesArePowersOfTwoOfTheBytes) {
@@ -189,7 +190,7 @@ TEST(AutoChooser, ReprobesLessOftenWhileTheChoiceHolds) {
   probe_round(chooser, {1e-3, 2e-3});
   auto chosen_calls_before_probe = [&] {
     int calls = 0;
-    for (;;) {
+    for (int guard = 0; guard < kMaxCalls; ++guard) {
       const AutoStep step = chooser.next(kComm, kBytes);
       if (step.probe) {
         // Finish the round as it began: candidate 0 still wins.
@@ -205,6 +206,8 @@ TEST(AutoChooser, ReprobesLessOftenWhileTheChoiceHolds) {
       chooser.record(step, kComm, 1e-3);
       if (step.agree_after) chooser.agreed(step, kComm, chooser.window(step, kComm));
     }
+    ADD_FAILURE() << "no round in " << kMaxCalls << " calls";
+    return -1;
   };
   EXPECT_EQ(chosen_calls_before_probe(), 16) << "first_reprobe after the first choice";
   EXPECT_EQ(chosen_calls_before_probe(), 32) << "doubled after the same winner";
@@ -280,7 +283,7 @@ TEST(AutoChooser, CallsAwaitingAnAgreementTakeTheChoiceAndAdvanceNothing) {
 // taking seconds[c]; returns the candidates it probed, in call order.
 std::vector<int> next_round(AutoChooser& chooser, const std::vector<double>& seconds) {
   std::vector<int> probed;
-  for (;;) {
+  for (int guard = 0; guard < kMaxCalls; ++guard) {
     const AutoStep step = chooser.next(kComm, kBytes);
     if (!step.probe) {
       chooser.record(step, kComm, seconds.at(step.candidate));
@@ -293,6 +296,8 @@ std::vector<int> next_round(AutoChooser& chooser, const std::vector<double>& sec
     chooser.agreed(step, kComm, chooser.window(step, kComm));
     return probed;
   }
+  ADD_FAILURE() << "no round in " << kMaxCalls << " calls";
+  return probed;
 }
 
 // A later round leaves out a candidate whose agreed median was more than
@@ -346,7 +351,7 @@ TEST(AutoChooser, ARoundTakesOnlyTheCandidatesTheCommunicatorRuns) {
   chosen_period(chooser, 1e-3);
   chosen_period(chooser, 1e-3);
   probed.clear();
-  for (;;) {
+  for (int guard = 0; guard < kMaxCalls; ++guard) {
     const AutoStep step = chooser.next(kComm, kBytes, {true, true, true, true});
     ASSERT_TRUE(step.probe);
     probed.push_back(step.candidate);
@@ -367,31 +372,35 @@ double line_seconds(int candidate, std::uint64_t bytes) {
 }
 
 // The first probe round of the class of `bytes` on kComm, each call taking
-// its candidate's line_seconds; returns the candidates it probed.
-std::vector<int> first_round_at(AutoChooser& chooser, std::uint64_t bytes) {
+// its candidate's line_seconds times `slower`; returns the candidates it probed.
+std::vector<int> first_round_at(AutoChooser& chooser, std::uint64_t bytes, double slower = 1.0) {
   std::vector<int> probed;
-  for (;;) {
+  for (int guard = 0; guard < kMaxCalls; ++guard) {
     const AutoStep step = chooser.next(kComm, bytes);
     EXPECT_TRUE(step.probe);
     probed.push_back(step.candidate);
-    chooser.record(step, kComm, line_seconds(step.candidate, bytes));
+    chooser.record(step, kComm, slower * line_seconds(step.candidate, bytes));
     if (!step.agree_after) continue;
     chooser.agreed(step, kComm, chooser.window(step, kComm));
     return probed;
   }
+  ADD_FAILURE() << "no round ended in " << kMaxCalls << " calls";
+  return probed;
 }
 
 // The class's next probe round after its chosen calls, each call taking its
 // candidate's line_seconds; returns the candidates the round probed.
 std::vector<int> next_round_at(AutoChooser& chooser, std::uint64_t bytes) {
   std::vector<int> probed;
-  for (;;) {
+  for (int guard = 0; guard < kMaxCalls; ++guard) {
     const AutoStep step = chooser.next(kComm, bytes);
     chooser.record(step, kComm, line_seconds(step.candidate, bytes));
     if (step.probe) probed.push_back(step.candidate);
     if (step.agree_after) chooser.agreed(step, kComm, chooser.window(step, kComm));
     if (step.agree_after && step.probe) return probed;
   }
+  ADD_FAILURE() << "no round in " << kMaxCalls << " calls";
+  return probed;
 }
 
 // The line through a candidate's agreed medians at the communicator's two
@@ -415,13 +424,7 @@ TEST(AutoChooser, PredictsACandidateFromTheLineThroughTwoNearestClasses) {
   AutoChooser slowed(3, small_schedule());
   first_round_at(slowed, 1u << c16);
   first_round_at(slowed, 1u << c18);
-  for (;;) {
-    const AutoStep step = slowed.next(kComm, 1u << 20);
-    slowed.record(step, kComm, 2 * line_seconds(step.candidate, 1u << 20));
-    if (!step.agree_after) continue;
-    slowed.agreed(step, kComm, slowed.window(step, kComm));
-    break;
-  }
+  first_round_at(slowed, 1u << 20, 2.0);
   // (Candidate 2: the 2^20 class's first round left the others out.)
   const double spb =
       (2 * line_seconds(2, 1u << 20) - line_seconds(2, 1u << 18)) / double((1u << 20) - (1u << 18));

@@ -17,7 +17,6 @@ constexpr std::uint64_t kComm = 9;
 constexpr std::uint64_t kBytes = 1 << 22;
 // No loop here runs past this many calls: a schedule that never reaches
 // what a test waits for fails the test instead of hanging it.
-constexpr int kMaxCalls = 1000;
 
 AutoChooser::Schedule with_pass() {
   AutoChooser::Schedule schedule = small_schedule();  // 3 probes, hopeless 3x

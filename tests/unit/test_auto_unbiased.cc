@@ -38,7 +38,7 @@ AutoChooser twin_chooser() {
 std::vector<int> next_round(AutoChooser& chooser, bool resets, int* chosen_before = nullptr) {
   std::vector<int> probed;
   int chosen = 0;
-  for (;;) {
+  for (int guard = 0; guard < kMaxCalls; ++guard) {
     const AutoStep step = chooser.next(kComm, kBytes);
     chooser.record(step, kComm, kSeconds.at(step.candidate), resets ? 1 : 0);
     if (step.probe)
@@ -51,6 +51,8 @@ std::vector<int> next_round(AutoChooser& chooser, bool resets, int* chosen_befor
     if (chosen_before) *chosen_before = chosen;
     return probed;
   }
+  ADD_FAILURE() << "no round in " << kMaxCalls << " calls";
+  return probed;
 }
 
 bool probed(const std::vector<int>& round, int candidate) {
@@ -94,13 +96,14 @@ TEST(AutoUnbiased, ASettledClassGoesBackToTheQuantizerEvenWhereTheTwinIsFaster) 
   AutoChooser chooser = twin_chooser();
   const std::vector<double> seconds = {3e-3, 1e-3, 2e-3, 0.9e-3};  // the twin the fastest
   const auto round = [&](bool resets) {
-    for (;;) {
+    for (int guard = 0; guard < kMaxCalls; ++guard) {
       const AutoStep step = chooser.next(kComm, kBytes);
       chooser.record(step, kComm, seconds.at(step.candidate), resets ? 1 : 0);
       if (!step.agree_after) continue;
       chooser.agreed(step, kComm, chooser.window(step, kComm));
       if (step.probe) return;
     }
+    ADD_FAILURE() << "no round in " << kMaxCalls << " calls";
   };
   round(true);
   round(true);
