@@ -15,8 +15,6 @@ namespace {
 
 constexpr std::uint64_t kComm = 9;
 constexpr std::uint64_t kBytes = 1 << 22;
-// No loop here runs past this many calls: a schedule that never reaches
-// what a test waits for fails the test instead of hanging it.
 
 AutoChooser::Schedule with_pass() {
   AutoChooser::Schedule schedule = small_schedule();  // 3 probes, hopeless 3x
