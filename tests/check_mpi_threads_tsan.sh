@@ -20,8 +20,8 @@ cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLIMREDUCE_CUDA=OF
 cmake --build "$dir" -j2 --target slimreduce test_mpi_threads test_mpi_pipeline \
   test_mpi_iallreduce >"$dir.build.log" 2>&1 || { tail -40 "$dir.build.log"; exit 1; }
 tests=$dir/tests/mpi
-options="halt_on_error=1 exitcode=66 ignore_noninstrumented_modules=1"
 source "$src/tests/tsan_case.sh"
+options="$tsan_options ignore_noninstrumented_modules=1"
 # NAME RANKS [SETTING=VALUE ...] -- PROGRAM ARGS...
 run_case() {
   local name=$1 ranks=$2 exports=()

@@ -6,6 +6,8 @@
 # report when it fails or ThreadSanitizer reported anything. Kernels with more
 # address randomization (vm.mmap_rnd_bits above 28) stop this GCC's
 # ThreadSanitizer before main: the case then runs again under setarch -R.
+# The options every case runs under: a report stops the program with exit 66.
+tsan_options="halt_on_error=1 exitcode=66"
 tsan_wrap=()
 tsan_case() {
   local log=$1 label=$2 ok=1
