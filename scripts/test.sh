@@ -9,8 +9,8 @@ source scripts/compiler_cache.sh  # the trees the tests build use it too
 # hwloc (under mpiexec, MPICH's hydra and each rank's MPI_Init) leaves out
 # the I/O devices: reading every PCI device's configuration through sysfs
 # took 0.15 s of CPU of each 3-rank launch here (0.28 s -> 0.13 s), and the
-# suite launches over 400 multi-rank tests on loopback, where no device's locality
-# matters. A value the caller set stays.
+# suite launches over 400 multi-rank tests on loopback, where no device's
+# locality matters. A value the caller set stays.
 export HWLOC_COMPONENTS=${HWLOC_COMPONENTS:--linuxio,-pci}
 # The MPICH build (docs/architecture.md, "Two MPI builds"): libslimreduce-mpich.so
 # and the programs of its multi-rank subset (label mpich), CPU path only.
