@@ -284,8 +284,8 @@ Engine::Started Engine::start_call(const AllreduceCall& call, MPI_Datatype datat
   Runtime::Locked shared = runtime_.shared();
   const auto datatype_tag = backends::mpi::handle_tag(datatype);
   started.shape = {state.id(), call.count, datatype_tag};
-  started.decision =
-      shared->decide(started.shape, rule_.route, /*timed_path=*/true, two_level_on(state));
+  started.decision = shared->decide(started.shape, rule_.route, /*timed_path=*/true,
+                                    two_level_on(state), state.size());
   started.call.draw = {started.decision.shape_call, state.rank()};
   const std::uint64_t changes_before = shared->residuals.shape_changes();
   if (!started.decision.compressed()) {

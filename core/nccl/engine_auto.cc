@@ -40,7 +40,8 @@ std::optional<CallDecision> NcclEngine::auto_decision(CallPlan& p, const CallSha
     return nodes_take(p.nodes.get(), route_of(candidate.compressor->aggregation()));
   };
   shared.chooser->exchanges_later(shape.comm_id);  // a call or two later (auto_timing.h)
-  CallDecision decision = shared.decide(shape, ReductionPath::pass_through, timed, two_level);
+  CallDecision decision =
+      shared.decide(shape, ReductionPath::pass_through, timed, two_level, p.comm->size);
   p.auto_step = decision.auto_step;
   p.flat = decision.flat;
   if (decision.passes_because) {

@@ -27,9 +27,10 @@ std::uint32_t AutoChooser::size_class(std::uint64_t bytes) {
   return bytes < 2 ? 0u : static_cast<std::uint32_t>(std::bit_width(bytes) - 1);
 }
 
-AutoStep AutoChooser::next(std::uint64_t comm_id, std::uint64_t bytes,
-                           std::vector<bool> available) {
+AutoStep AutoChooser::next(std::uint64_t comm_id, std::uint64_t bytes, std::vector<bool> available,
+                           int ranks) {
   const std::uint32_t size_class = AutoChooser::size_class(bytes);
+  if (ranks > 0) ranks_[comm_id] = ranks;
   ClassState& state = classes_[{comm_id, size_class}];
   state.available = std::move(available);
   if (state.summary.calls == 0) state.reprobe_after = schedule_.first_reprobe;
@@ -125,7 +126,7 @@ double AutoChooser::predicted(std::uint64_t comm_id, std::uint32_t size_class,
       continue;
     known.emplace_back(it->first.second, summary.medians[candidate]);
   }
-  if (known.size() < 2) return 0;
+  if (known.size() < 2) return modelled(comm_id, size_class, candidate);
   const auto distance = [size_class](std::uint32_t c) {
     return c > size_class ? c - size_class : size_class - c;
   };
@@ -139,6 +140,35 @@ double AutoChooser::predicted(std::uint64_t comm_id, std::uint32_t size_class,
   const double at =
       known[0].second + seconds_per_byte * (std::ldexp(1.0, static_cast<int>(size_class)) - x1);
   return at > 0 ? at : 0;
+}
+
+// One agreed time of the candidate at the nearest other class of the
+// communicator (ties: the smaller class), its median or else the one call of
+// the pass that cut it, times the model's ratio of the two sizes: the model
+// gives the shape (latency against bytes, each algorithm's wire), the ranks'
+// agreed time the scale. 0 without a model, the ranks, or such a time.
+double AutoChooser::modelled(std::uint64_t comm_id, std::uint32_t size_class, int candidate) const {
+  const auto ranks = ranks_.find(comm_id);
+  if (!model_ || ranks == ranks_.end()) return 0;
+  const auto c = static_cast<std::size_t>(candidate);
+  std::uint32_t nearest = 0, distance = 0;
+  double time = 0;
+  for (auto it = classes_.lower_bound({comm_id, 0}); it != classes_.end(); ++it) {
+    if (it->first.first != comm_id) break;
+    const std::uint32_t at = it->first.second;
+    const ClassSummary& summary = it->second.summary;
+    if (at == size_class || summary.chosen < 0) continue;
+    const double median = c < summary.medians.size() ? summary.medians[c] : 0;
+    const std::vector<double>& sighted = it->second.sighted;
+    const double agreed = median > 0 ? median : c < sighted.size() ? sighted[c] : 0;
+    const std::uint32_t apart = at > size_class ? at - size_class : size_class - at;
+    if (!(agreed > 0) || (time > 0 && apart >= distance)) continue;
+    nearest = at, distance = apart, time = agreed;
+  }
+  if (!(time > 0)) return 0;
+  const double there = model_(candidate, std::uint64_t{1} << nearest, ranks->second);
+  const double here = model_(candidate, std::uint64_t{1} << size_class, ranks->second);
+  return there > 0 && here > 0 ? time * (here / there) : 0;
 }
 
 // A round's candidates, and whether it opens with a first pass: only a
@@ -257,13 +287,13 @@ bool AutoChooser::agree_round(ClassState& state, const std::vector<double>& time
   std::vector<double> medians = state.summary.medians;
   medians.resize(candidates_, 0.0);
   const std::size_t in_turn = state.turns.size();
-  std::vector<int> cut;  // after the pass
+  std::vector<std::size_t> cut;  // after the pass: their places in the round
   for (std::size_t k = 0; k < state.round.size(); ++k) {
     std::vector<double> own;
     if (!state.pass.empty()) own.push_back(state.pass[k]);
     const auto at = std::find(state.turns.begin(), state.turns.end(), state.round[k]);
     if (at == state.turns.end()) {
-      cut.push_back(state.round[k]);
+      cut.push_back(k);
     } else {
       for (auto i = static_cast<std::size_t>(at - state.turns.begin()); i < times.size();
            i += in_turn)
@@ -293,8 +323,12 @@ bool AutoChooser::agree_round(ClassState& state, const std::vector<double>& time
   // class's next round measures it again (with a pass), unless a prediction
   // leaves it out. So one slow call, a page fault or another process on the
   // core, keeps a candidate out of one round only.
-  for (int c : cut) {
-    if (c != winner) medians[c] = 0;
+  state.sighted.resize(candidates_, 0.0);
+  for (std::size_t k : cut) {
+    const int c = state.round[k];
+    if (c == winner) continue;
+    medians[c] = 0;
+    state.sighted[c] = state.pass[k];  // a prediction's scale (modelled()), not a median
   }
   ClassSummary& summary = state.summary;
   if (exclude && any_keeping) ++summary.reset_rounds;
@@ -380,6 +414,7 @@ AutoChooser::summaries() const {
 
 void AutoChooser::forget_communicator(std::uint64_t comm_id) {
   later_.erase(comm_id);
+  ranks_.erase(comm_id);
   for (auto it = classes_.begin(); it != classes_.end();) {
     if (it->first.first != comm_id) {
       ++it;

@@ -29,9 +29,11 @@
 //    the hopeless candidates (Schedule::hopeless), from agreed medians alone.
 //    So does a class's first round, from a prediction: each candidate's
 //    line (latency + bytes / rate) through its agreed medians at two other
-//    classes of the communicator (predicted()), so that a job whose tensors
-//    span many sizes probes plain fp32 over a slow link once or twice, not
-//    at every size.
+//    classes of the communicator, or, where it has one agreed time only
+//    (a median, or the one call of a pass that cut it), that time scaled
+//    by the analytic cost model between the two sizes (predicted(),
+//    set_model()), so that a job whose tensors span many sizes probes
+//    plain fp32 over a slow link once, not at every size.
 // Residuals that keep resetting (a framework's fusion buffer whose make-up
 // changes from call to call, Horovod's time-driven fusion): a candidate that
 // keeps a residual then feeds back nothing and loses what it drops. The side
@@ -55,6 +57,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <utility>
@@ -127,7 +130,9 @@ class AutoChooser {
   // `available`: which candidates the communicator can run (empty: all); a
   // round takes only those, as they stand at its first call. The first
   // candidate must be available.
-  AutoStep next(std::uint64_t comm_id, std::uint64_t bytes, std::vector<bool> available = {});
+  // `ranks`: the communicator's (the model's shape depends on it; 0: not known).
+  AutoStep next(std::uint64_t comm_id, std::uint64_t bytes, std::vector<bool> available = {},
+                int ranks = 0);
   // The candidate a call that is not timed takes (queued calls, whose flush
   // is not a point the schedule counts): the class's choice, or the first
   // candidate before any round was agreed. Advances nothing.
@@ -136,6 +141,13 @@ class AutoChooser {
   void set_keeps_residual(std::vector<bool> keeps) { keeps_residual_ = std::move(keeps); }
   // Which candidates only classes whose residuals keep resetting probe; none by default.
   void set_for_resetting(std::vector<bool> only) { for_resetting_ = std::move(only); }
+  // The analytic cost model (core/runtime/cost_model.h) as the side gives
+  // it: candidate c's seconds for a call of `bytes` over `ranks` ranks at a
+  // nominal link, 0 where it has none. Arithmetic of sizes, the same on
+  // every rank; predicted() takes only its ratio between two sizes, scaled
+  // by a time the ranks agreed. None by default.
+  using Model = std::function<double(int candidate, std::uint64_t bytes, int ranks)>;
+  void set_model(Model model) { model_ = std::move(model); }
   // The communicator's side agrees a window a call or more after its last
   // call (NCCL's): a class's first round opens with no first pass. Its calls
   // before the pass's agreement would run, with no choice yet, the first
@@ -158,12 +170,15 @@ class AutoChooser {
   // Candidate c's predicted seconds for a call of size class `size_class`
   // on comm_id: a line, latency + bytes / rate, through its agreed medians at
   // the two other classes of the communicator nearest this one (a class
-  // stands for its least bytes, 2^class). 0 (no prediction) where fewer than
-  // two classes have a median of c, or where the line has no positive rate
-  // or predicts no positive time. From agreed medians alone, the same on
-  // every rank; only the communicator's own classes, whose calls every rank
-  // makes in one order (another communicator's may agree in another order
-  // relative to this one's calls on different ranks).
+  // stands for its least bytes, 2^class). Where fewer than two classes have
+  // a median of c: its agreed time at the nearest other class (the median,
+  // or else the one call of a first pass that cut it) times the model's
+  // ratio between the two sizes (set_model(); the communicator's ranks from
+  // next()). 0 (no prediction) where neither gives a positive time. From
+  // agreed times alone, the same on every rank; only the communicator's own
+  // classes, whose calls every rank makes in one order (another
+  // communicator's may agree in another order relative to this one's calls
+  // on different ranks).
   double predicted(std::uint64_t comm_id, std::uint32_t size_class, int candidate) const;
 
   ClassSummary summary(std::uint64_t comm_id, std::uint32_t size_class) const;
@@ -188,16 +203,20 @@ class AutoChooser {
     std::vector<int> round;           // the candidates of the current probe round
     std::uint64_t pass_calls = 0;     // its first pass's calls (0: the round is not cut)
     std::vector<double> pass;         // the first pass's agreed times, in round order
-    std::vector<int> turns;           // the candidates its calls after the pass take in turn
-    std::vector<bool> available;      // next()'s, from the class's last call (empty: all)
-    std::vector<double> times;        // this rank's timed calls since the last exchange
-    std::uint64_t calls_since = 0;    // calls since the last exchange
-    std::uint64_t resets_since = 0;   // this rank's residual resets in them
+    // Per candidate: the agreed time of the one call of the last pass that
+    // cut it (0: none); predicted() reads it, the report does not (no median).
+    std::vector<double> sighted;
+    std::vector<int> turns;          // the candidates its calls after the pass take in turn
+    std::vector<bool> available;     // next()'s, from the class's last call (empty: all)
+    std::vector<double> times;       // this rank's timed calls since the last exchange
+    std::uint64_t calls_since = 0;   // calls since the last exchange
+    std::uint64_t resets_since = 0;  // this rank's residual resets in them
     ClassSummary summary;
   };
   using Key = std::pair<std::uint64_t, std::uint32_t>;
 
   AutoStep probe_step(ClassState& state, const Key& key) const;
+  double modelled(std::uint64_t comm_id, std::uint32_t size_class, int candidate) const;
   AutoStep chosen_step(ClassState& state, std::uint32_t size_class) const;
   AutoStep awaiting_step(const ClassState& state, std::uint32_t size_class) const;
   void start_round(ClassState& state, const Key& key) const;
@@ -234,6 +253,8 @@ class AutoChooser {
   std::map<Key, ClassState> classes_;
   std::map<Key, ClassSummary> gone_;  // of forgotten communicators
   std::set<std::uint64_t> later_;     // communicators whose exchanges land later
+  Model model_;
+  std::map<std::uint64_t, int> ranks_;  // each communicator's, from next()
 };
 
 // The median of `values` (the mean of the middle two for an even count); 0 when empty.

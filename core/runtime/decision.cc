@@ -1,6 +1,7 @@
 #include "core/runtime/decision.h"
 
 #include "core/runtime/compressor_choice.h"
+#include "core/runtime/cost_model.h"
 #include "core/runtime/eligibility.h"
 
 namespace slimreduce {
@@ -51,7 +52,8 @@ std::vector<bool> available_candidates(
 
 CallDecision decide_auto(const Policy& policy, CompressionDecision& rule, AutoChooser& chooser,
                          const CallShape& shape, bool timed_path,
-                         const std::function<bool(const Policy::Candidate&)>& two_level) {
+                         const std::function<bool(const Policy::Candidate&)>& two_level,
+                         int ranks) {
   CallDecision call;
   call.error_feedback = policy.any_error_feedback();
   call.passes_because = passed_by(rule, call.error_feedback, shape, &call.shape_call);
@@ -61,7 +63,8 @@ CallDecision decide_auto(const Policy& policy, CompressionDecision& rule, AutoCh
   if (timed_path) {
     call.auto_step = chooser.next(
         shape.comm_id, bytes,
-        policy.chooses_hierarchy ? available_candidates(policy, two_level) : std::vector<bool>{});
+        policy.chooses_hierarchy ? available_candidates(policy, two_level) : std::vector<bool>{},
+        ranks);
     call.candidate = call.auto_step->candidate;
   } else {
     call.candidate = chooser.current(shape.comm_id, bytes);
@@ -73,6 +76,19 @@ CallDecision decide_auto(const Policy& policy, CompressionDecision& rule, AutoCh
   call.route =
       chosen.compressor ? route_of(chosen.compressor->aggregation()) : ReductionPath::pass_through;
   return call;
+}
+
+AutoChooser::Model auto_model(const Policy& policy) {
+  return [candidates = policy.candidates](int c, std::uint64_t bytes, int ranks) {
+    const Policy::Candidate& candidate = candidates.at(static_cast<std::size_t>(c));
+    if (candidate.two_level || ranks < 1) return 0.0;
+    cost::Layout layout;
+    layout.ranks = ranks;
+    layout.per_node = 1;
+    return cost::predict(candidate.compressor.get(), bytes / sizeof(float), layout, cost::Link{},
+                         cost::Link{}, cost::Rates{})
+        .total_s();
+  };
 }
 
 std::string auto_span_args(const std::optional<AutoStep>& auto_step) {

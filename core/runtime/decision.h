@@ -175,9 +175,11 @@ inline void settle(CompressionDecision& rule, CallDecision& decision, const Call
 // `two_level`: whether the communicator runs a two-level candidate two-level
 // (it spans nodes, and the side runs that candidate's aggregation so); a
 // round leaves out the twins it cannot run. The same on every rank.
+// `ranks`: the communicator's, for the chooser's model (0: not known).
 CallDecision decide_auto(const Policy& policy, CompressionDecision& rule, AutoChooser& chooser,
                          const CallShape& shape, bool timed_path,
-                         const std::function<bool(const Policy::Candidate&)>& two_level = {});
+                         const std::function<bool(const Policy::Candidate&)>& two_level = {},
+                         int ranks = 0);
 
 // SLIMREDUCE_HIERARCHICAL=auto: appends each compressing candidate's
 // two-level twin ("<name>/two-level", a compressor of its own made alike by
@@ -202,6 +204,15 @@ void add_unbiased_twins(
 // every flat one, and a two-level twin where `two_level` says so.
 std::vector<bool> available_candidates(
     const Policy& policy, const std::function<bool(const Policy::Candidate&)>& two_level);
+
+// SLIMREDUCE_COMPRESSOR=auto: the chooser's model (AutoChooser::set_model),
+// the analytic cost model (core/runtime/cost_model.h) of each flat candidate
+// at a nominal link of its own per rank (cost::Link's 1 Gbit/s and 20 us, so
+// one rank's bytes a link: the algorithms' wire and messages) with no
+// compression time: only its ratio between two sizes is used, scaled by a
+// time the ranks agreed, and a rank's own kernel rate is not a fact the
+// others share. 0 for a two-level twin (its nodes are the side's).
+AutoChooser::Model auto_model(const Policy& policy);
 
 // A call's place in auto's schedule, as its timeline spans' args
 // (`, "auto": "probe"`, "check" or "chosen"); empty outside the schedule.

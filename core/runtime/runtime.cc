@@ -114,6 +114,7 @@ std::optional<AutoChooser> chooser_for(const Policy& policy) {
   }
   chooser.set_keeps_residual(std::move(keeps));
   chooser.set_for_resetting(std::move(unbiased));
+  chooser.set_model(auto_model(policy));
   return chooser;
 }
 

@@ -75,10 +75,12 @@ struct SharedState {
   void settle(CallDecision& call, const CallShape& shape) {
     slimreduce::settle(decision, call, shape);
   }
-  // `timed_path`, `two_level`: see decide_auto (a policy that chooses).
+  // `timed_path`, `two_level`, `ranks`: see decide_auto (a policy that chooses).
   CallDecision decide(const CallShape& shape, ReductionPath route, bool timed_path = true,
-                      const std::function<bool(const Policy::Candidate&)>& two_level = {}) {
-    if (chooser) return decide_auto(policy, decision, *chooser, shape, timed_path, two_level);
+                      const std::function<bool(const Policy::Candidate&)>& two_level = {},
+                      int ranks = 0) {
+    if (chooser)
+      return decide_auto(policy, decision, *chooser, shape, timed_path, two_level, ranks);
     CallDecision call = choose(shape, route);
     settle(call, shape);
     return call;

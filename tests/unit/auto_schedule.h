@@ -1,10 +1,14 @@
 // A short schedule of SLIMREDUCE_COMPRESSOR=auto's chooser for the unit
 // tests (core/runtime/auto_choice.h): 3 probes a candidate, a check window
 // of 4 in every 8 chosen calls, a round again after 16 to 64 of them, no
-// first pass.
+// first pass; and the default candidates' policy.
 #pragma once
 
+#include <memory>
+
 #include "core/runtime/auto_choice.h"
+#include "core/runtime/compressor_choice.h"
+#include "core/runtime/decision.h"
 
 namespace slimreduce {
 
@@ -25,6 +29,19 @@ inline AutoChooser::Schedule small_schedule() {
   // pass's cut has tests of its own (AutoChooser.AFirstPass*).
   schedule.cut_after_first_pass = false;
   return schedule;
+}
+
+// none, fp16 and int8 with their default settings, as the runtime makes them.
+inline Policy auto_policy() {
+  Settings settings;
+  settings.compressor = "auto";
+  Policy policy;
+  for (const char* name : {"none", "fp16", "int8"}) {
+    std::shared_ptr<compressors::Compressor> made = compressor_named(name, settings);
+    const bool feedback = error_feedback_on(made.get(), settings);
+    policy.candidates.push_back({name, std::move(made), feedback});
+  }
+  return policy;
 }
 
 }  // namespace slimreduce

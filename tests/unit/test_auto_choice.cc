@@ -502,18 +502,6 @@ TEST(AutoChooser, RefusesASchedulethatNeverAgrees) {
   EXPECT_THROW(AutoChooser(2, bad), std::invalid_argument);
 }
 
-Policy auto_policy() {
-  Settings settings;
-  settings.compressor = "auto";
-  Policy policy;
-  for (const char* name : {"none", "fp16", "int8"}) {
-    std::shared_ptr<compressors::Compressor> made = compressor_named(name, settings);
-    const bool feedback = error_feedback_on(made.get(), settings);
-    policy.candidates.push_back({name, std::move(made), feedback});
-  }
-  return policy;
-}
-
 TEST(DecideAuto, EachCallGetsItsCandidatesRouteCompressorAndFeedback) {
   const Policy policy = auto_policy();
   CompressionDecision rule(1 << 30, 0);
