@@ -159,8 +159,7 @@ double AutoChooser::modelled(std::uint64_t comm_id, std::uint32_t size_class, in
     const ClassSummary& summary = it->second.summary;
     if (at == size_class || summary.chosen < 0) continue;
     const double median = c < summary.medians.size() ? summary.medians[c] : 0;
-    const std::vector<double>& sighted = it->second.sighted;
-    const double agreed = median > 0 ? median : c < sighted.size() ? sighted[c] : 0;
+    const double agreed = median > 0 ? median : c < summary.cut.size() ? summary.cut[c] : 0;
     const std::uint32_t apart = at > size_class ? at - size_class : size_class - at;
     if (!(agreed > 0) || (time > 0 && apart >= distance)) continue;
     nearest = at, distance = apart, time = agreed;
@@ -323,14 +322,15 @@ bool AutoChooser::agree_round(ClassState& state, const std::vector<double>& time
   // class's next round measures it again (with a pass), unless a prediction
   // leaves it out. So one slow call, a page fault or another process on the
   // core, keeps a candidate out of one round only.
-  state.sighted.resize(candidates_, 0.0);
+  ClassSummary& summary = state.summary;
+  summary.cut.resize(candidates_, 0.0);
+  for (int c : state.round) summary.cut[c] = 0;  // measured again: a median, or cut anew
   for (std::size_t k : cut) {
     const int c = state.round[k];
     if (c == winner) continue;
     medians[c] = 0;
-    state.sighted[c] = state.pass[k];  // a prediction's scale (modelled()), not a median
+    summary.cut[c] = state.pass[k];
   }
-  ClassSummary& summary = state.summary;
   if (exclude && any_keeping) ++summary.reset_rounds;
   const bool changed = summary.chosen != winner;
   if (summary.chosen >= 0 && changed) ++summary.switches;

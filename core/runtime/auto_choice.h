@@ -113,6 +113,10 @@ class AutoChooser {
   struct ClassSummary {
     int chosen = -1;              // -1: no probe round agreed yet
     std::vector<double> medians;  // each candidate's agreed median (seconds) at the last round
+    // Each candidate cut after one call by a round's first pass: that call's
+    // agreed time (seconds; 0: none, or a median since). Not a median: the
+    // report lists it apart, and predicted() may scale it at other classes.
+    std::vector<double> cut;
     std::uint64_t probe_rounds = 0;
     std::uint64_t switches = 0;  // agreed rounds whose winner differed from the one before
     std::uint64_t calls = 0;
@@ -203,14 +207,11 @@ class AutoChooser {
     std::vector<int> round;           // the candidates of the current probe round
     std::uint64_t pass_calls = 0;     // its first pass's calls (0: the round is not cut)
     std::vector<double> pass;         // the first pass's agreed times, in round order
-    // Per candidate: the agreed time of the one call of the last pass that
-    // cut it (0: none); predicted() reads it, the report does not (no median).
-    std::vector<double> sighted;
-    std::vector<int> turns;          // the candidates its calls after the pass take in turn
-    std::vector<bool> available;     // next()'s, from the class's last call (empty: all)
-    std::vector<double> times;       // this rank's timed calls since the last exchange
-    std::uint64_t calls_since = 0;   // calls since the last exchange
-    std::uint64_t resets_since = 0;  // this rank's residual resets in them
+    std::vector<int> turns;           // the candidates its calls after the pass take in turn
+    std::vector<bool> available;      // next()'s, from the class's last call (empty: all)
+    std::vector<double> times;        // this rank's timed calls since the last exchange
+    std::uint64_t calls_since = 0;    // calls since the last exchange
+    std::uint64_t resets_since = 0;   // this rank's residual resets in them
     ClassSummary summary;
   };
   using Key = std::pair<std::uint64_t, std::uint32_t>;

@@ -138,6 +138,8 @@ struct AutoChoiceRow {
   std::uint64_t calls = 0;
   bool resetting = false;          // the last agreed window's residuals kept resetting
   std::uint64_t reset_rounds = 0;  // rounds won without the candidates that keep a residual
+  // Cut after one call by a round's first pass: that call's agreed time, seconds (no median).
+  std::vector<std::pair<std::string, double>> cut;
 };
 
 // SLIMREDUCE_ADAPTIVE: one size class's calls at each level (the same on every rank).
@@ -170,7 +172,8 @@ struct ReportContext {
 };
 
 std::string report_json(const Counters& counters, const ReportContext& context);
-// A choice's agreed medians as the table and the log print them: "none 1.200 ms, fp16 0.900 ms".
+// A choice's agreed medians as the table and the log print them, then the candidates
+// cut after one call: "fp16 0.900 ms, int8 0.500 ms, none cut after one call at 1.600 ms".
 std::string auto_medians_text(const AutoChoiceRow& row);
 // The value the report gives `key` ("calls.compressed", "bytes.inter_node_sent",
 // "savings", ...), or nothing for a key the report does not have.

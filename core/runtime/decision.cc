@@ -114,6 +114,9 @@ AutoChoiceRow auto_choice_row(const Policy& policy, std::uint64_t comm_id, std::
     if (summary.medians[c] == 0) continue;
     row.medians.emplace_back(policy.candidates.at(c).name, summary.medians[c]);
   }
+  for (std::size_t c = 0; c < summary.cut.size(); ++c) {
+    if (summary.cut[c] > 0) row.cut.emplace_back(policy.candidates.at(c).name, summary.cut[c]);
+  }
   return row;
 }
 

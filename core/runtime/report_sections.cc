@@ -12,6 +12,18 @@ double hard_share(const Counters& c) {
   return leveled ? double(c.adaptive_hard) / double(leveled) : 0.0;
 }
 
+// "\"none\": 0.002000000, \"fp16\": 0.001500000": named seconds, a JSON object's members.
+std::string seconds_json(const std::vector<std::pair<std::string, double>>& named) {
+  std::string json;
+  for (std::size_t m = 0; m < named.size(); ++m) {
+    char one[96];
+    std::snprintf(one, sizeof one, "%s\"%s\": %.9f", m ? ", " : "", named[m].first.c_str(),
+                  named[m].second);
+    json += one;
+  }
+  return json;
+}
+
 }  // namespace
 
 // SLIMREDUCE_COMPRESSOR=auto: the probe calls, switches and choice table, after savings.
@@ -32,13 +44,8 @@ std::string auto_json(const Counters& c, const ReportContext& context) {
                   row.probe_rounds, row.switches, row.calls, row.resetting ? "true" : "false",
                   row.reset_rounds);
     json += head;
-    for (std::size_t m = 0; m < row.medians.size(); ++m) {
-      char one[96];
-      std::snprintf(one, sizeof one, "%s\"%s\": %.9f", m ? ", " : "", row.medians[m].first.c_str(),
-                    row.medians[m].second);
-      json += one;
-    }
-    json += "}}";
+    json += seconds_json(row.medians) + "}, \"cut_after_one_call_seconds\": {" +
+            seconds_json(row.cut) + "}}";
   }
   return json + "]}";
 }
@@ -49,6 +56,12 @@ std::string auto_medians_text(const AutoChoiceRow& row) {
     char one[96];
     std::snprintf(one, sizeof one, "%s%s %.3f ms", medians.empty() ? "" : ", ", name.c_str(),
                   seconds * 1e3);
+    medians += one;
+  }
+  for (const auto& [name, seconds] : row.cut) {
+    char one[128];
+    std::snprintf(one, sizeof one, "%s%s cut after one call at %.3f ms",
+                  medians.empty() ? "" : ", ", name.c_str(), seconds * 1e3);
     medians += one;
   }
   return medians;

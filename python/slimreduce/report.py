@@ -168,8 +168,10 @@ def auto_lines(run):
     lines = ["  auto       %d probe calls, %d switches, %d waits; choices (agreed):"
              % (probes, switches, waits)]
     for row in run.ranks[0]["auto"].get("classes", []):
-        medians = ", ".join("%s %.3f ms" % (name, seconds * 1e3)
-                            for name, seconds in row.get("median_seconds", {}).items())
+        medians = ", ".join(["%s %.3f ms" % (name, seconds * 1e3)
+                             for name, seconds in row.get("median_seconds", {}).items()] +
+                            ["%s cut after one call at %.3f ms" % (name, seconds * 1e3)
+                             for name, seconds in row.get("cut_after_one_call_seconds", {}).items()])
         reset = ("; residuals reset: chosen among those that keep none"
                  if row.get("reset_rounds", 0) else "")
         lines.append("             comm %d, calls of %d B and up: %-6s (%s; %d rounds, %d switches, "

@@ -476,7 +476,8 @@ TEST(AutoChooser, ALaterRoundJudgesANeverProbedCandidateByItsPrediction) {
   EXPECT_EQ(probed, (std::vector<int>{2, 2, 2})) << "round 2 of 3: still hopeless";
 }
 
-// The report's choice table leaves out a median never measured.
+// The report's choice table leaves out a median never measured, and lists a
+// candidate cut after one call apart, with that call's time.
 TEST(DecideAuto, TheChoiceTableListsOnlyMeasuredMedians) {
   Policy policy;
   Settings settings;
@@ -485,11 +486,14 @@ TEST(DecideAuto, TheChoiceTableListsOnlyMeasuredMedians) {
   AutoChooser::ClassSummary summary;
   summary.chosen = 2;
   summary.medians = {0, 2e-3, 1e-3};
+  summary.cut = {9e-3, 0, 0};
   const AutoChoiceRow row = auto_choice_row(policy, kComm, 20, summary);
   ASSERT_EQ(row.medians.size(), 2u);
   EXPECT_EQ(row.medians[0].first, "fp16");
   EXPECT_EQ(row.medians[1].first, "int8");
   EXPECT_EQ(row.chosen, "int8");
+  ASSERT_EQ(row.cut.size(), 1u);
+  EXPECT_EQ(row.cut[0], (std::pair<std::string, double>{"none", 9e-3}));
 }
 
 TEST(AutoChooser, RefusesASchedulethatNeverAgrees) {

@@ -83,6 +83,7 @@ TEST(AutoChooser, AFirstPassCutsTheHopelessFromTheRestOfTheRound) {
   EXPECT_EQ(summary.chosen, 2);
   EXPECT_EQ(summary.medians, (std::vector<double>{0, 2e-3, 1e-3}))
       << "the cut candidate has one call's time, no median";
+  EXPECT_EQ(summary.cut, (std::vector<double>{10e-3, 0, 0})) << "its one call, listed apart";
   EXPECT_EQ(summary.probe_rounds, 1u) << "a pass is no round of its own";
 }
 
@@ -195,11 +196,13 @@ TEST(AutoChooser, ACutCandidateIsMeasuredAgainAtTheNextRound) {
   }
   chooser.agreed(step, kComm, chooser.window(step, kComm));
   ASSERT_EQ(summary_of(chooser).chosen, 1) << "this round without candidate 0";
+  EXPECT_EQ(summary_of(chooser).cut.at(0), 10e-3);
   const std::vector<AutoStep> next = next_round_of(chooser, seconds);
   EXPECT_TRUE(has_pass(next)) << "a round that takes a candidate it knows nothing of";
   EXPECT_EQ(candidates_of(next), (std::vector<int>{0, 1, 2, 0, 1, 2, 0, 1, 2}));
   EXPECT_EQ(summary_of(chooser).chosen, 0);
   EXPECT_EQ(summary_of(chooser).medians[0], 1e-3);
+  EXPECT_EQ(summary_of(chooser).cut.at(0), 0) << "a median now: no longer listed as cut";
 }
 
 // A round between full ones, every candidate measured, has no pass; a full
