@@ -185,6 +185,16 @@ void AutoChooser::start_round(ClassState& state, const Key& key) const {
   state.pass_calls = cut ? state.round.size() : 0;
   state.pass.clear();
   state.turns = state.round;
+  // What a prediction alone kept out of the round, for the report.
+  const std::vector<double>& medians = state.summary.medians;
+  state.left_out.assign(candidates_, 0.0);
+  for (int c = 0; c < candidates_; ++c) {
+    const bool measured = static_cast<std::size_t>(c) < medians.size() && medians[c] > 0;
+    if (measured || !may_probe(state, c) ||
+        std::find(state.round.begin(), state.round.end(), c) != state.round.end())
+      continue;
+    state.left_out[c] = predicted(key.first, key.second, c);
+  }
 }
 
 AutoStep AutoChooser::probe_step(ClassState& state, const Key& key) const {
@@ -323,6 +333,7 @@ bool AutoChooser::agree_round(ClassState& state, const std::vector<double>& time
   // leaves it out. So one slow call, a page fault or another process on the
   // core, keeps a candidate out of one round only.
   ClassSummary& summary = state.summary;
+  summary.predicted_out = state.left_out;
   summary.cut.resize(candidates_, 0.0);
   for (int c : state.round) summary.cut[c] = 0;  // measured again: a median, or cut anew
   for (std::size_t k : cut) {

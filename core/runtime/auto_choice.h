@@ -117,6 +117,9 @@ class AutoChooser {
     // agreed time (seconds; 0: none, or a median since). Not a median: the
     // report lists it apart, and predicted() may scale it at other classes.
     std::vector<double> cut;
+    // Each candidate the last agreed round left out by a prediction alone (no
+    // median of its own at this class): that prediction, seconds (0: none).
+    std::vector<double> predicted_out;
     std::uint64_t probe_rounds = 0;
     std::uint64_t switches = 0;  // agreed rounds whose winner differed from the one before
     std::uint64_t calls = 0;
@@ -207,6 +210,7 @@ class AutoChooser {
     std::vector<int> round;           // the candidates of the current probe round
     std::uint64_t pass_calls = 0;     // its first pass's calls (0: the round is not cut)
     std::vector<double> pass;         // the first pass's agreed times, in round order
+    std::vector<double> left_out;     // the round's ClassSummary::predicted_out, from its start
     std::vector<int> turns;           // the candidates its calls after the pass take in turn
     std::vector<bool> available;      // next()'s, from the class's last call (empty: all)
     std::vector<double> times;        // this rank's timed calls since the last exchange

@@ -140,6 +140,8 @@ struct AutoChoiceRow {
   std::uint64_t reset_rounds = 0;  // rounds won without the candidates that keep a residual
   // Cut after one call by a round's first pass: that call's agreed time, seconds (no median).
   std::vector<std::pair<std::string, double>> cut;
+  // Left out of the last round by a prediction alone: that prediction, seconds.
+  std::vector<std::pair<std::string, double>> predicted_out;
 };
 
 // SLIMREDUCE_ADAPTIVE: one size class's calls at each level (the same on every rank).
@@ -173,7 +175,8 @@ struct ReportContext {
 
 std::string report_json(const Counters& counters, const ReportContext& context);
 // A choice's agreed medians as the table and the log print them, then the candidates
-// cut after one call: "fp16 0.900 ms, int8 0.500 ms, none cut after one call at 1.600 ms".
+// cut after one call, then those a prediction left out: "fp16 0.900 ms, int8 0.500 ms, none
+// cut after one call at 1.600 ms" or "..., none left out, predicted at 3.200 ms".
 std::string auto_medians_text(const AutoChoiceRow& row);
 // The value the report gives `key` ("calls.compressed", "bytes.inter_node_sent",
 // "savings", ...), or nothing for a key the report does not have.

@@ -117,6 +117,10 @@ AutoChoiceRow auto_choice_row(const Policy& policy, std::uint64_t comm_id, std::
   for (std::size_t c = 0; c < summary.cut.size(); ++c) {
     if (summary.cut[c] > 0) row.cut.emplace_back(policy.candidates.at(c).name, summary.cut[c]);
   }
+  for (std::size_t c = 0; c < summary.predicted_out.size(); ++c) {
+    if (summary.predicted_out[c] > 0)
+      row.predicted_out.emplace_back(policy.candidates.at(c).name, summary.predicted_out[c]);
+  }
   return row;
 }
 

@@ -45,7 +45,8 @@ std::string auto_json(const Counters& c, const ReportContext& context) {
                   row.reset_rounds);
     json += head;
     json += seconds_json(row.medians) + "}, \"cut_after_one_call_seconds\": {" +
-            seconds_json(row.cut) + "}}";
+            seconds_json(row.cut) + "}, \"left_out_predicted_seconds\": {" +
+            seconds_json(row.predicted_out) + "}}";
   }
   return json + "]}";
 }
@@ -61,6 +62,12 @@ std::string auto_medians_text(const AutoChoiceRow& row) {
   for (const auto& [name, seconds] : row.cut) {
     char one[128];
     std::snprintf(one, sizeof one, "%s%s cut after one call at %.3f ms",
+                  medians.empty() ? "" : ", ", name.c_str(), seconds * 1e3);
+    medians += one;
+  }
+  for (const auto& [name, seconds] : row.predicted_out) {
+    char one[128];
+    std::snprintf(one, sizeof one, "%s%s left out, predicted at %.3f ms",
                   medians.empty() ? "" : ", ", name.c_str(), seconds * 1e3);
     medians += one;
   }

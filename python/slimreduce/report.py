@@ -171,7 +171,9 @@ def auto_lines(run):
         medians = ", ".join(["%s %.3f ms" % (name, seconds * 1e3)
                              for name, seconds in row.get("median_seconds", {}).items()] +
                             ["%s cut after one call at %.3f ms" % (name, seconds * 1e3)
-                             for name, seconds in row.get("cut_after_one_call_seconds", {}).items()])
+                             for name, seconds in row.get("cut_after_one_call_seconds", {}).items()] +
+                            ["%s left out, predicted at %.3f ms" % (name, seconds * 1e3)
+                             for name, seconds in row.get("left_out_predicted_seconds", {}).items()])
         reset = ("; residuals reset: chosen among those that keep none"
                  if row.get("reset_rounds", 0) else "")
         lines.append("             comm %d, calls of %d B and up: %-6s (%s; %d rounds, %d switches, "

@@ -353,17 +353,20 @@ def case_job(args):
         expect(f"calls of {row['min_bytes']} B and up: {row['chosen'] or '-'}" in lines[at + offset],
                f"slimreduce-report's row {offset}: {lines[at + offset]} for {row}")
     print("ok: --compressor auto agreed one choice table on both ranks:\n" + table, end="")
-    # A candidate cut after one call of a round's first pass (over a slow link, plain fp32)
-    # is listed after the medians, as the library's own table lists it (test_core's
-    # Report.AutoCarriesItsChoiceTable): the same reports with one such entry written in.
+    # A candidate cut after one call of a round's first pass (over a slow link, plain fp32),
+    # and one a prediction left out, are listed after the medians, as the library's own table
+    # lists them (test_core's Report.AutoCarriesItsChoiceTable): the same reports with one of
+    # each written in.
     cut = os.path.join(args.work, "auto-cut")
     for rank, report in enumerate(reports):
         report["auto"]["classes"][0]["cut_after_one_call_seconds"] = {"none": 0.004}
+        report["auto"]["classes"][0]["left_out_predicted_seconds"] = {"int8": 0.009}
         with open(f"{cut}.{rank}.json", "w") as out:
             json.dump(report, out)
     _, table, _ = run([os.path.join(args.prefix, "bin", "slimreduce-report"), cut], check=0)
     row = table.splitlines()[at + 1]
-    expect("none cut after one call at 4.000 ms; " in row, f"slimreduce-report's cut row: {row}")
+    expect("none cut after one call at 4.000 ms, int8 left out, predicted at 9.000 ms; " in row,
+           f"slimreduce-report's cut row: {row}")
 
     # --adaptive: every rank holds the same levels table; slimreduce-report prints the
     # job's own adaptive lines, with the share of calls sent hard.

@@ -487,6 +487,7 @@ TEST(DecideAuto, TheChoiceTableListsOnlyMeasuredMedians) {
   summary.chosen = 2;
   summary.medians = {0, 2e-3, 1e-3};
   summary.cut = {9e-3, 0, 0};
+  summary.predicted_out = {0, 0, 3e-3};
   const AutoChoiceRow row = auto_choice_row(policy, kComm, 20, summary);
   ASSERT_EQ(row.medians.size(), 2u);
   EXPECT_EQ(row.medians[0].first, "fp16");
@@ -494,6 +495,8 @@ TEST(DecideAuto, TheChoiceTableListsOnlyMeasuredMedians) {
   EXPECT_EQ(row.chosen, "int8");
   ASSERT_EQ(row.cut.size(), 1u);
   EXPECT_EQ(row.cut[0], (std::pair<std::string, double>{"none", 9e-3}));
+  ASSERT_EQ(row.predicted_out.size(), 1u);
+  EXPECT_EQ(row.predicted_out[0], (std::pair<std::string, double>{"int8", 3e-3}));
 }
 
 TEST(AutoChooser, RefusesASchedulethatNeverAgrees) {

@@ -130,10 +130,16 @@ TEST(AutoModel, ASecondClassLeavesOutWhatTheFirstsPassCut) {
   EXPECT_DOUBLE_EQ(
       chooser.predicted(kComm, 21, 0),
       seconds_of(0, 1u << 20) * toy_model(0, 1u << 21, kRanks) / toy_model(0, 1u << 20, kRanks));
+  const double plain_at_21 = chooser.predicted(kComm, 21, 0);
   const std::vector<int> second = round_at(chooser, 1u << 21);
   EXPECT_FALSE(took(second, 0)) << "plain predicted hopeless";
   EXPECT_TRUE(took(second, 1) && took(second, 2));
-  EXPECT_EQ(chooser.summary(kComm, 21).chosen, 2);
+  const AutoChooser::ClassSummary summary = chooser.summary(kComm, 21);
+  EXPECT_EQ(summary.chosen, 2);
+  EXPECT_EQ(summary.predicted_out, (std::vector<double>{plain_at_21, 0, 0}))
+      << "the report lists what a prediction left out";
+  EXPECT_EQ(chooser.summary(kComm, 20).predicted_out, (std::vector<double>{0, 0, 0}))
+      << "the first class had nothing to predict from";
 
   AutoChooser without(3, with_pass());
   round_at(without, 1u << 20);

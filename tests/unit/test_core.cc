@@ -488,21 +488,22 @@ TEST(Report, AutoCarriesItsChoiceTable) {
       {1, 18, "int8", {{"none", 0.002}, {"fp16", 0.0015}, {"int8", 0.001}}, 2, 1, 600});
   context.auto_choices.push_back({1, 20, "", {}, 0, 0, 4});
   context.auto_choices.push_back(
-      {1, 19, "fp16", {{"int8", 0.001}}, 1, 0, 45, true, 1, {{"none", 0.004}}});
+      {1, 19, "fp16", {{"int8", 0.001}}, 1, 0, 45, true, 1, {{"none", 0.004}}, {{"topk", 0.009}}});
   const std::string json = report_json(counters, context);
   for (const char* expected :
        {"\"auto\": {\"probe_calls\": 9, \"switches\": 1, \"waits\": 3, \"classes\": [",
         "{\"comm\": 1, \"min_bytes\": 262144, \"chosen\": \"int8\", \"probe_rounds\": 2, "
         "\"switches\": 1, \"calls\": 600, \"resetting\": false, \"reset_rounds\": 0, "
         "\"median_seconds\": {\"none\": 0.002000000, \"fp16\": 0.001500000, \"int8\": "
-        "0.001000000}, \"cut_after_one_call_seconds\": {}},",
+        "0.001000000}, \"cut_after_one_call_seconds\": {}, \"left_out_predicted_seconds\": {}},",
         "{\"comm\": 1, \"min_bytes\": 1048576, \"chosen\": \"\", \"probe_rounds\": 0, "
         "\"switches\": 0, \"calls\": 4, \"resetting\": false, \"reset_rounds\": 0, "
-        "\"median_seconds\": {}, \"cut_after_one_call_seconds\": {}},",
+        "\"median_seconds\": {}, \"cut_after_one_call_seconds\": {}, "
+        "\"left_out_predicted_seconds\": {}},",
         "{\"comm\": 1, \"min_bytes\": 524288, \"chosen\": \"fp16\", \"probe_rounds\": 1, "
         "\"switches\": 0, \"calls\": 45, \"resetting\": true, \"reset_rounds\": 1, "
         "\"median_seconds\": {\"int8\": 0.001000000}, \"cut_after_one_call_seconds\": "
-        "{\"none\": 0.004000000}}]}}\n"}) {
+        "{\"none\": 0.004000000}, \"left_out_predicted_seconds\": {\"topk\": 0.009000000}}]}}\n"}) {
     EXPECT_NE(json.find(expected), std::string::npos) << expected << " in " << json;
   }
   const std::string table = report_table(counters, context);
@@ -512,8 +513,8 @@ TEST(Report, AutoCarriesItsChoiceTable) {
         "2 rounds, 1 switches, 600 calls)",
         "comm 1, calls of 1048576 B and up: -      (; 0 rounds",
         "comm 1, calls of 524288 B and up: fp16   (int8 1.000 ms, none cut after one call at "
-        "4.000 ms; 1 rounds, 0 switches, 45 calls; residuals reset: chosen among those that "
-        "keep none)"}) {
+        "4.000 ms, topk left out, predicted at 9.000 ms; 1 rounds, 0 switches, 45 calls; "
+        "residuals reset: chosen among those that keep none)"}) {
     EXPECT_NE(table.find(expected), std::string::npos) << expected << " in " << table;
   }
 }
