@@ -18,7 +18,7 @@ export HWLOC_COMPONENTS=${HWLOC_COMPONENTS:--linuxio,-pci}
 # ctest -j2; 6 of 4,800 launches of `mpirun -np 1 true`, four at a time). The
 # suite's launches share a private top that a directory of ours keeps from
 # ever being empty (0 of 2,400).
-if mpirun --version 2>/dev/null | grep -q "Open MPI"; then
+if mpirun --version 2>/dev/null | grep "Open MPI" >/dev/null; then  # all of it read: no SIGPIPE under pipefail
   ompi_sessions=$(mktemp -d "${TMPDIR:-/tmp}/slimreduce-ompi.XXXXXX")
   trap 'rm -rf "$ompi_sessions"' EXIT
   export OMPI_MCA_orte_tmpdir_base=$ompi_sessions
