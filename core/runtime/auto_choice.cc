@@ -14,6 +14,13 @@ double median_of(std::vector<double> values) {
   return values.size() % 2 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
 }
 
+namespace {
+
+// How many powers of two apart two size classes are.
+std::uint32_t classes_apart(std::uint32_t a, std::uint32_t b) { return a > b ? a - b : b - a; }
+
+}  // namespace
+
 AutoChooser::AutoChooser(int candidates, Schedule schedule)
     : candidates_(candidates), schedule_(schedule) {
   if (candidates < 1 || schedule.probes < 1 || schedule.check_window < 1 ||
@@ -127,9 +134,7 @@ double AutoChooser::predicted(std::uint64_t comm_id, std::uint32_t size_class,
     known.emplace_back(it->first.second, summary.medians[candidate]);
   }
   if (known.size() < 2) return modelled(comm_id, size_class, candidate);
-  const auto distance = [size_class](std::uint32_t c) {
-    return c > size_class ? c - size_class : size_class - c;
-  };
+  const auto distance = [size_class](std::uint32_t c) { return classes_apart(c, size_class); };
   std::stable_sort(known.begin(), known.end(), [&](const auto& a, const auto& b) {
     return distance(a.first) < distance(b.first);  // ties: the smaller class (map order)
   });
@@ -160,7 +165,7 @@ double AutoChooser::modelled(std::uint64_t comm_id, std::uint32_t size_class, in
     if (at == size_class || summary.chosen < 0) continue;
     const double median = c < summary.medians.size() ? summary.medians[c] : 0;
     const double agreed = median > 0 ? median : c < summary.cut.size() ? summary.cut[c] : 0;
-    const std::uint32_t apart = at > size_class ? at - size_class : size_class - at;
+    const std::uint32_t apart = classes_apart(at, size_class);
     if (!(agreed > 0) || (time > 0 && apart >= distance)) continue;
     nearest = at, distance = apart, time = agreed;
   }

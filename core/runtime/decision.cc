@@ -108,19 +108,19 @@ AutoChoiceRow auto_choice_row(const Policy& policy, std::uint64_t comm_id, std::
   if (summary.chosen >= 0) row.chosen = policy.candidates.at(summary.chosen).name;
   row.resetting = summary.resetting;
   row.reset_rounds = summary.reset_rounds;
-  for (std::size_t c = 0; c < summary.medians.size(); ++c) {
-    // Never probed: a twin where the communicator runs nothing two-level, or
-    // a candidate the class's first round left out as hopeless (predicted).
-    if (summary.medians[c] == 0) continue;
-    row.medians.emplace_back(policy.candidates.at(c).name, summary.medians[c]);
-  }
-  for (std::size_t c = 0; c < summary.cut.size(); ++c) {
-    if (summary.cut[c] > 0) row.cut.emplace_back(policy.candidates.at(c).name, summary.cut[c]);
-  }
-  for (std::size_t c = 0; c < summary.predicted_out.size(); ++c) {
-    if (summary.predicted_out[c] > 0)
-      row.predicted_out.emplace_back(policy.candidates.at(c).name, summary.predicted_out[c]);
-  }
+  // Each candidate's time by name, those with none left out (a median never
+  // probed: a twin where the communicator runs nothing two-level, or a
+  // candidate a prediction left out as hopeless).
+  const auto named = [&policy](const std::vector<double>& seconds) {
+    std::vector<std::pair<std::string, double>> out;
+    for (std::size_t c = 0; c < seconds.size(); ++c) {
+      if (seconds[c] > 0) out.emplace_back(policy.candidates.at(c).name, seconds[c]);
+    }
+    return out;
+  };
+  row.medians = named(summary.medians);
+  row.cut = named(summary.cut);
+  row.predicted_out = named(summary.predicted_out);
   return row;
 }
 

@@ -53,24 +53,19 @@ std::string auto_json(const Counters& c, const ReportContext& context) {
 
 std::string auto_medians_text(const AutoChoiceRow& row) {
   std::string medians;
-  for (const auto& [name, seconds] : row.medians) {
-    char one[96];
-    std::snprintf(one, sizeof one, "%s%s %.3f ms", medians.empty() ? "" : ", ", name.c_str(),
-                  seconds * 1e3);
-    medians += one;
-  }
-  for (const auto& [name, seconds] : row.cut) {
-    char one[128];
-    std::snprintf(one, sizeof one, "%s%s cut after one call at %.3f ms",
-                  medians.empty() ? "" : ", ", name.c_str(), seconds * 1e3);
-    medians += one;
-  }
-  for (const auto& [name, seconds] : row.predicted_out) {
-    char one[128];
-    std::snprintf(one, sizeof one, "%s%s left out, predicted at %.3f ms",
-                  medians.empty() ? "" : ", ", name.c_str(), seconds * 1e3);
-    medians += one;
-  }
+  // "NAME<between>1.234 ms" for each, comma-separated after what is there.
+  const auto add = [&medians](const std::vector<std::pair<std::string, double>>& named,
+                              const char* between) {
+    for (const auto& [name, seconds] : named) {
+      char one[128];
+      std::snprintf(one, sizeof one, "%s%s%s%.3f ms", medians.empty() ? "" : ", ", name.c_str(),
+                    between, seconds * 1e3);
+      medians += one;
+    }
+  };
+  add(row.medians, " ");
+  add(row.cut, " cut after one call at ");
+  add(row.predicted_out, " left out, predicted at ");
   return medians;
 }
 

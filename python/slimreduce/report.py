@@ -159,6 +159,13 @@ def table(run):
     return "\n".join(lines) + "\n"
 
 
+# A class's times in the choice table, in order: its report key, and what joins a
+# candidate's name to its time (as core/runtime/report_sections.cc prints them).
+TIMES_OF_A_CLASS = (("median_seconds", " "),
+                    ("cut_after_one_call_seconds", " cut after one call at "),
+                    ("left_out_predicted_seconds", " left out, predicted at "))
+
+
 def auto_lines(run):
     """SLIMREDUCE_COMPRESSOR=auto: probe calls, switches and waits summed over ranks,
     then the choice table, which every rank agreed on (rank 0's)."""
@@ -168,12 +175,9 @@ def auto_lines(run):
     lines = ["  auto       %d probe calls, %d switches, %d waits; choices (agreed):"
              % (probes, switches, waits)]
     for row in run.ranks[0]["auto"].get("classes", []):
-        medians = ", ".join(["%s %.3f ms" % (name, seconds * 1e3)
-                             for name, seconds in row.get("median_seconds", {}).items()] +
-                            ["%s cut after one call at %.3f ms" % (name, seconds * 1e3)
-                             for name, seconds in row.get("cut_after_one_call_seconds", {}).items()] +
-                            ["%s left out, predicted at %.3f ms" % (name, seconds * 1e3)
-                             for name, seconds in row.get("left_out_predicted_seconds", {}).items()])
+        medians = ", ".join("%s%s%.3f ms" % (name, between, seconds * 1e3)
+                            for key, between in TIMES_OF_A_CLASS
+                            for name, seconds in row.get(key, {}).items())
         reset = ("; residuals reset: chosen among those that keep none"
                  if row.get("reset_rounds", 0) else "")
         lines.append("             comm %d, calls of %d B and up: %-6s (%s; %d rounds, %d switches, "
