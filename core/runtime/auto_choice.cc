@@ -19,6 +19,19 @@ namespace {
 // How many powers of two apart two size classes are.
 std::uint32_t classes_apart(std::uint32_t a, std::uint32_t b) { return a > b ? a - b : b - a; }
 
+// A round's calls after its first pass (or all of them, without one), in
+// turn: `probes` cycles over `turns`, whose first also takes the candidates
+// that `joined` after the pass (they had no call in it, so one more each).
+std::vector<int> turn_calls(const std::vector<int>& turns, const std::vector<int>& joined,
+                            int probes) {
+  std::vector<int> calls = joined;
+  for (int cycle = 0; cycle < probes; ++cycle) {
+    calls.insert(calls.end(), turns.begin(), turns.end());
+    calls.insert(calls.end(), joined.begin(), joined.end());
+  }
+  return calls;
+}
+
 }  // namespace
 
 AutoChooser::AutoChooser(int candidates, Schedule schedule)
@@ -80,7 +93,7 @@ std::vector<int> AutoChooser::round_candidates(const ClassState& state, const Ke
   const double bound = all ? 0 : schedule_.hopeless * summary.medians[summary.chosen];
   std::vector<int> round;
   for (int c = 0; c < candidates_; ++c) {
-    if (!may_probe(state, c)) continue;
+    if (!may_probe(state, key.first, c)) continue;
     const double own =
         summary.medians[c] > 0 ? summary.medians[c] : predicted(key.first, key.second, c);
     if (!(all || c == summary.chosen || own <= bound)) continue;
@@ -104,7 +117,7 @@ std::vector<int> AutoChooser::first_round(const ClassState& state, const Key& ke
   double best = 0;
   int predicted_count = 0;
   for (int c = 0; c < candidates_; ++c) {
-    if (!may_probe(state, c) || !schedule_.predict_first_round) continue;
+    if (!may_probe(state, key.first, c) || !schedule_.predict_first_round) continue;
     predictions[c] = predicted(key.first, key.second, c);
     if (predictions[c] <= 0) continue;
     ++predicted_count;
@@ -112,7 +125,7 @@ std::vector<int> AutoChooser::first_round(const ClassState& state, const Key& ke
   }
   std::vector<int> round;
   for (int c = 0; c < candidates_; ++c) {
-    if (!may_probe(state, c)) continue;
+    if (!may_probe(state, key.first, c)) continue;
     if (predicted_count < 2 || predictions[c] <= 0 || predictions[c] <= schedule_.hopeless * best)
       round.push_back(c);
   }
@@ -182,20 +195,23 @@ double AutoChooser::modelled(std::uint64_t comm_id, std::uint32_t size_class, in
 // (exchanges_later()).
 void AutoChooser::start_round(ClassState& state, const Key& key) const {
   bool open = false;
-  state.round = state.twins_next ? twins_round(state) : round_candidates(state, key, &open);
+  state.round =
+      state.twins_next ? twins_round(state, key.first) : round_candidates(state, key, &open);
   state.twins_next = false;
   const bool waits_on_choice = !later_.contains(key.first) || state.summary.chosen >= 0;
   const bool cut = open && schedule_.cut_after_first_pass && waits_on_choice &&
                    schedule_.probes > 1 && state.round.size() > 1;
   state.pass_calls = cut ? state.round.size() : 0;
   state.pass.clear();
+  state.pass_resetting = false;
   state.turns = state.round;
+  state.calls = turn_calls(state.round, {}, schedule_.probes - (cut ? 1 : 0));
   // What a prediction alone kept out of the round, for the report.
   const std::vector<double>& medians = state.summary.medians;
   state.left_out.assign(candidates_, 0.0);
   for (int c = 0; c < candidates_; ++c) {
     const bool measured = static_cast<std::size_t>(c) < medians.size() && medians[c] > 0;
-    if (measured || !may_probe(state, c) ||
+    if (measured || !may_probe(state, key.first, c) ||
         std::find(state.round.begin(), state.round.end(), c) != state.round.end())
       continue;
     state.left_out[c] = predicted(key.first, key.second, c);
@@ -212,11 +228,9 @@ AutoStep AutoChooser::probe_step(ClassState& state, const Key& key) const {
     step.candidate = state.round[state.step];
     step.first_pass = step.agree_after = state.step + 1 == state.pass_calls;
   } else {
-    // After a pass each candidate left has had one of its probes.
-    const std::uint64_t probes = schedule_.probes - (state.pass_calls > 0 ? 1 : 0);
     const std::uint64_t in_turn = state.step - state.pass_calls;
-    step.candidate = state.turns[in_turn % state.turns.size()];
-    step.agree_after = in_turn + 1 == state.turns.size() * probes;
+    step.candidate = state.calls[in_turn];
+    step.agree_after = in_turn + 1 == state.calls.size();
   }
   ++state.step;
   return step;
@@ -263,57 +277,74 @@ bool AutoChooser::agreed(const AutoStep& step, std::uint64_t comm_id, std::vecto
   if (!window.empty()) window.pop_back();
   state.awaiting = false;
   state.times.clear();
+  bool resetting = state.calls_since > 0 && 2 * resets >= double(state.calls_since);
   if (step.first_pass) {
-    // The round's resets are judged over all its calls, at its end.
-    agree_pass(state, window);
+    // The round's resets are judged again over all its calls, at its end.
+    agree_pass(state, comm_id, window, resetting);
     return false;
   }
-  const bool resetting = state.calls_since > 0 && 2 * resets >= double(state.calls_since);
+  resetting = resetting || (step.probe && state.pass_resetting);
   state.calls_since = 0;
   state.resets_since = 0;
   state.summary.resetting = resetting;
-  if (step.probe) return agree_round(state, window, resetting);
+  if (step.probe) return agree_round(state, comm_id, window, resetting);
   agree_check(state, window, resetting);
   return false;
 }
 
 // The first pass's times, one a candidate in round order: the calls after
 // it leave out those more than `hopeless` times the fastest (never the
-// fastest: the earliest of equals).
-void AutoChooser::agree_pass(ClassState& state, const std::vector<double>& times) const {
+// fastest: the earliest of equals). A resetting pass (at least half its
+// calls reset, the ranks' largest count) makes the round resetting: the
+// twins the class may now probe join it, and the candidates that keep a
+// residual, which could not win it, leave (where one that keeps none stays).
+void AutoChooser::agree_pass(ClassState& state, std::uint64_t comm_id,
+                             const std::vector<double>& times, bool resetting) const {
   state.pass = times;
   state.pass.resize(state.round.size(), 0.0);
   const double fastest = *std::min_element(state.pass.begin(), state.pass.end());
-  state.turns.clear();
+  std::vector<int> kept, joined;
   for (std::size_t k = 0; k < state.round.size(); ++k) {
-    if (state.pass[k] <= schedule_.hopeless * fastest) state.turns.push_back(state.round[k]);
+    if (state.pass[k] <= schedule_.hopeless * fastest) kept.push_back(state.round[k]);
   }
+  if (resetting) {
+    state.summary.resetting = state.pass_resetting = true;  // may_probe() takes the twins now
+    for (int c = 0; c < candidates_; ++c) {
+      if (for_resetting(c) && may_probe(state, comm_id, c) &&
+          std::find(state.round.begin(), state.round.end(), c) == state.round.end())
+        joined.push_back(c);
+    }
+    std::vector<int> without;  // kept or joined, keeping no residual
+    for (const std::vector<int>* some : {&kept, &joined})
+      for (int c : *some)
+        if (!keeps_residual(c)) without.push_back(c);
+    if (!without.empty()) std::erase_if(kept, [this](int c) { return keeps_residual(c); });
+  }
+  state.round.insert(state.round.end(), joined.begin(), joined.end());
+  state.turns = kept;
+  state.turns.insert(state.turns.end(), joined.begin(), joined.end());
+  state.calls = turn_calls(kept, joined, schedule_.probes - 1);
 }
 
 // A probe round's times, after its first pass (if any) in turn over
 // state.turns: the least median wins; in a resetting round, the least of the
 // candidates that keep no residual, where there is one.
-bool AutoChooser::agree_round(ClassState& state, const std::vector<double>& times,
-                              bool resetting) const {
+bool AutoChooser::agree_round(ClassState& state, std::uint64_t comm_id,
+                              const std::vector<double>& times, bool resetting) const {
   // A candidate left out of the round keeps its last agreed median (the
   // report's), and cannot win; one cut after the pass is judged by its
   // pass's time.
   std::vector<double> medians = state.summary.medians;
   medians.resize(candidates_, 0.0);
-  const std::size_t in_turn = state.turns.size();
   std::vector<std::size_t> cut;  // after the pass: their places in the round
   for (std::size_t k = 0; k < state.round.size(); ++k) {
+    const int c = state.round[k];
     std::vector<double> own;
-    if (!state.pass.empty()) own.push_back(state.pass[k]);
-    const auto at = std::find(state.turns.begin(), state.turns.end(), state.round[k]);
-    if (at == state.turns.end()) {
-      cut.push_back(k);
-    } else {
-      for (auto i = static_cast<std::size_t>(at - state.turns.begin()); i < times.size();
-           i += in_turn)
-        own.push_back(times[i]);
-    }
-    medians[state.round[k]] = median_of(std::move(own));
+    if (k < state.pass.size()) own.push_back(state.pass[k]);  // not a twin that joined after it
+    if (std::find(state.turns.begin(), state.turns.end(), c) == state.turns.end()) cut.push_back(k);
+    for (std::size_t i = 0; i < times.size() && i < state.calls.size(); ++i)
+      if (state.calls[i] == c) own.push_back(times[i]);
+    medians[c] = median_of(std::move(own));
   }
   bool any_without = false, any_keeping = false, any_for_all = false;
   for (int c : state.round) {
@@ -362,7 +393,7 @@ bool AutoChooser::agree_round(ClassState& state, const std::vector<double>& time
   state.chosen_median = 0;  // the first check sets it
   state.probing = false;
   state.step = 0;
-  if (resetting && left_out_for_resetting(state)) {
+  if (resetting && left_out_for_resetting(state, comm_id)) {
     state.step = state.reprobe_after;  // a round at the next call: twins_round()
     state.twins_next = true;
   }
@@ -371,9 +402,9 @@ bool AutoChooser::agree_round(ClassState& state, const std::vector<double>& time
 
 // Whether a candidate for resetting classes that the class may now probe
 // was not in its last round.
-bool AutoChooser::left_out_for_resetting(const ClassState& state) const {
+bool AutoChooser::left_out_for_resetting(const ClassState& state, std::uint64_t comm_id) const {
   for (int c = 0; c < candidates_; ++c) {
-    if (for_resetting(c) && may_probe(state, c) &&
+    if (for_resetting(c) && may_probe(state, comm_id, c) &&
         std::find(state.round.begin(), state.round.end(), c) == state.round.end())
       return true;
   }
@@ -383,11 +414,20 @@ bool AutoChooser::left_out_for_resetting(const ClassState& state) const {
 // The round after a resetting one that left twins out: the choice (the
 // fastest that keeps no residual) against those twins; every other
 // candidate keeps the median it was just agreed.
-std::vector<int> AutoChooser::twins_round(const ClassState& state) const {
+std::vector<int> AutoChooser::twins_round(const ClassState& state, std::uint64_t comm_id) const {
   std::vector<int> round = {state.summary.chosen};
   for (int c = 0; c < candidates_; ++c)
-    if (for_resetting(c) && may_probe(state, c) && c != state.summary.chosen) round.push_back(c);
+    if (for_resetting(c) && may_probe(state, comm_id, c) && c != state.summary.chosen)
+      round.push_back(c);
   return round;
+}
+
+bool AutoChooser::communicator_resets(std::uint64_t comm_id) const {
+  for (auto it = classes_.lower_bound({comm_id, 0}); it != classes_.end(); ++it) {
+    if (it->first.first != comm_id) break;
+    if (it->second.summary.resetting) return true;
+  }
+  return false;
 }
 
 // A check of the choice. The first after a round sets the choice's own

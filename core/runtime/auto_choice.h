@@ -47,7 +47,14 @@
 // twin, which needs no residual) join a class's rounds while its last agreed
 // window was resetting (or while one is its choice); a resetting round that
 // left such a candidate out is followed at the next call by a round of the
-// choice and those candidates alone (the others' medians are known).
+// choice and those candidates alone (the others' medians are known). The
+// twins also join the rounds of every class of a communicator one of whose
+// classes' last agreed window was resetting (a fusion buffer's sizes span
+// several classes, which reset alike), and a round whose first pass was
+// resetting: its turns after the pass take the twins, leave out the
+// candidates that keep a residual (they cannot win it; their pass call is
+// kept as a cut one), and the round is resetting whatever its later calls
+// count (its calls after the pass were chosen for a resetting class).
 // A side may agree later than the window's last call (NCCL reads its times
 // from CUDA events a few calls on, core/nccl/auto_timing.h): until agreed(),
 // the class's calls are untimed, take the class's choice (or the first
@@ -210,8 +217,10 @@ class AutoChooser {
     std::vector<int> round;           // the candidates of the current probe round
     std::uint64_t pass_calls = 0;     // its first pass's calls (0: the round is not cut)
     std::vector<double> pass;         // the first pass's agreed times, in round order
+    bool pass_resetting = false;      // the first pass was resetting: so is the round
     std::vector<double> left_out;     // the round's ClassSummary::predicted_out, from its start
-    std::vector<int> turns;           // the candidates its calls after the pass take in turn
+    std::vector<int> turns;           // the candidates measured after the pass (all, without one)
+    std::vector<int> calls;           // the candidates of its calls after the pass, in order
     std::vector<bool> available;      // next()'s, from the class's last call (empty: all)
     std::vector<double> times;        // this rank's timed calls since the last exchange
     std::uint64_t calls_since = 0;    // calls since the last exchange
@@ -228,14 +237,16 @@ class AutoChooser {
   // The candidates of a round starting now; *open: it may take every one.
   std::vector<int> round_candidates(const ClassState& state, const Key& key, bool* open) const;
   std::vector<int> first_round(const ClassState& state, const Key& key) const;
-  std::vector<int> twins_round(const ClassState& state) const;
+  std::vector<int> twins_round(const ClassState& state, std::uint64_t comm_id) const;
   bool available(const ClassState& state, int candidate) const {
     return static_cast<std::size_t>(candidate) >= state.available.size() ||
            state.available[candidate];
   }
-  void agree_pass(ClassState& state, const std::vector<double>& times) const;
-  bool agree_round(ClassState& state, const std::vector<double>& times, bool resetting) const;
-  bool left_out_for_resetting(const ClassState& state) const;
+  void agree_pass(ClassState& state, std::uint64_t comm_id, const std::vector<double>& times,
+                  bool resetting) const;
+  bool agree_round(ClassState& state, std::uint64_t comm_id, const std::vector<double>& times,
+                   bool resetting) const;
+  bool left_out_for_resetting(const ClassState& state, std::uint64_t comm_id) const;
   void agree_check(ClassState& state, const std::vector<double>& times, bool resetting) const;
   bool keeps_residual(int candidate) const {
     return static_cast<std::size_t>(candidate) < keeps_residual_.size() &&
@@ -245,11 +256,15 @@ class AutoChooser {
     return static_cast<std::size_t>(candidate) < for_resetting_.size() && for_resetting_[candidate];
   }
   // Whether a round of this class may take the candidate (available, and a
-  // candidate for resetting classes only while the class resets or has it chosen).
-  bool may_probe(const ClassState& state, int candidate) const {
-    return available(state, candidate) && (!for_resetting(candidate) || state.summary.resetting ||
-                                           state.summary.chosen == candidate);
+  // candidate for resetting classes only while the class, or another class
+  // of its communicator, resets, or while the class has it chosen).
+  bool may_probe(const ClassState& state, std::uint64_t comm_id, int candidate) const {
+    return available(state, candidate) &&
+           (!for_resetting(candidate) || state.summary.resetting ||
+            state.summary.chosen == candidate || communicator_resets(comm_id));
   }
+  // Whether a class of the communicator had its last agreed window resetting.
+  bool communicator_resets(std::uint64_t comm_id) const;
 
   int candidates_;
   Schedule schedule_;

@@ -76,7 +76,9 @@ TEST(AutoChooser, AFirstPassCutsTheHopelessFromTheRestOfTheRound) {
   EXPECT_TRUE(steps[2].agree_after && steps[2].first_pass) << "the pass's exchange";
   for (std::size_t i = 0; i < steps.size(); ++i) {
     EXPECT_TRUE(steps[i].timed) << "call " << i;
-    if (i != 2) EXPECT_FALSE(steps[i].first_pass) << "call " << i;
+    if (i != 2) {
+      EXPECT_FALSE(steps[i].first_pass) << "call " << i;
+    }
   }
   EXPECT_TRUE(steps[6].agree_after);
   const auto summary = summary_of(chooser);
@@ -120,8 +122,8 @@ TEST(AutoChooser, AFirstPassCutsByTheAgreedTimes) {
   EXPECT_EQ(rest, (std::vector<int>{0, 2, 0, 2}));
 }
 
-// The round's residual resets are judged over all its calls: the pass's
-// count stays for the round's own exchange.
+// The round's residual resets are judged over all its calls (the pass's
+// count stays for the round's own exchange) as well as over its pass.
 TEST(AutoChooser, AFirstPassLeavesTheResetsToTheRoundsEnd) {
   AutoChooser chooser(3, with_pass());
   chooser.set_keeps_residual({false, true, false});
@@ -292,6 +294,66 @@ TEST(AutoChooser, AResettingRoundWithNothingToLeaveOutCountsNoResetRound) {
   EXPECT_TRUE(summary.resetting);
   EXPECT_EQ(summary.chosen, 1);
   EXPECT_EQ(summary.reset_rounds, 0u);
+}
+
+// none, int8 (keeps a residual, the fastest), fp16, and int8's unbiased
+// twin (keeps none; for resetting classes only).
+constexpr int kNone = 0, kInt8 = 1, kFp16 = 2, kTwin = 3;
+const std::vector<double> kTwinSeconds = {10e-3, 1e-3, 2e-3, 1.1e-3};
+
+AutoChooser twin_chooser() {
+  AutoChooser chooser(4, with_pass());
+  chooser.set_keeps_residual({false, true, false, false});
+  chooser.set_for_resetting({false, false, false, true});
+  return chooser;
+}
+
+// A pass of which at least half the calls reset (a fusion buffer whose
+// make-up changes): the rest of the round takes the twin, with a call for
+// each of the round's probes, and leaves int8 out, which could not win it.
+// The round is resetting though its later calls count no reset (the pass
+// chose them for a resetting class), and no round of the twins follows.
+TEST(AutoChooser, AResettingPassTakesTheTwinIntoItsRound) {
+  AutoChooser chooser = twin_chooser();
+  const std::vector<AutoStep> steps = round_of(chooser, kTwinSeconds, 2);  // 2 of the pass's 3
+  EXPECT_EQ(candidates_of(steps),
+            (std::vector<int>{kNone, kInt8, kFp16, kTwin, kFp16, kTwin, kFp16, kTwin}))
+      << "none cut as hopeless, int8 as keeping a residual";
+  const auto summary = summary_of(chooser);
+  EXPECT_EQ(summary.chosen, kTwin);
+  EXPECT_TRUE(summary.resetting);
+  EXPECT_EQ(summary.reset_rounds, 1u);
+  EXPECT_EQ(summary.medians, (std::vector<double>{0, 0, 2e-3, 1.1e-3}));
+  EXPECT_EQ(summary.cut, (std::vector<double>{10e-3, 1e-3, 0, 0})) << "their pass calls";
+  const AutoStep after = chooser.next(kComm, kBytes);
+  EXPECT_FALSE(after.probe) << "the twin was measured: no round of the twins";
+  EXPECT_EQ(after.candidate, kTwin);
+}
+
+TEST(AutoChooser, APassResettingFewerThanHalfItsCallsKeepsItsRound) {
+  AutoChooser chooser = twin_chooser();
+  const std::vector<AutoStep> steps = round_of(chooser, kTwinSeconds, 1);  // 1 of 7 calls
+  EXPECT_EQ(candidates_of(steps),
+            (std::vector<int>{kNone, kInt8, kFp16, kInt8, kFp16, kInt8, kFp16}));
+  EXPECT_EQ(summary_of(chooser).chosen, kInt8);
+  EXPECT_FALSE(summary_of(chooser).resetting);
+}
+
+// A fusion buffer's sizes span several classes, which reset alike: once one
+// class of the communicator was agreed resetting, another's first round
+// takes the twin from its pass on.
+TEST(AutoChooser, AClassProbesTheTwinFromItsFirstPassWhereAnotherClassResets) {
+  AutoChooser chooser = twin_chooser();
+  round_of(chooser, kTwinSeconds, kMaxCalls);  // every call resets
+  ASSERT_TRUE(summary_of(chooser).resetting);
+  std::vector<int> pass;
+  for (int guard = 0; guard < kMaxCalls; ++guard) {
+    const AutoStep step = chooser.next(kComm, 4 * kBytes);
+    pass.push_back(step.candidate);
+    chooser.record(step, kComm, 4 * kTwinSeconds.at(step.candidate));
+    if (step.agree_after) break;
+  }
+  EXPECT_EQ(pass, (std::vector<int>{kNone, kInt8, kFp16, kTwin}));
 }
 
 }  // namespace
