@@ -103,9 +103,13 @@ std::string auto_span_args(const std::optional<AutoStep>& auto_step) {
 
 AutoChoiceRow auto_choice_row(const Policy& policy, std::uint64_t comm_id, std::uint32_t size_class,
                               const AutoChooser::ClassSummary& summary) {
-  AutoChoiceRow row{comm_id,          size_class,   "", {}, summary.probe_rounds,
-                    summary.switches, summary.calls};
+  AutoChoiceRow row;
+  row.comm_id = comm_id;
+  row.size_class = size_class;
   if (summary.chosen >= 0) row.chosen = policy.candidates.at(summary.chosen).name;
+  row.probe_rounds = summary.probe_rounds;
+  row.switches = summary.switches;
+  row.calls = summary.calls;
   row.resetting = summary.resetting;
   row.reset_rounds = summary.reset_rounds;
   // Each candidate's time by name, those with none left out (a median never

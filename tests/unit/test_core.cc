@@ -239,7 +239,9 @@ TEST(Decision, EachPassThroughHasItsCounter) {
 // The one value a call runs with: the policy's compressor at its one level
 // on the classifier's route, until warm-up or the cap pass it through.
 TEST(CallDecision, CarriesThePolicysCompressorOnTheClassifiersRoute) {
-  Policy policy{compressor_named("topk", with_compressor("topk")), true};
+  Policy policy;
+  policy.compressor = compressor_named("topk", with_compressor("topk"));
+  policy.error_feedback = true;
   CompressionDecision rule(1000, 1);
   const CallShape shape{7, 100, 3};
   CallDecision first = choose_for(policy, ReductionPath::topk);
