@@ -93,7 +93,7 @@ std::vector<int> AutoChooser::round_candidates(const ClassState& state, const Ke
   const double bound = all ? 0 : schedule_.hopeless * summary.medians[summary.chosen];
   std::vector<int> round;
   for (int c = 0; c < candidates_; ++c) {
-    if (!may_probe(state, key.first, c)) continue;
+    if (!may_probe(state, c)) continue;
     const double own =
         summary.medians[c] > 0 ? summary.medians[c] : predicted(key.first, key.second, c);
     if (!(all || c == summary.chosen || own <= bound)) continue;
@@ -117,7 +117,7 @@ std::vector<int> AutoChooser::first_round(const ClassState& state, const Key& ke
   double best = 0;
   int predicted_count = 0;
   for (int c = 0; c < candidates_; ++c) {
-    if (!may_probe(state, key.first, c) || !schedule_.predict_first_round) continue;
+    if (!may_probe(state, c) || !schedule_.predict_first_round) continue;
     predictions[c] = predicted(key.first, key.second, c);
     if (predictions[c] <= 0) continue;
     ++predicted_count;
@@ -125,7 +125,7 @@ std::vector<int> AutoChooser::first_round(const ClassState& state, const Key& ke
   }
   std::vector<int> round;
   for (int c = 0; c < candidates_; ++c) {
-    if (!may_probe(state, key.first, c)) continue;
+    if (!may_probe(state, c)) continue;
     if (predicted_count < 2 || predictions[c] <= 0 || predictions[c] <= schedule_.hopeless * best)
       round.push_back(c);
   }
@@ -195,8 +195,7 @@ double AutoChooser::modelled(std::uint64_t comm_id, std::uint32_t size_class, in
 // (exchanges_later()).
 void AutoChooser::start_round(ClassState& state, const Key& key) const {
   bool open = false;
-  state.round =
-      state.twins_next ? twins_round(state, key.first) : round_candidates(state, key, &open);
+  state.round = state.twins_next ? twins_round(state) : round_candidates(state, key, &open);
   state.twins_next = false;
   const bool waits_on_choice = !later_.contains(key.first) || state.summary.chosen >= 0;
   const bool cut = open && schedule_.cut_after_first_pass && waits_on_choice &&
@@ -211,7 +210,7 @@ void AutoChooser::start_round(ClassState& state, const Key& key) const {
   state.left_out.assign(candidates_, 0.0);
   for (int c = 0; c < candidates_; ++c) {
     const bool measured = static_cast<std::size_t>(c) < medians.size() && medians[c] > 0;
-    if (measured || !may_probe(state, key.first, c) ||
+    if (measured || !may_probe(state, c) ||
         std::find(state.round.begin(), state.round.end(), c) != state.round.end())
       continue;
     state.left_out[c] = predicted(key.first, key.second, c);
@@ -280,14 +279,14 @@ bool AutoChooser::agreed(const AutoStep& step, std::uint64_t comm_id, std::vecto
   bool resetting = state.calls_since > 0 && 2 * resets >= double(state.calls_since);
   if (step.first_pass) {
     // The round's resets are judged again over all its calls, at its end.
-    agree_pass(state, comm_id, window, resetting);
+    agree_pass(state, window, resetting);
     return false;
   }
   resetting = resetting || (step.probe && state.pass_resetting);
   state.calls_since = 0;
   state.resets_since = 0;
   state.summary.resetting = resetting;
-  if (step.probe) return agree_round(state, comm_id, window, resetting);
+  if (step.probe) return agree_round(state, window, resetting);
   agree_check(state, window, resetting);
   return false;
 }
@@ -298,8 +297,8 @@ bool AutoChooser::agreed(const AutoStep& step, std::uint64_t comm_id, std::vecto
 // calls reset, the ranks' largest count) makes the round resetting: the
 // twins the class may now probe join it, and the candidates that keep a
 // residual, which could not win it, leave (where one that keeps none stays).
-void AutoChooser::agree_pass(ClassState& state, std::uint64_t comm_id,
-                             const std::vector<double>& times, bool resetting) const {
+void AutoChooser::agree_pass(ClassState& state, const std::vector<double>& times,
+                             bool resetting) const {
   state.pass = times;
   state.pass.resize(state.round.size(), 0.0);
   const double fastest = *std::min_element(state.pass.begin(), state.pass.end());
@@ -310,7 +309,7 @@ void AutoChooser::agree_pass(ClassState& state, std::uint64_t comm_id,
   if (resetting) {
     state.summary.resetting = state.pass_resetting = true;  // may_probe() takes the twins now
     for (int c = 0; c < candidates_; ++c) {
-      if (for_resetting(c) && may_probe(state, comm_id, c) &&
+      if (for_resetting(c) && may_probe(state, c) &&
           std::find(state.round.begin(), state.round.end(), c) == state.round.end())
         joined.push_back(c);
     }
@@ -329,8 +328,8 @@ void AutoChooser::agree_pass(ClassState& state, std::uint64_t comm_id,
 // A probe round's times, after its first pass (if any) in turn over
 // state.turns: the least median wins; in a resetting round, the least of the
 // candidates that keep no residual, where there is one.
-bool AutoChooser::agree_round(ClassState& state, std::uint64_t comm_id,
-                              const std::vector<double>& times, bool resetting) const {
+bool AutoChooser::agree_round(ClassState& state, const std::vector<double>& times,
+                              bool resetting) const {
   // A candidate left out of the round keeps its last agreed median (the
   // report's), and cannot win; one cut after the pass is judged by its
   // pass's time.
@@ -393,7 +392,7 @@ bool AutoChooser::agree_round(ClassState& state, std::uint64_t comm_id,
   state.chosen_median = 0;  // the first check sets it
   state.probing = false;
   state.step = 0;
-  if (resetting && left_out_for_resetting(state, comm_id)) {
+  if (resetting && left_out_for_resetting(state)) {
     state.step = state.reprobe_after;  // a round at the next call: twins_round()
     state.twins_next = true;
   }
@@ -402,9 +401,9 @@ bool AutoChooser::agree_round(ClassState& state, std::uint64_t comm_id,
 
 // Whether a candidate for resetting classes that the class may now probe
 // was not in its last round.
-bool AutoChooser::left_out_for_resetting(const ClassState& state, std::uint64_t comm_id) const {
+bool AutoChooser::left_out_for_resetting(const ClassState& state) const {
   for (int c = 0; c < candidates_; ++c) {
-    if (for_resetting(c) && may_probe(state, comm_id, c) &&
+    if (for_resetting(c) && may_probe(state, c) &&
         std::find(state.round.begin(), state.round.end(), c) == state.round.end())
       return true;
   }
@@ -414,20 +413,11 @@ bool AutoChooser::left_out_for_resetting(const ClassState& state, std::uint64_t 
 // The round after a resetting one that left twins out: the choice (the
 // fastest that keeps no residual) against those twins; every other
 // candidate keeps the median it was just agreed.
-std::vector<int> AutoChooser::twins_round(const ClassState& state, std::uint64_t comm_id) const {
+std::vector<int> AutoChooser::twins_round(const ClassState& state) const {
   std::vector<int> round = {state.summary.chosen};
   for (int c = 0; c < candidates_; ++c)
-    if (for_resetting(c) && may_probe(state, comm_id, c) && c != state.summary.chosen)
-      round.push_back(c);
+    if (for_resetting(c) && may_probe(state, c) && c != state.summary.chosen) round.push_back(c);
   return round;
-}
-
-bool AutoChooser::communicator_resets(std::uint64_t comm_id) const {
-  for (auto it = classes_.lower_bound({comm_id, 0}); it != classes_.end(); ++it) {
-    if (it->first.first != comm_id) break;
-    if (it->second.summary.resetting) return true;
-  }
-  return false;
 }
 
 // A check of the choice. The first after a round sets the choice's own

@@ -48,10 +48,8 @@
 // window was resetting (or while one is its choice); a resetting round that
 // left such a candidate out is followed at the next call by a round of the
 // choice and those candidates alone (the others' medians are known). The
-// twins also join the rounds of every class of a communicator one of whose
-// classes' last agreed window was resetting (a fusion buffer's sizes span
-// several classes, which reset alike), and a round whose first pass was
-// resetting: its turns after the pass take the twins, leave out the
+// twins also join a round whose first pass was resetting (at least half
+// its calls): its turns after the pass take the twins, leave out the
 // candidates that keep a residual (they cannot win it; their pass call is
 // kept as a cut one), and the round is resetting whatever its later calls
 // count (its calls after the pass were chosen for a resetting class).
@@ -237,16 +235,14 @@ class AutoChooser {
   // The candidates of a round starting now; *open: it may take every one.
   std::vector<int> round_candidates(const ClassState& state, const Key& key, bool* open) const;
   std::vector<int> first_round(const ClassState& state, const Key& key) const;
-  std::vector<int> twins_round(const ClassState& state, std::uint64_t comm_id) const;
+  std::vector<int> twins_round(const ClassState& state) const;
   bool available(const ClassState& state, int candidate) const {
     return static_cast<std::size_t>(candidate) >= state.available.size() ||
            state.available[candidate];
   }
-  void agree_pass(ClassState& state, std::uint64_t comm_id, const std::vector<double>& times,
-                  bool resetting) const;
-  bool agree_round(ClassState& state, std::uint64_t comm_id, const std::vector<double>& times,
-                   bool resetting) const;
-  bool left_out_for_resetting(const ClassState& state, std::uint64_t comm_id) const;
+  void agree_pass(ClassState& state, const std::vector<double>& times, bool resetting) const;
+  bool agree_round(ClassState& state, const std::vector<double>& times, bool resetting) const;
+  bool left_out_for_resetting(const ClassState& state) const;
   void agree_check(ClassState& state, const std::vector<double>& times, bool resetting) const;
   bool keeps_residual(int candidate) const {
     return static_cast<std::size_t>(candidate) < keeps_residual_.size() &&
@@ -256,15 +252,11 @@ class AutoChooser {
     return static_cast<std::size_t>(candidate) < for_resetting_.size() && for_resetting_[candidate];
   }
   // Whether a round of this class may take the candidate (available, and a
-  // candidate for resetting classes only while the class, or another class
-  // of its communicator, resets, or while the class has it chosen).
-  bool may_probe(const ClassState& state, std::uint64_t comm_id, int candidate) const {
-    return available(state, candidate) &&
-           (!for_resetting(candidate) || state.summary.resetting ||
-            state.summary.chosen == candidate || communicator_resets(comm_id));
+  // candidate for resetting classes only while the class resets or has it chosen).
+  bool may_probe(const ClassState& state, int candidate) const {
+    return available(state, candidate) && (!for_resetting(candidate) || state.summary.resetting ||
+                                           state.summary.chosen == candidate);
   }
-  // Whether a class of the communicator had its last agreed window resetting.
-  bool communicator_resets(std::uint64_t comm_id) const;
 
   int candidates_;
   Schedule schedule_;

@@ -161,7 +161,8 @@ def check_auto_reset(args, command):
     """SLIMREDUCE_COMPRESSOR=auto with candidates int8 (keeps a residual) and
     fp16 (keeps none), on fusion_buffer_job: the class whose buffer changes
     make-up every call is chosen without int8 (reset_rounds counts it), from
-    fp16 and int8's unbiased twin, which its second round probes; the steady
+    fp16 and int8's unbiased twin, which a round probes once a window of the
+    class was resetting (its first pass, or else its first round); the steady
     class is not, and never probes the twin; every rank's report holds the
     same table."""
     table = agreed_table(reports_of(args, command, {"SLIMREDUCE_COMPRESSOR": "auto",
