@@ -5,6 +5,7 @@
 # CONFIGS: "LABEL=COMPRESSOR:LIBRARY ..."; by default int8, and auto with and without its rounds'
 # first pass: LIB_PASS, this commit's library, and LIB_NOPASS, the same commit built with
 # `cut_after_first_pass = false` in core/runtime/auto_choice.h (AutoChooser::Schedule).
+# LINK=shm: over shared memory instead (no emulated link).
 # Run from a directory holding Horovod's examples/pytorch/pytorch_synthetic_benchmark.py, after
 # tests/integration/horovod/setup.sh.
 configs=${CONFIGS:-"int8=int8:$LIB_PASS auto=auto:$LIB_PASS auto-nopass=auto:$LIB_NOPASS"}
@@ -17,9 +18,14 @@ for round in ${ROUNDS:-1 2}; do
     [ -f "$lib" ] || { echo "no library $lib for $label" >&2; exit 2; }
     pre=(-x "LD_PRELOAD=$lib" -x "SLIMREDUCE_COMPRESSOR=$compressor" -x SLIMREDUCE_REPORT=stderr)
     echo "=== round $round config $label $(date -u +%T)"
-    "$(dirname "$0")/../../bench/netem.sh" 1gbit -- mpirun --allow-run-as-root --oversubscribe \
-      -np 4 --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
-      "${hvd[@]}" "${pre[@]}" "${job[@]}" 2>&1 |
+    if [ "${LINK:-1gbit}" = shm ]; then
+      launch=(mpirun --allow-run-as-root --oversubscribe -np 4)
+    else
+      launch=("$(dirname "$0")/../../bench/netem.sh" "${LINK:-1gbit}" -- mpirun --allow-run-as-root
+              --oversubscribe -np 4 --mca btl tcp,self --mca btl_tcp_if_include lo
+              --mca oob_tcp_if_include lo)
+    fi
+    "${launch[@]}" "${hvd[@]}" "${pre[@]}" "${job[@]}" 2>&1 |
       grep -E "Img/sec|Iter|auto  |comm .*calls of|savings|netem: the wire|Error|error" |
       grep -v "WARN: error-feedback residuals were reset" | head -30
   done
