@@ -31,6 +31,16 @@ inline AutoChooser::Schedule small_schedule() {
   return schedule;
 }
 
+// Candidates none, int8 (keeps a residual), fp16, and int8's unbiased twin
+// (keeps none; probed by resetting classes only), in that order.
+inline constexpr int kTwinNone = 0, kTwinInt8 = 1, kTwinFp16 = 2, kTwin = 3;
+inline AutoChooser twin_chooser(const AutoChooser::Schedule& schedule) {
+  AutoChooser chooser(4, schedule);
+  chooser.set_keeps_residual({false, true, false, false});
+  chooser.set_for_resetting({false, false, false, true});
+  return chooser;
+}
+
 // none, fp16 and int8 with their default settings, as the runtime makes them.
 inline Policy auto_policy() {
   Settings settings;

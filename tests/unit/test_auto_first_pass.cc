@@ -296,17 +296,11 @@ TEST(AutoChooser, AResettingRoundWithNothingToLeaveOutCountsNoResetRound) {
   EXPECT_EQ(summary.reset_rounds, 0u);
 }
 
-// none, int8 (keeps a residual, the fastest), fp16, and int8's unbiased
-// twin (keeps none; for resetting classes only).
-constexpr int kNone = 0, kInt8 = 1, kFp16 = 2, kTwin = 3;
+// none, int8 (the fastest), fp16 and int8's twin (auto_schedule.h).
+constexpr int kNone = kTwinNone, kInt8 = kTwinInt8, kFp16 = kTwinFp16;
 const std::vector<double> kTwinSeconds = {10e-3, 1e-3, 2e-3, 1.1e-3};
 
-AutoChooser twin_chooser() {
-  AutoChooser chooser(4, with_pass());
-  chooser.set_keeps_residual({false, true, false, false});
-  chooser.set_for_resetting({false, false, false, true});
-  return chooser;
-}
+AutoChooser twin_chooser() { return slimreduce::twin_chooser(with_pass()); }
 
 // A pass of which at least half the calls reset (a fusion buffer whose
 // make-up changes): the rest of the round takes the twin, with a call for

@@ -21,15 +21,10 @@ constexpr std::uint64_t kComm = 7;
 constexpr std::uint64_t kBytes = 1 << 20;
 
 // none, int8 (keeps a residual, fastest), fp16, int8/unbiased (nearly as fast).
-constexpr int kNone = 0, kInt8 = 1, kFp16 = 2, kTwin = 3;
+constexpr int kInt8 = kTwinInt8, kFp16 = kTwinFp16;
 const std::vector<double> kSeconds = {3e-3, 1e-3, 2e-3, 1.1e-3};
 
-AutoChooser twin_chooser() {
-  AutoChooser chooser(4, small_schedule());
-  chooser.set_keeps_residual({false, true, false, false});
-  chooser.set_for_resetting({false, false, false, true});
-  return chooser;
-}
+AutoChooser twin_chooser() { return slimreduce::twin_chooser(small_schedule()); }
 
 // Runs calls up to and including the class's next probe round; where
 // `resets`, every call finds its key with another shape (as a fusion
