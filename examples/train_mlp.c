@@ -278,7 +278,8 @@ static void average_gradients(Params* g, Sync sync, float* fused, int world) {
       MPI_Iallreduce(MPI_IN_PLACE, tensors[t], counts[t], MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
                      &requests[t]);
     }
-    MPI_Waitall(4, requests, MPI_STATUSES_IGNORE);
+    MPI_Status statuses[4];
+    MPI_Waitall(4, requests, statuses);
     for (int t = 0; t < 4; ++t) {
       for (int i = 0; i < counts[t]; ++i) tensors[t][i] /= (float)world;
     }

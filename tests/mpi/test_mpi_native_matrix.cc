@@ -93,7 +93,9 @@ TEST_F(NativeMatrix, TheRealShapeIsTheViewPowerSgdCompresses) {
   ASSERT_EQ(synchronize_(comm_), MPI_SUCCESS);
   const double shaped_error = relative_error(shaped), flat_error = relative_error(flat);
   EXPECT_LT(shaped_error, 1e-4) << "96 x 320 of rank 2, compressed at rank 4";
-  if (world_size() > 1) EXPECT_GT(flat_error, 1e-2) << "viewed as 160 x 192";
+  if (world_size() > 1) {
+    EXPECT_GT(flat_error, 1e-2) << "viewed as 160 x 192";
+  }
   EXPECT_TRUE(identical_on_all_ranks(shaped.data(), shaped.size() * sizeof(float), comm_));
   EXPECT_TRUE(identical_on_all_ranks(flat.data(), flat.size() * sizeof(float), comm_));
 }

@@ -162,9 +162,15 @@ TEST_P(Pipeline, SameBitsAsUnpipelinedOnEveryRank) {
         << "residual, step " << step;
     EXPECT_TRUE(same_on_every_rank(pipelined.outputs[step])) << "step " << step;
   }
-  if (c.pieces == 1) EXPECT_EQ(pipelined.partitions, 1u);
-  if (c.pieces == 2) EXPECT_EQ(pipelined.partitions, 2u);
-  if (c.pieces > 2) EXPECT_GT(pipelined.partitions, 10u);
+  if (c.pieces == 1) {
+    EXPECT_EQ(pipelined.partitions, 1u);
+  }
+  if (c.pieces == 2) {
+    EXPECT_EQ(pipelined.partitions, 2u);
+  }
+  if (c.pieces > 2) {
+    EXPECT_GT(pipelined.partitions, 10u);
+  }
   // Only cut calls use a helper; none of its work is a transport call.
   EXPECT_EQ(pool.made(), c.pieces == 1 ? 0u : 1u);
   EXPECT_EQ(pipelined.off_thread_calls, 0u);

@@ -308,7 +308,9 @@ TEST_P(ShardedInt8Values, InfAndNanWhereAPlainSumHasThem) {
     EXPECT_TRUE(std::isnan(got[4000]));
   }
   for (std::size_t i = 0; i < count; ++i) {
-    if (i != 10 && i != 2000 && i != 4000) ASSERT_TRUE(std::isfinite(got[i])) << i;
+    if (i != 10 && i != 2000 && i != 4000) {
+      ASSERT_TRUE(std::isfinite(got[i])) << i;
+    }
   }
   // The next call starts clean: a non-finite value is not carried in the residual.
   const auto next = caller.call(input_of(caller.rank(), 1, count));

@@ -265,7 +265,8 @@ TEST(CallDecision, CarriesThePolicysCompressorOnTheClassifiersRoute) {
 }
 
 TEST(CallDecision, ChoosingCountsNothingAndNoCompressorPassesUncounted) {
-  Policy policy{compressor_named("fp16", with_compressor("fp16")), false};
+  Policy policy;
+  policy.compressor = compressor_named("fp16", with_compressor("fp16"));
   CompressionDecision rule(1000, 1);
   const CallShape shape{1, 10, 0};
   for (int i = 0; i < 3; ++i) (void)choose_for(policy, ReductionPath::cast);
@@ -355,13 +356,23 @@ TEST(Counters, OneRankSendsNothingAndSavesNothing) {
   EXPECT_EQ(counters.savings(), 0.0);
 }
 
+ReportContext context_of(int rank, int world_size, std::string compressor,
+                         bool summed_over_ranks = false) {
+  ReportContext context;
+  context.rank = rank;
+  context.world_size = world_size;
+  context.compressor = std::move(compressor);
+  context.summed_over_ranks = summed_over_ranks;
+  return context;
+}
+
 TEST(Report, JsonCarriesTheContractKeys) {
   Counters counters;
   counters.count_pass_through(100, 4);
   counters.count_compressed(400, 4, 300);
   counters.warmup = 2;
   counters.ef_resets = 5;
-  const std::string json = report_json(counters, {3, 4, "fp16"});
+  const std::string json = report_json(counters, context_of(3, 4, "fp16"));
   for (const char* expected :
        {"\"rank\": 3", "\"world_size\": 4", "\"compressor\": \"fp16\"", "\"intercepted\": 2",
         "\"compressed\": 1", "\"passed_through\": 1", "\"warmup\": 2", "\"ef_resets\": 5",
@@ -369,7 +380,7 @@ TEST(Report, JsonCarriesTheContractKeys) {
         "\"savings\": 0.400000"}) {
     EXPECT_NE(json.find(expected), std::string::npos) << expected << " in " << json;
   }
-  const std::string table = report_table(counters, {0, 4, "fp16"});
+  const std::string table = report_table(counters, context_of(0, 4, "fp16"));
   EXPECT_NE(table.find("savings    40.0%"), std::string::npos) << table;
 }
 
@@ -381,8 +392,8 @@ TEST(Report, TheNodeSplitIsReportedWhenHierarchicalIsOn) {
   counters.inter_node_sent = 100;
   counters.intra_node_sent = 200;
   counters.count_by_node(50, 50, false);
-  EXPECT_EQ(report_json(counters, {0, 4, "fp16"}).find("inter_node"), std::string::npos);
-  ReportContext hierarchical{0, 4, "fp16"};
+  EXPECT_EQ(report_json(counters, context_of(0, 4, "fp16")).find("inter_node"), std::string::npos);
+  ReportContext hierarchical = context_of(0, 4, "fp16");
   hierarchical.node_bytes = true;
   const std::string json = report_json(counters, hierarchical);
   for (const char* expected :
@@ -424,7 +435,7 @@ TEST(Counters, EveryFieldGoesToValuesAndBack) {
   double values[Counters::kValues];
   counters.to_values(values);
   const Counters back = Counters::from_values(values);
-  ReportContext context{0, 4, "fp16"};
+  ReportContext context = context_of(0, 4, "fp16");
   context.node_bytes = true;
   context.chooses = true;
   EXPECT_EQ(report_json(back, context), report_json(counters, context));
@@ -435,7 +446,7 @@ TEST(Counters, EveryFieldGoesToValuesAndBack) {
 // with the value the report gives it; a key the report lacks is refused.
 TEST(Report, EveryJsonKeyIsReadableByName) {
   const Counters counters = counters_with_every_field();
-  ReportContext context{0, 4, "auto"};
+  ReportContext context = context_of(0, 4, "auto");
   context.node_bytes = true;
   context.chooses = true;
   const std::string json = report_json(counters, context);
@@ -483,12 +494,21 @@ TEST(Report, AutoCarriesItsChoiceTable) {
   counters.auto_probe_calls = 9;
   counters.auto_switches = 1;
   counters.auto_waits = 3;
-  EXPECT_EQ(report_json(counters, {0, 4, "fp16"}).find("auto"), std::string::npos);
-  ReportContext context{0, 4, "auto"};
+  EXPECT_EQ(report_json(counters, context_of(0, 4, "fp16")).find("auto"), std::string::npos);
+  ReportContext context = context_of(0, 4, "auto");
   context.chooses = true;
-  context.auto_choices.push_back(
-      {1, 18, "int8", {{"none", 0.002}, {"fp16", 0.0015}, {"int8", 0.001}}, 2, 1, 600});
-  context.auto_choices.push_back({1, 20, "", {}, 0, 0, 4});
+  context.auto_choices.push_back({1,
+                                  18,
+                                  "int8",
+                                  {{"none", 0.002}, {"fp16", 0.0015}, {"int8", 0.001}},
+                                  2,
+                                  1,
+                                  600,
+                                  false,
+                                  0,
+                                  {},
+                                  {}});
+  context.auto_choices.push_back({1, 20, "", {}, 0, 0, 4, false, 0, {}, {}});
   context.auto_choices.push_back(
       {1, 19, "fp16", {{"int8", 0.001}}, 1, 0, 45, true, 1, {{"none", 0.004}}, {{"topk", 0.009}}});
   const std::string json = report_json(counters, context);
@@ -535,8 +555,8 @@ TEST(Report, AdaptiveCarriesItsLevels) {
   EXPECT_EQ(summed.adaptive_gentle, 1u);
   EXPECT_EQ(summed.adaptive_hard, 3u);
   EXPECT_EQ(report_value(summed, "adaptive.calls_hard"), 3.0);
-  EXPECT_EQ(report_json(summed, {0, 4, "topk"}).find("adaptive"), std::string::npos);
-  ReportContext context{0, 4, "topk"};
+  EXPECT_EQ(report_json(summed, context_of(0, 4, "topk")).find("adaptive"), std::string::npos);
+  ReportContext context = context_of(0, 4, "topk");
   context.levels = "topk ratio 0.01,0.001";
   context.level_rows.push_back({1, 18, 20, 280, 30, 1, 1});
   const std::string json = report_json(summed, context);
@@ -561,36 +581,36 @@ TEST(Report, AdaptiveCarriesItsLevels) {
 TEST(Report, TopkCallsBySharedOrGatheredAlgorithm) {
   Counters counters;
   counters.count_compressed(400, 4, 300);
-  EXPECT_EQ(report_table(counters, {0, 4, "topk"}).find("top-k"), std::string::npos);
+  EXPECT_EQ(report_table(counters, context_of(0, 4, "topk")).find("top-k"), std::string::npos);
   counters.count_topk(true, 300);
   Counters other;
   other.count_topk(false, 1048576);
   counters += other;
   EXPECT_EQ(counters.topk_sharded, 1u);
   EXPECT_EQ(counters.topk_gathered, 1u);
-  const std::string json = report_json(counters, {0, 4, "topk"});
+  const std::string json = report_json(counters, context_of(0, 4, "topk"));
   EXPECT_NE(json.find("\"topk_gathered\": 1, \"topk_sharded\": 1"), std::string::npos) << json;
   EXPECT_NE(json.find("\"topk_gathered_sent\": 1048576, \"topk_sharded_sent\": 300"),
             std::string::npos)
       << json;
-  EXPECT_NE(report_table(counters, {0, 4, "topk"})
+  EXPECT_NE(report_table(counters, context_of(0, 4, "topk"))
                 .find("  top-k      gathered 1 calls, sent          1.0 MiB   sharded 1 calls"),
             std::string::npos)
-      << report_table(counters, {0, 4, "topk"});
+      << report_table(counters, context_of(0, 4, "topk"));
 }
 
 // A table says whose counters it shows: a rank's own must not claim to be the job's.
 TEST(Report, TableSaysWhetherItSumsOverRanks) {
   Counters counters;
   counters.count_compressed(400, 4, 300);
-  const std::string alone = report_table(counters, {2, 4, "topk"});
+  const std::string alone = report_table(counters, context_of(2, 4, "topk"));
   EXPECT_NE(alone.find("compressor topk, rank 2 of 4 (this rank alone)"), std::string::npos)
       << alone;
   EXPECT_EQ(alone.find("sums over ranks"), std::string::npos) << alone;
   EXPECT_NE(alone.find("passed through        0 (warm-up 0)  residual cap reached 0"),
             std::string::npos)
       << alone;  // the cap's calls are not all passed through: they stand apart
-  const std::string summed = report_table(counters, {0, 4, "topk", true});
+  const std::string summed = report_table(counters, context_of(0, 4, "topk", true));
   EXPECT_NE(summed.find("compressor topk, 4 ranks (sums over ranks)"), std::string::npos) << summed;
 }
 

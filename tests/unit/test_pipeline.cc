@@ -35,7 +35,9 @@ TEST_P(Partitions, CoverTheCountContiguouslyNearEqualWithinTheLimit) {
     EXPECT_EQ(piece.begin, next);
     EXPECT_GE(piece.count, 1u);
     // Within the limit, unless the limit is below one element.
-    if (limit >= element_bytes) EXPECT_LE(piece.count * element_bytes, limit);
+    if (limit >= element_bytes) {
+      EXPECT_LE(piece.count * element_bytes, limit);
+    }
     shortest = std::min(shortest, piece.count);
     longest = std::max(longest, piece.count);
     next += piece.count;
@@ -121,11 +123,15 @@ TEST_P(Pipelined, EachStepsPhasesInOrderCollectivesOnTheCallersThread) {
   }
   std::size_t on_helper = 0;
   for (const auto& entry : log.entries) {
-    if (entry.what.ends_with(".communicate")) EXPECT_EQ(entry.thread, std::this_thread::get_id());
+    if (entry.what.ends_with(".communicate")) {
+      EXPECT_EQ(entry.thread, std::this_thread::get_id());
+    }
     if (entry.thread != std::this_thread::get_id()) ++on_helper;
   }
   // All but the first compress and the last finish ran on the helper.
-  if (steps > 1) EXPECT_EQ(on_helper, 2 * steps - 2);
+  if (steps > 1) {
+    EXPECT_EQ(on_helper, 2 * steps - 2);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Steps, Pipelined, ::testing::Values(1, 2, 3, 17));
@@ -182,10 +188,14 @@ TEST(Pipelined, TheObserverHearsEachPhaseWithItsLane) {
   for (const PhaseRun& run : heard.runs) {
     EXPECT_EQ(run.steps, 4u);
     EXPECT_LE(run.begin_us, run.end_us);
-    if (run.phase == Phase::communicate) EXPECT_EQ(run.lane, 0);
+    if (run.phase == Phase::communicate) {
+      EXPECT_EQ(run.lane, 0);
+    }
     const bool first_compress = run.phase == Phase::compress && run.step == 0;
     const bool last_finish = run.phase == Phase::finish && run.step == 3;
-    if (run.phase != Phase::communicate && !first_compress && !last_finish) EXPECT_EQ(run.lane, 1);
+    if (run.phase != Phase::communicate && !first_compress && !last_finish) {
+      EXPECT_EQ(run.lane, 1);
+    }
   }
 }
 

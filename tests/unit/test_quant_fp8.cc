@@ -178,7 +178,9 @@ TEST_P(QuantFp8, ResidualAndAccumulateAsScalar) {
   for (std::size_t i = 0; i < n(); ++i) {
     const float acc = in[i] + old_residual[i];
     const float want = std::isfinite(decoded[i]) ? acc - decoded[i] : 0.0f;
-    if (!std::isnan(acc)) ASSERT_EQ(bits_of(scalar_res[i]), bits_of(want)) << i;
+    if (!std::isnan(acc)) {
+      ASSERT_EQ(bits_of(scalar_res[i]), bits_of(want)) << i;
+    }
   }
   for (const Isa isa : usable_isas()) {
     std::vector<std::uint8_t> block(scalar_block.size());
