@@ -203,7 +203,6 @@ void AutoChooser::start_round(ClassState& state, const Key& key) const {
   state.pass_calls = cut ? state.round.size() : 0;
   state.pass.clear();
   state.pass_resetting = false;
-  state.turns = state.round;
   state.calls = turn_calls(state.round, {}, schedule_.probes - (cut ? 1 : 0));
   // What a prediction alone kept out of the round, for the report.
   const std::vector<double>& medians = state.summary.medians;
@@ -313,20 +312,17 @@ void AutoChooser::agree_pass(ClassState& state, const std::vector<double>& times
           std::find(state.round.begin(), state.round.end(), c) == state.round.end())
         joined.push_back(c);
     }
-    std::vector<int> without;  // kept or joined, keeping no residual
-    for (const std::vector<int>* some : {&kept, &joined})
-      for (int c : *some)
-        if (!keeps_residual(c)) without.push_back(c);
-    if (!without.empty()) std::erase_if(kept, [this](int c) { return keeps_residual(c); });
+    const auto keeps_none = [this](int c) { return !keeps_residual(c); };
+    if (std::any_of(kept.begin(), kept.end(), keeps_none) ||
+        std::any_of(joined.begin(), joined.end(), keeps_none))
+      std::erase_if(kept, [this](int c) { return keeps_residual(c); });
   }
   state.round.insert(state.round.end(), joined.begin(), joined.end());
-  state.turns = kept;
-  state.turns.insert(state.turns.end(), joined.begin(), joined.end());
   state.calls = turn_calls(kept, joined, schedule_.probes - 1);
 }
 
 // A probe round's times, after its first pass (if any) in turn over
-// state.turns: the least median wins; in a resetting round, the least of the
+// state.calls: the least median wins; in a resetting round, the least of the
 // candidates that keep no residual, where there is one.
 bool AutoChooser::agree_round(ClassState& state, const std::vector<double>& times,
                               bool resetting) const {
@@ -340,7 +336,8 @@ bool AutoChooser::agree_round(ClassState& state, const std::vector<double>& time
     const int c = state.round[k];
     std::vector<double> own;
     if (k < state.pass.size()) own.push_back(state.pass[k]);  // not a twin that joined after it
-    if (std::find(state.turns.begin(), state.turns.end(), c) == state.turns.end()) cut.push_back(k);
+    // In the pass, and none of the calls after it: cut.
+    if (std::find(state.calls.begin(), state.calls.end(), c) == state.calls.end()) cut.push_back(k);
     for (std::size_t i = 0; i < times.size() && i < state.calls.size(); ++i)
       if (state.calls[i] == c) own.push_back(times[i]);
     medians[c] = median_of(std::move(own));

@@ -217,7 +217,6 @@ class AutoChooser {
     std::vector<double> pass;         // the first pass's agreed times, in round order
     bool pass_resetting = false;      // the first pass was resetting: so is the round
     std::vector<double> left_out;     // the round's ClassSummary::predicted_out, from its start
-    std::vector<int> turns;           // the candidates measured after the pass (all, without one)
     std::vector<int> calls;           // the candidates of its calls after the pass, in order
     std::vector<bool> available;      // next()'s, from the class's last call (empty: all)
     std::vector<double> times;        // this rank's timed calls since the last exchange
